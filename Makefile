@@ -40,6 +40,10 @@ vcsim: deps
 # The published crates' rustdoc must build without warnings (broken links),
 # and the crates must build and pass their tests from their .crate files
 # (tests/package-check).
+# vsphere-client's feature-gated type families: the workspace builds without
+# them (as a program does by default); `make test` also tests the crate with them.
+TYPE_FAMILIES := all-events,all-faults
+
 test: deps
 	@vcsim_bin="$$(tests/vcsim/build)"; echo "simulator launcher: $$vcsim_bin"; \
 	if [ -n "$(WSDL_DIR)" ] && [ -d "$(WSDL_DIR)" ]; then \
@@ -50,8 +54,10 @@ test: deps
 	cargo fmt --all -- --check >/dev/null || { cargo fmt --all -- --check | head -n 40; echo "make test: not formatted; run: cargo fmt --all"; exit 1; }; \
 	cargo clippy --workspace --all-targets --quiet -- -D warnings || { echo "make test: clippy found warnings (the workspace lints in Cargo.toml)"; exit 1; }; \
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run --workspace --no-fail-fast; \
+	cargo clippy -p vsphere-client --all-targets --quiet --features $(TYPE_FAMILIES) -- -D warnings || { echo "make test: clippy found warnings with the type families compiled in"; exit 1; }; \
+	VCSIM_BIN="$$vcsim_bin" cargo nextest run -p vsphere-client --features $(TYPE_FAMILIES) --no-fail-fast; \
 	cargo test --doc --workspace; \
-	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p vsphere-client -p vsphere-testkit; \
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p vsphere-client -p vsphere-testkit --features vsphere-client/all-events,vsphere-client/all-faults; \
 	tests/package-check
 
 # Verifies the bundle against its SHA256SUMS, then fills $(GENERATED) with a

@@ -8,6 +8,7 @@
 pub mod additions;
 pub mod emit;
 pub mod error;
+pub mod families;
 pub mod fixups;
 pub mod idempotent;
 pub mod managed_objects;

@@ -59,6 +59,9 @@ pub struct Plan {
     pub array_of: BTreeMap<String, String>,
     /// The operations each managed object owns, inverted: operation -> owners.
     pub owners: BTreeMap<String, Vec<String>>,
+    /// Types compiled in only with a cargo feature of vsphere-client, by XML
+    /// name: the feature (see `families`).
+    pub gated: BTreeMap<String, &'static str>,
 }
 
 impl Plan {
@@ -87,6 +90,15 @@ impl Plan {
             Occurs::Required => inner,
             Occurs::Optional => format!("Option<{inner}>"),
             Occurs::Repeated => format!("Vec<{inner}>"),
+        }
+    }
+
+    /// The attribute that compiles `type_name`'s items only with its
+    /// family's feature (`#[cfg(feature = "all-events")] `), or nothing.
+    pub fn cfg(&self, type_name: &str) -> String {
+        match self.gated.get(type_name) {
+            Some(feature) => format!("#[cfg(feature = \"{feature}\")] "),
+            None => String::new(),
         }
     }
 
@@ -236,6 +248,7 @@ pub fn plan(model: &Model) -> Result<Plan> {
         idempotent,
         array_of,
         owners,
+        gated: crate::families::gated(model),
     })
 }
 

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::{format, lit, Counts, Item};
+use super::{format, format_gated, lit, Counts, Item};
 use crate::bail;
 use crate::error::Result;
 use crate::model::Model;
@@ -34,8 +34,9 @@ pub(crate) fn emit(
     model: &Model,
     plan: &Plan,
     counts: &mut Counts,
-    thread_safety_checks: &mut std::collections::BTreeSet<String>,
+    thread_safety_checks: &mut std::collections::BTreeMap<String, String>,
     chunk_of: &std::collections::BTreeMap<String, String>,
+    chunk_cfg: &std::collections::BTreeMap<String, String>,
 ) -> Result<Vec<Item>> {
     let mut items = Vec::new();
     for base in &plan.polymorphic {
@@ -45,6 +46,16 @@ pub(crate) fn emit(
         variants.extend(model.descendants(base));
         let rust = |t: &String| plan.type_names[t].clone();
         let base_rust = rust(base);
+        // A gated base gates the whole enum; a gated variant is compiled in
+        // with its family, and without it its values decode as their nearest
+        // ancestor among the variants compiled in.
+        let enum_cfg = plan.cfg(base);
+        let gated_variants = variants.iter().any(|t| !plan.cfg(t).is_empty());
+        let unreachable = if gated_variants {
+            "#[allow(unreachable_patterns)] "
+        } else {
+            ""
+        };
 
         let mut code = String::new();
         writeln!(
@@ -56,7 +67,7 @@ pub(crate) fn emit(
         )
         .ok();
         for t in &variants {
-            writeln!(code, "    {}(Box<{}>),", rust(t), rust(t)).ok();
+            writeln!(code, "    {}{}(Box<{}>),", plan.cfg(t), rust(t), rust(t)).ok();
         }
         code.push_str("}\n");
         writeln!(
@@ -79,10 +90,15 @@ pub(crate) fn emit(
             std::collections::BTreeMap::new();
         for t in &variants {
             let r = rust(t);
-            writeln!(debug, "Self::{r}(v) => std::fmt::Debug::fmt(&**v, f),").ok();
-            writeln!(clone, "Self::{r}(v) => Self::{r}(Box::new((**v).clone())),").ok();
-            writeln!(eq, "(Self::{r}(a), Self::{r}(b)) => **a == **b,").ok();
-            writeln!(names, "Self::{r}(_) => {},", lit(t)).ok();
+            let c = plan.cfg(t);
+            writeln!(debug, "{c}Self::{r}(v) => std::fmt::Debug::fmt(&**v, f),").ok();
+            writeln!(
+                clone,
+                "{c}Self::{r}(v) => Self::{r}(Box::new((**v).clone())),"
+            )
+            .ok();
+            writeln!(eq, "{c}(Self::{r}(a), Self::{r}(b)) => **a == **b,").ok();
+            writeln!(names, "{c}Self::{r}(_) => {},", lit(t)).ok();
             let xsi_type = if t == base {
                 // The declared type needs no `xsi:type`; a subtype does.
                 "None".to_string()
@@ -91,30 +107,32 @@ pub(crate) fn emit(
             };
             writeln!(
                 encode,
-                "Self::{r}(v) => x::Encode::encode_as(&**v, w, tag, {xsi_type}),"
+                "{c}Self::{r}(v) => x::Encode::encode_as(&**v, w, tag, {xsi_type}),"
             )
             .ok();
             let Some(chunk) = chunk_of.get(t) else {
                 bail!("{t}, a variant of {any}, has no registry chunk");
             };
             by_chunk.entry(chunk.as_str()).or_default().push(format!(
-                "Ok(chunks::{chunk}::Object::{r}(v)) => return Ok(Self::{r}(v)),"
+                "{c}Ok(chunks::{chunk}::Object::{r}(v)) => return Ok(Self::{r}(v)),"
             ));
         }
         // `from_object`: unboxed as each registry chunk's enum in turn and
         // matched on its variants, so no generic function per variant type.
         for (chunk, arms) in &by_chunk {
+            // A chunk whose every object is gated has its `Object` gated too.
+            let cfg = chunk_cfg.get(*chunk).map_or("", String::as_str);
             writeln!(
                 variant_of,
-                "let object = match x::take_chunk::<chunks::{chunk}::Object>(object) {{\n{}\nOk(other) => return Err(x::box_object(other)),\nErr(object) => object,\n}};",
+                "{cfg}let object = match x::take_chunk::<chunks::{chunk}::Object>(object) {{\n{}\n{unreachable}Ok(other) => return Err(x::box_object(other)),\nErr(object) => object,\n}};",
                 arms.join("\n")
             )
             .ok();
         }
         let other = if variants.len() > 1 {
-            "_ => false,"
+            format!("{unreachable}_ => false,")
         } else {
-            ""
+            String::new()
         };
         // One item each: the `match`es of the big families (MethodFault,
         // Event) would not fit one file together.
@@ -155,25 +173,44 @@ pub(crate) fn emit(
         .ok();
         let conversions = std::mem::take(&mut code);
 
-        writeln!(
-            code,
-            "impl x::Decode for {any} {{\n    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {{\n        Ok(match r.xsi_type() {{"
-        )
-        .ok();
-        for t in variants.iter().skip(1) {
+        let arms: String = variants
+            .iter()
+            .skip(1)
+            .map(|t| {
+                format!(
+                    "            {}Some({}) => match x::Decode::decode_boxed(r) {{ Ok(v) => Self::{}(v), Err(e) => return Err(e) }},\n",
+                    plan.cfg(t),
+                    lit(t),
+                    rust(t)
+                )
+            })
+            .collect();
+        let as_base = format!(
+            "match x::Decode::decode_boxed(r) {{ Ok(v) => Self::{base_rust}(v), Err(e) => return Err(e) }}"
+        );
+        if gated_variants {
+            // A type not compiled in is looked for again by its parent's
+            // name, up to the declared type (bounded: the registry is data).
             writeln!(
                 code,
-                "            Some({}) => match x::Decode::decode_boxed(r) {{ Ok(v) => Self::{}(v), Err(e) => return Err(e) }},",
-                lit(t),
-                rust(t)
+                "impl x::Decode for {any} {{\n    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {{\n        \
+                 let mut ancestor: Option<&'static str> = None;\n        for _ in 0..64 {{\n            \
+                 let type_name = match ancestor {{ Some(name) => Some(name), None => r.xsi_type() }};\n            \
+                 return Ok(match type_name {{\n{arms}            \
+                 Some(name) => match r.registry().base_of(name) {{\n                \
+                 Some(base) => {{ ancestor = Some(base); continue; }}\n                \
+                 None => {as_base},\n            }},\n            \
+                 None => {as_base},\n        }});\n        }}\n        Ok({as_base})\n    }}\n}}"
+            )
+            .ok();
+        } else {
+            writeln!(
+                code,
+                "impl x::Decode for {any} {{\n    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {{\n        Ok(match r.xsi_type() {{\n{arms}            \
+                 _ => {as_base},\n        }})\n    }}\n}}"
             )
             .ok();
         }
-        writeln!(
-            code,
-            "            _ => match x::Decode::decode_boxed(r) {{ Ok(v) => Self::{base_rust}(v), Err(e) => return Err(e) }},\n        }})\n    }}\n}}"
-        )
-        .ok();
         let decode = std::mem::take(&mut code);
 
         writeln!(
@@ -197,44 +234,50 @@ pub(crate) fn emit(
         // Event) small.
         // Appended after formatting: the formatter drops `//` comments.
         let thread_safety = format!(
-            "{THREAD_SAFETY}unsafe impl Send for {any} {{}}\n// SAFETY: as above.\nunsafe impl Sync for {any} {{}}\n"
+            "{THREAD_SAFETY}{enum_cfg}unsafe impl Send for {any} {{}}\n// SAFETY: as above.\n{enum_cfg}unsafe impl Sync for {any} {{}}\n"
         );
         items.push(Item {
             group: group.clone(),
-            code: format(&core)? + &thread_safety,
+            code: format_gated(&core, &enum_cfg)? + &thread_safety,
         });
         for part in traits.into_iter().chain([conversions, decode]) {
             items.push(Item {
                 group: group.clone(),
-                code: format(&part)?,
+                code: format_gated(&part, &enum_cfg)?,
             });
         }
         let mut from = format!(
             "impl<T: x::VariantOf<{any}>> From<T> for {any} {{ fn from(value: T) -> Self {{ value.into_variant() }} }}\n"
         );
+        let other_ref = if variants.len() > 1 {
+            format!("{unreachable}_ => None,")
+        } else {
+            String::new()
+        };
         for t in &variants {
             writeln!(
                 from,
-                "impl x::VariantOf<{any}> for {0} {{\n    #[inline]\n    fn into_variant(self) -> {any} {{ {any}::{0}(Box::new(self)) }}\n    \
+                "{2}impl x::VariantOf<{any}> for {0} {{\n    #[inline]\n    fn into_variant(self) -> {any} {{ {any}::{0}(Box::new(self)) }}\n    \
                  #[inline]\n    fn variant_ref(any: &{any}) -> Option<&Self> {{ match any {{ {any}::{0}(v) => Some(v), {1} }} }}\n}}",
                 rust(t),
-                if variants.len() > 1 { "_ => None," } else { "" }
+                other_ref,
+                plan.cfg(t)
             )
             .ok();
             if from.len() > 40_000 {
                 items.push(Item {
                     group: group.clone(),
-                    code: format(&std::mem::take(&mut from))?,
+                    code: format_gated(&std::mem::take(&mut from), &enum_cfg)?,
                 });
             }
         }
         if !from.is_empty() {
             items.push(Item {
                 group: group.clone(),
-                code: format(&from)?,
+                code: format_gated(&from, &enum_cfg)?,
             });
         }
-        thread_safety_checks.extend(variants.iter().map(rust));
+        thread_safety_checks.extend(variants.iter().map(|t| (rust(t), plan.cfg(t))));
         counts.polymorphic_enums += 1;
         counts.polymorphic_variants += variants.len();
     }
@@ -243,14 +286,16 @@ pub(crate) fn emit(
 
 /// The test that makes the declared `Send`/`Sync` of the `Any*` enums sound:
 /// every type a variant holds must be `Send + Sync` by itself.
-pub(crate) fn thread_safety_test(types: &std::collections::BTreeSet<String>) -> Result<String> {
+pub(crate) fn thread_safety_test(
+    types: &std::collections::BTreeMap<String, String>,
+) -> Result<String> {
     let mut code = String::from(
         "//! Every type an `Any*` enum holds is `Send + Sync`: what the enums'\n\
          //! declared `unsafe impl Send/Sync` rely on.\n\n\
          use super::types::*;\n\nfn assert_send_sync<T: Send + Sync>() {}\n\n#[test]\nfn any_enum_variants_are_send_and_sync() {\n",
     );
-    for t in types {
-        writeln!(code, "    assert_send_sync::<{t}>();").ok();
+    for (t, cfg) in types {
+        writeln!(code, "    {cfg}assert_send_sync::<{t}>();").ok();
     }
     code.push_str("}\n");
     format(&code)

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use super::structs::embedded_parent;
-use super::{format, Item};
+use super::Item;
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::naming;
@@ -38,22 +38,23 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<Item>> {
             for variant in &variants {
                 let path = embed_path(model, plan, variant, base)?;
                 let variant_rust = &plan.type_names[variant];
+                let c = plan.cfg(variant);
                 if path.is_empty() {
-                    writeln!(arms, "            Self::{variant_rust}(value) => value,").ok();
+                    writeln!(arms, "            {c}Self::{variant_rust}(value) => value,").ok();
                     writeln!(
                         arms_mut,
-                        "            Self::{variant_rust}(value) => value,"
+                        "            {c}Self::{variant_rust}(value) => value,"
                     )
                     .ok();
                 } else {
                     writeln!(
                         arms,
-                        "            Self::{variant_rust}(value) => &value.{path},"
+                        "            {c}Self::{variant_rust}(value) => &value.{path},"
                     )
                     .ok();
                     writeln!(
                         arms_mut,
-                        "            Self::{variant_rust}(value) => &mut value.{path},"
+                        "            {c}Self::{variant_rust}(value) => &mut value.{path},"
                     )
                     .ok();
                 }
@@ -70,7 +71,7 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<Item>> {
         code.push_str("}\n");
         items.push(Item {
             group: naming::snake_case(base),
-            code: format(&code)?,
+            code: super::format_gated(&code, &plan.cfg(base))?,
         });
     }
     Ok(items)

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{api_level, format, group_of, lit, since_doc, Counts, Item};
+use super::{api_level, group_of, lit, since_doc, Counts, Item};
 use crate::error::Result;
 use crate::model::{newer, Model};
 use crate::naming::UNRECOGNIZED_VARIANT;
@@ -127,7 +127,7 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         }
         items.push(Item {
             group: group_of(&e.name),
-            code: format(&code)?,
+            code: super::format_gated(&code, &plan.cfg(&e.name))?,
         });
         counts.enums += 1;
         counts.enum_values += e.values.len();

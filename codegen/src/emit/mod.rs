@@ -73,6 +73,36 @@ pub(crate) fn format(code: &str) -> Result<String> {
     Ok(prettyplease::unparse(&file))
 }
 
+/// Formats items of one type, each behind `cfg` (`#[cfg(feature = "…")] `,
+/// from `Plan::cfg`) when the type belongs to a feature-gated family.
+pub(crate) fn format_gated(code: &str, cfg: &str) -> Result<String> {
+    if cfg.is_empty() {
+        return format(code);
+    }
+    let mut file = syn::parse_file(code)
+        .map_err(|e| Error::new(format!("generated code does not parse: {e}")))?;
+    let gate = || {
+        syn::parse_str::<syn::ItemStruct>(&format!("{cfg} struct S;"))
+            .map(|s| s.attrs)
+            .map_err(|e| Error::new(format!("{cfg}: {e}")))
+    };
+    for item in &mut file.items {
+        let attrs = match item {
+            syn::Item::Struct(i) => &mut i.attrs,
+            syn::Item::Enum(i) => &mut i.attrs,
+            syn::Item::Impl(i) => &mut i.attrs,
+            syn::Item::Fn(i) => &mut i.attrs,
+            syn::Item::Const(i) => &mut i.attrs,
+            syn::Item::Static(i) => &mut i.attrs,
+            _ => bail!(
+                "a generated item of a gated type is not a struct, enum, impl, fn, const or static"
+            ),
+        };
+        attrs.splice(0..0, gate()?);
+    }
+    Ok(prettyplease::unparse(&file))
+}
+
 /// The doc paragraph of an item the API added after the base bundle:
 /// `///\n/// Since vSphere API 8.0.2.0.\n`, or nothing for an item of the
 /// base bundle. Every emitter documents types, fields, enumeration values,
@@ -177,7 +207,7 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     // types/: data objects and faults, polymorphic enums, enumerations, request types.
     let mut type_files: Vec<(String, String)> = Vec::new();
     let structs = structs::emit(model, plan, &mut out.counts)?;
-    let mut thread_safety_checks = std::collections::BTreeSet::new();
+    let mut thread_safety_checks = std::collections::BTreeMap::new();
     // registry/ first: the `Any*` enums name the registry chunk of each variant.
     let registry = registry::emit(
         model,
@@ -192,6 +222,7 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
         &mut out.counts,
         &mut thread_safety_checks,
         &registry.chunk_of,
+        &registry.chunk_cfg,
     )?;
     let bases = base::emit(model, plan)?;
     let enums = enums::emit(model, plan, &mut out.counts)?;
@@ -216,9 +247,11 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
         "//! Every data object, fault, enumeration and request type of the vim25 schema.\n\n",
     );
     for (name, code) in &type_files {
-        // Files of impls only (the big `Any*` families) export nothing.
+        // Files of impls only (the big `Any*` families) export nothing; a file
+        // of one gated family's types exports them with that family.
         if code.contains("pub struct ") || code.contains("pub enum ") {
-            writeln!(types_mod, "mod {name};\npub use self::{name}::*;").ok();
+            let cfg = exports_cfg(code);
+            writeln!(types_mod, "mod {name};\n{cfg}pub use self::{name}::*;").ok();
         } else {
             writeln!(types_mod, "mod {name};").ok();
         }
@@ -328,6 +361,34 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
 
     check_sizes(&out)?;
     Ok(out)
+}
+
+/// The `#[cfg(..)] ` of a generated file's exports when every type it
+/// exports belongs to a gated family (`#[cfg(any(..))] ` for several), else
+/// nothing.
+fn exports_cfg(code: &str) -> String {
+    let mut features = std::collections::BTreeSet::new();
+    let lines: Vec<&str> = code.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if !(line.starts_with("pub struct ") || line.starts_with("pub enum ")) {
+            continue;
+        }
+        let gate = lines[..i]
+            .iter()
+            .rev()
+            .take_while(|l| l.starts_with("#[") || l.starts_with("///"))
+            .find_map(|l| l.strip_prefix("#[cfg(").and_then(|l| l.strip_suffix(")]")));
+        match gate {
+            Some(predicate) => features.insert(predicate),
+            None => return String::new(),
+        };
+    }
+    let predicates: Vec<&str> = features.into_iter().collect();
+    match predicates[..] {
+        [] => String::new(),
+        [one] => format!("#[cfg({one})] "),
+        _ => format!("#[cfg(any({}))] ", predicates.join(", ")),
+    }
 }
 
 fn check_sizes(out: &Output) -> Result<()> {

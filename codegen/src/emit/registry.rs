@@ -24,6 +24,9 @@ pub(crate) struct RegistryFiles {
     pub chunks: Vec<(String, String)>,
     /// The chunk (module name) of each type an `anyType` slot can hold, by XML name.
     pub chunk_of: BTreeMap<String, String>,
+    /// The `#[cfg(..)] ` of each chunk whose every object belongs to a gated
+    /// family: its `Object` enum exists only with one of those features.
+    pub chunk_cfg: BTreeMap<String, String>,
     /// `names.txt`: `header`, then one name per line.
     pub names: String,
 }
@@ -56,6 +59,8 @@ struct Variant {
     rust: String,
     /// For an array, the Rust item type (`AnyVirtualDevice`).
     array_item: Option<String>,
+    /// The type's family feature, if gated (`Plan::cfg`).
+    cfg: String,
 }
 
 pub(crate) fn emit(
@@ -63,7 +68,7 @@ pub(crate) fn emit(
     plan: &Plan,
     header: &str,
     counts: &mut Counts,
-    thread_safety_checks: &mut BTreeSet<String>,
+    thread_safety_checks: &mut BTreeMap<String, String>,
 ) -> Result<RegistryFiles> {
     if model.types.contains_key(OBJECT) || model.enums.contains_key(OBJECT) {
         bail!("a schema type named {OBJECT} would clash with the registry's enum of that name");
@@ -82,6 +87,7 @@ pub(crate) fn emit(
                     name: rust.clone(),
                     rust: rust.clone(),
                     array_item: None,
+                    cfg: plan.cfg(&ty.name),
                 }),
             },
         );
@@ -98,6 +104,7 @@ pub(crate) fn emit(
                     name: rust.clone(),
                     rust: rust.clone(),
                     array_item: None,
+                    cfg: plan.cfg(&e.name),
                 }),
             },
         );
@@ -106,7 +113,8 @@ pub(crate) fn emit(
     for array in model.arrays.values() {
         // Arrays of primitives and references are `Value` variants, decoded by the runtime.
         let object = match &array.item {
-            TypeRef::Complex(_) | TypeRef::Enum(_) => {
+            TypeRef::Complex(item_name) | TypeRef::Enum(item_name) => {
+                let cfg = plan.cfg(item_name);
                 let item = plan.rust_type(&array.item);
                 if !array_items.insert(item.clone()) {
                     bail!("{}: a second array of {item}", array.name);
@@ -115,6 +123,7 @@ pub(crate) fn emit(
                     name: array.name.replace('_', ""),
                     rust: format!("Vec<{item}>"),
                     array_item: Some(item),
+                    cfg,
                 })
             }
             _ => None,
@@ -138,7 +147,7 @@ pub(crate) fn emit(
         entries
             .values()
             .filter_map(|r| r.object.as_ref())
-            .map(|v| v.rust.clone()),
+            .map(|v| (v.rust.clone(), v.cfg.clone())),
     );
     counts.array_types = model.arrays.len();
 
@@ -156,6 +165,7 @@ pub(crate) fn emit(
         .collect();
     let mut chunks = Vec::new();
     let mut chunk_of = BTreeMap::new();
+    let mut chunk_cfg = BTreeMap::new();
     for (file, types) in pack_sized(sized, MAX_FILE_BYTES) {
         for &name in &types {
             if entries[name].object.is_some() {
@@ -164,13 +174,17 @@ pub(crate) fn emit(
         }
         // Written out as is (a formatter would drop the comments that name
         // each entry); checked to parse.
-        let code = chunk_code(&types, &entries, &names)?;
+        let (code, cfg) = chunk_code(&types, &entries, &names)?;
         format(&code)?;
+        if let Some(cfg) = cfg {
+            chunk_cfg.insert(file.clone(), cfg);
+        }
         chunks.push((file, code));
     }
     Ok(RegistryFiles {
         chunks,
         chunk_of,
+        chunk_cfg,
         names: names.text,
     })
 }
@@ -189,12 +203,13 @@ const ROW: &str = "        ";
 /// The name of each chunk's enum of the values an `anyType` slot can hold.
 const OBJECT: &str = "Object";
 
-/// One chunk: `pub(crate) static CHUNK: x::RegistryChunk`, and its `Object`.
+/// One chunk: `pub(crate) static CHUNK: x::RegistryChunk`, and its `Object`;
+/// with the `#[cfg(..)] ` of that `Object` when all its types are gated.
 fn chunk_code(
     types: &[&str],
     entries: &BTreeMap<&str, Registered>,
     names: &NameTable,
-) -> Result<String> {
+) -> Result<(String, Option<String>)> {
     let (mut type_rows, mut fields, mut values) = (String::new(), String::new(), String::new());
     let mut objects: Vec<(usize, &str, &Variant)> = Vec::new();
     let (mut field_count, mut value_count) = (0usize, 0usize);
@@ -270,10 +285,25 @@ fn chunk_code(
             bail!("{name}: a second registry variant named {}", variant.name);
         }
     }
-    let decode = if objects.is_empty() {
-        "decode: x::RegistryChunk::NO_OBJECTS"
-    } else {
-        "decode"
+    // Every object gated: the `Object` enum and its decoder exist only with
+    // one of the families' features.
+    let features: BTreeSet<&str> = objects.iter().map(|(_, _, v)| v.cfg.as_str()).collect();
+    let gated_chunk = (!objects.is_empty() && !features.contains("")).then(|| {
+        let predicates: Vec<&str> = features
+            .iter()
+            .map(|c| c.trim().trim_start_matches("#[cfg(").trim_end_matches(")]"))
+            .collect();
+        match predicates[..] {
+            [one] => one.to_string(),
+            _ => format!("any({})", predicates.join(", ")),
+        }
+    });
+    let decode = match &gated_chunk {
+        _ if objects.is_empty() => "decode: x::RegistryChunk::NO_OBJECTS".to_string(),
+        None => "decode".to_string(),
+        Some(predicate) => format!(
+            "#[cfg({predicate})]\n    decode,\n    #[cfg(not({predicate}))]\n    decode: x::RegistryChunk::NO_OBJECTS"
+        ),
     };
     let mut code = format!(
         "pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {{\n    \
@@ -283,50 +313,66 @@ fn chunk_code(
          values: &[\n{values}    ],\n\
          }};\n"
     );
+    let chunk_cfg = gated_chunk.map(|predicate| format!("#[cfg({predicate})] "));
     if !objects.is_empty() {
         code.push('\n');
-        code.push_str(&objects_code(&objects));
+        code.push_str(&objects_code(
+            &objects,
+            chunk_cfg.as_deref().unwrap_or_default(),
+        ));
     }
-    Ok(code)
+    Ok((code, chunk_cfg))
 }
 
 /// A chunk's `Object` enum (what an `anyType` slot holds of the chunk's
 /// types), its decoder, its `x::DataObject` impl and each type's
 /// `x::ObjectType` impl.
-fn objects_code(objects: &[(usize, &str, &Variant)]) -> String {
+fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String {
     let arms = |arm: &dyn Fn(&str, &str, &Variant) -> String| -> String {
         objects
             .iter()
-            .map(|(_, name, v)| format!("{ROW}    {}\n", arm(name, &v.name, v)))
+            .map(|(_, name, v)| format!("{ROW}    {}{}\n", v.cfg, arm(name, &v.name, v)))
             .collect()
     };
+    // With a variant gated, a wildcard arm may match nothing.
+    let unreachable = if objects.iter().any(|(_, _, v)| !v.cfg.is_empty()) {
+        "#[allow(unreachable_patterns)] "
+    } else {
+        ""
+    };
     let mut code = String::new();
-    code.push_str(
+    write!(
+        code,
         "/// A value of one of this chunk's types, as an `anyType` slot holds it\n\
          /// (`x::Value::Object`). Reached through `x::ObjectType`.\n\
-         #[doc(hidden)]\npub enum Object {\n",
-    );
+         #[doc(hidden)]\n{chunk_cfg}pub enum Object {{\n",
+    )
+    .ok();
     for (_, _, v) in objects {
-        writeln!(code, "    {}(Box<{}>),", v.name, v.rust).ok();
+        writeln!(code, "    {}{}(Box<{}>),", v.cfg, v.name, v.rust).ok();
     }
     code.push_str("}\n\n");
     // SAFETY comment for the declared auto traits (see `any.rs` for why).
-    code.push_str(
+    write!(
+        code,
         "// SAFETY: every variant is a Box of a generated type whose fields are all\n\
          // Send + Sync (asserted for each variant type by the generated thread_safety test).\n\
-         unsafe impl Send for Object {}\n// SAFETY: as above.\nunsafe impl Sync for Object {}\n\n",
-    );
-    code.push_str(
+         {chunk_cfg}unsafe impl Send for Object {{}}\n// SAFETY: as above.\n{chunk_cfg}unsafe impl Sync for Object {{}}\n\n",
+    )
+    .ok();
+    write!(
+        code,
         "/// Decodes the current element as the type at `index` of `CHUNK.types`.\n\
-         fn decode(\n    index: usize,\n    r: &mut x::XmlReader<'_>,\n\
-         ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {\n    \
-         let object = match index {\n",
-    );
+         {chunk_cfg}fn decode(\n    index: usize,\n    r: &mut x::XmlReader<'_>,\n\
+         ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {{\n    \
+         let object = match index {{\n",
+    )
+    .ok();
     for (index, _, v) in objects {
         writeln!(
             code,
-            "{ROW}{index} => match x::Decode::decode_boxed(r) {{ Ok(v) => Object::{}(v), Err(e) => return Some(Err(e)) }},",
-            v.name
+            "{ROW}{}{index} => match x::Decode::decode_boxed(r) {{ Ok(v) => Object::{}(v), Err(e) => return Some(Err(e)) }},",
+            v.cfg, v.name
         )
         .ok();
     }
@@ -345,25 +391,25 @@ fn objects_code(objects: &[(usize, &str, &Variant)]) -> String {
         format!("(Object::{variant}(a), Object::{variant}(b)) => **a == **b,")
     });
     let other = if objects.len() > 1 {
-        "            _ => false,\n"
+        format!("            {unreachable}_ => false,\n")
     } else {
-        ""
+        String::new()
     };
     let encode = arms(&|_, variant, _| {
         format!("Object::{variant}(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),")
     });
     writeln!(
         code,
-        "impl std::fmt::Debug for Object {{\n    \
+        "{chunk_cfg}impl std::fmt::Debug for Object {{\n    \
          fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{\n        \
          match self {{\n{debug}        }}\n    }}\n}}\n\n\
-         impl PartialEq for Object {{\n    \
+         {chunk_cfg}impl PartialEq for Object {{\n    \
          fn eq(&self, other: &Self) -> bool {{\n        \
          match (self, other) {{\n{eq}{other}        }}\n    }}\n}}\n\n\
-         impl Clone for Object {{\n    \
+         {chunk_cfg}impl Clone for Object {{\n    \
          fn clone(&self) -> Self {{\n        \
          match self {{\n{clone}        }}\n    }}\n}}\n\n\
-         impl x::DataObject for Object {{\n    \
+         {chunk_cfg}impl x::DataObject for Object {{\n    \
          fn type_name(&self) -> &'static str {{\n        \
          match self {{\n{type_names}        }}\n    }}\n    \
          fn as_any(&self) -> &dyn std::any::Any {{\n        self\n    }}\n    \
@@ -378,11 +424,15 @@ fn objects_code(objects: &[(usize, &str, &Variant)]) -> String {
          match self {{\n{encode}        }}\n    }}\n}}\n"
     )
     .ok();
-    let other_ref = if objects.len() > 1 { " _ => None," } else { "" };
-    let other_owned = if objects.len() > 1 {
-        " other => Err(other),"
+    let other_ref = if objects.len() > 1 {
+        format!(" {unreachable}_ => None,")
     } else {
-        ""
+        String::new()
+    };
+    let other_owned = if objects.len() > 1 {
+        format!(" {unreachable}other => Err(other),")
+    } else {
+        String::new()
     };
     for (_, _, v) in objects {
         let (header, ty) = match &v.array_item {
@@ -395,12 +445,13 @@ fn objects_code(objects: &[(usize, &str, &Variant)]) -> String {
         let name = &v.name;
         writeln!(
             code,
-            "\n{header} {{\n    type Object = Object;\n    \
+            "\n{}{header} {{\n    type Object = Object;\n    \
              #[inline]\n    fn into_object(value: Box<{ty}>) -> Object {{\n        Object::{name}(value)\n    }}\n    \
              #[inline]\n    fn object_ref(object: &Object) -> Option<&{ty}> {{\n        \
              match object {{ Object::{name}(v) => Some(v),{other_ref} }}\n    }}\n    \
              #[inline]\n    fn from_object(object: Object) -> Result<Box<{ty}>, Object> {{\n        \
-             match object {{ Object::{name}(v) => Ok(v),{other_owned} }}\n    }}\n}}"
+             match object {{ Object::{name}(v) => Ok(v),{other_owned} }}\n    }}\n}}",
+            v.cfg
         )
         .ok();
     }

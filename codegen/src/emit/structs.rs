@@ -14,7 +14,7 @@
 
 use std::fmt::Write as _;
 
-use super::{api_level, format, group_of, lit, since_doc, Counts, Item};
+use super::{api_level, group_of, lit, since_doc, Counts, Item};
 use crate::error::Result;
 use crate::model::{newer, ComplexType, Model, Occurs};
 use crate::plan::Plan;
@@ -37,7 +37,7 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         }
         items.push(Item {
             group: group_of(&ty.name),
-            code: format(&code)?,
+            code: super::format_gated(&code, &plan.cfg(&ty.name))?,
         });
         counts.structs += 1;
     }

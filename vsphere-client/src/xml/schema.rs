@@ -392,6 +392,30 @@ impl Registry {
         self.len() == 0
     }
 
+    /// Decodes the current element as the type `name` into a boxed value,
+    /// for `xsd:anyType` slots; a data object of a family the crate was built
+    /// without (`all-events`, `all-faults`) as its nearest ancestor that is
+    /// compiled in, its own elements skipped. `None`, with nothing read, for
+    /// a name the registry does not know and types that never appear there.
+    pub fn decode_object(
+        &self,
+        name: &str,
+        r: &mut XmlReader<'_>,
+    ) -> Option<Result<Box<dyn DataObject>, DecodeError>> {
+        let mut info = self.get(name)?;
+        // The chain is bounded by the number of types; guard against a cyclic table anyway.
+        for _ in 0..64 {
+            if !info.decodes_as_object() {
+                return None;
+            }
+            if let Some(decoded) = info.decode(r) {
+                return Some(decoded);
+            }
+            info = self.get(info.base()?)?;
+        }
+        None
+    }
+
     /// The base type of `name`.
     pub fn base_of(&self, name: &str) -> Option<&'static str> {
         self.get(name)?.base()

@@ -425,7 +425,7 @@ impl Decode for Value {
             "ArrayOfBase64Binary" => Value::ArrayOfBase64Binary(read_items(r)?),
             "ArrayOfManagedObjectReference" => Value::ArrayOfManagedObjectReference(read_items(r)?),
             "ArrayOfAnyType" => Value::ArrayOfAnyType(read_items(r)?),
-            _ => match r.registry().get(&type_name).and_then(|t| t.decode(r)) {
+            _ => match r.registry().decode_object(&type_name, r) {
                 Some(object) => Value::Object(object?),
                 None => Value::Unknown {
                     raw_xml: raw_content(r)?,

@@ -388,56 +388,56 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     AboutInfo(Box<AboutInfo>),
-    AccountCreatedEvent(Box<AccountCreatedEvent>),
-    AccountRemovedEvent(Box<AccountRemovedEvent>),
-    AccountUpdatedEvent(Box<AccountUpdatedEvent>),
+    #[cfg(feature = "all-events")] AccountCreatedEvent(Box<AccountCreatedEvent>),
+    #[cfg(feature = "all-events")] AccountRemovedEvent(Box<AccountRemovedEvent>),
+    #[cfg(feature = "all-events")] AccountUpdatedEvent(Box<AccountUpdatedEvent>),
     Action(Box<Action>),
     ActionParameter(Box<ActionParameter>),
     ActionType(Box<ActionType>),
-    ActiveDirectoryFault(Box<ActiveDirectoryFault>),
+    #[cfg(feature = "all-faults")] ActiveDirectoryFault(Box<ActiveDirectoryFault>),
     ActiveDirectoryProfile(Box<ActiveDirectoryProfile>),
-    ActiveVMsBlockingEVC(Box<ActiveVMsBlockingEVC>),
-    AdminDisabled(Box<AdminDisabled>),
-    AdminNotDisabled(Box<AdminNotDisabled>),
-    AdminPasswordNotChangedEvent(Box<AdminPasswordNotChangedEvent>),
-    AffinityConfigured(Box<AffinityConfigured>),
+    #[cfg(feature = "all-faults")] ActiveVMsBlockingEVC(Box<ActiveVMsBlockingEVC>),
+    #[cfg(feature = "all-faults")] AdminDisabled(Box<AdminDisabled>),
+    #[cfg(feature = "all-faults")] AdminNotDisabled(Box<AdminNotDisabled>),
+    #[cfg(feature = "all-events")] AdminPasswordNotChangedEvent(Box<AdminPasswordNotChangedEvent>),
+    #[cfg(feature = "all-faults")] AffinityConfigured(Box<AffinityConfigured>),
     AffinityType(Box<AffinityType>),
     AfterStartupTaskScheduler(Box<AfterStartupTaskScheduler>),
-    AgentInstallFailed(Box<AgentInstallFailed>),
+    #[cfg(feature = "all-faults")] AgentInstallFailed(Box<AgentInstallFailed>),
     AgentInstallFailedReason(Box<AgentInstallFailedReason>),
-    AlarmAcknowledgedEvent(Box<AlarmAcknowledgedEvent>),
+    #[cfg(feature = "all-events")] AlarmAcknowledgedEvent(Box<AlarmAcknowledgedEvent>),
     AlarmAction(Box<AlarmAction>),
-    AlarmActionTriggeredEvent(Box<AlarmActionTriggeredEvent>),
-    AlarmClearedEvent(Box<AlarmClearedEvent>),
-    AlarmCreatedEvent(Box<AlarmCreatedEvent>),
+    #[cfg(feature = "all-events")] AlarmActionTriggeredEvent(Box<AlarmActionTriggeredEvent>),
+    #[cfg(feature = "all-events")] AlarmClearedEvent(Box<AlarmClearedEvent>),
+    #[cfg(feature = "all-events")] AlarmCreatedEvent(Box<AlarmCreatedEvent>),
     AlarmDescription(Box<AlarmDescription>),
-    AlarmEmailCompletedEvent(Box<AlarmEmailCompletedEvent>),
-    AlarmEmailFailedEvent(Box<AlarmEmailFailedEvent>),
-    AlarmEvent(Box<AlarmEvent>),
-    AlarmEventArgument(Box<AlarmEventArgument>),
+    #[cfg(feature = "all-events")] AlarmEmailCompletedEvent(Box<AlarmEmailCompletedEvent>),
+    #[cfg(feature = "all-events")] AlarmEmailFailedEvent(Box<AlarmEmailFailedEvent>),
+    #[cfg(feature = "all-events")] AlarmEvent(Box<AlarmEvent>),
+    #[cfg(feature = "all-events")] AlarmEventArgument(Box<AlarmEventArgument>),
     AlarmExpression(Box<AlarmExpression>),
     AlarmFilterSpec(Box<AlarmFilterSpec>),
     AlarmFilterSpecAlarmTypeByEntity(Box<AlarmFilterSpecAlarmTypeByEntity>),
     AlarmFilterSpecAlarmTypeByTrigger(Box<AlarmFilterSpecAlarmTypeByTrigger>),
     AlarmInfo(Box<AlarmInfo>),
-    AlarmReconfiguredEvent(Box<AlarmReconfiguredEvent>),
-    AlarmRemovedEvent(Box<AlarmRemovedEvent>),
-    AlarmScriptCompleteEvent(Box<AlarmScriptCompleteEvent>),
-    AlarmScriptFailedEvent(Box<AlarmScriptFailedEvent>),
+    #[cfg(feature = "all-events")] AlarmReconfiguredEvent(Box<AlarmReconfiguredEvent>),
+    #[cfg(feature = "all-events")] AlarmRemovedEvent(Box<AlarmRemovedEvent>),
+    #[cfg(feature = "all-events")] AlarmScriptCompleteEvent(Box<AlarmScriptCompleteEvent>),
+    #[cfg(feature = "all-events")] AlarmScriptFailedEvent(Box<AlarmScriptFailedEvent>),
     AlarmSetting(Box<AlarmSetting>),
-    AlarmSnmpCompletedEvent(Box<AlarmSnmpCompletedEvent>),
-    AlarmSnmpFailedEvent(Box<AlarmSnmpFailedEvent>),
+    #[cfg(feature = "all-events")] AlarmSnmpCompletedEvent(Box<AlarmSnmpCompletedEvent>),
+    #[cfg(feature = "all-events")] AlarmSnmpFailedEvent(Box<AlarmSnmpFailedEvent>),
     AlarmSpec(Box<AlarmSpec>),
     AlarmState(Box<AlarmState>),
-    AlarmStatusChangedEvent(Box<AlarmStatusChangedEvent>),
+    #[cfg(feature = "all-events")] AlarmStatusChangedEvent(Box<AlarmStatusChangedEvent>),
     AlarmTriggeringAction(Box<AlarmTriggeringAction>),
     AlarmTriggeringActionTransitionSpec(Box<AlarmTriggeringActionTransitionSpec>),
-    AllVirtualMachinesLicensedEvent(Box<AllVirtualMachinesLicensedEvent>),
-    AlreadyAuthenticatedSessionEvent(Box<AlreadyAuthenticatedSessionEvent>),
-    AlreadyBeingManaged(Box<AlreadyBeingManaged>),
-    AlreadyConnected(Box<AlreadyConnected>),
+    #[cfg(feature = "all-events")] AllVirtualMachinesLicensedEvent(Box<AllVirtualMachinesLicensedEvent>),
+    #[cfg(feature = "all-events")] AlreadyAuthenticatedSessionEvent(Box<AlreadyAuthenticatedSessionEvent>),
+    #[cfg(feature = "all-faults")] AlreadyBeingManaged(Box<AlreadyBeingManaged>),
+    #[cfg(feature = "all-faults")] AlreadyConnected(Box<AlreadyConnected>),
     AlreadyExists(Box<AlreadyExists>),
-    AlreadyUpgraded(Box<AlreadyUpgraded>),
+    #[cfg(feature = "all-faults")] AlreadyUpgraded(Box<AlreadyUpgraded>),
     AndAlarmExpression(Box<AndAlarmExpression>),
     AnswerFile(Box<AnswerFile>),
     AnswerFileCreateSpec(Box<AnswerFileCreateSpec>),
@@ -445,10 +445,10 @@ pub enum Object {
     AnswerFileSerializedCreateSpec(Box<AnswerFileSerializedCreateSpec>),
     AnswerFileStatusError(Box<AnswerFileStatusError>),
     AnswerFileStatusResult(Box<AnswerFileStatusResult>),
-    AnswerFileUpdateFailed(Box<AnswerFileUpdateFailed>),
-    AnswerFileUpdateFailure(Box<AnswerFileUpdateFailure>),
+    #[cfg(feature = "all-faults")] AnswerFileUpdateFailed(Box<AnswerFileUpdateFailed>),
+    #[cfg(feature = "all-faults")] AnswerFileUpdateFailure(Box<AnswerFileUpdateFailure>),
     AnswerFileValidationInfoStatus(Box<AnswerFileValidationInfoStatus>),
-    ApplicationQuiesceFault(Box<ApplicationQuiesceFault>),
+    #[cfg(feature = "all-faults")] ApplicationQuiesceFault(Box<ApplicationQuiesceFault>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -464,56 +464,56 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AboutInfo(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountUpdatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AccountUpdatedEvent(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Action(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActionParameter(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActionType(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveDirectoryFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveDirectoryFault(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveDirectoryProfile(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveVMsBlockingEVC(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminDisabled(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminNotDisabled(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminPasswordNotChangedEvent(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AffinityConfigured(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ActiveVMsBlockingEVC(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminDisabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminNotDisabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminPasswordNotChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AffinityConfigured(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AffinityType(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AfterStartupTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AgentInstallFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AgentInstallFailed(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AgentInstallFailedReason(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmAcknowledgedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmAcknowledgedEvent(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmAction(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmActionTriggeredEvent(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmClearedEvent(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmActionTriggeredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmClearedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmCreatedEvent(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmDescription(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEmailCompletedEvent(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEmailFailedEvent(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEvent(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEventArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEmailCompletedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEmailFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEventArgument(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmExpression(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpec(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpecAlarmTypeByEntity(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpecAlarmTypeByTrigger(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmInfo(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmScriptCompleteEvent(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmScriptFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmScriptCompleteEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmScriptFailedEvent(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSetting(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSnmpCompletedEvent(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSnmpFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSnmpCompletedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSnmpFailedEvent(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSpec(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmState(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmTriggeringAction(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmTriggeringActionTransitionSpec(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AllVirtualMachinesLicensedEvent(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyAuthenticatedSessionEvent(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyBeingManaged(v), Err(e) => return Some(Err(e)) },
-        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyConnected(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AllVirtualMachinesLicensedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyAuthenticatedSessionEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyBeingManaged(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyConnected(v), Err(e) => return Some(Err(e)) },
         82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyExists(v), Err(e) => return Some(Err(e)) },
-        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyUpgraded(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyUpgraded(v), Err(e) => return Some(Err(e)) },
         84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AndAlarmExpression(v), Err(e) => return Some(Err(e)) },
         85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFile(v), Err(e) => return Some(Err(e)) },
         86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileCreateSpec(v), Err(e) => return Some(Err(e)) },
@@ -521,10 +521,10 @@ fn decode(
         88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileSerializedCreateSpec(v), Err(e) => return Some(Err(e)) },
         89 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
         90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
-        91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileUpdateFailed(v), Err(e) => return Some(Err(e)) },
-        92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileUpdateFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
         93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileValidationInfoStatus(v), Err(e) => return Some(Err(e)) },
-        95 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplicationQuiesceFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 95 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplicationQuiesceFault(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -534,56 +534,56 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::AboutInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AccountCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AccountRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AccountUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AccountCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AccountRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AccountUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Action(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ActionParameter(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ActionType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ActiveDirectoryFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ActiveDirectoryFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ActiveDirectoryProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ActiveVMsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AdminDisabled(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AdminNotDisabled(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AdminPasswordNotChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AffinityConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ActiveVMsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AdminDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AdminNotDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AffinityConfigured(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AffinityType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AfterStartupTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AgentInstallFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AgentInstallFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AgentInstallFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmAcknowledgedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmActionTriggeredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmClearedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmClearedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmDescription(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmFilterSpecAlarmTypeByEntity(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmFilterSpecAlarmTypeByTrigger(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmScriptCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmScriptFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmSnmpCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmSnmpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmTriggeringAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmTriggeringActionTransitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AllVirtualMachinesLicensedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlreadyAuthenticatedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlreadyBeingManaged(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlreadyConnected(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AllVirtualMachinesLicensedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AlreadyAuthenticatedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AlreadyBeingManaged(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AlreadyConnected(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlreadyUpgraded(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AndAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -591,10 +591,10 @@ impl std::fmt::Debug for Object {
             Object::AnswerFileSerializedCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AnswerFileUpdateFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileValidationInfoStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ApplicationQuiesceFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ApplicationQuiesceFault(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -603,56 +603,56 @@ impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Object::AboutInfo(a), Object::AboutInfo(b)) => **a == **b,
-            (Object::AccountCreatedEvent(a), Object::AccountCreatedEvent(b)) => **a == **b,
-            (Object::AccountRemovedEvent(a), Object::AccountRemovedEvent(b)) => **a == **b,
-            (Object::AccountUpdatedEvent(a), Object::AccountUpdatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AccountCreatedEvent(a), Object::AccountCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AccountRemovedEvent(a), Object::AccountRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AccountUpdatedEvent(a), Object::AccountUpdatedEvent(b)) => **a == **b,
             (Object::Action(a), Object::Action(b)) => **a == **b,
             (Object::ActionParameter(a), Object::ActionParameter(b)) => **a == **b,
             (Object::ActionType(a), Object::ActionType(b)) => **a == **b,
-            (Object::ActiveDirectoryFault(a), Object::ActiveDirectoryFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ActiveDirectoryFault(a), Object::ActiveDirectoryFault(b)) => **a == **b,
             (Object::ActiveDirectoryProfile(a), Object::ActiveDirectoryProfile(b)) => **a == **b,
-            (Object::ActiveVMsBlockingEVC(a), Object::ActiveVMsBlockingEVC(b)) => **a == **b,
-            (Object::AdminDisabled(a), Object::AdminDisabled(b)) => **a == **b,
-            (Object::AdminNotDisabled(a), Object::AdminNotDisabled(b)) => **a == **b,
-            (Object::AdminPasswordNotChangedEvent(a), Object::AdminPasswordNotChangedEvent(b)) => **a == **b,
-            (Object::AffinityConfigured(a), Object::AffinityConfigured(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ActiveVMsBlockingEVC(a), Object::ActiveVMsBlockingEVC(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AdminDisabled(a), Object::AdminDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AdminNotDisabled(a), Object::AdminNotDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AdminPasswordNotChangedEvent(a), Object::AdminPasswordNotChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AffinityConfigured(a), Object::AffinityConfigured(b)) => **a == **b,
             (Object::AffinityType(a), Object::AffinityType(b)) => **a == **b,
             (Object::AfterStartupTaskScheduler(a), Object::AfterStartupTaskScheduler(b)) => **a == **b,
-            (Object::AgentInstallFailed(a), Object::AgentInstallFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AgentInstallFailed(a), Object::AgentInstallFailed(b)) => **a == **b,
             (Object::AgentInstallFailedReason(a), Object::AgentInstallFailedReason(b)) => **a == **b,
-            (Object::AlarmAcknowledgedEvent(a), Object::AlarmAcknowledgedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmAcknowledgedEvent(a), Object::AlarmAcknowledgedEvent(b)) => **a == **b,
             (Object::AlarmAction(a), Object::AlarmAction(b)) => **a == **b,
-            (Object::AlarmActionTriggeredEvent(a), Object::AlarmActionTriggeredEvent(b)) => **a == **b,
-            (Object::AlarmClearedEvent(a), Object::AlarmClearedEvent(b)) => **a == **b,
-            (Object::AlarmCreatedEvent(a), Object::AlarmCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmActionTriggeredEvent(a), Object::AlarmActionTriggeredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmClearedEvent(a), Object::AlarmClearedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmCreatedEvent(a), Object::AlarmCreatedEvent(b)) => **a == **b,
             (Object::AlarmDescription(a), Object::AlarmDescription(b)) => **a == **b,
-            (Object::AlarmEmailCompletedEvent(a), Object::AlarmEmailCompletedEvent(b)) => **a == **b,
-            (Object::AlarmEmailFailedEvent(a), Object::AlarmEmailFailedEvent(b)) => **a == **b,
-            (Object::AlarmEvent(a), Object::AlarmEvent(b)) => **a == **b,
-            (Object::AlarmEventArgument(a), Object::AlarmEventArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmEmailCompletedEvent(a), Object::AlarmEmailCompletedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmEmailFailedEvent(a), Object::AlarmEmailFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmEvent(a), Object::AlarmEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmEventArgument(a), Object::AlarmEventArgument(b)) => **a == **b,
             (Object::AlarmExpression(a), Object::AlarmExpression(b)) => **a == **b,
             (Object::AlarmFilterSpec(a), Object::AlarmFilterSpec(b)) => **a == **b,
             (Object::AlarmFilterSpecAlarmTypeByEntity(a), Object::AlarmFilterSpecAlarmTypeByEntity(b)) => **a == **b,
             (Object::AlarmFilterSpecAlarmTypeByTrigger(a), Object::AlarmFilterSpecAlarmTypeByTrigger(b)) => **a == **b,
             (Object::AlarmInfo(a), Object::AlarmInfo(b)) => **a == **b,
-            (Object::AlarmReconfiguredEvent(a), Object::AlarmReconfiguredEvent(b)) => **a == **b,
-            (Object::AlarmRemovedEvent(a), Object::AlarmRemovedEvent(b)) => **a == **b,
-            (Object::AlarmScriptCompleteEvent(a), Object::AlarmScriptCompleteEvent(b)) => **a == **b,
-            (Object::AlarmScriptFailedEvent(a), Object::AlarmScriptFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmReconfiguredEvent(a), Object::AlarmReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmRemovedEvent(a), Object::AlarmRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmScriptCompleteEvent(a), Object::AlarmScriptCompleteEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmScriptFailedEvent(a), Object::AlarmScriptFailedEvent(b)) => **a == **b,
             (Object::AlarmSetting(a), Object::AlarmSetting(b)) => **a == **b,
-            (Object::AlarmSnmpCompletedEvent(a), Object::AlarmSnmpCompletedEvent(b)) => **a == **b,
-            (Object::AlarmSnmpFailedEvent(a), Object::AlarmSnmpFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmSnmpCompletedEvent(a), Object::AlarmSnmpCompletedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmSnmpFailedEvent(a), Object::AlarmSnmpFailedEvent(b)) => **a == **b,
             (Object::AlarmSpec(a), Object::AlarmSpec(b)) => **a == **b,
             (Object::AlarmState(a), Object::AlarmState(b)) => **a == **b,
-            (Object::AlarmStatusChangedEvent(a), Object::AlarmStatusChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlarmStatusChangedEvent(a), Object::AlarmStatusChangedEvent(b)) => **a == **b,
             (Object::AlarmTriggeringAction(a), Object::AlarmTriggeringAction(b)) => **a == **b,
             (Object::AlarmTriggeringActionTransitionSpec(a), Object::AlarmTriggeringActionTransitionSpec(b)) => **a == **b,
-            (Object::AllVirtualMachinesLicensedEvent(a), Object::AllVirtualMachinesLicensedEvent(b)) => **a == **b,
-            (Object::AlreadyAuthenticatedSessionEvent(a), Object::AlreadyAuthenticatedSessionEvent(b)) => **a == **b,
-            (Object::AlreadyBeingManaged(a), Object::AlreadyBeingManaged(b)) => **a == **b,
-            (Object::AlreadyConnected(a), Object::AlreadyConnected(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AllVirtualMachinesLicensedEvent(a), Object::AllVirtualMachinesLicensedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AlreadyAuthenticatedSessionEvent(a), Object::AlreadyAuthenticatedSessionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AlreadyBeingManaged(a), Object::AlreadyBeingManaged(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AlreadyConnected(a), Object::AlreadyConnected(b)) => **a == **b,
             (Object::AlreadyExists(a), Object::AlreadyExists(b)) => **a == **b,
-            (Object::AlreadyUpgraded(a), Object::AlreadyUpgraded(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AlreadyUpgraded(a), Object::AlreadyUpgraded(b)) => **a == **b,
             (Object::AndAlarmExpression(a), Object::AndAlarmExpression(b)) => **a == **b,
             (Object::AnswerFile(a), Object::AnswerFile(b)) => **a == **b,
             (Object::AnswerFileCreateSpec(a), Object::AnswerFileCreateSpec(b)) => **a == **b,
@@ -660,11 +660,11 @@ impl PartialEq for Object {
             (Object::AnswerFileSerializedCreateSpec(a), Object::AnswerFileSerializedCreateSpec(b)) => **a == **b,
             (Object::AnswerFileStatusError(a), Object::AnswerFileStatusError(b)) => **a == **b,
             (Object::AnswerFileStatusResult(a), Object::AnswerFileStatusResult(b)) => **a == **b,
-            (Object::AnswerFileUpdateFailed(a), Object::AnswerFileUpdateFailed(b)) => **a == **b,
-            (Object::AnswerFileUpdateFailure(a), Object::AnswerFileUpdateFailure(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AnswerFileUpdateFailed(a), Object::AnswerFileUpdateFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AnswerFileUpdateFailure(a), Object::AnswerFileUpdateFailure(b)) => **a == **b,
             (Object::AnswerFileValidationInfoStatus(a), Object::AnswerFileValidationInfoStatus(b)) => **a == **b,
-            (Object::ApplicationQuiesceFault(a), Object::ApplicationQuiesceFault(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-faults")] (Object::ApplicationQuiesceFault(a), Object::ApplicationQuiesceFault(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -673,56 +673,56 @@ impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
             Object::AboutInfo(v) => Object::AboutInfo(Box::new((**v).clone())),
-            Object::AccountCreatedEvent(v) => Object::AccountCreatedEvent(Box::new((**v).clone())),
-            Object::AccountRemovedEvent(v) => Object::AccountRemovedEvent(Box::new((**v).clone())),
-            Object::AccountUpdatedEvent(v) => Object::AccountUpdatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AccountCreatedEvent(v) => Object::AccountCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AccountRemovedEvent(v) => Object::AccountRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AccountUpdatedEvent(v) => Object::AccountUpdatedEvent(Box::new((**v).clone())),
             Object::Action(v) => Object::Action(Box::new((**v).clone())),
             Object::ActionParameter(v) => Object::ActionParameter(Box::new((**v).clone())),
             Object::ActionType(v) => Object::ActionType(Box::new((**v).clone())),
-            Object::ActiveDirectoryFault(v) => Object::ActiveDirectoryFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ActiveDirectoryFault(v) => Object::ActiveDirectoryFault(Box::new((**v).clone())),
             Object::ActiveDirectoryProfile(v) => Object::ActiveDirectoryProfile(Box::new((**v).clone())),
-            Object::ActiveVMsBlockingEVC(v) => Object::ActiveVMsBlockingEVC(Box::new((**v).clone())),
-            Object::AdminDisabled(v) => Object::AdminDisabled(Box::new((**v).clone())),
-            Object::AdminNotDisabled(v) => Object::AdminNotDisabled(Box::new((**v).clone())),
-            Object::AdminPasswordNotChangedEvent(v) => Object::AdminPasswordNotChangedEvent(Box::new((**v).clone())),
-            Object::AffinityConfigured(v) => Object::AffinityConfigured(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ActiveVMsBlockingEVC(v) => Object::ActiveVMsBlockingEVC(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AdminDisabled(v) => Object::AdminDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AdminNotDisabled(v) => Object::AdminNotDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(v) => Object::AdminPasswordNotChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AffinityConfigured(v) => Object::AffinityConfigured(Box::new((**v).clone())),
             Object::AffinityType(v) => Object::AffinityType(Box::new((**v).clone())),
             Object::AfterStartupTaskScheduler(v) => Object::AfterStartupTaskScheduler(Box::new((**v).clone())),
-            Object::AgentInstallFailed(v) => Object::AgentInstallFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AgentInstallFailed(v) => Object::AgentInstallFailed(Box::new((**v).clone())),
             Object::AgentInstallFailedReason(v) => Object::AgentInstallFailedReason(Box::new((**v).clone())),
-            Object::AlarmAcknowledgedEvent(v) => Object::AlarmAcknowledgedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(v) => Object::AlarmAcknowledgedEvent(Box::new((**v).clone())),
             Object::AlarmAction(v) => Object::AlarmAction(Box::new((**v).clone())),
-            Object::AlarmActionTriggeredEvent(v) => Object::AlarmActionTriggeredEvent(Box::new((**v).clone())),
-            Object::AlarmClearedEvent(v) => Object::AlarmClearedEvent(Box::new((**v).clone())),
-            Object::AlarmCreatedEvent(v) => Object::AlarmCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(v) => Object::AlarmActionTriggeredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmClearedEvent(v) => Object::AlarmClearedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(v) => Object::AlarmCreatedEvent(Box::new((**v).clone())),
             Object::AlarmDescription(v) => Object::AlarmDescription(Box::new((**v).clone())),
-            Object::AlarmEmailCompletedEvent(v) => Object::AlarmEmailCompletedEvent(Box::new((**v).clone())),
-            Object::AlarmEmailFailedEvent(v) => Object::AlarmEmailFailedEvent(Box::new((**v).clone())),
-            Object::AlarmEvent(v) => Object::AlarmEvent(Box::new((**v).clone())),
-            Object::AlarmEventArgument(v) => Object::AlarmEventArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(v) => Object::AlarmEmailCompletedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(v) => Object::AlarmEmailFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmEvent(v) => Object::AlarmEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmEventArgument(v) => Object::AlarmEventArgument(Box::new((**v).clone())),
             Object::AlarmExpression(v) => Object::AlarmExpression(Box::new((**v).clone())),
             Object::AlarmFilterSpec(v) => Object::AlarmFilterSpec(Box::new((**v).clone())),
             Object::AlarmFilterSpecAlarmTypeByEntity(v) => Object::AlarmFilterSpecAlarmTypeByEntity(Box::new((**v).clone())),
             Object::AlarmFilterSpecAlarmTypeByTrigger(v) => Object::AlarmFilterSpecAlarmTypeByTrigger(Box::new((**v).clone())),
             Object::AlarmInfo(v) => Object::AlarmInfo(Box::new((**v).clone())),
-            Object::AlarmReconfiguredEvent(v) => Object::AlarmReconfiguredEvent(Box::new((**v).clone())),
-            Object::AlarmRemovedEvent(v) => Object::AlarmRemovedEvent(Box::new((**v).clone())),
-            Object::AlarmScriptCompleteEvent(v) => Object::AlarmScriptCompleteEvent(Box::new((**v).clone())),
-            Object::AlarmScriptFailedEvent(v) => Object::AlarmScriptFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(v) => Object::AlarmReconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(v) => Object::AlarmRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(v) => Object::AlarmScriptCompleteEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(v) => Object::AlarmScriptFailedEvent(Box::new((**v).clone())),
             Object::AlarmSetting(v) => Object::AlarmSetting(Box::new((**v).clone())),
-            Object::AlarmSnmpCompletedEvent(v) => Object::AlarmSnmpCompletedEvent(Box::new((**v).clone())),
-            Object::AlarmSnmpFailedEvent(v) => Object::AlarmSnmpFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(v) => Object::AlarmSnmpCompletedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(v) => Object::AlarmSnmpFailedEvent(Box::new((**v).clone())),
             Object::AlarmSpec(v) => Object::AlarmSpec(Box::new((**v).clone())),
             Object::AlarmState(v) => Object::AlarmState(Box::new((**v).clone())),
-            Object::AlarmStatusChangedEvent(v) => Object::AlarmStatusChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(v) => Object::AlarmStatusChangedEvent(Box::new((**v).clone())),
             Object::AlarmTriggeringAction(v) => Object::AlarmTriggeringAction(Box::new((**v).clone())),
             Object::AlarmTriggeringActionTransitionSpec(v) => Object::AlarmTriggeringActionTransitionSpec(Box::new((**v).clone())),
-            Object::AllVirtualMachinesLicensedEvent(v) => Object::AllVirtualMachinesLicensedEvent(Box::new((**v).clone())),
-            Object::AlreadyAuthenticatedSessionEvent(v) => Object::AlreadyAuthenticatedSessionEvent(Box::new((**v).clone())),
-            Object::AlreadyBeingManaged(v) => Object::AlreadyBeingManaged(Box::new((**v).clone())),
-            Object::AlreadyConnected(v) => Object::AlreadyConnected(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AllVirtualMachinesLicensedEvent(v) => Object::AllVirtualMachinesLicensedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AlreadyAuthenticatedSessionEvent(v) => Object::AlreadyAuthenticatedSessionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AlreadyBeingManaged(v) => Object::AlreadyBeingManaged(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AlreadyConnected(v) => Object::AlreadyConnected(Box::new((**v).clone())),
             Object::AlreadyExists(v) => Object::AlreadyExists(Box::new((**v).clone())),
-            Object::AlreadyUpgraded(v) => Object::AlreadyUpgraded(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(v) => Object::AlreadyUpgraded(Box::new((**v).clone())),
             Object::AndAlarmExpression(v) => Object::AndAlarmExpression(Box::new((**v).clone())),
             Object::AnswerFile(v) => Object::AnswerFile(Box::new((**v).clone())),
             Object::AnswerFileCreateSpec(v) => Object::AnswerFileCreateSpec(Box::new((**v).clone())),
@@ -730,10 +730,10 @@ impl Clone for Object {
             Object::AnswerFileSerializedCreateSpec(v) => Object::AnswerFileSerializedCreateSpec(Box::new((**v).clone())),
             Object::AnswerFileStatusError(v) => Object::AnswerFileStatusError(Box::new((**v).clone())),
             Object::AnswerFileStatusResult(v) => Object::AnswerFileStatusResult(Box::new((**v).clone())),
-            Object::AnswerFileUpdateFailed(v) => Object::AnswerFileUpdateFailed(Box::new((**v).clone())),
-            Object::AnswerFileUpdateFailure(v) => Object::AnswerFileUpdateFailure(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(v) => Object::AnswerFileUpdateFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(v) => Object::AnswerFileUpdateFailure(Box::new((**v).clone())),
             Object::AnswerFileValidationInfoStatus(v) => Object::AnswerFileValidationInfoStatus(Box::new((**v).clone())),
-            Object::ApplicationQuiesceFault(v) => Object::ApplicationQuiesceFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ApplicationQuiesceFault(v) => Object::ApplicationQuiesceFault(Box::new((**v).clone())),
         }
     }
 }
@@ -742,56 +742,56 @@ impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::AboutInfo(_) => "AboutInfo",
-            Object::AccountCreatedEvent(_) => "AccountCreatedEvent",
-            Object::AccountRemovedEvent(_) => "AccountRemovedEvent",
-            Object::AccountUpdatedEvent(_) => "AccountUpdatedEvent",
+            #[cfg(feature = "all-events")] Object::AccountCreatedEvent(_) => "AccountCreatedEvent",
+            #[cfg(feature = "all-events")] Object::AccountRemovedEvent(_) => "AccountRemovedEvent",
+            #[cfg(feature = "all-events")] Object::AccountUpdatedEvent(_) => "AccountUpdatedEvent",
             Object::Action(_) => "Action",
             Object::ActionParameter(_) => "ActionParameter",
             Object::ActionType(_) => "ActionType",
-            Object::ActiveDirectoryFault(_) => "ActiveDirectoryFault",
+            #[cfg(feature = "all-faults")] Object::ActiveDirectoryFault(_) => "ActiveDirectoryFault",
             Object::ActiveDirectoryProfile(_) => "ActiveDirectoryProfile",
-            Object::ActiveVMsBlockingEVC(_) => "ActiveVMsBlockingEVC",
-            Object::AdminDisabled(_) => "AdminDisabled",
-            Object::AdminNotDisabled(_) => "AdminNotDisabled",
-            Object::AdminPasswordNotChangedEvent(_) => "AdminPasswordNotChangedEvent",
-            Object::AffinityConfigured(_) => "AffinityConfigured",
+            #[cfg(feature = "all-faults")] Object::ActiveVMsBlockingEVC(_) => "ActiveVMsBlockingEVC",
+            #[cfg(feature = "all-faults")] Object::AdminDisabled(_) => "AdminDisabled",
+            #[cfg(feature = "all-faults")] Object::AdminNotDisabled(_) => "AdminNotDisabled",
+            #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(_) => "AdminPasswordNotChangedEvent",
+            #[cfg(feature = "all-faults")] Object::AffinityConfigured(_) => "AffinityConfigured",
             Object::AffinityType(_) => "AffinityType",
             Object::AfterStartupTaskScheduler(_) => "AfterStartupTaskScheduler",
-            Object::AgentInstallFailed(_) => "AgentInstallFailed",
+            #[cfg(feature = "all-faults")] Object::AgentInstallFailed(_) => "AgentInstallFailed",
             Object::AgentInstallFailedReason(_) => "AgentInstallFailedReason",
-            Object::AlarmAcknowledgedEvent(_) => "AlarmAcknowledgedEvent",
+            #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(_) => "AlarmAcknowledgedEvent",
             Object::AlarmAction(_) => "AlarmAction",
-            Object::AlarmActionTriggeredEvent(_) => "AlarmActionTriggeredEvent",
-            Object::AlarmClearedEvent(_) => "AlarmClearedEvent",
-            Object::AlarmCreatedEvent(_) => "AlarmCreatedEvent",
+            #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(_) => "AlarmActionTriggeredEvent",
+            #[cfg(feature = "all-events")] Object::AlarmClearedEvent(_) => "AlarmClearedEvent",
+            #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(_) => "AlarmCreatedEvent",
             Object::AlarmDescription(_) => "AlarmDescription",
-            Object::AlarmEmailCompletedEvent(_) => "AlarmEmailCompletedEvent",
-            Object::AlarmEmailFailedEvent(_) => "AlarmEmailFailedEvent",
-            Object::AlarmEvent(_) => "AlarmEvent",
-            Object::AlarmEventArgument(_) => "AlarmEventArgument",
+            #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(_) => "AlarmEmailCompletedEvent",
+            #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(_) => "AlarmEmailFailedEvent",
+            #[cfg(feature = "all-events")] Object::AlarmEvent(_) => "AlarmEvent",
+            #[cfg(feature = "all-events")] Object::AlarmEventArgument(_) => "AlarmEventArgument",
             Object::AlarmExpression(_) => "AlarmExpression",
             Object::AlarmFilterSpec(_) => "AlarmFilterSpec",
             Object::AlarmFilterSpecAlarmTypeByEntity(_) => "AlarmFilterSpecAlarmTypeByEntity",
             Object::AlarmFilterSpecAlarmTypeByTrigger(_) => "AlarmFilterSpecAlarmTypeByTrigger",
             Object::AlarmInfo(_) => "AlarmInfo",
-            Object::AlarmReconfiguredEvent(_) => "AlarmReconfiguredEvent",
-            Object::AlarmRemovedEvent(_) => "AlarmRemovedEvent",
-            Object::AlarmScriptCompleteEvent(_) => "AlarmScriptCompleteEvent",
-            Object::AlarmScriptFailedEvent(_) => "AlarmScriptFailedEvent",
+            #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(_) => "AlarmReconfiguredEvent",
+            #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(_) => "AlarmRemovedEvent",
+            #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(_) => "AlarmScriptCompleteEvent",
+            #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(_) => "AlarmScriptFailedEvent",
             Object::AlarmSetting(_) => "AlarmSetting",
-            Object::AlarmSnmpCompletedEvent(_) => "AlarmSnmpCompletedEvent",
-            Object::AlarmSnmpFailedEvent(_) => "AlarmSnmpFailedEvent",
+            #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(_) => "AlarmSnmpCompletedEvent",
+            #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(_) => "AlarmSnmpFailedEvent",
             Object::AlarmSpec(_) => "AlarmSpec",
             Object::AlarmState(_) => "AlarmState",
-            Object::AlarmStatusChangedEvent(_) => "AlarmStatusChangedEvent",
+            #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(_) => "AlarmStatusChangedEvent",
             Object::AlarmTriggeringAction(_) => "AlarmTriggeringAction",
             Object::AlarmTriggeringActionTransitionSpec(_) => "AlarmTriggeringActionTransitionSpec",
-            Object::AllVirtualMachinesLicensedEvent(_) => "AllVirtualMachinesLicensedEvent",
-            Object::AlreadyAuthenticatedSessionEvent(_) => "AlreadyAuthenticatedSessionEvent",
-            Object::AlreadyBeingManaged(_) => "AlreadyBeingManaged",
-            Object::AlreadyConnected(_) => "AlreadyConnected",
+            #[cfg(feature = "all-events")] Object::AllVirtualMachinesLicensedEvent(_) => "AllVirtualMachinesLicensedEvent",
+            #[cfg(feature = "all-events")] Object::AlreadyAuthenticatedSessionEvent(_) => "AlreadyAuthenticatedSessionEvent",
+            #[cfg(feature = "all-faults")] Object::AlreadyBeingManaged(_) => "AlreadyBeingManaged",
+            #[cfg(feature = "all-faults")] Object::AlreadyConnected(_) => "AlreadyConnected",
             Object::AlreadyExists(_) => "AlreadyExists",
-            Object::AlreadyUpgraded(_) => "AlreadyUpgraded",
+            #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(_) => "AlreadyUpgraded",
             Object::AndAlarmExpression(_) => "AndAlarmExpression",
             Object::AnswerFile(_) => "AnswerFile",
             Object::AnswerFileCreateSpec(_) => "AnswerFileCreateSpec",
@@ -799,10 +799,10 @@ impl x::DataObject for Object {
             Object::AnswerFileSerializedCreateSpec(_) => "AnswerFileSerializedCreateSpec",
             Object::AnswerFileStatusError(_) => "AnswerFileStatusError",
             Object::AnswerFileStatusResult(_) => "AnswerFileStatusResult",
-            Object::AnswerFileUpdateFailed(_) => "AnswerFileUpdateFailed",
-            Object::AnswerFileUpdateFailure(_) => "AnswerFileUpdateFailure",
+            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(_) => "AnswerFileUpdateFailed",
+            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(_) => "AnswerFileUpdateFailure",
             Object::AnswerFileValidationInfoStatus(_) => "AnswerFileValidationInfoStatus",
-            Object::ApplicationQuiesceFault(_) => "ApplicationQuiesceFault",
+            #[cfg(feature = "all-faults")] Object::ApplicationQuiesceFault(_) => "ApplicationQuiesceFault",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -823,56 +823,56 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::AboutInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AccountCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AccountRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AccountUpdatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AccountCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AccountRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AccountUpdatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Action(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ActionParameter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ActionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ActiveDirectoryFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ActiveDirectoryFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ActiveDirectoryProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ActiveVMsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AdminDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AdminNotDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AdminPasswordNotChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AffinityConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ActiveVMsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AdminDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AdminNotDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AffinityConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AffinityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AfterStartupTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AgentInstallFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AgentInstallFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AgentInstallFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmAcknowledgedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmActionTriggeredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmClearedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmClearedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmEmailCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmEmailFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmFilterSpecAlarmTypeByEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmFilterSpecAlarmTypeByTrigger(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmScriptCompleteEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmScriptFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmSnmpCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmSnmpFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmTriggeringAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmTriggeringActionTransitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AllVirtualMachinesLicensedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlreadyAuthenticatedSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlreadyBeingManaged(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlreadyConnected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AllVirtualMachinesLicensedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AlreadyAuthenticatedSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AlreadyBeingManaged(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AlreadyConnected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlreadyExists(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlreadyUpgraded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AndAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -880,10 +880,10 @@ impl x::DataObject for Object {
             Object::AnswerFileSerializedCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AnswerFileUpdateFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileValidationInfoStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ApplicationQuiesceFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ApplicationQuiesceFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -897,15 +897,15 @@ impl x::ObjectType for AboutInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AboutInfo(v) => Some(v), _ => None, }
+        match object { Object::AboutInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AboutInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::AboutInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AccountCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AccountCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -913,15 +913,15 @@ impl x::ObjectType for AccountCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AccountCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::AccountCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AccountCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AccountCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AccountRemovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AccountRemovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -929,15 +929,15 @@ impl x::ObjectType for AccountRemovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AccountRemovedEvent(v) => Some(v), _ => None, }
+        match object { Object::AccountRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AccountRemovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AccountRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AccountUpdatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AccountUpdatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -945,11 +945,11 @@ impl x::ObjectType for AccountUpdatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AccountUpdatedEvent(v) => Some(v), _ => None, }
+        match object { Object::AccountUpdatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AccountUpdatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AccountUpdatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -961,11 +961,11 @@ impl x::ObjectType for Action {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Action(v) => Some(v), _ => None, }
+        match object { Object::Action(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Action(v) => Ok(v), other => Err(other), }
+        match object { Object::Action(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -977,11 +977,11 @@ impl x::ObjectType for ActionParameter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ActionParameter(v) => Some(v), _ => None, }
+        match object { Object::ActionParameter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ActionParameter(v) => Ok(v), other => Err(other), }
+        match object { Object::ActionParameter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -993,15 +993,15 @@ impl x::ObjectType for ActionType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ActionType(v) => Some(v), _ => None, }
+        match object { Object::ActionType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ActionType(v) => Ok(v), other => Err(other), }
+        match object { Object::ActionType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ActiveDirectoryFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ActiveDirectoryFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1009,11 +1009,11 @@ impl x::ObjectType for ActiveDirectoryFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ActiveDirectoryFault(v) => Some(v), _ => None, }
+        match object { Object::ActiveDirectoryFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ActiveDirectoryFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ActiveDirectoryFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1025,15 +1025,15 @@ impl x::ObjectType for ActiveDirectoryProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ActiveDirectoryProfile(v) => Some(v), _ => None, }
+        match object { Object::ActiveDirectoryProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ActiveDirectoryProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ActiveDirectoryProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ActiveVMsBlockingEVC {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ActiveVMsBlockingEVC {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1041,15 +1041,15 @@ impl x::ObjectType for ActiveVMsBlockingEVC {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ActiveVMsBlockingEVC(v) => Some(v), _ => None, }
+        match object { Object::ActiveVMsBlockingEVC(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ActiveVMsBlockingEVC(v) => Ok(v), other => Err(other), }
+        match object { Object::ActiveVMsBlockingEVC(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AdminDisabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AdminDisabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1057,15 +1057,15 @@ impl x::ObjectType for AdminDisabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AdminDisabled(v) => Some(v), _ => None, }
+        match object { Object::AdminDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AdminDisabled(v) => Ok(v), other => Err(other), }
+        match object { Object::AdminDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AdminNotDisabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AdminNotDisabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1073,15 +1073,15 @@ impl x::ObjectType for AdminNotDisabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AdminNotDisabled(v) => Some(v), _ => None, }
+        match object { Object::AdminNotDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AdminNotDisabled(v) => Ok(v), other => Err(other), }
+        match object { Object::AdminNotDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AdminPasswordNotChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AdminPasswordNotChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1089,15 +1089,15 @@ impl x::ObjectType for AdminPasswordNotChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AdminPasswordNotChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::AdminPasswordNotChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AdminPasswordNotChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AdminPasswordNotChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AffinityConfigured {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AffinityConfigured {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1105,11 +1105,11 @@ impl x::ObjectType for AffinityConfigured {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AffinityConfigured(v) => Some(v), _ => None, }
+        match object { Object::AffinityConfigured(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AffinityConfigured(v) => Ok(v), other => Err(other), }
+        match object { Object::AffinityConfigured(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1121,11 +1121,11 @@ impl x::ObjectType for AffinityType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AffinityType(v) => Some(v), _ => None, }
+        match object { Object::AffinityType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AffinityType(v) => Ok(v), other => Err(other), }
+        match object { Object::AffinityType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1137,15 +1137,15 @@ impl x::ObjectType for AfterStartupTaskScheduler {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AfterStartupTaskScheduler(v) => Some(v), _ => None, }
+        match object { Object::AfterStartupTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AfterStartupTaskScheduler(v) => Ok(v), other => Err(other), }
+        match object { Object::AfterStartupTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AgentInstallFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AgentInstallFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1153,11 +1153,11 @@ impl x::ObjectType for AgentInstallFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AgentInstallFailed(v) => Some(v), _ => None, }
+        match object { Object::AgentInstallFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AgentInstallFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::AgentInstallFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1169,15 +1169,15 @@ impl x::ObjectType for AgentInstallFailedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AgentInstallFailedReason(v) => Some(v), _ => None, }
+        match object { Object::AgentInstallFailedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AgentInstallFailedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::AgentInstallFailedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmAcknowledgedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmAcknowledgedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1185,11 +1185,11 @@ impl x::ObjectType for AlarmAcknowledgedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmAcknowledgedEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmAcknowledgedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmAcknowledgedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmAcknowledgedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1201,15 +1201,15 @@ impl x::ObjectType for AlarmAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmAction(v) => Some(v), _ => None, }
+        match object { Object::AlarmAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmAction(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmActionTriggeredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmActionTriggeredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1217,15 +1217,15 @@ impl x::ObjectType for AlarmActionTriggeredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmActionTriggeredEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmActionTriggeredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmActionTriggeredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmActionTriggeredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmClearedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmClearedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1233,15 +1233,15 @@ impl x::ObjectType for AlarmClearedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmClearedEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmClearedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmClearedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmClearedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1249,11 +1249,11 @@ impl x::ObjectType for AlarmCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1265,15 +1265,15 @@ impl x::ObjectType for AlarmDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmDescription(v) => Some(v), _ => None, }
+        match object { Object::AlarmDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmEmailCompletedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmEmailCompletedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1281,15 +1281,15 @@ impl x::ObjectType for AlarmEmailCompletedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmEmailCompletedEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmEmailCompletedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmEmailCompletedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmEmailCompletedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmEmailFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmEmailFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1297,15 +1297,15 @@ impl x::ObjectType for AlarmEmailFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmEmailFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmEmailFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmEmailFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmEmailFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1313,15 +1313,15 @@ impl x::ObjectType for AlarmEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmEventArgument {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmEventArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1329,11 +1329,11 @@ impl x::ObjectType for AlarmEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmEventArgument(v) => Some(v), _ => None, }
+        match object { Object::AlarmEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1345,11 +1345,11 @@ impl x::ObjectType for AlarmExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmExpression(v) => Some(v), _ => None, }
+        match object { Object::AlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1361,11 +1361,11 @@ impl x::ObjectType for AlarmFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::AlarmFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1377,11 +1377,11 @@ impl x::ObjectType for AlarmFilterSpecAlarmTypeByEntity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmFilterSpecAlarmTypeByEntity(v) => Some(v), _ => None, }
+        match object { Object::AlarmFilterSpecAlarmTypeByEntity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmFilterSpecAlarmTypeByEntity(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmFilterSpecAlarmTypeByEntity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1393,11 +1393,11 @@ impl x::ObjectType for AlarmFilterSpecAlarmTypeByTrigger {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmFilterSpecAlarmTypeByTrigger(v) => Some(v), _ => None, }
+        match object { Object::AlarmFilterSpecAlarmTypeByTrigger(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmFilterSpecAlarmTypeByTrigger(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmFilterSpecAlarmTypeByTrigger(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1409,15 +1409,15 @@ impl x::ObjectType for AlarmInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmInfo(v) => Some(v), _ => None, }
+        match object { Object::AlarmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmReconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmReconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1425,15 +1425,15 @@ impl x::ObjectType for AlarmReconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmReconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmReconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmRemovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmRemovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1441,15 +1441,15 @@ impl x::ObjectType for AlarmRemovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmRemovedEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmRemovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmScriptCompleteEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmScriptCompleteEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1457,15 +1457,15 @@ impl x::ObjectType for AlarmScriptCompleteEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmScriptCompleteEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmScriptCompleteEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmScriptCompleteEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmScriptCompleteEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmScriptFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmScriptFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1473,11 +1473,11 @@ impl x::ObjectType for AlarmScriptFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmScriptFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmScriptFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmScriptFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmScriptFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1489,15 +1489,15 @@ impl x::ObjectType for AlarmSetting {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmSetting(v) => Some(v), _ => None, }
+        match object { Object::AlarmSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmSetting(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmSnmpCompletedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmSnmpCompletedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1505,15 +1505,15 @@ impl x::ObjectType for AlarmSnmpCompletedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmSnmpCompletedEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmSnmpCompletedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmSnmpCompletedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmSnmpCompletedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmSnmpFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmSnmpFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1521,11 +1521,11 @@ impl x::ObjectType for AlarmSnmpFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmSnmpFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmSnmpFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmSnmpFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmSnmpFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1537,11 +1537,11 @@ impl x::ObjectType for AlarmSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmSpec(v) => Some(v), _ => None, }
+        match object { Object::AlarmSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1553,15 +1553,15 @@ impl x::ObjectType for AlarmState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmState(v) => Some(v), _ => None, }
+        match object { Object::AlarmState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmState(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlarmStatusChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlarmStatusChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1569,11 +1569,11 @@ impl x::ObjectType for AlarmStatusChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmStatusChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::AlarmStatusChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmStatusChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmStatusChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1585,11 +1585,11 @@ impl x::ObjectType for AlarmTriggeringAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmTriggeringAction(v) => Some(v), _ => None, }
+        match object { Object::AlarmTriggeringAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmTriggeringAction(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmTriggeringAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1601,15 +1601,15 @@ impl x::ObjectType for AlarmTriggeringActionTransitionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlarmTriggeringActionTransitionSpec(v) => Some(v), _ => None, }
+        match object { Object::AlarmTriggeringActionTransitionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlarmTriggeringActionTransitionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::AlarmTriggeringActionTransitionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AllVirtualMachinesLicensedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AllVirtualMachinesLicensedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1617,15 +1617,15 @@ impl x::ObjectType for AllVirtualMachinesLicensedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AllVirtualMachinesLicensedEvent(v) => Some(v), _ => None, }
+        match object { Object::AllVirtualMachinesLicensedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AllVirtualMachinesLicensedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AllVirtualMachinesLicensedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlreadyAuthenticatedSessionEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AlreadyAuthenticatedSessionEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1633,15 +1633,15 @@ impl x::ObjectType for AlreadyAuthenticatedSessionEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlreadyAuthenticatedSessionEvent(v) => Some(v), _ => None, }
+        match object { Object::AlreadyAuthenticatedSessionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlreadyAuthenticatedSessionEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AlreadyAuthenticatedSessionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlreadyBeingManaged {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AlreadyBeingManaged {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1649,15 +1649,15 @@ impl x::ObjectType for AlreadyBeingManaged {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlreadyBeingManaged(v) => Some(v), _ => None, }
+        match object { Object::AlreadyBeingManaged(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlreadyBeingManaged(v) => Ok(v), other => Err(other), }
+        match object { Object::AlreadyBeingManaged(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlreadyConnected {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AlreadyConnected {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1665,11 +1665,11 @@ impl x::ObjectType for AlreadyConnected {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlreadyConnected(v) => Some(v), _ => None, }
+        match object { Object::AlreadyConnected(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlreadyConnected(v) => Ok(v), other => Err(other), }
+        match object { Object::AlreadyConnected(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1681,15 +1681,15 @@ impl x::ObjectType for AlreadyExists {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlreadyExists(v) => Some(v), _ => None, }
+        match object { Object::AlreadyExists(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlreadyExists(v) => Ok(v), other => Err(other), }
+        match object { Object::AlreadyExists(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AlreadyUpgraded {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AlreadyUpgraded {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1697,11 +1697,11 @@ impl x::ObjectType for AlreadyUpgraded {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AlreadyUpgraded(v) => Some(v), _ => None, }
+        match object { Object::AlreadyUpgraded(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AlreadyUpgraded(v) => Ok(v), other => Err(other), }
+        match object { Object::AlreadyUpgraded(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1713,11 +1713,11 @@ impl x::ObjectType for AndAlarmExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AndAlarmExpression(v) => Some(v), _ => None, }
+        match object { Object::AndAlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AndAlarmExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::AndAlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1729,11 +1729,11 @@ impl x::ObjectType for AnswerFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFile(v) => Some(v), _ => None, }
+        match object { Object::AnswerFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFile(v) => Ok(v), other => Err(other), }
+        match object { Object::AnswerFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1745,11 +1745,11 @@ impl x::ObjectType for AnswerFileCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::AnswerFileCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::AnswerFileCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1761,11 +1761,11 @@ impl x::ObjectType for AnswerFileOptionsCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileOptionsCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::AnswerFileOptionsCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileOptionsCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::AnswerFileOptionsCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1777,11 +1777,11 @@ impl x::ObjectType for AnswerFileSerializedCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileSerializedCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::AnswerFileSerializedCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileSerializedCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::AnswerFileSerializedCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1793,11 +1793,11 @@ impl x::ObjectType for AnswerFileStatusError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileStatusError(v) => Some(v), _ => None, }
+        match object { Object::AnswerFileStatusError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileStatusError(v) => Ok(v), other => Err(other), }
+        match object { Object::AnswerFileStatusError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1809,15 +1809,15 @@ impl x::ObjectType for AnswerFileStatusResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileStatusResult(v) => Some(v), _ => None, }
+        match object { Object::AnswerFileStatusResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileStatusResult(v) => Ok(v), other => Err(other), }
+        match object { Object::AnswerFileStatusResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AnswerFileUpdateFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AnswerFileUpdateFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1825,15 +1825,15 @@ impl x::ObjectType for AnswerFileUpdateFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileUpdateFailed(v) => Some(v), _ => None, }
+        match object { Object::AnswerFileUpdateFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileUpdateFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::AnswerFileUpdateFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AnswerFileUpdateFailure {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AnswerFileUpdateFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1841,11 +1841,11 @@ impl x::ObjectType for AnswerFileUpdateFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileUpdateFailure(v) => Some(v), _ => None, }
+        match object { Object::AnswerFileUpdateFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileUpdateFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::AnswerFileUpdateFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1857,15 +1857,15 @@ impl x::ObjectType for AnswerFileValidationInfoStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AnswerFileValidationInfoStatus(v) => Some(v), _ => None, }
+        match object { Object::AnswerFileValidationInfoStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AnswerFileValidationInfoStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::AnswerFileValidationInfoStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ApplicationQuiesceFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ApplicationQuiesceFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1873,10 +1873,10 @@ impl x::ObjectType for ApplicationQuiesceFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplicationQuiesceFault(v) => Some(v), _ => None, }
+        match object { Object::ApplicationQuiesceFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplicationQuiesceFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ApplicationQuiesceFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -239,15 +239,15 @@ pub enum Object {
     ArrayOfAlarmTriggeringActionTransitionSpec(Box<Vec<AlarmTriggeringActionTransitionSpec>>),
     ArrayOfAnswerFileStatusError(Box<Vec<AnswerFileStatusError>>),
     ArrayOfAnswerFileStatusResult(Box<Vec<AnswerFileStatusResult>>),
-    ArrayOfAnswerFileUpdateFailure(Box<Vec<AnswerFileUpdateFailure>>),
+    #[cfg(feature = "all-faults")] ArrayOfAnswerFileUpdateFailure(Box<Vec<AnswerFileUpdateFailure>>),
     ArrayOfApplyHostProfileConfigurationResult(Box<Vec<ApplyHostProfileConfigurationResult>>),
     ArrayOfApplyHostProfileConfigurationSpec(Box<Vec<ApplyHostProfileConfigurationSpec>>),
     ArrayOfApplyProfile(Box<Vec<AnyApplyProfile>>),
-    ArrayOfAuthenticationRequiredChallenge(Box<Vec<AuthenticationRequiredChallenge>>),
+    #[cfg(feature = "all-faults")] ArrayOfAuthenticationRequiredChallenge(Box<Vec<AuthenticationRequiredChallenge>>),
     ArrayOfAuthorizationPrivilege(Box<Vec<AuthorizationPrivilege>>),
     ArrayOfAuthorizationRole(Box<Vec<AuthorizationRole>>),
     ArrayOfAutoStartPowerInfo(Box<Vec<AutoStartPowerInfo>>),
-    ArrayOfChangesInfoEventArgument(Box<Vec<ChangesInfoEventArgument>>),
+    #[cfg(feature = "all-events")] ArrayOfChangesInfoEventArgument(Box<Vec<ChangesInfoEventArgument>>),
     ArrayOfCheckResult(Box<Vec<CheckResult>>),
     ArrayOfClusterAction(Box<Vec<AnyClusterAction>>),
     ArrayOfClusterActionHistory(Box<Vec<ClusterActionHistory>>),
@@ -292,8 +292,8 @@ pub enum Object {
     ArrayOfComplianceFailureComplianceFailureValues(Box<Vec<ComplianceFailureComplianceFailureValues>>),
     ArrayOfComplianceLocator(Box<Vec<ComplianceLocator>>),
     ArrayOfComplianceResult(Box<Vec<ComplianceResult>>),
-    ArrayOfComputeResourceHostSPBMLicenseInfo(Box<Vec<ComputeResourceHostSPBMLicenseInfo>>),
-    ArrayOfConflictingConfigurationConfig(Box<Vec<ConflictingConfigurationConfig>>),
+    #[cfg(feature = "all-faults")] ArrayOfComputeResourceHostSPBMLicenseInfo(Box<Vec<ComputeResourceHostSPBMLicenseInfo>>),
+    #[cfg(feature = "all-faults")] ArrayOfConflictingConfigurationConfig(Box<Vec<ConflictingConfigurationConfig>>),
     ArrayOfCryptoKeyId(Box<Vec<CryptoKeyId>>),
     ArrayOfCryptoKeyPlain(Box<Vec<CryptoKeyPlain>>),
     ArrayOfCryptoKeyResult(Box<Vec<CryptoKeyResult>>),
@@ -329,15 +329,15 @@ fn decode(
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmTriggeringActionTransitionSpec(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationResult(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyProfile(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthenticationRequiredChallenge(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthenticationRequiredChallenge(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationRole(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAutoStartPowerInfo(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfChangesInfoEventArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfChangesInfoEventArgument(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCheckResult(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterAction(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterActionHistory(v), Err(e) => return Some(Err(e)) },
@@ -382,8 +382,8 @@ fn decode(
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
         73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceLocator(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceResult(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfConflictingConfigurationConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfConflictingConfigurationConfig(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyId(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
         79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyResult(v), Err(e) => return Some(Err(e)) },
@@ -413,15 +413,15 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfAnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfAnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfApplyHostProfileConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAuthenticationRequiredChallenge(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfAuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfAuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfAutoStartPowerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfChangesInfoEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterActionHistory(v) => std::fmt::Debug::fmt(&**v, f),
@@ -466,8 +466,8 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfComplianceFailureComplianceFailureValues(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfComplianceLocator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfComplianceResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfConflictingConfigurationConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCryptoKeyId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCryptoKeyPlain(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCryptoKeyResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -496,15 +496,15 @@ impl PartialEq for Object {
             (Object::ArrayOfAlarmTriggeringActionTransitionSpec(a), Object::ArrayOfAlarmTriggeringActionTransitionSpec(b)) => **a == **b,
             (Object::ArrayOfAnswerFileStatusError(a), Object::ArrayOfAnswerFileStatusError(b)) => **a == **b,
             (Object::ArrayOfAnswerFileStatusResult(a), Object::ArrayOfAnswerFileStatusResult(b)) => **a == **b,
-            (Object::ArrayOfAnswerFileUpdateFailure(a), Object::ArrayOfAnswerFileUpdateFailure(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ArrayOfAnswerFileUpdateFailure(a), Object::ArrayOfAnswerFileUpdateFailure(b)) => **a == **b,
             (Object::ArrayOfApplyHostProfileConfigurationResult(a), Object::ArrayOfApplyHostProfileConfigurationResult(b)) => **a == **b,
             (Object::ArrayOfApplyHostProfileConfigurationSpec(a), Object::ArrayOfApplyHostProfileConfigurationSpec(b)) => **a == **b,
             (Object::ArrayOfApplyProfile(a), Object::ArrayOfApplyProfile(b)) => **a == **b,
-            (Object::ArrayOfAuthenticationRequiredChallenge(a), Object::ArrayOfAuthenticationRequiredChallenge(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ArrayOfAuthenticationRequiredChallenge(a), Object::ArrayOfAuthenticationRequiredChallenge(b)) => **a == **b,
             (Object::ArrayOfAuthorizationPrivilege(a), Object::ArrayOfAuthorizationPrivilege(b)) => **a == **b,
             (Object::ArrayOfAuthorizationRole(a), Object::ArrayOfAuthorizationRole(b)) => **a == **b,
             (Object::ArrayOfAutoStartPowerInfo(a), Object::ArrayOfAutoStartPowerInfo(b)) => **a == **b,
-            (Object::ArrayOfChangesInfoEventArgument(a), Object::ArrayOfChangesInfoEventArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ArrayOfChangesInfoEventArgument(a), Object::ArrayOfChangesInfoEventArgument(b)) => **a == **b,
             (Object::ArrayOfCheckResult(a), Object::ArrayOfCheckResult(b)) => **a == **b,
             (Object::ArrayOfClusterAction(a), Object::ArrayOfClusterAction(b)) => **a == **b,
             (Object::ArrayOfClusterActionHistory(a), Object::ArrayOfClusterActionHistory(b)) => **a == **b,
@@ -549,8 +549,8 @@ impl PartialEq for Object {
             (Object::ArrayOfComplianceFailureComplianceFailureValues(a), Object::ArrayOfComplianceFailureComplianceFailureValues(b)) => **a == **b,
             (Object::ArrayOfComplianceLocator(a), Object::ArrayOfComplianceLocator(b)) => **a == **b,
             (Object::ArrayOfComplianceResult(a), Object::ArrayOfComplianceResult(b)) => **a == **b,
-            (Object::ArrayOfComputeResourceHostSPBMLicenseInfo(a), Object::ArrayOfComputeResourceHostSPBMLicenseInfo(b)) => **a == **b,
-            (Object::ArrayOfConflictingConfigurationConfig(a), Object::ArrayOfConflictingConfigurationConfig(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ArrayOfComputeResourceHostSPBMLicenseInfo(a), Object::ArrayOfComputeResourceHostSPBMLicenseInfo(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ArrayOfConflictingConfigurationConfig(a), Object::ArrayOfConflictingConfigurationConfig(b)) => **a == **b,
             (Object::ArrayOfCryptoKeyId(a), Object::ArrayOfCryptoKeyId(b)) => **a == **b,
             (Object::ArrayOfCryptoKeyPlain(a), Object::ArrayOfCryptoKeyPlain(b)) => **a == **b,
             (Object::ArrayOfCryptoKeyResult(a), Object::ArrayOfCryptoKeyResult(b)) => **a == **b,
@@ -561,7 +561,7 @@ impl PartialEq for Object {
             (Object::ArrayOfCustomFieldDef(a), Object::ArrayOfCustomFieldDef(b)) => **a == **b,
             (Object::ArrayOfCustomFieldValue(a), Object::ArrayOfCustomFieldValue(b)) => **a == **b,
             (Object::ArrayOfCustomizationAdapterMapping(a), Object::ArrayOfCustomizationAdapterMapping(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -580,15 +580,15 @@ impl Clone for Object {
             Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Object::ArrayOfAlarmTriggeringActionTransitionSpec(Box::new(x::clone_vec(v))),
             Object::ArrayOfAnswerFileStatusError(v) => Object::ArrayOfAnswerFileStatusError(Box::new(x::clone_vec(v))),
             Object::ArrayOfAnswerFileStatusResult(v) => Object::ArrayOfAnswerFileStatusResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAnswerFileUpdateFailure(v) => Object::ArrayOfAnswerFileUpdateFailure(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => Object::ArrayOfAnswerFileUpdateFailure(Box::new(x::clone_vec(v))),
             Object::ArrayOfApplyHostProfileConfigurationResult(v) => Object::ArrayOfApplyHostProfileConfigurationResult(Box::new(x::clone_vec(v))),
             Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(Box::new(x::clone_vec(v))),
             Object::ArrayOfApplyProfile(v) => Object::ArrayOfApplyProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAuthenticationRequiredChallenge(v) => Object::ArrayOfAuthenticationRequiredChallenge(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => Object::ArrayOfAuthenticationRequiredChallenge(Box::new(x::clone_vec(v))),
             Object::ArrayOfAuthorizationPrivilege(v) => Object::ArrayOfAuthorizationPrivilege(Box::new(x::clone_vec(v))),
             Object::ArrayOfAuthorizationRole(v) => Object::ArrayOfAuthorizationRole(Box::new(x::clone_vec(v))),
             Object::ArrayOfAutoStartPowerInfo(v) => Object::ArrayOfAutoStartPowerInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfChangesInfoEventArgument(v) => Object::ArrayOfChangesInfoEventArgument(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => Object::ArrayOfChangesInfoEventArgument(Box::new(x::clone_vec(v))),
             Object::ArrayOfCheckResult(v) => Object::ArrayOfCheckResult(Box::new(x::clone_vec(v))),
             Object::ArrayOfClusterAction(v) => Object::ArrayOfClusterAction(Box::new(x::clone_vec(v))),
             Object::ArrayOfClusterActionHistory(v) => Object::ArrayOfClusterActionHistory(Box::new(x::clone_vec(v))),
@@ -633,8 +633,8 @@ impl Clone for Object {
             Object::ArrayOfComplianceFailureComplianceFailureValues(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(Box::new(x::clone_vec(v))),
             Object::ArrayOfComplianceLocator(v) => Object::ArrayOfComplianceLocator(Box::new(x::clone_vec(v))),
             Object::ArrayOfComplianceResult(v) => Object::ArrayOfComplianceResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfConflictingConfigurationConfig(v) => Object::ArrayOfConflictingConfigurationConfig(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(v) => Object::ArrayOfConflictingConfigurationConfig(Box::new(x::clone_vec(v))),
             Object::ArrayOfCryptoKeyId(v) => Object::ArrayOfCryptoKeyId(Box::new(x::clone_vec(v))),
             Object::ArrayOfCryptoKeyPlain(v) => Object::ArrayOfCryptoKeyPlain(Box::new(x::clone_vec(v))),
             Object::ArrayOfCryptoKeyResult(v) => Object::ArrayOfCryptoKeyResult(Box::new(x::clone_vec(v))),
@@ -663,15 +663,15 @@ impl x::DataObject for Object {
             Object::ArrayOfAlarmTriggeringActionTransitionSpec(_) => "ArrayOfAlarmTriggeringActionTransitionSpec",
             Object::ArrayOfAnswerFileStatusError(_) => "ArrayOfAnswerFileStatusError",
             Object::ArrayOfAnswerFileStatusResult(_) => "ArrayOfAnswerFileStatusResult",
-            Object::ArrayOfAnswerFileUpdateFailure(_) => "ArrayOfAnswerFileUpdateFailure",
+            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(_) => "ArrayOfAnswerFileUpdateFailure",
             Object::ArrayOfApplyHostProfileConfigurationResult(_) => "ArrayOfApplyHostProfileConfigurationResult",
             Object::ArrayOfApplyHostProfileConfigurationSpec(_) => "ArrayOfApplyHostProfileConfigurationSpec",
             Object::ArrayOfApplyProfile(_) => "ArrayOfApplyProfile",
-            Object::ArrayOfAuthenticationRequiredChallenge(_) => "ArrayOfAuthenticationRequiredChallenge",
+            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(_) => "ArrayOfAuthenticationRequiredChallenge",
             Object::ArrayOfAuthorizationPrivilege(_) => "ArrayOfAuthorizationPrivilege",
             Object::ArrayOfAuthorizationRole(_) => "ArrayOfAuthorizationRole",
             Object::ArrayOfAutoStartPowerInfo(_) => "ArrayOfAutoStartPowerInfo",
-            Object::ArrayOfChangesInfoEventArgument(_) => "ArrayOfChangesInfoEventArgument",
+            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(_) => "ArrayOfChangesInfoEventArgument",
             Object::ArrayOfCheckResult(_) => "ArrayOfCheckResult",
             Object::ArrayOfClusterAction(_) => "ArrayOfClusterAction",
             Object::ArrayOfClusterActionHistory(_) => "ArrayOfClusterActionHistory",
@@ -716,8 +716,8 @@ impl x::DataObject for Object {
             Object::ArrayOfComplianceFailureComplianceFailureValues(_) => "ArrayOfComplianceFailureComplianceFailureValues",
             Object::ArrayOfComplianceLocator(_) => "ArrayOfComplianceLocator",
             Object::ArrayOfComplianceResult(_) => "ArrayOfComplianceResult",
-            Object::ArrayOfComputeResourceHostSPBMLicenseInfo(_) => "ArrayOfComputeResourceHostSPBMLicenseInfo",
-            Object::ArrayOfConflictingConfigurationConfig(_) => "ArrayOfConflictingConfigurationConfig",
+            #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(_) => "ArrayOfComputeResourceHostSPBMLicenseInfo",
+            #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(_) => "ArrayOfConflictingConfigurationConfig",
             Object::ArrayOfCryptoKeyId(_) => "ArrayOfCryptoKeyId",
             Object::ArrayOfCryptoKeyPlain(_) => "ArrayOfCryptoKeyPlain",
             Object::ArrayOfCryptoKeyResult(_) => "ArrayOfCryptoKeyResult",
@@ -758,15 +758,15 @@ impl x::DataObject for Object {
             Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfAnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfAnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfApplyHostProfileConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAuthenticationRequiredChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfAuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfAuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfAutoStartPowerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfChangesInfoEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterActionHistory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -811,8 +811,8 @@ impl x::DataObject for Object {
             Object::ArrayOfComplianceFailureComplianceFailureValues(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfComplianceLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfComplianceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfConflictingConfigurationConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCryptoKeyId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCryptoKeyPlain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCryptoKeyResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -836,11 +836,11 @@ impl x::ObjectType for ApplyHostProfileConfigurationResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplyHostProfileConfigurationResult(v) => Some(v), _ => None, }
+        match object { Object::ApplyHostProfileConfigurationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplyHostProfileConfigurationResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ApplyHostProfileConfigurationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -852,11 +852,11 @@ impl x::ObjectType for ApplyHostProfileConfigurationResultStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplyHostProfileConfigurationResultStatus(v) => Some(v), _ => None, }
+        match object { Object::ApplyHostProfileConfigurationResultStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplyHostProfileConfigurationResultStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ApplyHostProfileConfigurationResultStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -868,11 +868,11 @@ impl x::ObjectType for ApplyHostProfileConfigurationSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplyHostProfileConfigurationSpec(v) => Some(v), _ => None, }
+        match object { Object::ApplyHostProfileConfigurationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplyHostProfileConfigurationSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ApplyHostProfileConfigurationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -884,11 +884,11 @@ impl x::ObjectType for ApplyProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplyProfile(v) => Some(v), _ => None, }
+        match object { Object::ApplyProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplyProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ApplyProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -900,11 +900,11 @@ impl x::ObjectType for ApplyStorageRecommendationResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ApplyStorageRecommendationResult(v) => Some(v), _ => None, }
+        match object { Object::ApplyStorageRecommendationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ApplyStorageRecommendationResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ApplyStorageRecommendationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -916,11 +916,11 @@ impl x::ObjectArrayItem for AnyAlarmAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyAlarmAction>> {
-        match object { Object::ArrayOfAlarmAction(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAlarmAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyAlarmAction>>, Object> {
-        match object { Object::ArrayOfAlarmAction(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAlarmAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -932,11 +932,11 @@ impl x::ObjectArrayItem for AnyAlarmExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyAlarmExpression>> {
-        match object { Object::ArrayOfAlarmExpression(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyAlarmExpression>>, Object> {
-        match object { Object::ArrayOfAlarmExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -948,11 +948,11 @@ impl x::ObjectArrayItem for AlarmState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AlarmState>> {
-        match object { Object::ArrayOfAlarmState(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAlarmState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AlarmState>>, Object> {
-        match object { Object::ArrayOfAlarmState(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAlarmState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -964,11 +964,11 @@ impl x::ObjectArrayItem for AlarmTriggeringActionTransitionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AlarmTriggeringActionTransitionSpec>> {
-        match object { Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AlarmTriggeringActionTransitionSpec>>, Object> {
-        match object { Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -980,11 +980,11 @@ impl x::ObjectArrayItem for AnswerFileStatusError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnswerFileStatusError>> {
-        match object { Object::ArrayOfAnswerFileStatusError(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAnswerFileStatusError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnswerFileStatusError>>, Object> {
-        match object { Object::ArrayOfAnswerFileStatusError(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAnswerFileStatusError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -996,15 +996,15 @@ impl x::ObjectArrayItem for AnswerFileStatusResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnswerFileStatusResult>> {
-        match object { Object::ArrayOfAnswerFileStatusResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAnswerFileStatusResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnswerFileStatusResult>>, Object> {
-        match object { Object::ArrayOfAnswerFileStatusResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAnswerFileStatusResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for AnswerFileUpdateFailure {
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for AnswerFileUpdateFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnswerFileUpdateFailure>>) -> Object {
@@ -1012,11 +1012,11 @@ impl x::ObjectArrayItem for AnswerFileUpdateFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnswerFileUpdateFailure>> {
-        match object { Object::ArrayOfAnswerFileUpdateFailure(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAnswerFileUpdateFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnswerFileUpdateFailure>>, Object> {
-        match object { Object::ArrayOfAnswerFileUpdateFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAnswerFileUpdateFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1028,11 +1028,11 @@ impl x::ObjectArrayItem for ApplyHostProfileConfigurationResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ApplyHostProfileConfigurationResult>> {
-        match object { Object::ArrayOfApplyHostProfileConfigurationResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfApplyHostProfileConfigurationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ApplyHostProfileConfigurationResult>>, Object> {
-        match object { Object::ArrayOfApplyHostProfileConfigurationResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfApplyHostProfileConfigurationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1044,11 +1044,11 @@ impl x::ObjectArrayItem for ApplyHostProfileConfigurationSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ApplyHostProfileConfigurationSpec>> {
-        match object { Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ApplyHostProfileConfigurationSpec>>, Object> {
-        match object { Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1060,15 +1060,15 @@ impl x::ObjectArrayItem for AnyApplyProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyApplyProfile>> {
-        match object { Object::ArrayOfApplyProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfApplyProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyApplyProfile>>, Object> {
-        match object { Object::ArrayOfApplyProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfApplyProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for AuthenticationRequiredChallenge {
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for AuthenticationRequiredChallenge {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AuthenticationRequiredChallenge>>) -> Object {
@@ -1076,11 +1076,11 @@ impl x::ObjectArrayItem for AuthenticationRequiredChallenge {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AuthenticationRequiredChallenge>> {
-        match object { Object::ArrayOfAuthenticationRequiredChallenge(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAuthenticationRequiredChallenge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AuthenticationRequiredChallenge>>, Object> {
-        match object { Object::ArrayOfAuthenticationRequiredChallenge(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAuthenticationRequiredChallenge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1092,11 +1092,11 @@ impl x::ObjectArrayItem for AuthorizationPrivilege {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AuthorizationPrivilege>> {
-        match object { Object::ArrayOfAuthorizationPrivilege(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAuthorizationPrivilege(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AuthorizationPrivilege>>, Object> {
-        match object { Object::ArrayOfAuthorizationPrivilege(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAuthorizationPrivilege(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1108,11 +1108,11 @@ impl x::ObjectArrayItem for AuthorizationRole {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AuthorizationRole>> {
-        match object { Object::ArrayOfAuthorizationRole(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAuthorizationRole(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AuthorizationRole>>, Object> {
-        match object { Object::ArrayOfAuthorizationRole(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAuthorizationRole(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1124,15 +1124,15 @@ impl x::ObjectArrayItem for AutoStartPowerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AutoStartPowerInfo>> {
-        match object { Object::ArrayOfAutoStartPowerInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfAutoStartPowerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AutoStartPowerInfo>>, Object> {
-        match object { Object::ArrayOfAutoStartPowerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfAutoStartPowerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ChangesInfoEventArgument {
+#[cfg(feature = "all-events")] impl x::ObjectArrayItem for ChangesInfoEventArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ChangesInfoEventArgument>>) -> Object {
@@ -1140,11 +1140,11 @@ impl x::ObjectArrayItem for ChangesInfoEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ChangesInfoEventArgument>> {
-        match object { Object::ArrayOfChangesInfoEventArgument(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfChangesInfoEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ChangesInfoEventArgument>>, Object> {
-        match object { Object::ArrayOfChangesInfoEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfChangesInfoEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1156,11 +1156,11 @@ impl x::ObjectArrayItem for CheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CheckResult>> {
-        match object { Object::ArrayOfCheckResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CheckResult>>, Object> {
-        match object { Object::ArrayOfCheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1172,11 +1172,11 @@ impl x::ObjectArrayItem for AnyClusterAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyClusterAction>> {
-        match object { Object::ArrayOfClusterAction(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyClusterAction>>, Object> {
-        match object { Object::ArrayOfClusterAction(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1188,11 +1188,11 @@ impl x::ObjectArrayItem for ClusterActionHistory {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterActionHistory>> {
-        match object { Object::ArrayOfClusterActionHistory(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterActionHistory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterActionHistory>>, Object> {
-        match object { Object::ArrayOfClusterActionHistory(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterActionHistory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1204,11 +1204,11 @@ impl x::ObjectArrayItem for ClusterAttemptedVmInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterAttemptedVmInfo>> {
-        match object { Object::ArrayOfClusterAttemptedVmInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterAttemptedVmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterAttemptedVmInfo>>, Object> {
-        match object { Object::ArrayOfClusterAttemptedVmInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterAttemptedVmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1220,11 +1220,11 @@ impl x::ObjectArrayItem for ClusterComputeResourceDVSSetting {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDVSSetting>> {
-        match object { Object::ArrayOfClusterComputeResourceDVSSetting(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterComputeResourceDVSSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDVSSetting>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceDVSSetting(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterComputeResourceDVSSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1236,11 +1236,11 @@ impl x::ObjectArrayItem for ClusterComputeResourceDVSSettingDVPortgroupToService
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>> {
-        match object { Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1252,11 +1252,11 @@ impl x::ObjectArrayItem for ClusterComputeResourceDvsProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDvsProfile>> {
-        match object { Object::ArrayOfClusterComputeResourceDvsProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterComputeResourceDvsProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDvsProfile>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceDvsProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterComputeResourceDvsProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1268,11 +1268,11 @@ impl x::ObjectArrayItem for ClusterComputeResourceDvsProfileDVPortgroupSpecToSer
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>> {
-        match object { Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1284,11 +1284,11 @@ impl x::ObjectArrayItem for ClusterComputeResourceHostConfigurationInput {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostConfigurationInput>> {
-        match object { Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostConfigurationInput>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1300,11 +1300,11 @@ impl x::ObjectArrayItem for ClusterComputeResourceHostEvacuationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostEvacuationInfo>> {
-        match object { Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostEvacuationInfo>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1316,11 +1316,11 @@ impl x::ObjectArrayItem for ClusterComputeResourceHostVmkNicInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceHostVmkNicInfo>> {
-        match object { Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceHostVmkNicInfo>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1332,11 +1332,11 @@ impl x::ObjectArrayItem for AnyClusterComputeResourceValidationResultBase {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyClusterComputeResourceValidationResultBase>> {
-        match object { Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyClusterComputeResourceValidationResultBase>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1348,11 +1348,11 @@ impl x::ObjectArrayItem for ClusterComputeResourceVcsSlots {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterComputeResourceVcsSlots>> {
-        match object { Object::ArrayOfClusterComputeResourceVcsSlots(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterComputeResourceVcsSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterComputeResourceVcsSlots>>, Object> {
-        match object { Object::ArrayOfClusterComputeResourceVcsSlots(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterComputeResourceVcsSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1364,11 +1364,11 @@ impl x::ObjectArrayItem for ClusterDasAamNodeState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDasAamNodeState>> {
-        match object { Object::ArrayOfClusterDasAamNodeState(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDasAamNodeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDasAamNodeState>>, Object> {
-        match object { Object::ArrayOfClusterDasAamNodeState(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDasAamNodeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1380,11 +1380,11 @@ impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots 
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>> {
-        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>, Object> {
-        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1396,11 +1396,11 @@ impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>> {
-        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>, Object> {
-        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1412,11 +1412,11 @@ impl x::ObjectArrayItem for ClusterDasVmConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDasVmConfigInfo>> {
-        match object { Object::ArrayOfClusterDasVmConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDasVmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDasVmConfigInfo>>, Object> {
-        match object { Object::ArrayOfClusterDasVmConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDasVmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1428,11 +1428,11 @@ impl x::ObjectArrayItem for ClusterDasVmConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDasVmConfigSpec>> {
-        match object { Object::ArrayOfClusterDasVmConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDasVmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDasVmConfigSpec>>, Object> {
-        match object { Object::ArrayOfClusterDasVmConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDasVmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1444,11 +1444,11 @@ impl x::ObjectArrayItem for ClusterDatastoreUpdateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDatastoreUpdateSpec>> {
-        match object { Object::ArrayOfClusterDatastoreUpdateSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDatastoreUpdateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDatastoreUpdateSpec>>, Object> {
-        match object { Object::ArrayOfClusterDatastoreUpdateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDatastoreUpdateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1460,11 +1460,11 @@ impl x::ObjectArrayItem for ClusterDpmHostConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDpmHostConfigInfo>> {
-        match object { Object::ArrayOfClusterDpmHostConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDpmHostConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDpmHostConfigInfo>>, Object> {
-        match object { Object::ArrayOfClusterDpmHostConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDpmHostConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1476,11 +1476,11 @@ impl x::ObjectArrayItem for ClusterDpmHostConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDpmHostConfigSpec>> {
-        match object { Object::ArrayOfClusterDpmHostConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDpmHostConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDpmHostConfigSpec>>, Object> {
-        match object { Object::ArrayOfClusterDpmHostConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDpmHostConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1492,11 +1492,11 @@ impl x::ObjectArrayItem for ClusterDrsFaults {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDrsFaults>> {
-        match object { Object::ArrayOfClusterDrsFaults(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDrsFaults(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDrsFaults>>, Object> {
-        match object { Object::ArrayOfClusterDrsFaults(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDrsFaults(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1508,11 +1508,11 @@ impl x::ObjectArrayItem for AnyClusterDrsFaultsFaultsByVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyClusterDrsFaultsFaultsByVm>> {
-        match object { Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyClusterDrsFaultsFaultsByVm>>, Object> {
-        match object { Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1524,11 +1524,11 @@ impl x::ObjectArrayItem for ClusterDrsMigration {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDrsMigration>> {
-        match object { Object::ArrayOfClusterDrsMigration(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDrsMigration(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDrsMigration>>, Object> {
-        match object { Object::ArrayOfClusterDrsMigration(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDrsMigration(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1540,11 +1540,11 @@ impl x::ObjectArrayItem for ClusterDrsRecommendation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDrsRecommendation>> {
-        match object { Object::ArrayOfClusterDrsRecommendation(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDrsRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDrsRecommendation>>, Object> {
-        match object { Object::ArrayOfClusterDrsRecommendation(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDrsRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1556,11 +1556,11 @@ impl x::ObjectArrayItem for ClusterDrsVmConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDrsVmConfigInfo>> {
-        match object { Object::ArrayOfClusterDrsVmConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDrsVmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDrsVmConfigInfo>>, Object> {
-        match object { Object::ArrayOfClusterDrsVmConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDrsVmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1572,11 +1572,11 @@ impl x::ObjectArrayItem for ClusterDrsVmConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterDrsVmConfigSpec>> {
-        match object { Object::ArrayOfClusterDrsVmConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterDrsVmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterDrsVmConfigSpec>>, Object> {
-        match object { Object::ArrayOfClusterDrsVmConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterDrsVmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1588,11 +1588,11 @@ impl x::ObjectArrayItem for ClusterEVCManagerCheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterEVCManagerCheckResult>> {
-        match object { Object::ArrayOfClusterEVCManagerCheckResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterEVCManagerCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterEVCManagerCheckResult>>, Object> {
-        match object { Object::ArrayOfClusterEVCManagerCheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterEVCManagerCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1604,11 +1604,11 @@ impl x::ObjectArrayItem for ClusterFailoverHostAdmissionControlInfoHostStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>> {
-        match object { Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>>, Object> {
-        match object { Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1620,11 +1620,11 @@ impl x::ObjectArrayItem for AnyClusterGroupInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyClusterGroupInfo>> {
-        match object { Object::ArrayOfClusterGroupInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterGroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyClusterGroupInfo>>, Object> {
-        match object { Object::ArrayOfClusterGroupInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterGroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1636,11 +1636,11 @@ impl x::ObjectArrayItem for ClusterGroupSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterGroupSpec>> {
-        match object { Object::ArrayOfClusterGroupSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterGroupSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterGroupSpec>>, Object> {
-        match object { Object::ArrayOfClusterGroupSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterGroupSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1652,11 +1652,11 @@ impl x::ObjectArrayItem for ClusterHostRecommendation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterHostRecommendation>> {
-        match object { Object::ArrayOfClusterHostRecommendation(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterHostRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterHostRecommendation>>, Object> {
-        match object { Object::ArrayOfClusterHostRecommendation(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterHostRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1668,11 +1668,11 @@ impl x::ObjectArrayItem for ClusterIoFilterInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterIoFilterInfo>> {
-        match object { Object::ArrayOfClusterIoFilterInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterIoFilterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterIoFilterInfo>>, Object> {
-        match object { Object::ArrayOfClusterIoFilterInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterIoFilterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1684,11 +1684,11 @@ impl x::ObjectArrayItem for ClusterNotAttemptedVmInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterNotAttemptedVmInfo>> {
-        match object { Object::ArrayOfClusterNotAttemptedVmInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterNotAttemptedVmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterNotAttemptedVmInfo>>, Object> {
-        match object { Object::ArrayOfClusterNotAttemptedVmInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterNotAttemptedVmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1700,11 +1700,11 @@ impl x::ObjectArrayItem for ClusterRecommendation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterRecommendation>> {
-        match object { Object::ArrayOfClusterRecommendation(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterRecommendation>>, Object> {
-        match object { Object::ArrayOfClusterRecommendation(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1716,11 +1716,11 @@ impl x::ObjectArrayItem for AnyClusterRuleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyClusterRuleInfo>> {
-        match object { Object::ArrayOfClusterRuleInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterRuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyClusterRuleInfo>>, Object> {
-        match object { Object::ArrayOfClusterRuleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterRuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1732,11 +1732,11 @@ impl x::ObjectArrayItem for ClusterRuleSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterRuleSpec>> {
-        match object { Object::ArrayOfClusterRuleSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterRuleSpec>>, Object> {
-        match object { Object::ArrayOfClusterRuleSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1748,11 +1748,11 @@ impl x::ObjectArrayItem for ClusterTagCategoryUpdateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterTagCategoryUpdateSpec>> {
-        match object { Object::ArrayOfClusterTagCategoryUpdateSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterTagCategoryUpdateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterTagCategoryUpdateSpec>>, Object> {
-        match object { Object::ArrayOfClusterTagCategoryUpdateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterTagCategoryUpdateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1764,11 +1764,11 @@ impl x::ObjectArrayItem for ClusterVmOrchestrationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterVmOrchestrationInfo>> {
-        match object { Object::ArrayOfClusterVmOrchestrationInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterVmOrchestrationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterVmOrchestrationInfo>>, Object> {
-        match object { Object::ArrayOfClusterVmOrchestrationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterVmOrchestrationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1780,11 +1780,11 @@ impl x::ObjectArrayItem for ClusterVmOrchestrationSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ClusterVmOrchestrationSpec>> {
-        match object { Object::ArrayOfClusterVmOrchestrationSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfClusterVmOrchestrationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ClusterVmOrchestrationSpec>>, Object> {
-        match object { Object::ArrayOfClusterVmOrchestrationSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfClusterVmOrchestrationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1796,11 +1796,11 @@ impl x::ObjectArrayItem for ComplianceFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ComplianceFailure>> {
-        match object { Object::ArrayOfComplianceFailure(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfComplianceFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ComplianceFailure>>, Object> {
-        match object { Object::ArrayOfComplianceFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfComplianceFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1812,11 +1812,11 @@ impl x::ObjectArrayItem for ComplianceFailureComplianceFailureValues {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ComplianceFailureComplianceFailureValues>> {
-        match object { Object::ArrayOfComplianceFailureComplianceFailureValues(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfComplianceFailureComplianceFailureValues(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ComplianceFailureComplianceFailureValues>>, Object> {
-        match object { Object::ArrayOfComplianceFailureComplianceFailureValues(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfComplianceFailureComplianceFailureValues(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1828,11 +1828,11 @@ impl x::ObjectArrayItem for ComplianceLocator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ComplianceLocator>> {
-        match object { Object::ArrayOfComplianceLocator(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfComplianceLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ComplianceLocator>>, Object> {
-        match object { Object::ArrayOfComplianceLocator(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfComplianceLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1844,15 +1844,15 @@ impl x::ObjectArrayItem for ComplianceResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ComplianceResult>> {
-        match object { Object::ArrayOfComplianceResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfComplianceResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ComplianceResult>>, Object> {
-        match object { Object::ArrayOfComplianceResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfComplianceResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ComputeResourceHostSPBMLicenseInfo {
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for ComputeResourceHostSPBMLicenseInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ComputeResourceHostSPBMLicenseInfo>>) -> Object {
@@ -1860,15 +1860,15 @@ impl x::ObjectArrayItem for ComputeResourceHostSPBMLicenseInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ComputeResourceHostSPBMLicenseInfo>> {
-        match object { Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ComputeResourceHostSPBMLicenseInfo>>, Object> {
-        match object { Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ConflictingConfigurationConfig {
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for ConflictingConfigurationConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ConflictingConfigurationConfig>>) -> Object {
@@ -1876,11 +1876,11 @@ impl x::ObjectArrayItem for ConflictingConfigurationConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ConflictingConfigurationConfig>> {
-        match object { Object::ArrayOfConflictingConfigurationConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfConflictingConfigurationConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ConflictingConfigurationConfig>>, Object> {
-        match object { Object::ArrayOfConflictingConfigurationConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfConflictingConfigurationConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1892,11 +1892,11 @@ impl x::ObjectArrayItem for CryptoKeyId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CryptoKeyId>> {
-        match object { Object::ArrayOfCryptoKeyId(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCryptoKeyId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CryptoKeyId>>, Object> {
-        match object { Object::ArrayOfCryptoKeyId(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCryptoKeyId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1908,11 +1908,11 @@ impl x::ObjectArrayItem for CryptoKeyPlain {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CryptoKeyPlain>> {
-        match object { Object::ArrayOfCryptoKeyPlain(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCryptoKeyPlain(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CryptoKeyPlain>>, Object> {
-        match object { Object::ArrayOfCryptoKeyPlain(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCryptoKeyPlain(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1924,11 +1924,11 @@ impl x::ObjectArrayItem for CryptoKeyResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CryptoKeyResult>> {
-        match object { Object::ArrayOfCryptoKeyResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCryptoKeyResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CryptoKeyResult>>, Object> {
-        match object { Object::ArrayOfCryptoKeyResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCryptoKeyResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1940,11 +1940,11 @@ impl x::ObjectArrayItem for CryptoManagerHostKeyStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CryptoManagerHostKeyStatus>> {
-        match object { Object::ArrayOfCryptoManagerHostKeyStatus(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCryptoManagerHostKeyStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CryptoManagerHostKeyStatus>>, Object> {
-        match object { Object::ArrayOfCryptoManagerHostKeyStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCryptoManagerHostKeyStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1956,11 +1956,11 @@ impl x::ObjectArrayItem for CryptoManagerKmipClusterStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CryptoManagerKmipClusterStatus>> {
-        match object { Object::ArrayOfCryptoManagerKmipClusterStatus(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCryptoManagerKmipClusterStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CryptoManagerKmipClusterStatus>>, Object> {
-        match object { Object::ArrayOfCryptoManagerKmipClusterStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCryptoManagerKmipClusterStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1972,11 +1972,11 @@ impl x::ObjectArrayItem for CryptoManagerKmipCryptoKeyStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CryptoManagerKmipCryptoKeyStatus>> {
-        match object { Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CryptoManagerKmipCryptoKeyStatus>>, Object> {
-        match object { Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1988,11 +1988,11 @@ impl x::ObjectArrayItem for CryptoManagerKmipServerStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CryptoManagerKmipServerStatus>> {
-        match object { Object::ArrayOfCryptoManagerKmipServerStatus(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCryptoManagerKmipServerStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CryptoManagerKmipServerStatus>>, Object> {
-        match object { Object::ArrayOfCryptoManagerKmipServerStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCryptoManagerKmipServerStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2004,11 +2004,11 @@ impl x::ObjectArrayItem for CustomFieldDef {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CustomFieldDef>> {
-        match object { Object::ArrayOfCustomFieldDef(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCustomFieldDef(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CustomFieldDef>>, Object> {
-        match object { Object::ArrayOfCustomFieldDef(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCustomFieldDef(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2020,11 +2020,11 @@ impl x::ObjectArrayItem for AnyCustomFieldValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyCustomFieldValue>> {
-        match object { Object::ArrayOfCustomFieldValue(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCustomFieldValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyCustomFieldValue>>, Object> {
-        match object { Object::ArrayOfCustomFieldValue(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCustomFieldValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2036,10 +2036,10 @@ impl x::ObjectArrayItem for CustomizationAdapterMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CustomizationAdapterMapping>> {
-        match object { Object::ArrayOfCustomizationAdapterMapping(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCustomizationAdapterMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CustomizationAdapterMapping>>, Object> {
-        match object { Object::ArrayOfCustomizationAdapterMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCustomizationAdapterMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

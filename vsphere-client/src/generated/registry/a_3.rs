@@ -193,7 +193,7 @@ pub enum Object {
     ArrayOfDVSVmVnicNetworkResourcePool(Box<Vec<DVSVmVnicNetworkResourcePool>>),
     ArrayOfDasHeartbeatDatastoreInfo(Box<Vec<DasHeartbeatDatastoreInfo>>),
     ArrayOfDatacenterBasicConnectInfo(Box<Vec<DatacenterBasicConnectInfo>>),
-    ArrayOfDatacenterMismatchArgument(Box<Vec<DatacenterMismatchArgument>>),
+    #[cfg(feature = "all-faults")] ArrayOfDatacenterMismatchArgument(Box<Vec<DatacenterMismatchArgument>>),
     ArrayOfDatastoreHostMount(Box<Vec<DatastoreHostMount>>),
     ArrayOfDatastoreMountPathDatastorePair(Box<Vec<DatastoreMountPathDatastorePair>>),
     ArrayOfDatastoreVVolContainerFailoverPair(Box<Vec<DatastoreVVolContainerFailoverPair>>),
@@ -222,13 +222,13 @@ pub enum Object {
     ArrayOfDistributedVirtualSwitchProductSpec(Box<Vec<DistributedVirtualSwitchProductSpec>>),
     ArrayOfDpuStatusInfo(Box<Vec<DpuStatusInfo>>),
     ArrayOfDpuStatusInfoOperationalInfo(Box<Vec<DpuStatusInfoOperationalInfo>>),
-    ArrayOfDvsApplyOperationFaultFaultOnObject(Box<Vec<DvsApplyOperationFaultFaultOnObject>>),
+    #[cfg(feature = "all-faults")] ArrayOfDvsApplyOperationFaultFaultOnObject(Box<Vec<DvsApplyOperationFaultFaultOnObject>>),
     ArrayOfDvsFilterConfig(Box<Vec<AnyDvsFilterConfig>>),
     ArrayOfDvsHostInfrastructureTrafficResource(Box<Vec<DvsHostInfrastructureTrafficResource>>),
     ArrayOfDvsHostVNicProfile(Box<Vec<DvsHostVNicProfile>>),
     ArrayOfDvsNetworkRuleQualifier(Box<Vec<AnyDvsNetworkRuleQualifier>>),
-    ArrayOfDvsOperationBulkFaultFaultOnHost(Box<Vec<DvsOperationBulkFaultFaultOnHost>>),
-    ArrayOfDvsOutOfSyncHostArgument(Box<Vec<DvsOutOfSyncHostArgument>>),
+    #[cfg(feature = "all-faults")] ArrayOfDvsOperationBulkFaultFaultOnHost(Box<Vec<DvsOperationBulkFaultFaultOnHost>>),
+    #[cfg(feature = "all-events")] ArrayOfDvsOutOfSyncHostArgument(Box<Vec<DvsOutOfSyncHostArgument>>),
     ArrayOfDvsProfile(Box<Vec<DvsProfile>>),
     ArrayOfDvsServiceConsoleVNicProfile(Box<Vec<DvsServiceConsoleVNicProfile>>),
     ArrayOfDvsTrafficRule(Box<Vec<DvsTrafficRule>>),
@@ -247,7 +247,7 @@ pub enum Object {
     ArrayOfEventDescriptionEventDetail(Box<Vec<EventDescriptionEventDetail>>),
     ArrayOfExtManagedEntityInfo(Box<Vec<ExtManagedEntityInfo>>),
     ArrayOfExtSolutionManagerInfoTabInfo(Box<Vec<ExtSolutionManagerInfoTabInfo>>),
-    ArrayOfExtendedEventPair(Box<Vec<ExtendedEventPair>>),
+    #[cfg(feature = "all-events")] ArrayOfExtendedEventPair(Box<Vec<ExtendedEventPair>>),
     ArrayOfExtension(Box<Vec<Extension>>),
     ArrayOfExtensionClientInfo(Box<Vec<ExtensionClientInfo>>),
     ArrayOfExtensionEventTypeInfo(Box<Vec<ExtensionEventTypeInfo>>),
@@ -288,7 +288,7 @@ fn decode(
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDasHeartbeatDatastoreInfo(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatacenterBasicConnectInfo(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatacenterMismatchArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatacenterMismatchArgument(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreHostMount(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreMountPathDatastorePair(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreVVolContainerFailoverPair(v), Err(e) => return Some(Err(e)) },
@@ -317,13 +317,13 @@ fn decode(
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchProductSpec(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDpuStatusInfo(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDpuStatusInfoOperationalInfo(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsFilterConfig(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsHostInfrastructureTrafficResource(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsHostVNicProfile(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsNetworkRuleQualifier(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsOutOfSyncHostArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsOutOfSyncHostArgument(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsProfile(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsServiceConsoleVNicProfile(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsTrafficRule(v), Err(e) => return Some(Err(e)) },
@@ -342,7 +342,7 @@ fn decode(
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEventDescriptionEventDetail(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtManagedEntityInfo(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtSolutionManagerInfoTabInfo(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtendedEventPair(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtendedEventPair(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtension(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionClientInfo(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionEventTypeInfo(v), Err(e) => return Some(Err(e)) },
@@ -377,7 +377,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDasHeartbeatDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDatacenterBasicConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDatacenterMismatchArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDatastoreHostMount(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDatastoreMountPathDatastorePair(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => std::fmt::Debug::fmt(&**v, f),
@@ -406,13 +406,13 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDpuStatusInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDpuStatusInfoOperationalInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDvsFilterConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDvsHostVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDvsNetworkRuleQualifier(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDvsOutOfSyncHostArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ArrayOfDvsOutOfSyncHostArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDvsServiceConsoleVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDvsTrafficRule(v) => std::fmt::Debug::fmt(&**v, f),
@@ -431,7 +431,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfEventDescriptionEventDetail(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfExtManagedEntityInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtendedEventPair(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ArrayOfExtendedEventPair(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfExtension(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfExtensionClientInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfExtensionEventTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -465,7 +465,7 @@ impl PartialEq for Object {
             (Object::ArrayOfDVSVmVnicNetworkResourcePool(a), Object::ArrayOfDVSVmVnicNetworkResourcePool(b)) => **a == **b,
             (Object::ArrayOfDasHeartbeatDatastoreInfo(a), Object::ArrayOfDasHeartbeatDatastoreInfo(b)) => **a == **b,
             (Object::ArrayOfDatacenterBasicConnectInfo(a), Object::ArrayOfDatacenterBasicConnectInfo(b)) => **a == **b,
-            (Object::ArrayOfDatacenterMismatchArgument(a), Object::ArrayOfDatacenterMismatchArgument(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ArrayOfDatacenterMismatchArgument(a), Object::ArrayOfDatacenterMismatchArgument(b)) => **a == **b,
             (Object::ArrayOfDatastoreHostMount(a), Object::ArrayOfDatastoreHostMount(b)) => **a == **b,
             (Object::ArrayOfDatastoreMountPathDatastorePair(a), Object::ArrayOfDatastoreMountPathDatastorePair(b)) => **a == **b,
             (Object::ArrayOfDatastoreVVolContainerFailoverPair(a), Object::ArrayOfDatastoreVVolContainerFailoverPair(b)) => **a == **b,
@@ -494,13 +494,13 @@ impl PartialEq for Object {
             (Object::ArrayOfDistributedVirtualSwitchProductSpec(a), Object::ArrayOfDistributedVirtualSwitchProductSpec(b)) => **a == **b,
             (Object::ArrayOfDpuStatusInfo(a), Object::ArrayOfDpuStatusInfo(b)) => **a == **b,
             (Object::ArrayOfDpuStatusInfoOperationalInfo(a), Object::ArrayOfDpuStatusInfoOperationalInfo(b)) => **a == **b,
-            (Object::ArrayOfDvsApplyOperationFaultFaultOnObject(a), Object::ArrayOfDvsApplyOperationFaultFaultOnObject(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ArrayOfDvsApplyOperationFaultFaultOnObject(a), Object::ArrayOfDvsApplyOperationFaultFaultOnObject(b)) => **a == **b,
             (Object::ArrayOfDvsFilterConfig(a), Object::ArrayOfDvsFilterConfig(b)) => **a == **b,
             (Object::ArrayOfDvsHostInfrastructureTrafficResource(a), Object::ArrayOfDvsHostInfrastructureTrafficResource(b)) => **a == **b,
             (Object::ArrayOfDvsHostVNicProfile(a), Object::ArrayOfDvsHostVNicProfile(b)) => **a == **b,
             (Object::ArrayOfDvsNetworkRuleQualifier(a), Object::ArrayOfDvsNetworkRuleQualifier(b)) => **a == **b,
-            (Object::ArrayOfDvsOperationBulkFaultFaultOnHost(a), Object::ArrayOfDvsOperationBulkFaultFaultOnHost(b)) => **a == **b,
-            (Object::ArrayOfDvsOutOfSyncHostArgument(a), Object::ArrayOfDvsOutOfSyncHostArgument(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ArrayOfDvsOperationBulkFaultFaultOnHost(a), Object::ArrayOfDvsOperationBulkFaultFaultOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ArrayOfDvsOutOfSyncHostArgument(a), Object::ArrayOfDvsOutOfSyncHostArgument(b)) => **a == **b,
             (Object::ArrayOfDvsProfile(a), Object::ArrayOfDvsProfile(b)) => **a == **b,
             (Object::ArrayOfDvsServiceConsoleVNicProfile(a), Object::ArrayOfDvsServiceConsoleVNicProfile(b)) => **a == **b,
             (Object::ArrayOfDvsTrafficRule(a), Object::ArrayOfDvsTrafficRule(b)) => **a == **b,
@@ -519,7 +519,7 @@ impl PartialEq for Object {
             (Object::ArrayOfEventDescriptionEventDetail(a), Object::ArrayOfEventDescriptionEventDetail(b)) => **a == **b,
             (Object::ArrayOfExtManagedEntityInfo(a), Object::ArrayOfExtManagedEntityInfo(b)) => **a == **b,
             (Object::ArrayOfExtSolutionManagerInfoTabInfo(a), Object::ArrayOfExtSolutionManagerInfoTabInfo(b)) => **a == **b,
-            (Object::ArrayOfExtendedEventPair(a), Object::ArrayOfExtendedEventPair(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ArrayOfExtendedEventPair(a), Object::ArrayOfExtendedEventPair(b)) => **a == **b,
             (Object::ArrayOfExtension(a), Object::ArrayOfExtension(b)) => **a == **b,
             (Object::ArrayOfExtensionClientInfo(a), Object::ArrayOfExtensionClientInfo(b)) => **a == **b,
             (Object::ArrayOfExtensionEventTypeInfo(a), Object::ArrayOfExtensionEventTypeInfo(b)) => **a == **b,
@@ -535,7 +535,7 @@ impl PartialEq for Object {
             (Object::ArrayOfFcoeConfigVlanRange(a), Object::ArrayOfFcoeConfigVlanRange(b)) => **a == **b,
             (Object::ArrayOfFeatureEVCMode(a), Object::ArrayOfFeatureEVCMode(b)) => **a == **b,
             (Object::ArrayOfFileInfo(a), Object::ArrayOfFileInfo(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -554,7 +554,7 @@ impl Clone for Object {
             Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Object::ArrayOfDVSVmVnicNetworkResourcePool(Box::new(x::clone_vec(v))),
             Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Object::ArrayOfDasHeartbeatDatastoreInfo(Box::new(x::clone_vec(v))),
             Object::ArrayOfDatacenterBasicConnectInfo(v) => Object::ArrayOfDatacenterBasicConnectInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDatacenterMismatchArgument(v) => Object::ArrayOfDatacenterMismatchArgument(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => Object::ArrayOfDatacenterMismatchArgument(Box::new(x::clone_vec(v))),
             Object::ArrayOfDatastoreHostMount(v) => Object::ArrayOfDatastoreHostMount(Box::new(x::clone_vec(v))),
             Object::ArrayOfDatastoreMountPathDatastorePair(v) => Object::ArrayOfDatastoreMountPathDatastorePair(Box::new(x::clone_vec(v))),
             Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Object::ArrayOfDatastoreVVolContainerFailoverPair(Box::new(x::clone_vec(v))),
@@ -583,13 +583,13 @@ impl Clone for Object {
             Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Object::ArrayOfDistributedVirtualSwitchProductSpec(Box::new(x::clone_vec(v))),
             Object::ArrayOfDpuStatusInfo(v) => Object::ArrayOfDpuStatusInfo(Box::new(x::clone_vec(v))),
             Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Object::ArrayOfDpuStatusInfoOperationalInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Object::ArrayOfDvsApplyOperationFaultFaultOnObject(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Object::ArrayOfDvsApplyOperationFaultFaultOnObject(Box::new(x::clone_vec(v))),
             Object::ArrayOfDvsFilterConfig(v) => Object::ArrayOfDvsFilterConfig(Box::new(x::clone_vec(v))),
             Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Object::ArrayOfDvsHostInfrastructureTrafficResource(Box::new(x::clone_vec(v))),
             Object::ArrayOfDvsHostVNicProfile(v) => Object::ArrayOfDvsHostVNicProfile(Box::new(x::clone_vec(v))),
             Object::ArrayOfDvsNetworkRuleQualifier(v) => Object::ArrayOfDvsNetworkRuleQualifier(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => Object::ArrayOfDvsOperationBulkFaultFaultOnHost(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsOutOfSyncHostArgument(v) => Object::ArrayOfDvsOutOfSyncHostArgument(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => Object::ArrayOfDvsOperationBulkFaultFaultOnHost(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-events")] Object::ArrayOfDvsOutOfSyncHostArgument(v) => Object::ArrayOfDvsOutOfSyncHostArgument(Box::new(x::clone_vec(v))),
             Object::ArrayOfDvsProfile(v) => Object::ArrayOfDvsProfile(Box::new(x::clone_vec(v))),
             Object::ArrayOfDvsServiceConsoleVNicProfile(v) => Object::ArrayOfDvsServiceConsoleVNicProfile(Box::new(x::clone_vec(v))),
             Object::ArrayOfDvsTrafficRule(v) => Object::ArrayOfDvsTrafficRule(Box::new(x::clone_vec(v))),
@@ -608,7 +608,7 @@ impl Clone for Object {
             Object::ArrayOfEventDescriptionEventDetail(v) => Object::ArrayOfEventDescriptionEventDetail(Box::new(x::clone_vec(v))),
             Object::ArrayOfExtManagedEntityInfo(v) => Object::ArrayOfExtManagedEntityInfo(Box::new(x::clone_vec(v))),
             Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => Object::ArrayOfExtSolutionManagerInfoTabInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtendedEventPair(v) => Object::ArrayOfExtendedEventPair(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-events")] Object::ArrayOfExtendedEventPair(v) => Object::ArrayOfExtendedEventPair(Box::new(x::clone_vec(v))),
             Object::ArrayOfExtension(v) => Object::ArrayOfExtension(Box::new(x::clone_vec(v))),
             Object::ArrayOfExtensionClientInfo(v) => Object::ArrayOfExtensionClientInfo(Box::new(x::clone_vec(v))),
             Object::ArrayOfExtensionEventTypeInfo(v) => Object::ArrayOfExtensionEventTypeInfo(Box::new(x::clone_vec(v))),
@@ -642,7 +642,7 @@ impl x::DataObject for Object {
             Object::ArrayOfDVSVmVnicNetworkResourcePool(_) => "ArrayOfDVSVmVnicNetworkResourcePool",
             Object::ArrayOfDasHeartbeatDatastoreInfo(_) => "ArrayOfDasHeartbeatDatastoreInfo",
             Object::ArrayOfDatacenterBasicConnectInfo(_) => "ArrayOfDatacenterBasicConnectInfo",
-            Object::ArrayOfDatacenterMismatchArgument(_) => "ArrayOfDatacenterMismatchArgument",
+            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(_) => "ArrayOfDatacenterMismatchArgument",
             Object::ArrayOfDatastoreHostMount(_) => "ArrayOfDatastoreHostMount",
             Object::ArrayOfDatastoreMountPathDatastorePair(_) => "ArrayOfDatastoreMountPathDatastorePair",
             Object::ArrayOfDatastoreVVolContainerFailoverPair(_) => "ArrayOfDatastoreVVolContainerFailoverPair",
@@ -671,13 +671,13 @@ impl x::DataObject for Object {
             Object::ArrayOfDistributedVirtualSwitchProductSpec(_) => "ArrayOfDistributedVirtualSwitchProductSpec",
             Object::ArrayOfDpuStatusInfo(_) => "ArrayOfDpuStatusInfo",
             Object::ArrayOfDpuStatusInfoOperationalInfo(_) => "ArrayOfDpuStatusInfoOperationalInfo",
-            Object::ArrayOfDvsApplyOperationFaultFaultOnObject(_) => "ArrayOfDvsApplyOperationFaultFaultOnObject",
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(_) => "ArrayOfDvsApplyOperationFaultFaultOnObject",
             Object::ArrayOfDvsFilterConfig(_) => "ArrayOfDvsFilterConfig",
             Object::ArrayOfDvsHostInfrastructureTrafficResource(_) => "ArrayOfDvsHostInfrastructureTrafficResource",
             Object::ArrayOfDvsHostVNicProfile(_) => "ArrayOfDvsHostVNicProfile",
             Object::ArrayOfDvsNetworkRuleQualifier(_) => "ArrayOfDvsNetworkRuleQualifier",
-            Object::ArrayOfDvsOperationBulkFaultFaultOnHost(_) => "ArrayOfDvsOperationBulkFaultFaultOnHost",
-            Object::ArrayOfDvsOutOfSyncHostArgument(_) => "ArrayOfDvsOutOfSyncHostArgument",
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsOperationBulkFaultFaultOnHost(_) => "ArrayOfDvsOperationBulkFaultFaultOnHost",
+            #[cfg(feature = "all-events")] Object::ArrayOfDvsOutOfSyncHostArgument(_) => "ArrayOfDvsOutOfSyncHostArgument",
             Object::ArrayOfDvsProfile(_) => "ArrayOfDvsProfile",
             Object::ArrayOfDvsServiceConsoleVNicProfile(_) => "ArrayOfDvsServiceConsoleVNicProfile",
             Object::ArrayOfDvsTrafficRule(_) => "ArrayOfDvsTrafficRule",
@@ -696,7 +696,7 @@ impl x::DataObject for Object {
             Object::ArrayOfEventDescriptionEventDetail(_) => "ArrayOfEventDescriptionEventDetail",
             Object::ArrayOfExtManagedEntityInfo(_) => "ArrayOfExtManagedEntityInfo",
             Object::ArrayOfExtSolutionManagerInfoTabInfo(_) => "ArrayOfExtSolutionManagerInfoTabInfo",
-            Object::ArrayOfExtendedEventPair(_) => "ArrayOfExtendedEventPair",
+            #[cfg(feature = "all-events")] Object::ArrayOfExtendedEventPair(_) => "ArrayOfExtendedEventPair",
             Object::ArrayOfExtension(_) => "ArrayOfExtension",
             Object::ArrayOfExtensionClientInfo(_) => "ArrayOfExtensionClientInfo",
             Object::ArrayOfExtensionEventTypeInfo(_) => "ArrayOfExtensionEventTypeInfo",
@@ -742,7 +742,7 @@ impl x::DataObject for Object {
             Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDasHeartbeatDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDatacenterBasicConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDatacenterMismatchArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDatastoreHostMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDatastoreMountPathDatastorePair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -771,13 +771,13 @@ impl x::DataObject for Object {
             Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDpuStatusInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDpuStatusInfoOperationalInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDvsFilterConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDvsHostVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDvsNetworkRuleQualifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDvsOutOfSyncHostArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ArrayOfDvsOutOfSyncHostArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDvsServiceConsoleVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDvsTrafficRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -796,7 +796,7 @@ impl x::DataObject for Object {
             Object::ArrayOfEventDescriptionEventDetail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfExtManagedEntityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtendedEventPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ArrayOfExtendedEventPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfExtension(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfExtensionClientInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfExtensionEventTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -825,11 +825,11 @@ impl x::ObjectArrayItem for AnyCustomizationIpV6Generator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyCustomizationIpV6Generator>> {
-        match object { Object::ArrayOfCustomizationIpV6Generator(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCustomizationIpV6Generator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyCustomizationIpV6Generator>>, Object> {
-        match object { Object::ArrayOfCustomizationIpV6Generator(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCustomizationIpV6Generator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -841,11 +841,11 @@ impl x::ObjectArrayItem for CustomizationSpecInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<CustomizationSpecInfo>> {
-        match object { Object::ArrayOfCustomizationSpecInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfCustomizationSpecInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<CustomizationSpecInfo>>, Object> {
-        match object { Object::ArrayOfCustomizationSpecInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfCustomizationSpecInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -857,11 +857,11 @@ impl x::ObjectArrayItem for DVPortConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DVPortConfigSpec>> {
-        match object { Object::ArrayOfDVPortConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDVPortConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DVPortConfigSpec>>, Object> {
-        match object { Object::ArrayOfDVPortConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDVPortConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -873,11 +873,11 @@ impl x::ObjectArrayItem for DVPortgroupConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DVPortgroupConfigSpec>> {
-        match object { Object::ArrayOfDVPortgroupConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDVPortgroupConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DVPortgroupConfigSpec>>, Object> {
-        match object { Object::ArrayOfDVPortgroupConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDVPortgroupConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -889,11 +889,11 @@ impl x::ObjectArrayItem for AnyDVSHealthCheckConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyDVSHealthCheckConfig>> {
-        match object { Object::ArrayOfDVSHealthCheckConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDVSHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyDVSHealthCheckConfig>>, Object> {
-        match object { Object::ArrayOfDVSHealthCheckConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDVSHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -905,11 +905,11 @@ impl x::ObjectArrayItem for DVSManagerPhysicalNicsList {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DVSManagerPhysicalNicsList>> {
-        match object { Object::ArrayOfDVSManagerPhysicalNicsList(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDVSManagerPhysicalNicsList(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DVSManagerPhysicalNicsList>>, Object> {
-        match object { Object::ArrayOfDVSManagerPhysicalNicsList(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDVSManagerPhysicalNicsList(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -921,11 +921,11 @@ impl x::ObjectArrayItem for DVSNetworkResourcePool {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DVSNetworkResourcePool>> {
-        match object { Object::ArrayOfDVSNetworkResourcePool(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDVSNetworkResourcePool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DVSNetworkResourcePool>>, Object> {
-        match object { Object::ArrayOfDVSNetworkResourcePool(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDVSNetworkResourcePool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -937,11 +937,11 @@ impl x::ObjectArrayItem for DVSNetworkResourcePoolConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DVSNetworkResourcePoolConfigSpec>> {
-        match object { Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DVSNetworkResourcePoolConfigSpec>>, Object> {
-        match object { Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -953,11 +953,11 @@ impl x::ObjectArrayItem for DVSVmVnicNetworkResourcePool {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DVSVmVnicNetworkResourcePool>> {
-        match object { Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DVSVmVnicNetworkResourcePool>>, Object> {
-        match object { Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -969,11 +969,11 @@ impl x::ObjectArrayItem for DasHeartbeatDatastoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DasHeartbeatDatastoreInfo>> {
-        match object { Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DasHeartbeatDatastoreInfo>>, Object> {
-        match object { Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -985,15 +985,15 @@ impl x::ObjectArrayItem for DatacenterBasicConnectInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DatacenterBasicConnectInfo>> {
-        match object { Object::ArrayOfDatacenterBasicConnectInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDatacenterBasicConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DatacenterBasicConnectInfo>>, Object> {
-        match object { Object::ArrayOfDatacenterBasicConnectInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDatacenterBasicConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for DatacenterMismatchArgument {
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for DatacenterMismatchArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DatacenterMismatchArgument>>) -> Object {
@@ -1001,11 +1001,11 @@ impl x::ObjectArrayItem for DatacenterMismatchArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DatacenterMismatchArgument>> {
-        match object { Object::ArrayOfDatacenterMismatchArgument(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDatacenterMismatchArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DatacenterMismatchArgument>>, Object> {
-        match object { Object::ArrayOfDatacenterMismatchArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDatacenterMismatchArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1017,11 +1017,11 @@ impl x::ObjectArrayItem for DatastoreHostMount {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DatastoreHostMount>> {
-        match object { Object::ArrayOfDatastoreHostMount(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDatastoreHostMount(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DatastoreHostMount>>, Object> {
-        match object { Object::ArrayOfDatastoreHostMount(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDatastoreHostMount(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1033,11 +1033,11 @@ impl x::ObjectArrayItem for DatastoreMountPathDatastorePair {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DatastoreMountPathDatastorePair>> {
-        match object { Object::ArrayOfDatastoreMountPathDatastorePair(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDatastoreMountPathDatastorePair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DatastoreMountPathDatastorePair>>, Object> {
-        match object { Object::ArrayOfDatastoreMountPathDatastorePair(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDatastoreMountPathDatastorePair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1049,11 +1049,11 @@ impl x::ObjectArrayItem for DatastoreVVolContainerFailoverPair {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DatastoreVVolContainerFailoverPair>> {
-        match object { Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DatastoreVVolContainerFailoverPair>>, Object> {
-        match object { Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1065,11 +1065,11 @@ impl x::ObjectArrayItem for DesiredSoftwareSpecComponentSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DesiredSoftwareSpecComponentSpec>> {
-        match object { Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DesiredSoftwareSpecComponentSpec>>, Object> {
-        match object { Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1081,11 +1081,11 @@ impl x::ObjectArrayItem for DiagnosticManagerBundleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DiagnosticManagerBundleInfo>> {
-        match object { Object::ArrayOfDiagnosticManagerBundleInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDiagnosticManagerBundleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DiagnosticManagerBundleInfo>>, Object> {
-        match object { Object::ArrayOfDiagnosticManagerBundleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDiagnosticManagerBundleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1097,11 +1097,11 @@ impl x::ObjectArrayItem for DiagnosticManagerLogDescriptor {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DiagnosticManagerLogDescriptor>> {
-        match object { Object::ArrayOfDiagnosticManagerLogDescriptor(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDiagnosticManagerLogDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DiagnosticManagerLogDescriptor>>, Object> {
-        match object { Object::ArrayOfDiagnosticManagerLogDescriptor(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDiagnosticManagerLogDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1113,11 +1113,11 @@ impl x::ObjectArrayItem for DirectPathProfileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DirectPathProfileInfo>> {
-        match object { Object::ArrayOfDirectPathProfileInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDirectPathProfileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DirectPathProfileInfo>>, Object> {
-        match object { Object::ArrayOfDirectPathProfileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDirectPathProfileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1129,11 +1129,11 @@ impl x::ObjectArrayItem for AnyDirectPathProfileManagerCapacityQuerySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyDirectPathProfileManagerCapacityQuerySpec>> {
-        match object { Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>, Object> {
-        match object { Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1145,11 +1145,11 @@ impl x::ObjectArrayItem for AnyDirectPathProfileManagerCapacityResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyDirectPathProfileManagerCapacityResult>> {
-        match object { Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyDirectPathProfileManagerCapacityResult>>, Object> {
-        match object { Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1161,11 +1161,11 @@ impl x::ObjectArrayItem for DiskChangeExtent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DiskChangeExtent>> {
-        match object { Object::ArrayOfDiskChangeExtent(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDiskChangeExtent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DiskChangeExtent>>, Object> {
-        match object { Object::ArrayOfDiskChangeExtent(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDiskChangeExtent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1177,11 +1177,11 @@ impl x::ObjectArrayItem for DistributedVirtualPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualPort>> {
-        match object { Object::ArrayOfDistributedVirtualPort(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualPort>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualPort(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1193,11 +1193,11 @@ impl x::ObjectArrayItem for DistributedVirtualPortgroupInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualPortgroupInfo>> {
-        match object { Object::ArrayOfDistributedVirtualPortgroupInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualPortgroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualPortgroupInfo>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualPortgroupInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualPortgroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1209,11 +1209,11 @@ impl x::ObjectArrayItem for DistributedVirtualPortgroupProblem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualPortgroupProblem>> {
-        match object { Object::ArrayOfDistributedVirtualPortgroupProblem(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualPortgroupProblem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualPortgroupProblem>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualPortgroupProblem(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualPortgroupProblem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1225,11 +1225,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchHostMember {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMember>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMember(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMember(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMember>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMember(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMember(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1241,11 +1241,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberConfigSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1257,11 +1257,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberHostUplinkState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberHostUplinkState>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1273,11 +1273,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberPnicSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberPnicSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1289,11 +1289,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberTransportZoneInfo 
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1305,11 +1305,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchHostProductSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchHostProductSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchHostProductSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1321,11 +1321,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchInfo>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchInfo>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1337,11 +1337,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchKeyedOpaqueBlob {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchKeyedOpaqueBlob>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1353,11 +1353,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchManagerCompatibilityResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchManagerCompatibilityResult>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1369,11 +1369,11 @@ impl x::ObjectArrayItem for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec 
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1385,11 +1385,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchManagerSpanInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchManagerSpanInfo>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchManagerSpanInfo>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1401,11 +1401,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchNetworkOffloadSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchNetworkOffloadSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchNetworkOffloadSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1417,11 +1417,11 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchProductSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DistributedVirtualSwitchProductSpec>> {
-        match object { Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DistributedVirtualSwitchProductSpec>>, Object> {
-        match object { Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1433,11 +1433,11 @@ impl x::ObjectArrayItem for DpuStatusInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DpuStatusInfo>> {
-        match object { Object::ArrayOfDpuStatusInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDpuStatusInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DpuStatusInfo>>, Object> {
-        match object { Object::ArrayOfDpuStatusInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDpuStatusInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1449,15 +1449,15 @@ impl x::ObjectArrayItem for DpuStatusInfoOperationalInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DpuStatusInfoOperationalInfo>> {
-        match object { Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DpuStatusInfoOperationalInfo>>, Object> {
-        match object { Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for DvsApplyOperationFaultFaultOnObject {
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for DvsApplyOperationFaultFaultOnObject {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DvsApplyOperationFaultFaultOnObject>>) -> Object {
@@ -1465,11 +1465,11 @@ impl x::ObjectArrayItem for DvsApplyOperationFaultFaultOnObject {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsApplyOperationFaultFaultOnObject>> {
-        match object { Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsApplyOperationFaultFaultOnObject>>, Object> {
-        match object { Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1481,11 +1481,11 @@ impl x::ObjectArrayItem for AnyDvsFilterConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyDvsFilterConfig>> {
-        match object { Object::ArrayOfDvsFilterConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsFilterConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyDvsFilterConfig>>, Object> {
-        match object { Object::ArrayOfDvsFilterConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsFilterConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1497,11 +1497,11 @@ impl x::ObjectArrayItem for DvsHostInfrastructureTrafficResource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsHostInfrastructureTrafficResource>> {
-        match object { Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsHostInfrastructureTrafficResource>>, Object> {
-        match object { Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1513,11 +1513,11 @@ impl x::ObjectArrayItem for DvsHostVNicProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsHostVNicProfile>> {
-        match object { Object::ArrayOfDvsHostVNicProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsHostVNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsHostVNicProfile>>, Object> {
-        match object { Object::ArrayOfDvsHostVNicProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsHostVNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1529,15 +1529,15 @@ impl x::ObjectArrayItem for AnyDvsNetworkRuleQualifier {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyDvsNetworkRuleQualifier>> {
-        match object { Object::ArrayOfDvsNetworkRuleQualifier(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsNetworkRuleQualifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyDvsNetworkRuleQualifier>>, Object> {
-        match object { Object::ArrayOfDvsNetworkRuleQualifier(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsNetworkRuleQualifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for DvsOperationBulkFaultFaultOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for DvsOperationBulkFaultFaultOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DvsOperationBulkFaultFaultOnHost>>) -> Object {
@@ -1545,15 +1545,15 @@ impl x::ObjectArrayItem for DvsOperationBulkFaultFaultOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsOperationBulkFaultFaultOnHost>> {
-        match object { Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsOperationBulkFaultFaultOnHost>>, Object> {
-        match object { Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for DvsOutOfSyncHostArgument {
+#[cfg(feature = "all-events")] impl x::ObjectArrayItem for DvsOutOfSyncHostArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DvsOutOfSyncHostArgument>>) -> Object {
@@ -1561,11 +1561,11 @@ impl x::ObjectArrayItem for DvsOutOfSyncHostArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsOutOfSyncHostArgument>> {
-        match object { Object::ArrayOfDvsOutOfSyncHostArgument(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsOutOfSyncHostArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsOutOfSyncHostArgument>>, Object> {
-        match object { Object::ArrayOfDvsOutOfSyncHostArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsOutOfSyncHostArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1577,11 +1577,11 @@ impl x::ObjectArrayItem for DvsProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsProfile>> {
-        match object { Object::ArrayOfDvsProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsProfile>>, Object> {
-        match object { Object::ArrayOfDvsProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1593,11 +1593,11 @@ impl x::ObjectArrayItem for DvsServiceConsoleVNicProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsServiceConsoleVNicProfile>> {
-        match object { Object::ArrayOfDvsServiceConsoleVNicProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsServiceConsoleVNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsServiceConsoleVNicProfile>>, Object> {
-        match object { Object::ArrayOfDvsServiceConsoleVNicProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsServiceConsoleVNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1609,11 +1609,11 @@ impl x::ObjectArrayItem for DvsTrafficRule {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsTrafficRule>> {
-        match object { Object::ArrayOfDvsTrafficRule(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsTrafficRule(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsTrafficRule>>, Object> {
-        match object { Object::ArrayOfDvsTrafficRule(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsTrafficRule(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1625,11 +1625,11 @@ impl x::ObjectArrayItem for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsVmVnicNetworkResourcePoolRuntimeInfo>> {
-        match object { Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsVmVnicNetworkResourcePoolRuntimeInfo>>, Object> {
-        match object { Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1641,11 +1641,11 @@ impl x::ObjectArrayItem for DvsVmVnicResourcePoolConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsVmVnicResourcePoolConfigSpec>> {
-        match object { Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsVmVnicResourcePoolConfigSpec>>, Object> {
-        match object { Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1657,11 +1657,11 @@ impl x::ObjectArrayItem for DvsVnicAllocatedResource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DvsVnicAllocatedResource>> {
-        match object { Object::ArrayOfDvsVnicAllocatedResource(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDvsVnicAllocatedResource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DvsVnicAllocatedResource>>, Object> {
-        match object { Object::ArrayOfDvsVnicAllocatedResource(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDvsVnicAllocatedResource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1673,11 +1673,11 @@ impl x::ObjectArrayItem for DynamicProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<DynamicProperty>> {
-        match object { Object::ArrayOfDynamicProperty(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfDynamicProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<DynamicProperty>>, Object> {
-        match object { Object::ArrayOfDynamicProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfDynamicProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1689,11 +1689,11 @@ impl x::ObjectArrayItem for EVCMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<EVCMode>> {
-        match object { Object::ArrayOfEVCMode(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfEVCMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<EVCMode>>, Object> {
-        match object { Object::ArrayOfEVCMode(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfEVCMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1705,11 +1705,11 @@ impl x::ObjectArrayItem for AnyElementDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyElementDescription>> {
-        match object { Object::ArrayOfElementDescription(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfElementDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyElementDescription>>, Object> {
-        match object { Object::ArrayOfElementDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfElementDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1721,11 +1721,11 @@ impl x::ObjectArrayItem for EntityBackupConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<EntityBackupConfig>> {
-        match object { Object::ArrayOfEntityBackupConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfEntityBackupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<EntityBackupConfig>>, Object> {
-        match object { Object::ArrayOfEntityBackupConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfEntityBackupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1737,11 +1737,11 @@ impl x::ObjectArrayItem for EntityPrivilege {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<EntityPrivilege>> {
-        match object { Object::ArrayOfEntityPrivilege(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfEntityPrivilege(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<EntityPrivilege>>, Object> {
-        match object { Object::ArrayOfEntityPrivilege(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfEntityPrivilege(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1753,11 +1753,11 @@ impl x::ObjectArrayItem for EnumDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<EnumDescription>> {
-        match object { Object::ArrayOfEnumDescription(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfEnumDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<EnumDescription>>, Object> {
-        match object { Object::ArrayOfEnumDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfEnumDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1769,11 +1769,11 @@ impl x::ObjectArrayItem for AnyEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyEvent>> {
-        match object { Object::ArrayOfEvent(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyEvent>>, Object> {
-        match object { Object::ArrayOfEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1785,11 +1785,11 @@ impl x::ObjectArrayItem for EventAlarmExpressionComparison {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<EventAlarmExpressionComparison>> {
-        match object { Object::ArrayOfEventAlarmExpressionComparison(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfEventAlarmExpressionComparison(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<EventAlarmExpressionComparison>>, Object> {
-        match object { Object::ArrayOfEventAlarmExpressionComparison(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfEventAlarmExpressionComparison(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1801,11 +1801,11 @@ impl x::ObjectArrayItem for EventArgDesc {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<EventArgDesc>> {
-        match object { Object::ArrayOfEventArgDesc(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfEventArgDesc(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<EventArgDesc>>, Object> {
-        match object { Object::ArrayOfEventArgDesc(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfEventArgDesc(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1817,11 +1817,11 @@ impl x::ObjectArrayItem for EventDescriptionEventDetail {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<EventDescriptionEventDetail>> {
-        match object { Object::ArrayOfEventDescriptionEventDetail(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfEventDescriptionEventDetail(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<EventDescriptionEventDetail>>, Object> {
-        match object { Object::ArrayOfEventDescriptionEventDetail(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfEventDescriptionEventDetail(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1833,11 +1833,11 @@ impl x::ObjectArrayItem for ExtManagedEntityInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtManagedEntityInfo>> {
-        match object { Object::ArrayOfExtManagedEntityInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtManagedEntityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtManagedEntityInfo>>, Object> {
-        match object { Object::ArrayOfExtManagedEntityInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtManagedEntityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1849,15 +1849,15 @@ impl x::ObjectArrayItem for ExtSolutionManagerInfoTabInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtSolutionManagerInfoTabInfo>> {
-        match object { Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtSolutionManagerInfoTabInfo>>, Object> {
-        match object { Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ExtendedEventPair {
+#[cfg(feature = "all-events")] impl x::ObjectArrayItem for ExtendedEventPair {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtendedEventPair>>) -> Object {
@@ -1865,11 +1865,11 @@ impl x::ObjectArrayItem for ExtendedEventPair {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtendedEventPair>> {
-        match object { Object::ArrayOfExtendedEventPair(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtendedEventPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtendedEventPair>>, Object> {
-        match object { Object::ArrayOfExtendedEventPair(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtendedEventPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1881,11 +1881,11 @@ impl x::ObjectArrayItem for Extension {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<Extension>> {
-        match object { Object::ArrayOfExtension(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtension(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<Extension>>, Object> {
-        match object { Object::ArrayOfExtension(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtension(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1897,11 +1897,11 @@ impl x::ObjectArrayItem for ExtensionClientInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtensionClientInfo>> {
-        match object { Object::ArrayOfExtensionClientInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtensionClientInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtensionClientInfo>>, Object> {
-        match object { Object::ArrayOfExtensionClientInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtensionClientInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1913,11 +1913,11 @@ impl x::ObjectArrayItem for ExtensionEventTypeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtensionEventTypeInfo>> {
-        match object { Object::ArrayOfExtensionEventTypeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtensionEventTypeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtensionEventTypeInfo>>, Object> {
-        match object { Object::ArrayOfExtensionEventTypeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtensionEventTypeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1929,11 +1929,11 @@ impl x::ObjectArrayItem for ExtensionFaultTypeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtensionFaultTypeInfo>> {
-        match object { Object::ArrayOfExtensionFaultTypeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtensionFaultTypeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtensionFaultTypeInfo>>, Object> {
-        match object { Object::ArrayOfExtensionFaultTypeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtensionFaultTypeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1945,11 +1945,11 @@ impl x::ObjectArrayItem for ExtensionManagerIpAllocationUsage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtensionManagerIpAllocationUsage>> {
-        match object { Object::ArrayOfExtensionManagerIpAllocationUsage(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtensionManagerIpAllocationUsage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtensionManagerIpAllocationUsage>>, Object> {
-        match object { Object::ArrayOfExtensionManagerIpAllocationUsage(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtensionManagerIpAllocationUsage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1961,11 +1961,11 @@ impl x::ObjectArrayItem for ExtensionPrivilegeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtensionPrivilegeInfo>> {
-        match object { Object::ArrayOfExtensionPrivilegeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtensionPrivilegeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtensionPrivilegeInfo>>, Object> {
-        match object { Object::ArrayOfExtensionPrivilegeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtensionPrivilegeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1977,11 +1977,11 @@ impl x::ObjectArrayItem for ExtensionResourceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtensionResourceInfo>> {
-        match object { Object::ArrayOfExtensionResourceInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtensionResourceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtensionResourceInfo>>, Object> {
-        match object { Object::ArrayOfExtensionResourceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtensionResourceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1993,11 +1993,11 @@ impl x::ObjectArrayItem for ExtensionServerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtensionServerInfo>> {
-        match object { Object::ArrayOfExtensionServerInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtensionServerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtensionServerInfo>>, Object> {
-        match object { Object::ArrayOfExtensionServerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtensionServerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2009,11 +2009,11 @@ impl x::ObjectArrayItem for ExtensionTaskTypeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ExtensionTaskTypeInfo>> {
-        match object { Object::ArrayOfExtensionTaskTypeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfExtensionTaskTypeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ExtensionTaskTypeInfo>>, Object> {
-        match object { Object::ArrayOfExtensionTaskTypeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfExtensionTaskTypeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2025,11 +2025,11 @@ impl x::ObjectArrayItem for FaultToleranceDiskSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<FaultToleranceDiskSpec>> {
-        match object { Object::ArrayOfFaultToleranceDiskSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFaultToleranceDiskSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<FaultToleranceDiskSpec>>, Object> {
-        match object { Object::ArrayOfFaultToleranceDiskSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFaultToleranceDiskSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2041,11 +2041,11 @@ impl x::ObjectArrayItem for FaultsByHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<FaultsByHost>> {
-        match object { Object::ArrayOfFaultsByHost(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFaultsByHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<FaultsByHost>>, Object> {
-        match object { Object::ArrayOfFaultsByHost(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFaultsByHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2057,11 +2057,11 @@ impl x::ObjectArrayItem for FaultsByVM {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<FaultsByVM>> {
-        match object { Object::ArrayOfFaultsByVM(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFaultsByVM(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<FaultsByVM>>, Object> {
-        match object { Object::ArrayOfFaultsByVM(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFaultsByVM(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2073,11 +2073,11 @@ impl x::ObjectArrayItem for FcoeConfigVlanRange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<FcoeConfigVlanRange>> {
-        match object { Object::ArrayOfFcoeConfigVlanRange(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFcoeConfigVlanRange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<FcoeConfigVlanRange>>, Object> {
-        match object { Object::ArrayOfFcoeConfigVlanRange(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFcoeConfigVlanRange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2089,11 +2089,11 @@ impl x::ObjectArrayItem for FeatureEVCMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<FeatureEVCMode>> {
-        match object { Object::ArrayOfFeatureEVCMode(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFeatureEVCMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<FeatureEVCMode>>, Object> {
-        match object { Object::ArrayOfFeatureEVCMode(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFeatureEVCMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2105,10 +2105,10 @@ impl x::ObjectArrayItem for AnyFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyFileInfo>> {
-        match object { Object::ArrayOfFileInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyFileInfo>>, Object> {
-        match object { Object::ArrayOfFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

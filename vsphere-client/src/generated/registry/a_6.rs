@@ -231,7 +231,7 @@ pub enum Object {
     ArrayOfMethodFault(Box<Vec<AnyMethodFault>>),
     ArrayOfMissingObject(Box<Vec<MissingObject>>),
     ArrayOfMissingProperty(Box<Vec<MissingProperty>>),
-    ArrayOfMultipleCertificatesVerifyFaultThumbprintData(Box<Vec<MultipleCertificatesVerifyFaultThumbprintData>>),
+    #[cfg(feature = "all-faults")] ArrayOfMultipleCertificatesVerifyFaultThumbprintData(Box<Vec<MultipleCertificatesVerifyFaultThumbprintData>>),
     ArrayOfNasStorageProfile(Box<Vec<NasStorageProfile>>),
     ArrayOfNetIpConfigInfoIpAddress(Box<Vec<NetIpConfigInfoIpAddress>>),
     ArrayOfNetIpConfigSpecIpAddressSpec(Box<Vec<NetIpConfigSpecIpAddressSpec>>),
@@ -326,7 +326,7 @@ fn decode(
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMethodFault(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMissingObject(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMissingProperty(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNasStorageProfile(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpConfigInfoIpAddress(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNetIpConfigSpecIpAddressSpec(v), Err(e) => return Some(Err(e)) },
@@ -415,7 +415,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfMissingObject(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfMissingProperty(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfNasStorageProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfNetIpConfigInfoIpAddress(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfNetIpConfigSpecIpAddressSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -503,7 +503,7 @@ impl PartialEq for Object {
             (Object::ArrayOfMethodFault(a), Object::ArrayOfMethodFault(b)) => **a == **b,
             (Object::ArrayOfMissingObject(a), Object::ArrayOfMissingObject(b)) => **a == **b,
             (Object::ArrayOfMissingProperty(a), Object::ArrayOfMissingProperty(b)) => **a == **b,
-            (Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(a), Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(a), Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(b)) => **a == **b,
             (Object::ArrayOfNasStorageProfile(a), Object::ArrayOfNasStorageProfile(b)) => **a == **b,
             (Object::ArrayOfNetIpConfigInfoIpAddress(a), Object::ArrayOfNetIpConfigInfoIpAddress(b)) => **a == **b,
             (Object::ArrayOfNetIpConfigSpecIpAddressSpec(a), Object::ArrayOfNetIpConfigSpecIpAddressSpec(b)) => **a == **b,
@@ -539,7 +539,7 @@ impl PartialEq for Object {
             (Object::ArrayOfOvfOptionInfo(a), Object::ArrayOfOvfOptionInfo(b)) => **a == **b,
             (Object::ArrayOfOvfResourceMap(a), Object::ArrayOfOvfResourceMap(b)) => **a == **b,
             (Object::ArrayOfOvfStorageProfileMapping(a), Object::ArrayOfOvfStorageProfileMapping(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -592,7 +592,7 @@ impl Clone for Object {
             Object::ArrayOfMethodFault(v) => Object::ArrayOfMethodFault(Box::new(x::clone_vec(v))),
             Object::ArrayOfMissingObject(v) => Object::ArrayOfMissingObject(Box::new(x::clone_vec(v))),
             Object::ArrayOfMissingProperty(v) => Object::ArrayOfMissingProperty(Box::new(x::clone_vec(v))),
-            Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-faults")] Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(Box::new(x::clone_vec(v))),
             Object::ArrayOfNasStorageProfile(v) => Object::ArrayOfNasStorageProfile(Box::new(x::clone_vec(v))),
             Object::ArrayOfNetIpConfigInfoIpAddress(v) => Object::ArrayOfNetIpConfigInfoIpAddress(Box::new(x::clone_vec(v))),
             Object::ArrayOfNetIpConfigSpecIpAddressSpec(v) => Object::ArrayOfNetIpConfigSpecIpAddressSpec(Box::new(x::clone_vec(v))),
@@ -680,7 +680,7 @@ impl x::DataObject for Object {
             Object::ArrayOfMethodFault(_) => "ArrayOfMethodFault",
             Object::ArrayOfMissingObject(_) => "ArrayOfMissingObject",
             Object::ArrayOfMissingProperty(_) => "ArrayOfMissingProperty",
-            Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(_) => "ArrayOfMultipleCertificatesVerifyFaultThumbprintData",
+            #[cfg(feature = "all-faults")] Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(_) => "ArrayOfMultipleCertificatesVerifyFaultThumbprintData",
             Object::ArrayOfNasStorageProfile(_) => "ArrayOfNasStorageProfile",
             Object::ArrayOfNetIpConfigInfoIpAddress(_) => "ArrayOfNetIpConfigInfoIpAddress",
             Object::ArrayOfNetIpConfigSpecIpAddressSpec(_) => "ArrayOfNetIpConfigSpecIpAddressSpec",
@@ -780,7 +780,7 @@ impl x::DataObject for Object {
             Object::ArrayOfMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfMissingObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfMissingProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfNasStorageProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfNetIpConfigInfoIpAddress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfNetIpConfigSpecIpAddressSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -829,11 +829,11 @@ impl x::ObjectArrayItem for HostVirtualNicConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVirtualNicConfig>> {
-        match object { Object::ArrayOfHostVirtualNicConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVirtualNicConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVirtualNicConfig>>, Object> {
-        match object { Object::ArrayOfHostVirtualNicConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVirtualNicConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -845,11 +845,11 @@ impl x::ObjectArrayItem for HostVirtualNicManagerNicTypeSelection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVirtualNicManagerNicTypeSelection>> {
-        match object { Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVirtualNicManagerNicTypeSelection>>, Object> {
-        match object { Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -861,11 +861,11 @@ impl x::ObjectArrayItem for HostVirtualSwitch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVirtualSwitch>> {
-        match object { Object::ArrayOfHostVirtualSwitch(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVirtualSwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVirtualSwitch>>, Object> {
-        match object { Object::ArrayOfHostVirtualSwitch(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVirtualSwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -877,11 +877,11 @@ impl x::ObjectArrayItem for HostVirtualSwitchConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVirtualSwitchConfig>> {
-        match object { Object::ArrayOfHostVirtualSwitchConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVirtualSwitchConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVirtualSwitchConfig>>, Object> {
-        match object { Object::ArrayOfHostVirtualSwitchConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVirtualSwitchConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -893,11 +893,11 @@ impl x::ObjectArrayItem for HostVmciAccessManagerAccessSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVmciAccessManagerAccessSpec>> {
-        match object { Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVmciAccessManagerAccessSpec>>, Object> {
-        match object { Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -909,11 +909,11 @@ impl x::ObjectArrayItem for HostVmfsRescanResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVmfsRescanResult>> {
-        match object { Object::ArrayOfHostVmfsRescanResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVmfsRescanResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVmfsRescanResult>>, Object> {
-        match object { Object::ArrayOfHostVmfsRescanResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVmfsRescanResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -925,11 +925,11 @@ impl x::ObjectArrayItem for HostVsanInternalSystemCmmdsQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemCmmdsQuery>> {
-        match object { Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemCmmdsQuery>>, Object> {
-        match object { Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -941,11 +941,11 @@ impl x::ObjectArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemDeleteVsanObjectsResult>> {
-        match object { Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>, Object> {
-        match object { Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -957,11 +957,11 @@ impl x::ObjectArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemVsanObjectOperationResult>> {
-        match object { Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemVsanObjectOperationResult>>, Object> {
-        match object { Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -973,11 +973,11 @@ impl x::ObjectArrayItem for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsRes
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>> {
-        match object { Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>, Object> {
-        match object { Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -989,11 +989,11 @@ impl x::ObjectArrayItem for HostVvolNQN {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVvolNQN>> {
-        match object { Object::ArrayOfHostVvolNQN(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVvolNQN(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVvolNQN>>, Object> {
-        match object { Object::ArrayOfHostVvolNQN(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVvolNQN(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1005,11 +1005,11 @@ impl x::ObjectArrayItem for HostVvolVolumeHostVvolNQN {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVvolVolumeHostVvolNQN>> {
-        match object { Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVvolVolumeHostVvolNQN>>, Object> {
-        match object { Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1021,11 +1021,11 @@ impl x::ObjectArrayItem for HttpNfcLeaseDatastoreLeaseInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseDatastoreLeaseInfo>> {
-        match object { Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseDatastoreLeaseInfo>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1037,11 +1037,11 @@ impl x::ObjectArrayItem for HttpNfcLeaseDeviceUrl {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseDeviceUrl>> {
-        match object { Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseDeviceUrl>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1053,11 +1053,11 @@ impl x::ObjectArrayItem for HttpNfcLeaseHostInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseHostInfo>> {
-        match object { Object::ArrayOfHttpNfcLeaseHostInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHttpNfcLeaseHostInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseHostInfo>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseHostInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHttpNfcLeaseHostInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1069,11 +1069,11 @@ impl x::ObjectArrayItem for HttpNfcLeaseManifestEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseManifestEntry>> {
-        match object { Object::ArrayOfHttpNfcLeaseManifestEntry(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHttpNfcLeaseManifestEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseManifestEntry>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseManifestEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHttpNfcLeaseManifestEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1085,11 +1085,11 @@ impl x::ObjectArrayItem for HttpNfcLeaseProbeResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseProbeResult>> {
-        match object { Object::ArrayOfHttpNfcLeaseProbeResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHttpNfcLeaseProbeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseProbeResult>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseProbeResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHttpNfcLeaseProbeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1101,11 +1101,11 @@ impl x::ObjectArrayItem for HttpNfcLeaseSourceFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HttpNfcLeaseSourceFile>> {
-        match object { Object::ArrayOfHttpNfcLeaseSourceFile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHttpNfcLeaseSourceFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HttpNfcLeaseSourceFile>>, Object> {
-        match object { Object::ArrayOfHttpNfcLeaseSourceFile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHttpNfcLeaseSourceFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1117,11 +1117,11 @@ impl x::ObjectArrayItem for ID {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ID>> {
-        match object { Object::ArrayOfID(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfID(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ID>>, Object> {
-        match object { Object::ArrayOfID(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfID(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1133,11 +1133,11 @@ impl x::ObjectArrayItem for ImportOperationBulkFaultFaultOnImport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ImportOperationBulkFaultFaultOnImport>> {
-        match object { Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ImportOperationBulkFaultFaultOnImport>>, Object> {
-        match object { Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1149,11 +1149,11 @@ impl x::ObjectArrayItem for AnyImportSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyImportSpec>> {
-        match object { Object::ArrayOfImportSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfImportSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyImportSpec>>, Object> {
-        match object { Object::ArrayOfImportSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfImportSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1165,11 +1165,11 @@ impl x::ObjectArrayItem for IoFilterHostIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<IoFilterHostIssue>> {
-        match object { Object::ArrayOfIoFilterHostIssue(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfIoFilterHostIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<IoFilterHostIssue>>, Object> {
-        match object { Object::ArrayOfIoFilterHostIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfIoFilterHostIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1181,11 +1181,11 @@ impl x::ObjectArrayItem for IpPool {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<IpPool>> {
-        match object { Object::ArrayOfIpPool(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfIpPool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<IpPool>>, Object> {
-        match object { Object::ArrayOfIpPool(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfIpPool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1197,11 +1197,11 @@ impl x::ObjectArrayItem for IpPoolAssociation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<IpPoolAssociation>> {
-        match object { Object::ArrayOfIpPoolAssociation(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfIpPoolAssociation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<IpPoolAssociation>>, Object> {
-        match object { Object::ArrayOfIpPoolAssociation(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfIpPoolAssociation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1213,11 +1213,11 @@ impl x::ObjectArrayItem for IpPoolManagerIpAllocation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<IpPoolManagerIpAllocation>> {
-        match object { Object::ArrayOfIpPoolManagerIpAllocation(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfIpPoolManagerIpAllocation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<IpPoolManagerIpAllocation>>, Object> {
-        match object { Object::ArrayOfIpPoolManagerIpAllocation(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfIpPoolManagerIpAllocation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1229,11 +1229,11 @@ impl x::ObjectArrayItem for IscsiDependencyEntity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<IscsiDependencyEntity>> {
-        match object { Object::ArrayOfIscsiDependencyEntity(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfIscsiDependencyEntity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<IscsiDependencyEntity>>, Object> {
-        match object { Object::ArrayOfIscsiDependencyEntity(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfIscsiDependencyEntity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1245,11 +1245,11 @@ impl x::ObjectArrayItem for IscsiPortInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<IscsiPortInfo>> {
-        match object { Object::ArrayOfIscsiPortInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfIscsiPortInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<IscsiPortInfo>>, Object> {
-        match object { Object::ArrayOfIscsiPortInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfIscsiPortInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1261,11 +1261,11 @@ impl x::ObjectArrayItem for KernelModuleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<KernelModuleInfo>> {
-        match object { Object::ArrayOfKernelModuleInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfKernelModuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<KernelModuleInfo>>, Object> {
-        match object { Object::ArrayOfKernelModuleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfKernelModuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1277,11 +1277,11 @@ impl x::ObjectArrayItem for KeyAnyValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<KeyAnyValue>> {
-        match object { Object::ArrayOfKeyAnyValue(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfKeyAnyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<KeyAnyValue>>, Object> {
-        match object { Object::ArrayOfKeyAnyValue(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfKeyAnyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1293,11 +1293,11 @@ impl x::ObjectArrayItem for KeyValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<KeyValue>> {
-        match object { Object::ArrayOfKeyValue(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfKeyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<KeyValue>>, Object> {
-        match object { Object::ArrayOfKeyValue(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfKeyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1309,11 +1309,11 @@ impl x::ObjectArrayItem for KmipClusterInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<KmipClusterInfo>> {
-        match object { Object::ArrayOfKmipClusterInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfKmipClusterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<KmipClusterInfo>>, Object> {
-        match object { Object::ArrayOfKmipClusterInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfKmipClusterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1325,11 +1325,11 @@ impl x::ObjectArrayItem for KmipServerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<KmipServerInfo>> {
-        match object { Object::ArrayOfKmipServerInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfKmipServerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<KmipServerInfo>>, Object> {
-        match object { Object::ArrayOfKmipServerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfKmipServerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1341,11 +1341,11 @@ impl x::ObjectArrayItem for LicenseAssignmentManagerLicenseAssignment {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<LicenseAssignmentManagerLicenseAssignment>> {
-        match object { Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<LicenseAssignmentManagerLicenseAssignment>>, Object> {
-        match object { Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1357,11 +1357,11 @@ impl x::ObjectArrayItem for LicenseAvailabilityInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<LicenseAvailabilityInfo>> {
-        match object { Object::ArrayOfLicenseAvailabilityInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfLicenseAvailabilityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<LicenseAvailabilityInfo>>, Object> {
-        match object { Object::ArrayOfLicenseAvailabilityInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfLicenseAvailabilityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1373,11 +1373,11 @@ impl x::ObjectArrayItem for LicenseFeatureInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<LicenseFeatureInfo>> {
-        match object { Object::ArrayOfLicenseFeatureInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfLicenseFeatureInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<LicenseFeatureInfo>>, Object> {
-        match object { Object::ArrayOfLicenseFeatureInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfLicenseFeatureInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1389,11 +1389,11 @@ impl x::ObjectArrayItem for LicenseManagerLicenseInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<LicenseManagerLicenseInfo>> {
-        match object { Object::ArrayOfLicenseManagerLicenseInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfLicenseManagerLicenseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<LicenseManagerLicenseInfo>>, Object> {
-        match object { Object::ArrayOfLicenseManagerLicenseInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfLicenseManagerLicenseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1405,11 +1405,11 @@ impl x::ObjectArrayItem for LicenseReservationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<LicenseReservationInfo>> {
-        match object { Object::ArrayOfLicenseReservationInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfLicenseReservationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<LicenseReservationInfo>>, Object> {
-        match object { Object::ArrayOfLicenseReservationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfLicenseReservationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1421,11 +1421,11 @@ impl x::ObjectArrayItem for LocalizableMessage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<LocalizableMessage>> {
-        match object { Object::ArrayOfLocalizableMessage(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfLocalizableMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<LocalizableMessage>>, Object> {
-        match object { Object::ArrayOfLocalizableMessage(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfLocalizableMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1437,11 +1437,11 @@ impl x::ObjectArrayItem for LocalizationManagerMessageCatalog {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<LocalizationManagerMessageCatalog>> {
-        match object { Object::ArrayOfLocalizationManagerMessageCatalog(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfLocalizationManagerMessageCatalog(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<LocalizationManagerMessageCatalog>>, Object> {
-        match object { Object::ArrayOfLocalizationManagerMessageCatalog(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfLocalizationManagerMessageCatalog(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1453,11 +1453,11 @@ impl x::ObjectArrayItem for LocalizedMethodFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<LocalizedMethodFault>> {
-        match object { Object::ArrayOfLocalizedMethodFault(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfLocalizedMethodFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<LocalizedMethodFault>>, Object> {
-        match object { Object::ArrayOfLocalizedMethodFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfLocalizedMethodFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1469,11 +1469,11 @@ impl x::ObjectArrayItem for ManagedEntityStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ManagedEntityStatus>> {
-        match object { Object::ArrayOfManagedEntityStatus(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfManagedEntityStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ManagedEntityStatus>>, Object> {
-        match object { Object::ArrayOfManagedEntityStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfManagedEntityStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1485,11 +1485,11 @@ impl x::ObjectArrayItem for MethodActionArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<MethodActionArgument>> {
-        match object { Object::ArrayOfMethodActionArgument(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfMethodActionArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<MethodActionArgument>>, Object> {
-        match object { Object::ArrayOfMethodActionArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfMethodActionArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1501,11 +1501,11 @@ impl x::ObjectArrayItem for AnyMethodFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyMethodFault>> {
-        match object { Object::ArrayOfMethodFault(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfMethodFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyMethodFault>>, Object> {
-        match object { Object::ArrayOfMethodFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfMethodFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1517,11 +1517,11 @@ impl x::ObjectArrayItem for MissingObject {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<MissingObject>> {
-        match object { Object::ArrayOfMissingObject(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfMissingObject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<MissingObject>>, Object> {
-        match object { Object::ArrayOfMissingObject(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfMissingObject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1533,15 +1533,15 @@ impl x::ObjectArrayItem for MissingProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<MissingProperty>> {
-        match object { Object::ArrayOfMissingProperty(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfMissingProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<MissingProperty>>, Object> {
-        match object { Object::ArrayOfMissingProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfMissingProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for MultipleCertificatesVerifyFaultThumbprintData {
+#[cfg(feature = "all-faults")] impl x::ObjectArrayItem for MultipleCertificatesVerifyFaultThumbprintData {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<MultipleCertificatesVerifyFaultThumbprintData>>) -> Object {
@@ -1549,11 +1549,11 @@ impl x::ObjectArrayItem for MultipleCertificatesVerifyFaultThumbprintData {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<MultipleCertificatesVerifyFaultThumbprintData>> {
-        match object { Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<MultipleCertificatesVerifyFaultThumbprintData>>, Object> {
-        match object { Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1565,11 +1565,11 @@ impl x::ObjectArrayItem for NasStorageProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NasStorageProfile>> {
-        match object { Object::ArrayOfNasStorageProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNasStorageProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NasStorageProfile>>, Object> {
-        match object { Object::ArrayOfNasStorageProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNasStorageProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1581,11 +1581,11 @@ impl x::ObjectArrayItem for NetIpConfigInfoIpAddress {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NetIpConfigInfoIpAddress>> {
-        match object { Object::ArrayOfNetIpConfigInfoIpAddress(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNetIpConfigInfoIpAddress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NetIpConfigInfoIpAddress>>, Object> {
-        match object { Object::ArrayOfNetIpConfigInfoIpAddress(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNetIpConfigInfoIpAddress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1597,11 +1597,11 @@ impl x::ObjectArrayItem for NetIpConfigSpecIpAddressSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NetIpConfigSpecIpAddressSpec>> {
-        match object { Object::ArrayOfNetIpConfigSpecIpAddressSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNetIpConfigSpecIpAddressSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NetIpConfigSpecIpAddressSpec>>, Object> {
-        match object { Object::ArrayOfNetIpConfigSpecIpAddressSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNetIpConfigSpecIpAddressSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1613,11 +1613,11 @@ impl x::ObjectArrayItem for NetIpRouteConfigInfoIpRoute {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NetIpRouteConfigInfoIpRoute>> {
-        match object { Object::ArrayOfNetIpRouteConfigInfoIpRoute(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNetIpRouteConfigInfoIpRoute(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NetIpRouteConfigInfoIpRoute>>, Object> {
-        match object { Object::ArrayOfNetIpRouteConfigInfoIpRoute(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNetIpRouteConfigInfoIpRoute(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1629,11 +1629,11 @@ impl x::ObjectArrayItem for NetIpRouteConfigSpecIpRouteSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NetIpRouteConfigSpecIpRouteSpec>> {
-        match object { Object::ArrayOfNetIpRouteConfigSpecIpRouteSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNetIpRouteConfigSpecIpRouteSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NetIpRouteConfigSpecIpRouteSpec>>, Object> {
-        match object { Object::ArrayOfNetIpRouteConfigSpecIpRouteSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNetIpRouteConfigSpecIpRouteSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1645,11 +1645,11 @@ impl x::ObjectArrayItem for NetIpStackInfoDefaultRouter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NetIpStackInfoDefaultRouter>> {
-        match object { Object::ArrayOfNetIpStackInfoDefaultRouter(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNetIpStackInfoDefaultRouter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NetIpStackInfoDefaultRouter>>, Object> {
-        match object { Object::ArrayOfNetIpStackInfoDefaultRouter(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNetIpStackInfoDefaultRouter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1661,11 +1661,11 @@ impl x::ObjectArrayItem for NetIpStackInfoNetToMedia {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NetIpStackInfoNetToMedia>> {
-        match object { Object::ArrayOfNetIpStackInfoNetToMedia(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNetIpStackInfoNetToMedia(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NetIpStackInfoNetToMedia>>, Object> {
-        match object { Object::ArrayOfNetIpStackInfoNetToMedia(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNetIpStackInfoNetToMedia(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1677,11 +1677,11 @@ impl x::ObjectArrayItem for NetStackInstanceProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NetStackInstanceProfile>> {
-        match object { Object::ArrayOfNetStackInstanceProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNetStackInstanceProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NetStackInstanceProfile>>, Object> {
-        match object { Object::ArrayOfNetStackInstanceProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNetStackInstanceProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1693,11 +1693,11 @@ impl x::ObjectArrayItem for NoPermissionEntityPrivileges {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NoPermissionEntityPrivileges>> {
-        match object { Object::ArrayOfNoPermissionEntityPrivileges(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNoPermissionEntityPrivileges(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NoPermissionEntityPrivileges>>, Object> {
-        match object { Object::ArrayOfNoPermissionEntityPrivileges(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNoPermissionEntityPrivileges(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1709,11 +1709,11 @@ impl x::ObjectArrayItem for NsxHostVNicProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NsxHostVNicProfile>> {
-        match object { Object::ArrayOfNsxHostVNicProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNsxHostVNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NsxHostVNicProfile>>, Object> {
-        match object { Object::ArrayOfNsxHostVNicProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNsxHostVNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1725,11 +1725,11 @@ impl x::ObjectArrayItem for NumericRange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NumericRange>> {
-        match object { Object::ArrayOfNumericRange(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNumericRange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NumericRange>>, Object> {
-        match object { Object::ArrayOfNumericRange(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNumericRange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1741,11 +1741,11 @@ impl x::ObjectArrayItem for NvdimmDimmInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NvdimmDimmInfo>> {
-        match object { Object::ArrayOfNvdimmDimmInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNvdimmDimmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NvdimmDimmInfo>>, Object> {
-        match object { Object::ArrayOfNvdimmDimmInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNvdimmDimmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1757,11 +1757,11 @@ impl x::ObjectArrayItem for NvdimmGuid {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NvdimmGuid>> {
-        match object { Object::ArrayOfNvdimmGuid(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNvdimmGuid(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NvdimmGuid>>, Object> {
-        match object { Object::ArrayOfNvdimmGuid(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNvdimmGuid(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1773,11 +1773,11 @@ impl x::ObjectArrayItem for NvdimmInterleaveSetInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NvdimmInterleaveSetInfo>> {
-        match object { Object::ArrayOfNvdimmInterleaveSetInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNvdimmInterleaveSetInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NvdimmInterleaveSetInfo>>, Object> {
-        match object { Object::ArrayOfNvdimmInterleaveSetInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNvdimmInterleaveSetInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1789,11 +1789,11 @@ impl x::ObjectArrayItem for NvdimmNamespaceDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NvdimmNamespaceDetails>> {
-        match object { Object::ArrayOfNvdimmNamespaceDetails(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNvdimmNamespaceDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NvdimmNamespaceDetails>>, Object> {
-        match object { Object::ArrayOfNvdimmNamespaceDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNvdimmNamespaceDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1805,11 +1805,11 @@ impl x::ObjectArrayItem for NvdimmNamespaceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NvdimmNamespaceInfo>> {
-        match object { Object::ArrayOfNvdimmNamespaceInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNvdimmNamespaceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NvdimmNamespaceInfo>>, Object> {
-        match object { Object::ArrayOfNvdimmNamespaceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNvdimmNamespaceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1821,11 +1821,11 @@ impl x::ObjectArrayItem for NvdimmRegionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<NvdimmRegionInfo>> {
-        match object { Object::ArrayOfNvdimmRegionInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfNvdimmRegionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<NvdimmRegionInfo>>, Object> {
-        match object { Object::ArrayOfNvdimmRegionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfNvdimmRegionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1837,11 +1837,11 @@ impl x::ObjectArrayItem for ObjectContent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ObjectContent>> {
-        match object { Object::ArrayOfObjectContent(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfObjectContent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ObjectContent>>, Object> {
-        match object { Object::ArrayOfObjectContent(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfObjectContent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1853,11 +1853,11 @@ impl x::ObjectArrayItem for ObjectSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ObjectSpec>> {
-        match object { Object::ArrayOfObjectSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfObjectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ObjectSpec>>, Object> {
-        match object { Object::ArrayOfObjectSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfObjectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1869,11 +1869,11 @@ impl x::ObjectArrayItem for ObjectUpdate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ObjectUpdate>> {
-        match object { Object::ArrayOfObjectUpdate(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfObjectUpdate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ObjectUpdate>>, Object> {
-        match object { Object::ArrayOfObjectUpdate(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfObjectUpdate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1885,11 +1885,11 @@ impl x::ObjectArrayItem for OpaqueNetworkTargetInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OpaqueNetworkTargetInfo>> {
-        match object { Object::ArrayOfOpaqueNetworkTargetInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOpaqueNetworkTargetInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OpaqueNetworkTargetInfo>>, Object> {
-        match object { Object::ArrayOfOpaqueNetworkTargetInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOpaqueNetworkTargetInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1901,11 +1901,11 @@ impl x::ObjectArrayItem for OptionDef {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OptionDef>> {
-        match object { Object::ArrayOfOptionDef(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOptionDef(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OptionDef>>, Object> {
-        match object { Object::ArrayOfOptionDef(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOptionDef(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1917,11 +1917,11 @@ impl x::ObjectArrayItem for OptionProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OptionProfile>> {
-        match object { Object::ArrayOfOptionProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOptionProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OptionProfile>>, Object> {
-        match object { Object::ArrayOfOptionProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOptionProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1933,11 +1933,11 @@ impl x::ObjectArrayItem for AnyOptionValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyOptionValue>> {
-        match object { Object::ArrayOfOptionValue(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOptionValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyOptionValue>>, Object> {
-        match object { Object::ArrayOfOptionValue(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOptionValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1949,11 +1949,11 @@ impl x::ObjectArrayItem for OvfConsumerOstNode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfConsumerOstNode>> {
-        match object { Object::ArrayOfOvfConsumerOstNode(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfConsumerOstNode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfConsumerOstNode>>, Object> {
-        match object { Object::ArrayOfOvfConsumerOstNode(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfConsumerOstNode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1965,11 +1965,11 @@ impl x::ObjectArrayItem for OvfConsumerOvfSection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfConsumerOvfSection>> {
-        match object { Object::ArrayOfOvfConsumerOvfSection(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfConsumerOvfSection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfConsumerOvfSection>>, Object> {
-        match object { Object::ArrayOfOvfConsumerOvfSection(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfConsumerOvfSection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1981,11 +1981,11 @@ impl x::ObjectArrayItem for OvfDatastoreMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfDatastoreMapping>> {
-        match object { Object::ArrayOfOvfDatastoreMapping(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfDatastoreMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfDatastoreMapping>>, Object> {
-        match object { Object::ArrayOfOvfDatastoreMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfDatastoreMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1997,11 +1997,11 @@ impl x::ObjectArrayItem for OvfDeploymentOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfDeploymentOption>> {
-        match object { Object::ArrayOfOvfDeploymentOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfDeploymentOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfDeploymentOption>>, Object> {
-        match object { Object::ArrayOfOvfDeploymentOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfDeploymentOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2013,11 +2013,11 @@ impl x::ObjectArrayItem for OvfFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfFile>> {
-        match object { Object::ArrayOfOvfFile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfFile>>, Object> {
-        match object { Object::ArrayOfOvfFile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2029,11 +2029,11 @@ impl x::ObjectArrayItem for OvfFileItem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfFileItem>> {
-        match object { Object::ArrayOfOvfFileItem(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfFileItem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfFileItem>>, Object> {
-        match object { Object::ArrayOfOvfFileItem(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfFileItem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2045,11 +2045,11 @@ impl x::ObjectArrayItem for OvfNetworkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfNetworkInfo>> {
-        match object { Object::ArrayOfOvfNetworkInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfNetworkInfo>>, Object> {
-        match object { Object::ArrayOfOvfNetworkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2061,11 +2061,11 @@ impl x::ObjectArrayItem for OvfNetworkMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfNetworkMapping>> {
-        match object { Object::ArrayOfOvfNetworkMapping(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfNetworkMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfNetworkMapping>>, Object> {
-        match object { Object::ArrayOfOvfNetworkMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfNetworkMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2077,11 +2077,11 @@ impl x::ObjectArrayItem for OvfOptionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfOptionInfo>> {
-        match object { Object::ArrayOfOvfOptionInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfOptionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfOptionInfo>>, Object> {
-        match object { Object::ArrayOfOvfOptionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfOptionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2093,11 +2093,11 @@ impl x::ObjectArrayItem for OvfResourceMap {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfResourceMap>> {
-        match object { Object::ArrayOfOvfResourceMap(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfResourceMap(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfResourceMap>>, Object> {
-        match object { Object::ArrayOfOvfResourceMap(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfResourceMap(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2109,10 +2109,10 @@ impl x::ObjectArrayItem for OvfStorageProfileMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<OvfStorageProfileMapping>> {
-        match object { Object::ArrayOfOvfStorageProfileMapping(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfOvfStorageProfileMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<OvfStorageProfileMapping>>, Object> {
-        match object { Object::ArrayOfOvfStorageProfileMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfOvfStorageProfileMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -238,7 +238,7 @@ pub enum Object {
     ArrayOfVmPortGroupProfile(Box<Vec<VmPortGroupProfile>>),
     ArrayOfVmfsConfigOption(Box<Vec<VmfsConfigOption>>),
     ArrayOfVmfsDatastoreOption(Box<Vec<VmfsDatastoreOption>>),
-    ArrayOfVnicPortArgument(Box<Vec<VnicPortArgument>>),
+    #[cfg(feature = "all-events")] ArrayOfVnicPortArgument(Box<Vec<VnicPortArgument>>),
     ArrayOfVsanHostConfigInfo(Box<Vec<VsanHostConfigInfo>>),
     ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(Box<Vec<VsanHostConfigInfoNetworkInfoPortConfig>>),
     ArrayOfVsanHostDiskMapInfo(Box<Vec<VsanHostDiskMapInfo>>),
@@ -257,14 +257,14 @@ pub enum Object {
     ArrayOfvslmInfrastructureObjectPolicy(Box<Vec<VslmInfrastructureObjectPolicy>>),
     ArrayUpdateOperation(Box<ArrayUpdateOperation>),
     ArrayUpdateSpec(Box<ArrayUpdateSpec>),
-    AuthMinimumAdminPermission(Box<AuthMinimumAdminPermission>),
+    #[cfg(feature = "all-faults")] AuthMinimumAdminPermission(Box<AuthMinimumAdminPermission>),
     AuthenticationProfile(Box<AuthenticationProfile>),
-    AuthenticationRequired(Box<AuthenticationRequired>),
+    #[cfg(feature = "all-faults")] AuthenticationRequired(Box<AuthenticationRequired>),
     AuthenticationRequiredAuthenticationScheme(Box<AuthenticationRequiredAuthenticationScheme>),
-    AuthenticationRequiredChallenge(Box<AuthenticationRequiredChallenge>),
+    #[cfg(feature = "all-faults")] AuthenticationRequiredChallenge(Box<AuthenticationRequiredChallenge>),
     AuthenticationRequiredErrorType(Box<AuthenticationRequiredErrorType>),
     AuthorizationDescription(Box<AuthorizationDescription>),
-    AuthorizationEvent(Box<AuthorizationEvent>),
+    #[cfg(feature = "all-events")] AuthorizationEvent(Box<AuthorizationEvent>),
     AuthorizationPrivilege(Box<AuthorizationPrivilege>),
     AuthorizationRole(Box<AuthorizationRole>),
     AutoStartAction(Box<AutoStartAction>),
@@ -314,7 +314,7 @@ fn decode(
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmPortGroupProfile(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmfsConfigOption(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmfsDatastoreOption(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVnicPortArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVnicPortArgument(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostConfigInfo(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostDiskMapInfo(v), Err(e) => return Some(Err(e)) },
@@ -333,14 +333,14 @@ fn decode(
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfvslmInfrastructureObjectPolicy(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayUpdateOperation(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayUpdateSpec(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthMinimumAdminPermission(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthMinimumAdminPermission(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthenticationProfile(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthenticationRequired(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthenticationRequired(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthenticationRequiredAuthenticationScheme(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthenticationRequiredChallenge(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthenticationRequiredChallenge(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthenticationRequiredErrorType(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationDescription(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationEvent(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationRole(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartAction(v), Err(e) => return Some(Err(e)) },
@@ -384,7 +384,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfVmPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVmfsConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVmfsDatastoreOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVnicPortArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVsanHostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVsanHostDiskMapInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -403,14 +403,14 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfvslmInfrastructureObjectPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayUpdateOperation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AuthMinimumAdminPermission(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AuthMinimumAdminPermission(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AuthenticationProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AuthenticationRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AuthenticationRequired(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AuthenticationRequiredAuthenticationScheme(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AuthenticationRequiredChallenge(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::AuthenticationRequiredChallenge(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AuthenticationRequiredErrorType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AuthorizationDescription(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AuthorizationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::AuthorizationEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AutoStartAction(v) => std::fmt::Debug::fmt(&**v, f),
@@ -453,7 +453,7 @@ impl PartialEq for Object {
             (Object::ArrayOfVmPortGroupProfile(a), Object::ArrayOfVmPortGroupProfile(b)) => **a == **b,
             (Object::ArrayOfVmfsConfigOption(a), Object::ArrayOfVmfsConfigOption(b)) => **a == **b,
             (Object::ArrayOfVmfsDatastoreOption(a), Object::ArrayOfVmfsDatastoreOption(b)) => **a == **b,
-            (Object::ArrayOfVnicPortArgument(a), Object::ArrayOfVnicPortArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ArrayOfVnicPortArgument(a), Object::ArrayOfVnicPortArgument(b)) => **a == **b,
             (Object::ArrayOfVsanHostConfigInfo(a), Object::ArrayOfVsanHostConfigInfo(b)) => **a == **b,
             (Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(a), Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(b)) => **a == **b,
             (Object::ArrayOfVsanHostDiskMapInfo(a), Object::ArrayOfVsanHostDiskMapInfo(b)) => **a == **b,
@@ -472,21 +472,21 @@ impl PartialEq for Object {
             (Object::ArrayOfvslmInfrastructureObjectPolicy(a), Object::ArrayOfvslmInfrastructureObjectPolicy(b)) => **a == **b,
             (Object::ArrayUpdateOperation(a), Object::ArrayUpdateOperation(b)) => **a == **b,
             (Object::ArrayUpdateSpec(a), Object::ArrayUpdateSpec(b)) => **a == **b,
-            (Object::AuthMinimumAdminPermission(a), Object::AuthMinimumAdminPermission(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AuthMinimumAdminPermission(a), Object::AuthMinimumAdminPermission(b)) => **a == **b,
             (Object::AuthenticationProfile(a), Object::AuthenticationProfile(b)) => **a == **b,
-            (Object::AuthenticationRequired(a), Object::AuthenticationRequired(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AuthenticationRequired(a), Object::AuthenticationRequired(b)) => **a == **b,
             (Object::AuthenticationRequiredAuthenticationScheme(a), Object::AuthenticationRequiredAuthenticationScheme(b)) => **a == **b,
-            (Object::AuthenticationRequiredChallenge(a), Object::AuthenticationRequiredChallenge(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::AuthenticationRequiredChallenge(a), Object::AuthenticationRequiredChallenge(b)) => **a == **b,
             (Object::AuthenticationRequiredErrorType(a), Object::AuthenticationRequiredErrorType(b)) => **a == **b,
             (Object::AuthorizationDescription(a), Object::AuthorizationDescription(b)) => **a == **b,
-            (Object::AuthorizationEvent(a), Object::AuthorizationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::AuthorizationEvent(a), Object::AuthorizationEvent(b)) => **a == **b,
             (Object::AuthorizationPrivilege(a), Object::AuthorizationPrivilege(b)) => **a == **b,
             (Object::AuthorizationRole(a), Object::AuthorizationRole(b)) => **a == **b,
             (Object::AutoStartAction(a), Object::AutoStartAction(b)) => **a == **b,
             (Object::AutoStartDefaults(a), Object::AutoStartDefaults(b)) => **a == **b,
             (Object::AutoStartPowerInfo(a), Object::AutoStartPowerInfo(b)) => **a == **b,
             (Object::AutoStartWaitHeartbeatSetting(a), Object::AutoStartWaitHeartbeatSetting(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -523,7 +523,7 @@ impl Clone for Object {
             Object::ArrayOfVmPortGroupProfile(v) => Object::ArrayOfVmPortGroupProfile(Box::new(x::clone_vec(v))),
             Object::ArrayOfVmfsConfigOption(v) => Object::ArrayOfVmfsConfigOption(Box::new(x::clone_vec(v))),
             Object::ArrayOfVmfsDatastoreOption(v) => Object::ArrayOfVmfsDatastoreOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVnicPortArgument(v) => Object::ArrayOfVnicPortArgument(Box::new(x::clone_vec(v))),
+            #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(v) => Object::ArrayOfVnicPortArgument(Box::new(x::clone_vec(v))),
             Object::ArrayOfVsanHostConfigInfo(v) => Object::ArrayOfVsanHostConfigInfo(Box::new(x::clone_vec(v))),
             Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(Box::new(x::clone_vec(v))),
             Object::ArrayOfVsanHostDiskMapInfo(v) => Object::ArrayOfVsanHostDiskMapInfo(Box::new(x::clone_vec(v))),
@@ -542,14 +542,14 @@ impl Clone for Object {
             Object::ArrayOfvslmInfrastructureObjectPolicy(v) => Object::ArrayOfvslmInfrastructureObjectPolicy(Box::new(x::clone_vec(v))),
             Object::ArrayUpdateOperation(v) => Object::ArrayUpdateOperation(Box::new((**v).clone())),
             Object::ArrayUpdateSpec(v) => Object::ArrayUpdateSpec(Box::new((**v).clone())),
-            Object::AuthMinimumAdminPermission(v) => Object::AuthMinimumAdminPermission(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AuthMinimumAdminPermission(v) => Object::AuthMinimumAdminPermission(Box::new((**v).clone())),
             Object::AuthenticationProfile(v) => Object::AuthenticationProfile(Box::new((**v).clone())),
-            Object::AuthenticationRequired(v) => Object::AuthenticationRequired(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AuthenticationRequired(v) => Object::AuthenticationRequired(Box::new((**v).clone())),
             Object::AuthenticationRequiredAuthenticationScheme(v) => Object::AuthenticationRequiredAuthenticationScheme(Box::new((**v).clone())),
-            Object::AuthenticationRequiredChallenge(v) => Object::AuthenticationRequiredChallenge(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::AuthenticationRequiredChallenge(v) => Object::AuthenticationRequiredChallenge(Box::new((**v).clone())),
             Object::AuthenticationRequiredErrorType(v) => Object::AuthenticationRequiredErrorType(Box::new((**v).clone())),
             Object::AuthorizationDescription(v) => Object::AuthorizationDescription(Box::new((**v).clone())),
-            Object::AuthorizationEvent(v) => Object::AuthorizationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::AuthorizationEvent(v) => Object::AuthorizationEvent(Box::new((**v).clone())),
             Object::AuthorizationPrivilege(v) => Object::AuthorizationPrivilege(Box::new((**v).clone())),
             Object::AuthorizationRole(v) => Object::AuthorizationRole(Box::new((**v).clone())),
             Object::AutoStartAction(v) => Object::AutoStartAction(Box::new((**v).clone())),
@@ -592,7 +592,7 @@ impl x::DataObject for Object {
             Object::ArrayOfVmPortGroupProfile(_) => "ArrayOfVmPortGroupProfile",
             Object::ArrayOfVmfsConfigOption(_) => "ArrayOfVmfsConfigOption",
             Object::ArrayOfVmfsDatastoreOption(_) => "ArrayOfVmfsDatastoreOption",
-            Object::ArrayOfVnicPortArgument(_) => "ArrayOfVnicPortArgument",
+            #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(_) => "ArrayOfVnicPortArgument",
             Object::ArrayOfVsanHostConfigInfo(_) => "ArrayOfVsanHostConfigInfo",
             Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(_) => "ArrayOfVsanHostConfigInfoNetworkInfoPortConfig",
             Object::ArrayOfVsanHostDiskMapInfo(_) => "ArrayOfVsanHostDiskMapInfo",
@@ -611,14 +611,14 @@ impl x::DataObject for Object {
             Object::ArrayOfvslmInfrastructureObjectPolicy(_) => "ArrayOfvslmInfrastructureObjectPolicy",
             Object::ArrayUpdateOperation(_) => "ArrayUpdateOperation",
             Object::ArrayUpdateSpec(_) => "ArrayUpdateSpec",
-            Object::AuthMinimumAdminPermission(_) => "AuthMinimumAdminPermission",
+            #[cfg(feature = "all-faults")] Object::AuthMinimumAdminPermission(_) => "AuthMinimumAdminPermission",
             Object::AuthenticationProfile(_) => "AuthenticationProfile",
-            Object::AuthenticationRequired(_) => "AuthenticationRequired",
+            #[cfg(feature = "all-faults")] Object::AuthenticationRequired(_) => "AuthenticationRequired",
             Object::AuthenticationRequiredAuthenticationScheme(_) => "AuthenticationRequiredAuthenticationScheme",
-            Object::AuthenticationRequiredChallenge(_) => "AuthenticationRequiredChallenge",
+            #[cfg(feature = "all-faults")] Object::AuthenticationRequiredChallenge(_) => "AuthenticationRequiredChallenge",
             Object::AuthenticationRequiredErrorType(_) => "AuthenticationRequiredErrorType",
             Object::AuthorizationDescription(_) => "AuthorizationDescription",
-            Object::AuthorizationEvent(_) => "AuthorizationEvent",
+            #[cfg(feature = "all-events")] Object::AuthorizationEvent(_) => "AuthorizationEvent",
             Object::AuthorizationPrivilege(_) => "AuthorizationPrivilege",
             Object::AuthorizationRole(_) => "AuthorizationRole",
             Object::AutoStartAction(_) => "AutoStartAction",
@@ -673,7 +673,7 @@ impl x::DataObject for Object {
             Object::ArrayOfVmPortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVmfsConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVmfsDatastoreOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVnicPortArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVsanHostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVsanHostDiskMapInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -692,14 +692,14 @@ impl x::DataObject for Object {
             Object::ArrayOfvslmInfrastructureObjectPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayUpdateOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AuthMinimumAdminPermission(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AuthMinimumAdminPermission(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AuthenticationProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AuthenticationRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AuthenticationRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AuthenticationRequiredAuthenticationScheme(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AuthenticationRequiredChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::AuthenticationRequiredChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AuthenticationRequiredErrorType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AuthorizationDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AuthorizationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::AuthorizationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AutoStartAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -719,11 +719,11 @@ impl x::ObjectArrayItem for VirtualMachineRelocateSpecDiskLocator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineRelocateSpecDiskLocator>> {
-        match object { Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineRelocateSpecDiskLocator>>, Object> {
-        match object { Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -735,11 +735,11 @@ impl x::ObjectArrayItem for VirtualMachineScsiDiskDeviceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineScsiDiskDeviceInfo>> {
-        match object { Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineScsiDiskDeviceInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -751,11 +751,11 @@ impl x::ObjectArrayItem for VirtualMachineScsiPassthroughInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineScsiPassthroughInfo>> {
-        match object { Object::ArrayOfVirtualMachineScsiPassthroughInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineScsiPassthroughInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineScsiPassthroughInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineScsiPassthroughInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineScsiPassthroughInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -767,11 +767,11 @@ impl x::ObjectArrayItem for VirtualMachineSerialInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineSerialInfo>> {
-        match object { Object::ArrayOfVirtualMachineSerialInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineSerialInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineSerialInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineSerialInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineSerialInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -783,11 +783,11 @@ impl x::ObjectArrayItem for VirtualMachineSnapshotTree {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineSnapshotTree>> {
-        match object { Object::ArrayOfVirtualMachineSnapshotTree(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineSnapshotTree(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineSnapshotTree>>, Object> {
-        match object { Object::ArrayOfVirtualMachineSnapshotTree(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineSnapshotTree(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -799,11 +799,11 @@ impl x::ObjectArrayItem for VirtualMachineSoundInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineSoundInfo>> {
-        match object { Object::ArrayOfVirtualMachineSoundInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineSoundInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineSoundInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineSoundInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineSoundInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -815,11 +815,11 @@ impl x::ObjectArrayItem for VirtualMachineSriovInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineSriovInfo>> {
-        match object { Object::ArrayOfVirtualMachineSriovInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineSriovInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineSriovInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineSriovInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineSriovInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -831,11 +831,11 @@ impl x::ObjectArrayItem for VirtualMachineSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineSummary>> {
-        match object { Object::ArrayOfVirtualMachineSummary(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineSummary>>, Object> {
-        match object { Object::ArrayOfVirtualMachineSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -847,11 +847,11 @@ impl x::ObjectArrayItem for VirtualMachineUsageOnDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineUsageOnDatastore>> {
-        match object { Object::ArrayOfVirtualMachineUsageOnDatastore(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineUsageOnDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineUsageOnDatastore>>, Object> {
-        match object { Object::ArrayOfVirtualMachineUsageOnDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineUsageOnDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -863,11 +863,11 @@ impl x::ObjectArrayItem for VirtualMachineUsbInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineUsbInfo>> {
-        match object { Object::ArrayOfVirtualMachineUsbInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineUsbInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineUsbInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineUsbInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineUsbInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -879,11 +879,11 @@ impl x::ObjectArrayItem for VirtualMachineVFlashModuleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVFlashModuleInfo>> {
-        match object { Object::ArrayOfVirtualMachineVFlashModuleInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineVFlashModuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVFlashModuleInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineVFlashModuleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineVFlashModuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -895,11 +895,11 @@ impl x::ObjectArrayItem for VirtualMachineVMCIDeviceFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVMCIDeviceFilterSpec>> {
-        match object { Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVMCIDeviceFilterSpec>>, Object> {
-        match object { Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -911,11 +911,11 @@ impl x::ObjectArrayItem for VirtualMachineVMotionStunTimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVMotionStunTimeInfo>> {
-        match object { Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVMotionStunTimeInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -927,11 +927,11 @@ impl x::ObjectArrayItem for VirtualMachineVcpuConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVcpuConfig>> {
-        match object { Object::ArrayOfVirtualMachineVcpuConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineVcpuConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVcpuConfig>>, Object> {
-        match object { Object::ArrayOfVirtualMachineVcpuConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineVcpuConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -943,11 +943,11 @@ impl x::ObjectArrayItem for VirtualMachineVendorDeviceGroupInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVendorDeviceGroupInfo>> {
-        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVendorDeviceGroupInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -959,11 +959,11 @@ impl x::ObjectArrayItem for VirtualMachineVendorDeviceGroupInfoComponentDeviceIn
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>> {
-        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -975,11 +975,11 @@ impl x::ObjectArrayItem for VirtualMachineVgpuDeviceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVgpuDeviceInfo>> {
-        match object { Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVgpuDeviceInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -991,11 +991,11 @@ impl x::ObjectArrayItem for VirtualMachineVgpuProfileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineVgpuProfileInfo>> {
-        match object { Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineVgpuProfileInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1007,11 +1007,11 @@ impl x::ObjectArrayItem for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>> {
-        match object { Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>>, Object> {
-        match object { Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1023,11 +1023,11 @@ impl x::ObjectArrayItem for VirtualNicManagerNetConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualNicManagerNetConfig>> {
-        match object { Object::ArrayOfVirtualNicManagerNetConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualNicManagerNetConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualNicManagerNetConfig>>, Object> {
-        match object { Object::ArrayOfVirtualNicManagerNetConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualNicManagerNetConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1039,11 +1039,11 @@ impl x::ObjectArrayItem for VirtualPCIPassthroughAllowedDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualPCIPassthroughAllowedDevice>> {
-        match object { Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualPCIPassthroughAllowedDevice>>, Object> {
-        match object { Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1055,11 +1055,11 @@ impl x::ObjectArrayItem for VirtualSCSISharing {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualSCSISharing>> {
-        match object { Object::ArrayOfVirtualSCSISharing(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualSCSISharing(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualSCSISharing>>, Object> {
-        match object { Object::ArrayOfVirtualSCSISharing(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualSCSISharing(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1071,11 +1071,11 @@ impl x::ObjectArrayItem for VirtualSwitchProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualSwitchProfile>> {
-        match object { Object::ArrayOfVirtualSwitchProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualSwitchProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualSwitchProfile>>, Object> {
-        match object { Object::ArrayOfVirtualSwitchProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualSwitchProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1087,11 +1087,11 @@ impl x::ObjectArrayItem for VmEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VmEventArgument>> {
-        match object { Object::ArrayOfVmEventArgument(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVmEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VmEventArgument>>, Object> {
-        match object { Object::ArrayOfVmEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVmEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1103,11 +1103,11 @@ impl x::ObjectArrayItem for AnyVmPlacementPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVmPlacementPolicy>> {
-        match object { Object::ArrayOfVmPlacementPolicy(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVmPlacementPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVmPlacementPolicy>>, Object> {
-        match object { Object::ArrayOfVmPlacementPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVmPlacementPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1119,11 +1119,11 @@ impl x::ObjectArrayItem for VmPodConfigForPlacement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VmPodConfigForPlacement>> {
-        match object { Object::ArrayOfVmPodConfigForPlacement(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVmPodConfigForPlacement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VmPodConfigForPlacement>>, Object> {
-        match object { Object::ArrayOfVmPodConfigForPlacement(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVmPodConfigForPlacement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1135,11 +1135,11 @@ impl x::ObjectArrayItem for VmPortGroupProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VmPortGroupProfile>> {
-        match object { Object::ArrayOfVmPortGroupProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVmPortGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VmPortGroupProfile>>, Object> {
-        match object { Object::ArrayOfVmPortGroupProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVmPortGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1151,11 +1151,11 @@ impl x::ObjectArrayItem for VmfsConfigOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VmfsConfigOption>> {
-        match object { Object::ArrayOfVmfsConfigOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVmfsConfigOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VmfsConfigOption>>, Object> {
-        match object { Object::ArrayOfVmfsConfigOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVmfsConfigOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1167,15 +1167,15 @@ impl x::ObjectArrayItem for VmfsDatastoreOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VmfsDatastoreOption>> {
-        match object { Object::ArrayOfVmfsDatastoreOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVmfsDatastoreOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VmfsDatastoreOption>>, Object> {
-        match object { Object::ArrayOfVmfsDatastoreOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVmfsDatastoreOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for VnicPortArgument {
+#[cfg(feature = "all-events")] impl x::ObjectArrayItem for VnicPortArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<VnicPortArgument>>) -> Object {
@@ -1183,11 +1183,11 @@ impl x::ObjectArrayItem for VnicPortArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VnicPortArgument>> {
-        match object { Object::ArrayOfVnicPortArgument(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVnicPortArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VnicPortArgument>>, Object> {
-        match object { Object::ArrayOfVnicPortArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVnicPortArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1199,11 +1199,11 @@ impl x::ObjectArrayItem for VsanHostConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanHostConfigInfo>> {
-        match object { Object::ArrayOfVsanHostConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanHostConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanHostConfigInfo>>, Object> {
-        match object { Object::ArrayOfVsanHostConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanHostConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1215,11 +1215,11 @@ impl x::ObjectArrayItem for VsanHostConfigInfoNetworkInfoPortConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanHostConfigInfoNetworkInfoPortConfig>> {
-        match object { Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanHostConfigInfoNetworkInfoPortConfig>>, Object> {
-        match object { Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1231,11 +1231,11 @@ impl x::ObjectArrayItem for VsanHostDiskMapInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanHostDiskMapInfo>> {
-        match object { Object::ArrayOfVsanHostDiskMapInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanHostDiskMapInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanHostDiskMapInfo>>, Object> {
-        match object { Object::ArrayOfVsanHostDiskMapInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanHostDiskMapInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1247,11 +1247,11 @@ impl x::ObjectArrayItem for VsanHostDiskMapResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanHostDiskMapResult>> {
-        match object { Object::ArrayOfVsanHostDiskMapResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanHostDiskMapResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanHostDiskMapResult>>, Object> {
-        match object { Object::ArrayOfVsanHostDiskMapResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanHostDiskMapResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1263,11 +1263,11 @@ impl x::ObjectArrayItem for VsanHostDiskMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanHostDiskMapping>> {
-        match object { Object::ArrayOfVsanHostDiskMapping(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanHostDiskMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanHostDiskMapping>>, Object> {
-        match object { Object::ArrayOfVsanHostDiskMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanHostDiskMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1279,11 +1279,11 @@ impl x::ObjectArrayItem for VsanHostDiskResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanHostDiskResult>> {
-        match object { Object::ArrayOfVsanHostDiskResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanHostDiskResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanHostDiskResult>>, Object> {
-        match object { Object::ArrayOfVsanHostDiskResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanHostDiskResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1295,11 +1295,11 @@ impl x::ObjectArrayItem for VsanHostMembershipInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanHostMembershipInfo>> {
-        match object { Object::ArrayOfVsanHostMembershipInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanHostMembershipInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanHostMembershipInfo>>, Object> {
-        match object { Object::ArrayOfVsanHostMembershipInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanHostMembershipInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1311,11 +1311,11 @@ impl x::ObjectArrayItem for VsanHostRuntimeInfoDiskIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanHostRuntimeInfoDiskIssue>> {
-        match object { Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanHostRuntimeInfoDiskIssue>>, Object> {
-        match object { Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1327,11 +1327,11 @@ impl x::ObjectArrayItem for VsanNewPolicyBatch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanNewPolicyBatch>> {
-        match object { Object::ArrayOfVsanNewPolicyBatch(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanNewPolicyBatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanNewPolicyBatch>>, Object> {
-        match object { Object::ArrayOfVsanNewPolicyBatch(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanNewPolicyBatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1343,11 +1343,11 @@ impl x::ObjectArrayItem for VsanPolicyChangeBatch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanPolicyChangeBatch>> {
-        match object { Object::ArrayOfVsanPolicyChangeBatch(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanPolicyChangeBatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanPolicyChangeBatch>>, Object> {
-        match object { Object::ArrayOfVsanPolicyChangeBatch(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanPolicyChangeBatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1359,11 +1359,11 @@ impl x::ObjectArrayItem for VsanPolicySatisfiability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanPolicySatisfiability>> {
-        match object { Object::ArrayOfVsanPolicySatisfiability(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanPolicySatisfiability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanPolicySatisfiability>>, Object> {
-        match object { Object::ArrayOfVsanPolicySatisfiability(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanPolicySatisfiability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1375,11 +1375,11 @@ impl x::ObjectArrayItem for VsanUpgradeSystemNetworkPartitionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VsanUpgradeSystemNetworkPartitionInfo>> {
-        match object { Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VsanUpgradeSystemNetworkPartitionInfo>>, Object> {
-        match object { Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1391,11 +1391,11 @@ impl x::ObjectArrayItem for AnyVsanUpgradeSystemPreflightCheckIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVsanUpgradeSystemPreflightCheckIssue>> {
-        match object { Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>, Object> {
-        match object { Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1407,11 +1407,11 @@ impl x::ObjectArrayItem for AnyVsanUpgradeSystemUpgradeHistoryItem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>> {
-        match object { Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>, Object> {
-        match object { Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1423,11 +1423,11 @@ impl x::ObjectArrayItem for VslmTagEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VslmTagEntry>> {
-        match object { Object::ArrayOfVslmTagEntry(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVslmTagEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VslmTagEntry>>, Object> {
-        match object { Object::ArrayOfVslmTagEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVslmTagEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1439,11 +1439,11 @@ impl x::ObjectArrayItem for VslmInfrastructureObjectPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VslmInfrastructureObjectPolicy>> {
-        match object { Object::ArrayOfvslmInfrastructureObjectPolicy(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfvslmInfrastructureObjectPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VslmInfrastructureObjectPolicy>>, Object> {
-        match object { Object::ArrayOfvslmInfrastructureObjectPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfvslmInfrastructureObjectPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1455,11 +1455,11 @@ impl x::ObjectType for ArrayUpdateOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ArrayUpdateOperation(v) => Some(v), _ => None, }
+        match object { Object::ArrayUpdateOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ArrayUpdateOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayUpdateOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1471,15 +1471,15 @@ impl x::ObjectType for ArrayUpdateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ArrayUpdateSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayUpdateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ArrayUpdateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayUpdateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AuthMinimumAdminPermission {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AuthMinimumAdminPermission {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1487,11 +1487,11 @@ impl x::ObjectType for AuthMinimumAdminPermission {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AuthMinimumAdminPermission(v) => Some(v), _ => None, }
+        match object { Object::AuthMinimumAdminPermission(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AuthMinimumAdminPermission(v) => Ok(v), other => Err(other), }
+        match object { Object::AuthMinimumAdminPermission(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1503,15 +1503,15 @@ impl x::ObjectType for AuthenticationProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AuthenticationProfile(v) => Some(v), _ => None, }
+        match object { Object::AuthenticationProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AuthenticationProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::AuthenticationProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AuthenticationRequired {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AuthenticationRequired {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1519,11 +1519,11 @@ impl x::ObjectType for AuthenticationRequired {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AuthenticationRequired(v) => Some(v), _ => None, }
+        match object { Object::AuthenticationRequired(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AuthenticationRequired(v) => Ok(v), other => Err(other), }
+        match object { Object::AuthenticationRequired(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1535,15 +1535,15 @@ impl x::ObjectType for AuthenticationRequiredAuthenticationScheme {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AuthenticationRequiredAuthenticationScheme(v) => Some(v), _ => None, }
+        match object { Object::AuthenticationRequiredAuthenticationScheme(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AuthenticationRequiredAuthenticationScheme(v) => Ok(v), other => Err(other), }
+        match object { Object::AuthenticationRequiredAuthenticationScheme(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AuthenticationRequiredChallenge {
+#[cfg(feature = "all-faults")] impl x::ObjectType for AuthenticationRequiredChallenge {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1551,11 +1551,11 @@ impl x::ObjectType for AuthenticationRequiredChallenge {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AuthenticationRequiredChallenge(v) => Some(v), _ => None, }
+        match object { Object::AuthenticationRequiredChallenge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AuthenticationRequiredChallenge(v) => Ok(v), other => Err(other), }
+        match object { Object::AuthenticationRequiredChallenge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1567,11 +1567,11 @@ impl x::ObjectType for AuthenticationRequiredErrorType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AuthenticationRequiredErrorType(v) => Some(v), _ => None, }
+        match object { Object::AuthenticationRequiredErrorType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AuthenticationRequiredErrorType(v) => Ok(v), other => Err(other), }
+        match object { Object::AuthenticationRequiredErrorType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1583,15 +1583,15 @@ impl x::ObjectType for AuthorizationDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AuthorizationDescription(v) => Some(v), _ => None, }
+        match object { Object::AuthorizationDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AuthorizationDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::AuthorizationDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for AuthorizationEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for AuthorizationEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1599,11 +1599,11 @@ impl x::ObjectType for AuthorizationEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AuthorizationEvent(v) => Some(v), _ => None, }
+        match object { Object::AuthorizationEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AuthorizationEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::AuthorizationEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1615,11 +1615,11 @@ impl x::ObjectType for AuthorizationPrivilege {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AuthorizationPrivilege(v) => Some(v), _ => None, }
+        match object { Object::AuthorizationPrivilege(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AuthorizationPrivilege(v) => Ok(v), other => Err(other), }
+        match object { Object::AuthorizationPrivilege(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1631,11 +1631,11 @@ impl x::ObjectType for AuthorizationRole {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AuthorizationRole(v) => Some(v), _ => None, }
+        match object { Object::AuthorizationRole(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AuthorizationRole(v) => Ok(v), other => Err(other), }
+        match object { Object::AuthorizationRole(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1647,11 +1647,11 @@ impl x::ObjectType for AutoStartAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AutoStartAction(v) => Some(v), _ => None, }
+        match object { Object::AutoStartAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AutoStartAction(v) => Ok(v), other => Err(other), }
+        match object { Object::AutoStartAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1663,11 +1663,11 @@ impl x::ObjectType for AutoStartDefaults {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AutoStartDefaults(v) => Some(v), _ => None, }
+        match object { Object::AutoStartDefaults(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AutoStartDefaults(v) => Ok(v), other => Err(other), }
+        match object { Object::AutoStartDefaults(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1679,11 +1679,11 @@ impl x::ObjectType for AutoStartPowerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AutoStartPowerInfo(v) => Some(v), _ => None, }
+        match object { Object::AutoStartPowerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AutoStartPowerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::AutoStartPowerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1695,10 +1695,10 @@ impl x::ObjectType for AutoStartWaitHeartbeatSetting {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::AutoStartWaitHeartbeatSetting(v) => Some(v), _ => None, }
+        match object { Object::AutoStartWaitHeartbeatSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::AutoStartWaitHeartbeatSetting(v) => Ok(v), other => Err(other), }
+        match object { Object::AutoStartWaitHeartbeatSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -392,9 +392,9 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    BackupBlobReadFailure(Box<BackupBlobReadFailure>),
-    BackupBlobWriteFailure(Box<BackupBlobWriteFailure>),
-    BadUsernameSessionEvent(Box<BadUsernameSessionEvent>),
+    #[cfg(feature = "all-faults")] BackupBlobReadFailure(Box<BackupBlobReadFailure>),
+    #[cfg(feature = "all-faults")] BackupBlobWriteFailure(Box<BackupBlobWriteFailure>),
+    #[cfg(feature = "all-events")] BadUsernameSessionEvent(Box<BadUsernameSessionEvent>),
     BaseConfigInfo(Box<BaseConfigInfo>),
     BaseConfigInfoBackingInfo(Box<BaseConfigInfoBackingInfo>),
     BaseConfigInfoDiskFileBackingInfo(Box<BaseConfigInfoDiskFileBackingInfo>),
@@ -403,54 +403,54 @@ pub enum Object {
     BaseConfigInfoRawDiskMappingBackingInfo(Box<BaseConfigInfoRawDiskMappingBackingInfo>),
     BatchResult(Box<BatchResult>),
     BatchResultResult(Box<BatchResultResult>),
-    BlockedByFirewall(Box<BlockedByFirewall>),
+    #[cfg(feature = "all-faults")] BlockedByFirewall(Box<BlockedByFirewall>),
     BoolOption(Box<BoolOption>),
     BoolPolicy(Box<BoolPolicy>),
-    CAMServerRefusedConnection(Box<CAMServerRefusedConnection>),
-    CanceledHostOperationEvent(Box<CanceledHostOperationEvent>),
-    CannotAccessFile(Box<CannotAccessFile>),
-    CannotAccessLocalSource(Box<CannotAccessLocalSource>),
-    CannotAccessNetwork(Box<CannotAccessNetwork>),
-    CannotAccessVmComponent(Box<CannotAccessVmComponent>),
-    CannotAccessVmConfig(Box<CannotAccessVmConfig>),
-    CannotAccessVmDevice(Box<CannotAccessVmDevice>),
-    CannotAccessVmDisk(Box<CannotAccessVmDisk>),
-    CannotAddHostWithFTVmAsStandalone(Box<CannotAddHostWithFTVmAsStandalone>),
-    CannotAddHostWithFTVmToDifferentCluster(Box<CannotAddHostWithFTVmToDifferentCluster>),
-    CannotAddHostWithFTVmToNonHACluster(Box<CannotAddHostWithFTVmToNonHACluster>),
-    CannotChangeDrsBehaviorForFtSecondary(Box<CannotChangeDrsBehaviorForFtSecondary>),
-    CannotChangeHaSettingsForFtSecondary(Box<CannotChangeHaSettingsForFtSecondary>),
-    CannotChangeVsanClusterUuid(Box<CannotChangeVsanClusterUuid>),
-    CannotChangeVsanNodeUuid(Box<CannotChangeVsanNodeUuid>),
-    CannotComputeFTCompatibleHosts(Box<CannotComputeFTCompatibleHosts>),
+    #[cfg(feature = "all-faults")] CAMServerRefusedConnection(Box<CAMServerRefusedConnection>),
+    #[cfg(feature = "all-events")] CanceledHostOperationEvent(Box<CanceledHostOperationEvent>),
+    #[cfg(feature = "all-faults")] CannotAccessFile(Box<CannotAccessFile>),
+    #[cfg(feature = "all-faults")] CannotAccessLocalSource(Box<CannotAccessLocalSource>),
+    #[cfg(feature = "all-faults")] CannotAccessNetwork(Box<CannotAccessNetwork>),
+    #[cfg(feature = "all-faults")] CannotAccessVmComponent(Box<CannotAccessVmComponent>),
+    #[cfg(feature = "all-faults")] CannotAccessVmConfig(Box<CannotAccessVmConfig>),
+    #[cfg(feature = "all-faults")] CannotAccessVmDevice(Box<CannotAccessVmDevice>),
+    #[cfg(feature = "all-faults")] CannotAccessVmDisk(Box<CannotAccessVmDisk>),
+    #[cfg(feature = "all-faults")] CannotAddHostWithFTVmAsStandalone(Box<CannotAddHostWithFTVmAsStandalone>),
+    #[cfg(feature = "all-faults")] CannotAddHostWithFTVmToDifferentCluster(Box<CannotAddHostWithFTVmToDifferentCluster>),
+    #[cfg(feature = "all-faults")] CannotAddHostWithFTVmToNonHACluster(Box<CannotAddHostWithFTVmToNonHACluster>),
+    #[cfg(feature = "all-faults")] CannotChangeDrsBehaviorForFtSecondary(Box<CannotChangeDrsBehaviorForFtSecondary>),
+    #[cfg(feature = "all-faults")] CannotChangeHaSettingsForFtSecondary(Box<CannotChangeHaSettingsForFtSecondary>),
+    #[cfg(feature = "all-faults")] CannotChangeVsanClusterUuid(Box<CannotChangeVsanClusterUuid>),
+    #[cfg(feature = "all-faults")] CannotChangeVsanNodeUuid(Box<CannotChangeVsanNodeUuid>),
+    #[cfg(feature = "all-faults")] CannotComputeFTCompatibleHosts(Box<CannotComputeFTCompatibleHosts>),
     CannotCreateFile(Box<CannotCreateFile>),
-    CannotDecryptPasswords(Box<CannotDecryptPasswords>),
-    CannotDeleteFile(Box<CannotDeleteFile>),
-    CannotDisableDrsOnClustersWithVApps(Box<CannotDisableDrsOnClustersWithVApps>),
-    CannotDisableSnapshot(Box<CannotDisableSnapshot>),
-    CannotDisconnectHostWithFaultToleranceVm(Box<CannotDisconnectHostWithFaultToleranceVm>),
-    CannotEnableVmcpForCluster(Box<CannotEnableVmcpForCluster>),
+    #[cfg(feature = "all-faults")] CannotDecryptPasswords(Box<CannotDecryptPasswords>),
+    #[cfg(feature = "all-faults")] CannotDeleteFile(Box<CannotDeleteFile>),
+    #[cfg(feature = "all-faults")] CannotDisableDrsOnClustersWithVApps(Box<CannotDisableDrsOnClustersWithVApps>),
+    #[cfg(feature = "all-faults")] CannotDisableSnapshot(Box<CannotDisableSnapshot>),
+    #[cfg(feature = "all-faults")] CannotDisconnectHostWithFaultToleranceVm(Box<CannotDisconnectHostWithFaultToleranceVm>),
+    #[cfg(feature = "all-faults")] CannotEnableVmcpForCluster(Box<CannotEnableVmcpForCluster>),
     CannotEnableVmcpForClusterReason(Box<CannotEnableVmcpForClusterReason>),
-    CannotModifyConfigCpuRequirements(Box<CannotModifyConfigCpuRequirements>),
-    CannotMoveFaultToleranceVm(Box<CannotMoveFaultToleranceVm>),
+    #[cfg(feature = "all-faults")] CannotModifyConfigCpuRequirements(Box<CannotModifyConfigCpuRequirements>),
+    #[cfg(feature = "all-faults")] CannotMoveFaultToleranceVm(Box<CannotMoveFaultToleranceVm>),
     CannotMoveFaultToleranceVmMoveType(Box<CannotMoveFaultToleranceVmMoveType>),
-    CannotMoveHostWithFaultToleranceVm(Box<CannotMoveHostWithFaultToleranceVm>),
-    CannotMoveVmWithDeltaDisk(Box<CannotMoveVmWithDeltaDisk>),
-    CannotMoveVmWithNativeDeltaDisk(Box<CannotMoveVmWithNativeDeltaDisk>),
-    CannotMoveVsanEnabledHost(Box<CannotMoveVsanEnabledHost>),
-    CannotPlaceWithoutPrerequisiteMoves(Box<CannotPlaceWithoutPrerequisiteMoves>),
-    CannotPowerOffVmInCluster(Box<CannotPowerOffVmInCluster>),
+    #[cfg(feature = "all-faults")] CannotMoveHostWithFaultToleranceVm(Box<CannotMoveHostWithFaultToleranceVm>),
+    #[cfg(feature = "all-faults")] CannotMoveVmWithDeltaDisk(Box<CannotMoveVmWithDeltaDisk>),
+    #[cfg(feature = "all-faults")] CannotMoveVmWithNativeDeltaDisk(Box<CannotMoveVmWithNativeDeltaDisk>),
+    #[cfg(feature = "all-faults")] CannotMoveVsanEnabledHost(Box<CannotMoveVsanEnabledHost>),
+    #[cfg(feature = "all-faults")] CannotPlaceWithoutPrerequisiteMoves(Box<CannotPlaceWithoutPrerequisiteMoves>),
+    #[cfg(feature = "all-faults")] CannotPowerOffVmInCluster(Box<CannotPowerOffVmInCluster>),
     CannotPowerOffVmInClusterOperation(Box<CannotPowerOffVmInClusterOperation>),
-    CannotReconfigureVsanWhenHaEnabled(Box<CannotReconfigureVsanWhenHaEnabled>),
-    CannotUseNetwork(Box<CannotUseNetwork>),
+    #[cfg(feature = "all-faults")] CannotReconfigureVsanWhenHaEnabled(Box<CannotReconfigureVsanWhenHaEnabled>),
+    #[cfg(feature = "all-faults")] CannotUseNetwork(Box<CannotUseNetwork>),
     CannotUseNetworkReason(Box<CannotUseNetworkReason>),
     Capability(Box<Capability>),
-    ChangesInfoEventArgument(Box<ChangesInfoEventArgument>),
+    #[cfg(feature = "all-events")] ChangesInfoEventArgument(Box<ChangesInfoEventArgument>),
     CheckResult(Box<CheckResult>),
     CheckTestType(Box<CheckTestType>),
     ChoiceOption(Box<ChoiceOption>),
-    ClockSkew(Box<ClockSkew>),
-    CloneFromSnapshotNotSupported(Box<CloneFromSnapshotNotSupported>),
+    #[cfg(feature = "all-faults")] ClockSkew(Box<ClockSkew>),
+    #[cfg(feature = "all-faults")] CloneFromSnapshotNotSupported(Box<CloneFromSnapshotNotSupported>),
     ClusterAction(Box<ClusterAction>),
     ClusterActionHistory(Box<ClusterActionHistory>),
 }
@@ -467,9 +467,9 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BackupBlobReadFailure(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BackupBlobWriteFailure(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BadUsernameSessionEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BackupBlobReadFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BackupBlobWriteFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BadUsernameSessionEvent(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BaseConfigInfo(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BaseConfigInfoBackingInfo(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BaseConfigInfoDiskFileBackingInfo(v), Err(e) => return Some(Err(e)) },
@@ -478,54 +478,54 @@ fn decode(
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BaseConfigInfoRawDiskMappingBackingInfo(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BatchResult(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BatchResultResult(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BlockedByFirewall(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BlockedByFirewall(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BoolOption(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::BoolPolicy(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CAMServerRefusedConnection(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CanceledHostOperationEvent(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessFile(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessLocalSource(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessNetwork(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmComponent(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmConfig(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmDevice(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmDisk(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAddHostWithFTVmAsStandalone(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAddHostWithFTVmToDifferentCluster(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAddHostWithFTVmToNonHACluster(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeDrsBehaviorForFtSecondary(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeHaSettingsForFtSecondary(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeVsanClusterUuid(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeVsanNodeUuid(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotComputeFTCompatibleHosts(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CAMServerRefusedConnection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CanceledHostOperationEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessFile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessLocalSource(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessNetwork(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmComponent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAccessVmDisk(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAddHostWithFTVmAsStandalone(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAddHostWithFTVmToDifferentCluster(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotAddHostWithFTVmToNonHACluster(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeDrsBehaviorForFtSecondary(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeHaSettingsForFtSecondary(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeVsanClusterUuid(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotChangeVsanNodeUuid(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotComputeFTCompatibleHosts(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotCreateFile(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDecryptPasswords(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDeleteFile(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDisableDrsOnClustersWithVApps(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDisableSnapshot(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDisconnectHostWithFaultToleranceVm(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotEnableVmcpForCluster(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDecryptPasswords(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDeleteFile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDisableDrsOnClustersWithVApps(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDisableSnapshot(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotDisconnectHostWithFaultToleranceVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotEnableVmcpForCluster(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotEnableVmcpForClusterReason(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotModifyConfigCpuRequirements(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveFaultToleranceVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotModifyConfigCpuRequirements(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveFaultToleranceVm(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveFaultToleranceVmMoveType(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveHostWithFaultToleranceVm(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveVmWithDeltaDisk(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveVmWithNativeDeltaDisk(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveVsanEnabledHost(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotPlaceWithoutPrerequisiteMoves(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotPowerOffVmInCluster(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveHostWithFaultToleranceVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveVmWithDeltaDisk(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveVmWithNativeDeltaDisk(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotMoveVsanEnabledHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotPlaceWithoutPrerequisiteMoves(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotPowerOffVmInCluster(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotPowerOffVmInClusterOperation(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotReconfigureVsanWhenHaEnabled(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotUseNetwork(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotReconfigureVsanWhenHaEnabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotUseNetwork(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CannotUseNetworkReason(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Capability(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ChangesInfoEventArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ChangesInfoEventArgument(v), Err(e) => return Some(Err(e)) },
         92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CheckResult(v), Err(e) => return Some(Err(e)) },
         93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CheckTestType(v), Err(e) => return Some(Err(e)) },
         95 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ChoiceOption(v), Err(e) => return Some(Err(e)) },
-        101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClockSkew(v), Err(e) => return Some(Err(e)) },
-        102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CloneFromSnapshotNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClockSkew(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CloneFromSnapshotNotSupported(v), Err(e) => return Some(Err(e)) },
         108 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterAction(v), Err(e) => return Some(Err(e)) },
         109 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterActionHistory(v), Err(e) => return Some(Err(e)) },
         _ => return None,
@@ -536,9 +536,9 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::BackupBlobReadFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::BackupBlobWriteFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::BadUsernameSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::BackupBlobReadFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::BackupBlobWriteFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::BadUsernameSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::BaseConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::BaseConfigInfoBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::BaseConfigInfoDiskFileBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -547,54 +547,54 @@ impl std::fmt::Debug for Object {
             Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::BatchResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::BatchResultResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::BlockedByFirewall(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::BlockedByFirewall(v) => std::fmt::Debug::fmt(&**v, f),
             Object::BoolOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::BoolPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CAMServerRefusedConnection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CanceledHostOperationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotAccessFile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotAccessLocalSource(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotAccessNetwork(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotAccessVmComponent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotAccessVmConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotAccessVmDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotAccessVmDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotAddHostWithFTVmAsStandalone(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotAddHostWithFTVmToDifferentCluster(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotAddHostWithFTVmToNonHACluster(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotChangeDrsBehaviorForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotChangeHaSettingsForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotChangeVsanClusterUuid(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotChangeVsanNodeUuid(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotComputeFTCompatibleHosts(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CAMServerRefusedConnection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CanceledHostOperationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotAccessFile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotAccessLocalSource(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotAccessNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmComponent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmAsStandalone(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmToDifferentCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmToNonHACluster(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotChangeDrsBehaviorForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotChangeHaSettingsForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotChangeVsanClusterUuid(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotChangeVsanNodeUuid(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotComputeFTCompatibleHosts(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CannotCreateFile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotDecryptPasswords(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotDeleteFile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotDisableDrsOnClustersWithVApps(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotDisableSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotDisconnectHostWithFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotEnableVmcpForCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotDecryptPasswords(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotDeleteFile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotDisableDrsOnClustersWithVApps(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotDisableSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotDisconnectHostWithFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotEnableVmcpForCluster(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CannotEnableVmcpForClusterReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotModifyConfigCpuRequirements(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotMoveFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotModifyConfigCpuRequirements(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotMoveFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CannotMoveFaultToleranceVmMoveType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotMoveHostWithFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotMoveVmWithDeltaDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotMoveVmWithNativeDeltaDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotMoveVsanEnabledHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotPlaceWithoutPrerequisiteMoves(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotPowerOffVmInCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotMoveHostWithFaultToleranceVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotMoveVmWithDeltaDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotMoveVmWithNativeDeltaDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotMoveVsanEnabledHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotPlaceWithoutPrerequisiteMoves(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotPowerOffVmInCluster(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CannotPowerOffVmInClusterOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotReconfigureVsanWhenHaEnabled(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CannotUseNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotReconfigureVsanWhenHaEnabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CannotUseNetwork(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CannotUseNetworkReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Capability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ChangesInfoEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ChangesInfoEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CheckResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CheckTestType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ChoiceOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClockSkew(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CloneFromSnapshotNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ClockSkew(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CloneFromSnapshotNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterActionHistory(v) => std::fmt::Debug::fmt(&**v, f),
         }
@@ -604,9 +604,9 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::BackupBlobReadFailure(a), Object::BackupBlobReadFailure(b)) => **a == **b,
-            (Object::BackupBlobWriteFailure(a), Object::BackupBlobWriteFailure(b)) => **a == **b,
-            (Object::BadUsernameSessionEvent(a), Object::BadUsernameSessionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::BackupBlobReadFailure(a), Object::BackupBlobReadFailure(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::BackupBlobWriteFailure(a), Object::BackupBlobWriteFailure(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::BadUsernameSessionEvent(a), Object::BadUsernameSessionEvent(b)) => **a == **b,
             (Object::BaseConfigInfo(a), Object::BaseConfigInfo(b)) => **a == **b,
             (Object::BaseConfigInfoBackingInfo(a), Object::BaseConfigInfoBackingInfo(b)) => **a == **b,
             (Object::BaseConfigInfoDiskFileBackingInfo(a), Object::BaseConfigInfoDiskFileBackingInfo(b)) => **a == **b,
@@ -615,57 +615,57 @@ impl PartialEq for Object {
             (Object::BaseConfigInfoRawDiskMappingBackingInfo(a), Object::BaseConfigInfoRawDiskMappingBackingInfo(b)) => **a == **b,
             (Object::BatchResult(a), Object::BatchResult(b)) => **a == **b,
             (Object::BatchResultResult(a), Object::BatchResultResult(b)) => **a == **b,
-            (Object::BlockedByFirewall(a), Object::BlockedByFirewall(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::BlockedByFirewall(a), Object::BlockedByFirewall(b)) => **a == **b,
             (Object::BoolOption(a), Object::BoolOption(b)) => **a == **b,
             (Object::BoolPolicy(a), Object::BoolPolicy(b)) => **a == **b,
-            (Object::CAMServerRefusedConnection(a), Object::CAMServerRefusedConnection(b)) => **a == **b,
-            (Object::CanceledHostOperationEvent(a), Object::CanceledHostOperationEvent(b)) => **a == **b,
-            (Object::CannotAccessFile(a), Object::CannotAccessFile(b)) => **a == **b,
-            (Object::CannotAccessLocalSource(a), Object::CannotAccessLocalSource(b)) => **a == **b,
-            (Object::CannotAccessNetwork(a), Object::CannotAccessNetwork(b)) => **a == **b,
-            (Object::CannotAccessVmComponent(a), Object::CannotAccessVmComponent(b)) => **a == **b,
-            (Object::CannotAccessVmConfig(a), Object::CannotAccessVmConfig(b)) => **a == **b,
-            (Object::CannotAccessVmDevice(a), Object::CannotAccessVmDevice(b)) => **a == **b,
-            (Object::CannotAccessVmDisk(a), Object::CannotAccessVmDisk(b)) => **a == **b,
-            (Object::CannotAddHostWithFTVmAsStandalone(a), Object::CannotAddHostWithFTVmAsStandalone(b)) => **a == **b,
-            (Object::CannotAddHostWithFTVmToDifferentCluster(a), Object::CannotAddHostWithFTVmToDifferentCluster(b)) => **a == **b,
-            (Object::CannotAddHostWithFTVmToNonHACluster(a), Object::CannotAddHostWithFTVmToNonHACluster(b)) => **a == **b,
-            (Object::CannotChangeDrsBehaviorForFtSecondary(a), Object::CannotChangeDrsBehaviorForFtSecondary(b)) => **a == **b,
-            (Object::CannotChangeHaSettingsForFtSecondary(a), Object::CannotChangeHaSettingsForFtSecondary(b)) => **a == **b,
-            (Object::CannotChangeVsanClusterUuid(a), Object::CannotChangeVsanClusterUuid(b)) => **a == **b,
-            (Object::CannotChangeVsanNodeUuid(a), Object::CannotChangeVsanNodeUuid(b)) => **a == **b,
-            (Object::CannotComputeFTCompatibleHosts(a), Object::CannotComputeFTCompatibleHosts(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CAMServerRefusedConnection(a), Object::CAMServerRefusedConnection(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CanceledHostOperationEvent(a), Object::CanceledHostOperationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotAccessFile(a), Object::CannotAccessFile(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotAccessLocalSource(a), Object::CannotAccessLocalSource(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotAccessNetwork(a), Object::CannotAccessNetwork(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotAccessVmComponent(a), Object::CannotAccessVmComponent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotAccessVmConfig(a), Object::CannotAccessVmConfig(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotAccessVmDevice(a), Object::CannotAccessVmDevice(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotAccessVmDisk(a), Object::CannotAccessVmDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotAddHostWithFTVmAsStandalone(a), Object::CannotAddHostWithFTVmAsStandalone(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotAddHostWithFTVmToDifferentCluster(a), Object::CannotAddHostWithFTVmToDifferentCluster(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotAddHostWithFTVmToNonHACluster(a), Object::CannotAddHostWithFTVmToNonHACluster(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotChangeDrsBehaviorForFtSecondary(a), Object::CannotChangeDrsBehaviorForFtSecondary(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotChangeHaSettingsForFtSecondary(a), Object::CannotChangeHaSettingsForFtSecondary(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotChangeVsanClusterUuid(a), Object::CannotChangeVsanClusterUuid(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotChangeVsanNodeUuid(a), Object::CannotChangeVsanNodeUuid(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotComputeFTCompatibleHosts(a), Object::CannotComputeFTCompatibleHosts(b)) => **a == **b,
             (Object::CannotCreateFile(a), Object::CannotCreateFile(b)) => **a == **b,
-            (Object::CannotDecryptPasswords(a), Object::CannotDecryptPasswords(b)) => **a == **b,
-            (Object::CannotDeleteFile(a), Object::CannotDeleteFile(b)) => **a == **b,
-            (Object::CannotDisableDrsOnClustersWithVApps(a), Object::CannotDisableDrsOnClustersWithVApps(b)) => **a == **b,
-            (Object::CannotDisableSnapshot(a), Object::CannotDisableSnapshot(b)) => **a == **b,
-            (Object::CannotDisconnectHostWithFaultToleranceVm(a), Object::CannotDisconnectHostWithFaultToleranceVm(b)) => **a == **b,
-            (Object::CannotEnableVmcpForCluster(a), Object::CannotEnableVmcpForCluster(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotDecryptPasswords(a), Object::CannotDecryptPasswords(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotDeleteFile(a), Object::CannotDeleteFile(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotDisableDrsOnClustersWithVApps(a), Object::CannotDisableDrsOnClustersWithVApps(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotDisableSnapshot(a), Object::CannotDisableSnapshot(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotDisconnectHostWithFaultToleranceVm(a), Object::CannotDisconnectHostWithFaultToleranceVm(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotEnableVmcpForCluster(a), Object::CannotEnableVmcpForCluster(b)) => **a == **b,
             (Object::CannotEnableVmcpForClusterReason(a), Object::CannotEnableVmcpForClusterReason(b)) => **a == **b,
-            (Object::CannotModifyConfigCpuRequirements(a), Object::CannotModifyConfigCpuRequirements(b)) => **a == **b,
-            (Object::CannotMoveFaultToleranceVm(a), Object::CannotMoveFaultToleranceVm(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotModifyConfigCpuRequirements(a), Object::CannotModifyConfigCpuRequirements(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotMoveFaultToleranceVm(a), Object::CannotMoveFaultToleranceVm(b)) => **a == **b,
             (Object::CannotMoveFaultToleranceVmMoveType(a), Object::CannotMoveFaultToleranceVmMoveType(b)) => **a == **b,
-            (Object::CannotMoveHostWithFaultToleranceVm(a), Object::CannotMoveHostWithFaultToleranceVm(b)) => **a == **b,
-            (Object::CannotMoveVmWithDeltaDisk(a), Object::CannotMoveVmWithDeltaDisk(b)) => **a == **b,
-            (Object::CannotMoveVmWithNativeDeltaDisk(a), Object::CannotMoveVmWithNativeDeltaDisk(b)) => **a == **b,
-            (Object::CannotMoveVsanEnabledHost(a), Object::CannotMoveVsanEnabledHost(b)) => **a == **b,
-            (Object::CannotPlaceWithoutPrerequisiteMoves(a), Object::CannotPlaceWithoutPrerequisiteMoves(b)) => **a == **b,
-            (Object::CannotPowerOffVmInCluster(a), Object::CannotPowerOffVmInCluster(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotMoveHostWithFaultToleranceVm(a), Object::CannotMoveHostWithFaultToleranceVm(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotMoveVmWithDeltaDisk(a), Object::CannotMoveVmWithDeltaDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotMoveVmWithNativeDeltaDisk(a), Object::CannotMoveVmWithNativeDeltaDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotMoveVsanEnabledHost(a), Object::CannotMoveVsanEnabledHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotPlaceWithoutPrerequisiteMoves(a), Object::CannotPlaceWithoutPrerequisiteMoves(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotPowerOffVmInCluster(a), Object::CannotPowerOffVmInCluster(b)) => **a == **b,
             (Object::CannotPowerOffVmInClusterOperation(a), Object::CannotPowerOffVmInClusterOperation(b)) => **a == **b,
-            (Object::CannotReconfigureVsanWhenHaEnabled(a), Object::CannotReconfigureVsanWhenHaEnabled(b)) => **a == **b,
-            (Object::CannotUseNetwork(a), Object::CannotUseNetwork(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotReconfigureVsanWhenHaEnabled(a), Object::CannotReconfigureVsanWhenHaEnabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CannotUseNetwork(a), Object::CannotUseNetwork(b)) => **a == **b,
             (Object::CannotUseNetworkReason(a), Object::CannotUseNetworkReason(b)) => **a == **b,
             (Object::Capability(a), Object::Capability(b)) => **a == **b,
-            (Object::ChangesInfoEventArgument(a), Object::ChangesInfoEventArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ChangesInfoEventArgument(a), Object::ChangesInfoEventArgument(b)) => **a == **b,
             (Object::CheckResult(a), Object::CheckResult(b)) => **a == **b,
             (Object::CheckTestType(a), Object::CheckTestType(b)) => **a == **b,
             (Object::ChoiceOption(a), Object::ChoiceOption(b)) => **a == **b,
-            (Object::ClockSkew(a), Object::ClockSkew(b)) => **a == **b,
-            (Object::CloneFromSnapshotNotSupported(a), Object::CloneFromSnapshotNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ClockSkew(a), Object::ClockSkew(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CloneFromSnapshotNotSupported(a), Object::CloneFromSnapshotNotSupported(b)) => **a == **b,
             (Object::ClusterAction(a), Object::ClusterAction(b)) => **a == **b,
             (Object::ClusterActionHistory(a), Object::ClusterActionHistory(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -673,9 +673,9 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::BackupBlobReadFailure(v) => Object::BackupBlobReadFailure(Box::new((**v).clone())),
-            Object::BackupBlobWriteFailure(v) => Object::BackupBlobWriteFailure(Box::new((**v).clone())),
-            Object::BadUsernameSessionEvent(v) => Object::BadUsernameSessionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::BackupBlobReadFailure(v) => Object::BackupBlobReadFailure(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::BackupBlobWriteFailure(v) => Object::BackupBlobWriteFailure(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::BadUsernameSessionEvent(v) => Object::BadUsernameSessionEvent(Box::new((**v).clone())),
             Object::BaseConfigInfo(v) => Object::BaseConfigInfo(Box::new((**v).clone())),
             Object::BaseConfigInfoBackingInfo(v) => Object::BaseConfigInfoBackingInfo(Box::new((**v).clone())),
             Object::BaseConfigInfoDiskFileBackingInfo(v) => Object::BaseConfigInfoDiskFileBackingInfo(Box::new((**v).clone())),
@@ -684,54 +684,54 @@ impl Clone for Object {
             Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => Object::BaseConfigInfoRawDiskMappingBackingInfo(Box::new((**v).clone())),
             Object::BatchResult(v) => Object::BatchResult(Box::new((**v).clone())),
             Object::BatchResultResult(v) => Object::BatchResultResult(Box::new((**v).clone())),
-            Object::BlockedByFirewall(v) => Object::BlockedByFirewall(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::BlockedByFirewall(v) => Object::BlockedByFirewall(Box::new((**v).clone())),
             Object::BoolOption(v) => Object::BoolOption(Box::new((**v).clone())),
             Object::BoolPolicy(v) => Object::BoolPolicy(Box::new((**v).clone())),
-            Object::CAMServerRefusedConnection(v) => Object::CAMServerRefusedConnection(Box::new((**v).clone())),
-            Object::CanceledHostOperationEvent(v) => Object::CanceledHostOperationEvent(Box::new((**v).clone())),
-            Object::CannotAccessFile(v) => Object::CannotAccessFile(Box::new((**v).clone())),
-            Object::CannotAccessLocalSource(v) => Object::CannotAccessLocalSource(Box::new((**v).clone())),
-            Object::CannotAccessNetwork(v) => Object::CannotAccessNetwork(Box::new((**v).clone())),
-            Object::CannotAccessVmComponent(v) => Object::CannotAccessVmComponent(Box::new((**v).clone())),
-            Object::CannotAccessVmConfig(v) => Object::CannotAccessVmConfig(Box::new((**v).clone())),
-            Object::CannotAccessVmDevice(v) => Object::CannotAccessVmDevice(Box::new((**v).clone())),
-            Object::CannotAccessVmDisk(v) => Object::CannotAccessVmDisk(Box::new((**v).clone())),
-            Object::CannotAddHostWithFTVmAsStandalone(v) => Object::CannotAddHostWithFTVmAsStandalone(Box::new((**v).clone())),
-            Object::CannotAddHostWithFTVmToDifferentCluster(v) => Object::CannotAddHostWithFTVmToDifferentCluster(Box::new((**v).clone())),
-            Object::CannotAddHostWithFTVmToNonHACluster(v) => Object::CannotAddHostWithFTVmToNonHACluster(Box::new((**v).clone())),
-            Object::CannotChangeDrsBehaviorForFtSecondary(v) => Object::CannotChangeDrsBehaviorForFtSecondary(Box::new((**v).clone())),
-            Object::CannotChangeHaSettingsForFtSecondary(v) => Object::CannotChangeHaSettingsForFtSecondary(Box::new((**v).clone())),
-            Object::CannotChangeVsanClusterUuid(v) => Object::CannotChangeVsanClusterUuid(Box::new((**v).clone())),
-            Object::CannotChangeVsanNodeUuid(v) => Object::CannotChangeVsanNodeUuid(Box::new((**v).clone())),
-            Object::CannotComputeFTCompatibleHosts(v) => Object::CannotComputeFTCompatibleHosts(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CAMServerRefusedConnection(v) => Object::CAMServerRefusedConnection(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CanceledHostOperationEvent(v) => Object::CanceledHostOperationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotAccessFile(v) => Object::CannotAccessFile(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotAccessLocalSource(v) => Object::CannotAccessLocalSource(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotAccessNetwork(v) => Object::CannotAccessNetwork(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmComponent(v) => Object::CannotAccessVmComponent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmConfig(v) => Object::CannotAccessVmConfig(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmDevice(v) => Object::CannotAccessVmDevice(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmDisk(v) => Object::CannotAccessVmDisk(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmAsStandalone(v) => Object::CannotAddHostWithFTVmAsStandalone(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmToDifferentCluster(v) => Object::CannotAddHostWithFTVmToDifferentCluster(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmToNonHACluster(v) => Object::CannotAddHostWithFTVmToNonHACluster(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotChangeDrsBehaviorForFtSecondary(v) => Object::CannotChangeDrsBehaviorForFtSecondary(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotChangeHaSettingsForFtSecondary(v) => Object::CannotChangeHaSettingsForFtSecondary(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotChangeVsanClusterUuid(v) => Object::CannotChangeVsanClusterUuid(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotChangeVsanNodeUuid(v) => Object::CannotChangeVsanNodeUuid(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotComputeFTCompatibleHosts(v) => Object::CannotComputeFTCompatibleHosts(Box::new((**v).clone())),
             Object::CannotCreateFile(v) => Object::CannotCreateFile(Box::new((**v).clone())),
-            Object::CannotDecryptPasswords(v) => Object::CannotDecryptPasswords(Box::new((**v).clone())),
-            Object::CannotDeleteFile(v) => Object::CannotDeleteFile(Box::new((**v).clone())),
-            Object::CannotDisableDrsOnClustersWithVApps(v) => Object::CannotDisableDrsOnClustersWithVApps(Box::new((**v).clone())),
-            Object::CannotDisableSnapshot(v) => Object::CannotDisableSnapshot(Box::new((**v).clone())),
-            Object::CannotDisconnectHostWithFaultToleranceVm(v) => Object::CannotDisconnectHostWithFaultToleranceVm(Box::new((**v).clone())),
-            Object::CannotEnableVmcpForCluster(v) => Object::CannotEnableVmcpForCluster(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotDecryptPasswords(v) => Object::CannotDecryptPasswords(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotDeleteFile(v) => Object::CannotDeleteFile(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotDisableDrsOnClustersWithVApps(v) => Object::CannotDisableDrsOnClustersWithVApps(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotDisableSnapshot(v) => Object::CannotDisableSnapshot(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotDisconnectHostWithFaultToleranceVm(v) => Object::CannotDisconnectHostWithFaultToleranceVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotEnableVmcpForCluster(v) => Object::CannotEnableVmcpForCluster(Box::new((**v).clone())),
             Object::CannotEnableVmcpForClusterReason(v) => Object::CannotEnableVmcpForClusterReason(Box::new((**v).clone())),
-            Object::CannotModifyConfigCpuRequirements(v) => Object::CannotModifyConfigCpuRequirements(Box::new((**v).clone())),
-            Object::CannotMoveFaultToleranceVm(v) => Object::CannotMoveFaultToleranceVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotModifyConfigCpuRequirements(v) => Object::CannotModifyConfigCpuRequirements(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotMoveFaultToleranceVm(v) => Object::CannotMoveFaultToleranceVm(Box::new((**v).clone())),
             Object::CannotMoveFaultToleranceVmMoveType(v) => Object::CannotMoveFaultToleranceVmMoveType(Box::new((**v).clone())),
-            Object::CannotMoveHostWithFaultToleranceVm(v) => Object::CannotMoveHostWithFaultToleranceVm(Box::new((**v).clone())),
-            Object::CannotMoveVmWithDeltaDisk(v) => Object::CannotMoveVmWithDeltaDisk(Box::new((**v).clone())),
-            Object::CannotMoveVmWithNativeDeltaDisk(v) => Object::CannotMoveVmWithNativeDeltaDisk(Box::new((**v).clone())),
-            Object::CannotMoveVsanEnabledHost(v) => Object::CannotMoveVsanEnabledHost(Box::new((**v).clone())),
-            Object::CannotPlaceWithoutPrerequisiteMoves(v) => Object::CannotPlaceWithoutPrerequisiteMoves(Box::new((**v).clone())),
-            Object::CannotPowerOffVmInCluster(v) => Object::CannotPowerOffVmInCluster(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotMoveHostWithFaultToleranceVm(v) => Object::CannotMoveHostWithFaultToleranceVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotMoveVmWithDeltaDisk(v) => Object::CannotMoveVmWithDeltaDisk(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotMoveVmWithNativeDeltaDisk(v) => Object::CannotMoveVmWithNativeDeltaDisk(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotMoveVsanEnabledHost(v) => Object::CannotMoveVsanEnabledHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotPlaceWithoutPrerequisiteMoves(v) => Object::CannotPlaceWithoutPrerequisiteMoves(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotPowerOffVmInCluster(v) => Object::CannotPowerOffVmInCluster(Box::new((**v).clone())),
             Object::CannotPowerOffVmInClusterOperation(v) => Object::CannotPowerOffVmInClusterOperation(Box::new((**v).clone())),
-            Object::CannotReconfigureVsanWhenHaEnabled(v) => Object::CannotReconfigureVsanWhenHaEnabled(Box::new((**v).clone())),
-            Object::CannotUseNetwork(v) => Object::CannotUseNetwork(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotReconfigureVsanWhenHaEnabled(v) => Object::CannotReconfigureVsanWhenHaEnabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CannotUseNetwork(v) => Object::CannotUseNetwork(Box::new((**v).clone())),
             Object::CannotUseNetworkReason(v) => Object::CannotUseNetworkReason(Box::new((**v).clone())),
             Object::Capability(v) => Object::Capability(Box::new((**v).clone())),
-            Object::ChangesInfoEventArgument(v) => Object::ChangesInfoEventArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ChangesInfoEventArgument(v) => Object::ChangesInfoEventArgument(Box::new((**v).clone())),
             Object::CheckResult(v) => Object::CheckResult(Box::new((**v).clone())),
             Object::CheckTestType(v) => Object::CheckTestType(Box::new((**v).clone())),
             Object::ChoiceOption(v) => Object::ChoiceOption(Box::new((**v).clone())),
-            Object::ClockSkew(v) => Object::ClockSkew(Box::new((**v).clone())),
-            Object::CloneFromSnapshotNotSupported(v) => Object::CloneFromSnapshotNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ClockSkew(v) => Object::ClockSkew(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CloneFromSnapshotNotSupported(v) => Object::CloneFromSnapshotNotSupported(Box::new((**v).clone())),
             Object::ClusterAction(v) => Object::ClusterAction(Box::new((**v).clone())),
             Object::ClusterActionHistory(v) => Object::ClusterActionHistory(Box::new((**v).clone())),
         }
@@ -741,9 +741,9 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::BackupBlobReadFailure(_) => "BackupBlobReadFailure",
-            Object::BackupBlobWriteFailure(_) => "BackupBlobWriteFailure",
-            Object::BadUsernameSessionEvent(_) => "BadUsernameSessionEvent",
+            #[cfg(feature = "all-faults")] Object::BackupBlobReadFailure(_) => "BackupBlobReadFailure",
+            #[cfg(feature = "all-faults")] Object::BackupBlobWriteFailure(_) => "BackupBlobWriteFailure",
+            #[cfg(feature = "all-events")] Object::BadUsernameSessionEvent(_) => "BadUsernameSessionEvent",
             Object::BaseConfigInfo(_) => "BaseConfigInfo",
             Object::BaseConfigInfoBackingInfo(_) => "BaseConfigInfoBackingInfo",
             Object::BaseConfigInfoDiskFileBackingInfo(_) => "BaseConfigInfoDiskFileBackingInfo",
@@ -752,54 +752,54 @@ impl x::DataObject for Object {
             Object::BaseConfigInfoRawDiskMappingBackingInfo(_) => "BaseConfigInfoRawDiskMappingBackingInfo",
             Object::BatchResult(_) => "BatchResult",
             Object::BatchResultResult(_) => "BatchResultResult",
-            Object::BlockedByFirewall(_) => "BlockedByFirewall",
+            #[cfg(feature = "all-faults")] Object::BlockedByFirewall(_) => "BlockedByFirewall",
             Object::BoolOption(_) => "BoolOption",
             Object::BoolPolicy(_) => "BoolPolicy",
-            Object::CAMServerRefusedConnection(_) => "CAMServerRefusedConnection",
-            Object::CanceledHostOperationEvent(_) => "CanceledHostOperationEvent",
-            Object::CannotAccessFile(_) => "CannotAccessFile",
-            Object::CannotAccessLocalSource(_) => "CannotAccessLocalSource",
-            Object::CannotAccessNetwork(_) => "CannotAccessNetwork",
-            Object::CannotAccessVmComponent(_) => "CannotAccessVmComponent",
-            Object::CannotAccessVmConfig(_) => "CannotAccessVmConfig",
-            Object::CannotAccessVmDevice(_) => "CannotAccessVmDevice",
-            Object::CannotAccessVmDisk(_) => "CannotAccessVmDisk",
-            Object::CannotAddHostWithFTVmAsStandalone(_) => "CannotAddHostWithFTVmAsStandalone",
-            Object::CannotAddHostWithFTVmToDifferentCluster(_) => "CannotAddHostWithFTVmToDifferentCluster",
-            Object::CannotAddHostWithFTVmToNonHACluster(_) => "CannotAddHostWithFTVmToNonHACluster",
-            Object::CannotChangeDrsBehaviorForFtSecondary(_) => "CannotChangeDrsBehaviorForFtSecondary",
-            Object::CannotChangeHaSettingsForFtSecondary(_) => "CannotChangeHaSettingsForFtSecondary",
-            Object::CannotChangeVsanClusterUuid(_) => "CannotChangeVsanClusterUuid",
-            Object::CannotChangeVsanNodeUuid(_) => "CannotChangeVsanNodeUuid",
-            Object::CannotComputeFTCompatibleHosts(_) => "CannotComputeFTCompatibleHosts",
+            #[cfg(feature = "all-faults")] Object::CAMServerRefusedConnection(_) => "CAMServerRefusedConnection",
+            #[cfg(feature = "all-events")] Object::CanceledHostOperationEvent(_) => "CanceledHostOperationEvent",
+            #[cfg(feature = "all-faults")] Object::CannotAccessFile(_) => "CannotAccessFile",
+            #[cfg(feature = "all-faults")] Object::CannotAccessLocalSource(_) => "CannotAccessLocalSource",
+            #[cfg(feature = "all-faults")] Object::CannotAccessNetwork(_) => "CannotAccessNetwork",
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmComponent(_) => "CannotAccessVmComponent",
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmConfig(_) => "CannotAccessVmConfig",
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmDevice(_) => "CannotAccessVmDevice",
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmDisk(_) => "CannotAccessVmDisk",
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmAsStandalone(_) => "CannotAddHostWithFTVmAsStandalone",
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmToDifferentCluster(_) => "CannotAddHostWithFTVmToDifferentCluster",
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmToNonHACluster(_) => "CannotAddHostWithFTVmToNonHACluster",
+            #[cfg(feature = "all-faults")] Object::CannotChangeDrsBehaviorForFtSecondary(_) => "CannotChangeDrsBehaviorForFtSecondary",
+            #[cfg(feature = "all-faults")] Object::CannotChangeHaSettingsForFtSecondary(_) => "CannotChangeHaSettingsForFtSecondary",
+            #[cfg(feature = "all-faults")] Object::CannotChangeVsanClusterUuid(_) => "CannotChangeVsanClusterUuid",
+            #[cfg(feature = "all-faults")] Object::CannotChangeVsanNodeUuid(_) => "CannotChangeVsanNodeUuid",
+            #[cfg(feature = "all-faults")] Object::CannotComputeFTCompatibleHosts(_) => "CannotComputeFTCompatibleHosts",
             Object::CannotCreateFile(_) => "CannotCreateFile",
-            Object::CannotDecryptPasswords(_) => "CannotDecryptPasswords",
-            Object::CannotDeleteFile(_) => "CannotDeleteFile",
-            Object::CannotDisableDrsOnClustersWithVApps(_) => "CannotDisableDrsOnClustersWithVApps",
-            Object::CannotDisableSnapshot(_) => "CannotDisableSnapshot",
-            Object::CannotDisconnectHostWithFaultToleranceVm(_) => "CannotDisconnectHostWithFaultToleranceVm",
-            Object::CannotEnableVmcpForCluster(_) => "CannotEnableVmcpForCluster",
+            #[cfg(feature = "all-faults")] Object::CannotDecryptPasswords(_) => "CannotDecryptPasswords",
+            #[cfg(feature = "all-faults")] Object::CannotDeleteFile(_) => "CannotDeleteFile",
+            #[cfg(feature = "all-faults")] Object::CannotDisableDrsOnClustersWithVApps(_) => "CannotDisableDrsOnClustersWithVApps",
+            #[cfg(feature = "all-faults")] Object::CannotDisableSnapshot(_) => "CannotDisableSnapshot",
+            #[cfg(feature = "all-faults")] Object::CannotDisconnectHostWithFaultToleranceVm(_) => "CannotDisconnectHostWithFaultToleranceVm",
+            #[cfg(feature = "all-faults")] Object::CannotEnableVmcpForCluster(_) => "CannotEnableVmcpForCluster",
             Object::CannotEnableVmcpForClusterReason(_) => "CannotEnableVmcpForClusterReason",
-            Object::CannotModifyConfigCpuRequirements(_) => "CannotModifyConfigCpuRequirements",
-            Object::CannotMoveFaultToleranceVm(_) => "CannotMoveFaultToleranceVm",
+            #[cfg(feature = "all-faults")] Object::CannotModifyConfigCpuRequirements(_) => "CannotModifyConfigCpuRequirements",
+            #[cfg(feature = "all-faults")] Object::CannotMoveFaultToleranceVm(_) => "CannotMoveFaultToleranceVm",
             Object::CannotMoveFaultToleranceVmMoveType(_) => "CannotMoveFaultToleranceVmMoveType",
-            Object::CannotMoveHostWithFaultToleranceVm(_) => "CannotMoveHostWithFaultToleranceVm",
-            Object::CannotMoveVmWithDeltaDisk(_) => "CannotMoveVmWithDeltaDisk",
-            Object::CannotMoveVmWithNativeDeltaDisk(_) => "CannotMoveVmWithNativeDeltaDisk",
-            Object::CannotMoveVsanEnabledHost(_) => "CannotMoveVsanEnabledHost",
-            Object::CannotPlaceWithoutPrerequisiteMoves(_) => "CannotPlaceWithoutPrerequisiteMoves",
-            Object::CannotPowerOffVmInCluster(_) => "CannotPowerOffVmInCluster",
+            #[cfg(feature = "all-faults")] Object::CannotMoveHostWithFaultToleranceVm(_) => "CannotMoveHostWithFaultToleranceVm",
+            #[cfg(feature = "all-faults")] Object::CannotMoveVmWithDeltaDisk(_) => "CannotMoveVmWithDeltaDisk",
+            #[cfg(feature = "all-faults")] Object::CannotMoveVmWithNativeDeltaDisk(_) => "CannotMoveVmWithNativeDeltaDisk",
+            #[cfg(feature = "all-faults")] Object::CannotMoveVsanEnabledHost(_) => "CannotMoveVsanEnabledHost",
+            #[cfg(feature = "all-faults")] Object::CannotPlaceWithoutPrerequisiteMoves(_) => "CannotPlaceWithoutPrerequisiteMoves",
+            #[cfg(feature = "all-faults")] Object::CannotPowerOffVmInCluster(_) => "CannotPowerOffVmInCluster",
             Object::CannotPowerOffVmInClusterOperation(_) => "CannotPowerOffVmInClusterOperation",
-            Object::CannotReconfigureVsanWhenHaEnabled(_) => "CannotReconfigureVsanWhenHaEnabled",
-            Object::CannotUseNetwork(_) => "CannotUseNetwork",
+            #[cfg(feature = "all-faults")] Object::CannotReconfigureVsanWhenHaEnabled(_) => "CannotReconfigureVsanWhenHaEnabled",
+            #[cfg(feature = "all-faults")] Object::CannotUseNetwork(_) => "CannotUseNetwork",
             Object::CannotUseNetworkReason(_) => "CannotUseNetworkReason",
             Object::Capability(_) => "Capability",
-            Object::ChangesInfoEventArgument(_) => "ChangesInfoEventArgument",
+            #[cfg(feature = "all-events")] Object::ChangesInfoEventArgument(_) => "ChangesInfoEventArgument",
             Object::CheckResult(_) => "CheckResult",
             Object::CheckTestType(_) => "CheckTestType",
             Object::ChoiceOption(_) => "ChoiceOption",
-            Object::ClockSkew(_) => "ClockSkew",
-            Object::CloneFromSnapshotNotSupported(_) => "CloneFromSnapshotNotSupported",
+            #[cfg(feature = "all-faults")] Object::ClockSkew(_) => "ClockSkew",
+            #[cfg(feature = "all-faults")] Object::CloneFromSnapshotNotSupported(_) => "CloneFromSnapshotNotSupported",
             Object::ClusterAction(_) => "ClusterAction",
             Object::ClusterActionHistory(_) => "ClusterActionHistory",
         }
@@ -821,9 +821,9 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::BackupBlobReadFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::BackupBlobWriteFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::BadUsernameSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::BackupBlobReadFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::BackupBlobWriteFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::BadUsernameSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::BaseConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::BaseConfigInfoBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::BaseConfigInfoDiskFileBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -832,54 +832,54 @@ impl x::DataObject for Object {
             Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::BatchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::BatchResultResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::BlockedByFirewall(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::BlockedByFirewall(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::BoolOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::BoolPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CAMServerRefusedConnection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CanceledHostOperationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotAccessFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotAccessLocalSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotAccessNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotAccessVmComponent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotAccessVmConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotAccessVmDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotAccessVmDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotAddHostWithFTVmAsStandalone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotAddHostWithFTVmToDifferentCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotAddHostWithFTVmToNonHACluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotChangeDrsBehaviorForFtSecondary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotChangeHaSettingsForFtSecondary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotChangeVsanClusterUuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotChangeVsanNodeUuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotComputeFTCompatibleHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CAMServerRefusedConnection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CanceledHostOperationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotAccessFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotAccessLocalSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotAccessNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmComponent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotAccessVmDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmAsStandalone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmToDifferentCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmToNonHACluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotChangeDrsBehaviorForFtSecondary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotChangeHaSettingsForFtSecondary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotChangeVsanClusterUuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotChangeVsanNodeUuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotComputeFTCompatibleHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CannotCreateFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotDecryptPasswords(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotDeleteFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotDisableDrsOnClustersWithVApps(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotDisableSnapshot(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotDisconnectHostWithFaultToleranceVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotEnableVmcpForCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotDecryptPasswords(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotDeleteFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotDisableDrsOnClustersWithVApps(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotDisableSnapshot(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotDisconnectHostWithFaultToleranceVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotEnableVmcpForCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CannotEnableVmcpForClusterReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotModifyConfigCpuRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotMoveFaultToleranceVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotModifyConfigCpuRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotMoveFaultToleranceVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CannotMoveFaultToleranceVmMoveType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotMoveHostWithFaultToleranceVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotMoveVmWithDeltaDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotMoveVmWithNativeDeltaDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotMoveVsanEnabledHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotPlaceWithoutPrerequisiteMoves(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotPowerOffVmInCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotMoveHostWithFaultToleranceVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotMoveVmWithDeltaDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotMoveVmWithNativeDeltaDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotMoveVsanEnabledHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotPlaceWithoutPrerequisiteMoves(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotPowerOffVmInCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CannotPowerOffVmInClusterOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotReconfigureVsanWhenHaEnabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CannotUseNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotReconfigureVsanWhenHaEnabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CannotUseNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CannotUseNetworkReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Capability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ChangesInfoEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ChangesInfoEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CheckTestType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ChoiceOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClockSkew(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CloneFromSnapshotNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ClockSkew(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CloneFromSnapshotNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterActionHistory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
@@ -887,7 +887,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for BackupBlobReadFailure {
+#[cfg(feature = "all-faults")] impl x::ObjectType for BackupBlobReadFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -895,15 +895,15 @@ impl x::ObjectType for BackupBlobReadFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BackupBlobReadFailure(v) => Some(v), _ => None, }
+        match object { Object::BackupBlobReadFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BackupBlobReadFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::BackupBlobReadFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for BackupBlobWriteFailure {
+#[cfg(feature = "all-faults")] impl x::ObjectType for BackupBlobWriteFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -911,15 +911,15 @@ impl x::ObjectType for BackupBlobWriteFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BackupBlobWriteFailure(v) => Some(v), _ => None, }
+        match object { Object::BackupBlobWriteFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BackupBlobWriteFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::BackupBlobWriteFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for BadUsernameSessionEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for BadUsernameSessionEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -927,11 +927,11 @@ impl x::ObjectType for BadUsernameSessionEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BadUsernameSessionEvent(v) => Some(v), _ => None, }
+        match object { Object::BadUsernameSessionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BadUsernameSessionEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::BadUsernameSessionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -943,11 +943,11 @@ impl x::ObjectType for BaseConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BaseConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::BaseConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BaseConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::BaseConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -959,11 +959,11 @@ impl x::ObjectType for BaseConfigInfoBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BaseConfigInfoBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::BaseConfigInfoBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BaseConfigInfoBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::BaseConfigInfoBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -975,11 +975,11 @@ impl x::ObjectType for BaseConfigInfoDiskFileBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BaseConfigInfoDiskFileBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::BaseConfigInfoDiskFileBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BaseConfigInfoDiskFileBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::BaseConfigInfoDiskFileBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -991,11 +991,11 @@ impl x::ObjectType for BaseConfigInfoDiskFileBackingInfoProvisioningType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v) => Some(v), _ => None, }
+        match object { Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v) => Ok(v), other => Err(other), }
+        match object { Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1007,11 +1007,11 @@ impl x::ObjectType for BaseConfigInfoFileBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BaseConfigInfoFileBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::BaseConfigInfoFileBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BaseConfigInfoFileBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::BaseConfigInfoFileBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1023,11 +1023,11 @@ impl x::ObjectType for BaseConfigInfoRawDiskMappingBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1039,11 +1039,11 @@ impl x::ObjectType for BatchResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BatchResult(v) => Some(v), _ => None, }
+        match object { Object::BatchResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BatchResult(v) => Ok(v), other => Err(other), }
+        match object { Object::BatchResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1055,15 +1055,15 @@ impl x::ObjectType for BatchResultResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BatchResultResult(v) => Some(v), _ => None, }
+        match object { Object::BatchResultResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BatchResultResult(v) => Ok(v), other => Err(other), }
+        match object { Object::BatchResultResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for BlockedByFirewall {
+#[cfg(feature = "all-faults")] impl x::ObjectType for BlockedByFirewall {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1071,11 +1071,11 @@ impl x::ObjectType for BlockedByFirewall {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BlockedByFirewall(v) => Some(v), _ => None, }
+        match object { Object::BlockedByFirewall(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BlockedByFirewall(v) => Ok(v), other => Err(other), }
+        match object { Object::BlockedByFirewall(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1087,11 +1087,11 @@ impl x::ObjectType for BoolOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BoolOption(v) => Some(v), _ => None, }
+        match object { Object::BoolOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BoolOption(v) => Ok(v), other => Err(other), }
+        match object { Object::BoolOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1103,15 +1103,15 @@ impl x::ObjectType for BoolPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::BoolPolicy(v) => Some(v), _ => None, }
+        match object { Object::BoolPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::BoolPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::BoolPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CAMServerRefusedConnection {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CAMServerRefusedConnection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1119,15 +1119,15 @@ impl x::ObjectType for CAMServerRefusedConnection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CAMServerRefusedConnection(v) => Some(v), _ => None, }
+        match object { Object::CAMServerRefusedConnection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CAMServerRefusedConnection(v) => Ok(v), other => Err(other), }
+        match object { Object::CAMServerRefusedConnection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CanceledHostOperationEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for CanceledHostOperationEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1135,15 +1135,15 @@ impl x::ObjectType for CanceledHostOperationEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CanceledHostOperationEvent(v) => Some(v), _ => None, }
+        match object { Object::CanceledHostOperationEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CanceledHostOperationEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::CanceledHostOperationEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotAccessFile {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotAccessFile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1151,15 +1151,15 @@ impl x::ObjectType for CannotAccessFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotAccessFile(v) => Some(v), _ => None, }
+        match object { Object::CannotAccessFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotAccessFile(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotAccessFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotAccessLocalSource {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotAccessLocalSource {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1167,15 +1167,15 @@ impl x::ObjectType for CannotAccessLocalSource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotAccessLocalSource(v) => Some(v), _ => None, }
+        match object { Object::CannotAccessLocalSource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotAccessLocalSource(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotAccessLocalSource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotAccessNetwork {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotAccessNetwork {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1183,15 +1183,15 @@ impl x::ObjectType for CannotAccessNetwork {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotAccessNetwork(v) => Some(v), _ => None, }
+        match object { Object::CannotAccessNetwork(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotAccessNetwork(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotAccessNetwork(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotAccessVmComponent {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotAccessVmComponent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1199,15 +1199,15 @@ impl x::ObjectType for CannotAccessVmComponent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotAccessVmComponent(v) => Some(v), _ => None, }
+        match object { Object::CannotAccessVmComponent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotAccessVmComponent(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotAccessVmComponent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotAccessVmConfig {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotAccessVmConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1215,15 +1215,15 @@ impl x::ObjectType for CannotAccessVmConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotAccessVmConfig(v) => Some(v), _ => None, }
+        match object { Object::CannotAccessVmConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotAccessVmConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotAccessVmConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotAccessVmDevice {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotAccessVmDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1231,15 +1231,15 @@ impl x::ObjectType for CannotAccessVmDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotAccessVmDevice(v) => Some(v), _ => None, }
+        match object { Object::CannotAccessVmDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotAccessVmDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotAccessVmDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotAccessVmDisk {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotAccessVmDisk {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1247,15 +1247,15 @@ impl x::ObjectType for CannotAccessVmDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotAccessVmDisk(v) => Some(v), _ => None, }
+        match object { Object::CannotAccessVmDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotAccessVmDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotAccessVmDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotAddHostWithFTVmAsStandalone {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotAddHostWithFTVmAsStandalone {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1263,15 +1263,15 @@ impl x::ObjectType for CannotAddHostWithFTVmAsStandalone {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotAddHostWithFTVmAsStandalone(v) => Some(v), _ => None, }
+        match object { Object::CannotAddHostWithFTVmAsStandalone(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotAddHostWithFTVmAsStandalone(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotAddHostWithFTVmAsStandalone(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotAddHostWithFTVmToDifferentCluster {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotAddHostWithFTVmToDifferentCluster {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1279,15 +1279,15 @@ impl x::ObjectType for CannotAddHostWithFTVmToDifferentCluster {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotAddHostWithFTVmToDifferentCluster(v) => Some(v), _ => None, }
+        match object { Object::CannotAddHostWithFTVmToDifferentCluster(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotAddHostWithFTVmToDifferentCluster(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotAddHostWithFTVmToDifferentCluster(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotAddHostWithFTVmToNonHACluster {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotAddHostWithFTVmToNonHACluster {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1295,15 +1295,15 @@ impl x::ObjectType for CannotAddHostWithFTVmToNonHACluster {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotAddHostWithFTVmToNonHACluster(v) => Some(v), _ => None, }
+        match object { Object::CannotAddHostWithFTVmToNonHACluster(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotAddHostWithFTVmToNonHACluster(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotAddHostWithFTVmToNonHACluster(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotChangeDrsBehaviorForFtSecondary {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotChangeDrsBehaviorForFtSecondary {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1311,15 +1311,15 @@ impl x::ObjectType for CannotChangeDrsBehaviorForFtSecondary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotChangeDrsBehaviorForFtSecondary(v) => Some(v), _ => None, }
+        match object { Object::CannotChangeDrsBehaviorForFtSecondary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotChangeDrsBehaviorForFtSecondary(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotChangeDrsBehaviorForFtSecondary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotChangeHaSettingsForFtSecondary {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotChangeHaSettingsForFtSecondary {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1327,15 +1327,15 @@ impl x::ObjectType for CannotChangeHaSettingsForFtSecondary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotChangeHaSettingsForFtSecondary(v) => Some(v), _ => None, }
+        match object { Object::CannotChangeHaSettingsForFtSecondary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotChangeHaSettingsForFtSecondary(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotChangeHaSettingsForFtSecondary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotChangeVsanClusterUuid {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotChangeVsanClusterUuid {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1343,15 +1343,15 @@ impl x::ObjectType for CannotChangeVsanClusterUuid {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotChangeVsanClusterUuid(v) => Some(v), _ => None, }
+        match object { Object::CannotChangeVsanClusterUuid(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotChangeVsanClusterUuid(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotChangeVsanClusterUuid(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotChangeVsanNodeUuid {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotChangeVsanNodeUuid {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1359,15 +1359,15 @@ impl x::ObjectType for CannotChangeVsanNodeUuid {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotChangeVsanNodeUuid(v) => Some(v), _ => None, }
+        match object { Object::CannotChangeVsanNodeUuid(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotChangeVsanNodeUuid(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotChangeVsanNodeUuid(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotComputeFTCompatibleHosts {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotComputeFTCompatibleHosts {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1375,11 +1375,11 @@ impl x::ObjectType for CannotComputeFTCompatibleHosts {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotComputeFTCompatibleHosts(v) => Some(v), _ => None, }
+        match object { Object::CannotComputeFTCompatibleHosts(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotComputeFTCompatibleHosts(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotComputeFTCompatibleHosts(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1391,15 +1391,15 @@ impl x::ObjectType for CannotCreateFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotCreateFile(v) => Some(v), _ => None, }
+        match object { Object::CannotCreateFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotCreateFile(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotCreateFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotDecryptPasswords {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotDecryptPasswords {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1407,15 +1407,15 @@ impl x::ObjectType for CannotDecryptPasswords {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotDecryptPasswords(v) => Some(v), _ => None, }
+        match object { Object::CannotDecryptPasswords(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotDecryptPasswords(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotDecryptPasswords(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotDeleteFile {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotDeleteFile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1423,15 +1423,15 @@ impl x::ObjectType for CannotDeleteFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotDeleteFile(v) => Some(v), _ => None, }
+        match object { Object::CannotDeleteFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotDeleteFile(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotDeleteFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotDisableDrsOnClustersWithVApps {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotDisableDrsOnClustersWithVApps {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1439,15 +1439,15 @@ impl x::ObjectType for CannotDisableDrsOnClustersWithVApps {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotDisableDrsOnClustersWithVApps(v) => Some(v), _ => None, }
+        match object { Object::CannotDisableDrsOnClustersWithVApps(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotDisableDrsOnClustersWithVApps(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotDisableDrsOnClustersWithVApps(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotDisableSnapshot {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotDisableSnapshot {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1455,15 +1455,15 @@ impl x::ObjectType for CannotDisableSnapshot {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotDisableSnapshot(v) => Some(v), _ => None, }
+        match object { Object::CannotDisableSnapshot(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotDisableSnapshot(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotDisableSnapshot(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotDisconnectHostWithFaultToleranceVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotDisconnectHostWithFaultToleranceVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1471,15 +1471,15 @@ impl x::ObjectType for CannotDisconnectHostWithFaultToleranceVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotDisconnectHostWithFaultToleranceVm(v) => Some(v), _ => None, }
+        match object { Object::CannotDisconnectHostWithFaultToleranceVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotDisconnectHostWithFaultToleranceVm(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotDisconnectHostWithFaultToleranceVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotEnableVmcpForCluster {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotEnableVmcpForCluster {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1487,11 +1487,11 @@ impl x::ObjectType for CannotEnableVmcpForCluster {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotEnableVmcpForCluster(v) => Some(v), _ => None, }
+        match object { Object::CannotEnableVmcpForCluster(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotEnableVmcpForCluster(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotEnableVmcpForCluster(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1503,15 +1503,15 @@ impl x::ObjectType for CannotEnableVmcpForClusterReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotEnableVmcpForClusterReason(v) => Some(v), _ => None, }
+        match object { Object::CannotEnableVmcpForClusterReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotEnableVmcpForClusterReason(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotEnableVmcpForClusterReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotModifyConfigCpuRequirements {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotModifyConfigCpuRequirements {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1519,15 +1519,15 @@ impl x::ObjectType for CannotModifyConfigCpuRequirements {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotModifyConfigCpuRequirements(v) => Some(v), _ => None, }
+        match object { Object::CannotModifyConfigCpuRequirements(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotModifyConfigCpuRequirements(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotModifyConfigCpuRequirements(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotMoveFaultToleranceVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotMoveFaultToleranceVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1535,11 +1535,11 @@ impl x::ObjectType for CannotMoveFaultToleranceVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotMoveFaultToleranceVm(v) => Some(v), _ => None, }
+        match object { Object::CannotMoveFaultToleranceVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotMoveFaultToleranceVm(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotMoveFaultToleranceVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1551,15 +1551,15 @@ impl x::ObjectType for CannotMoveFaultToleranceVmMoveType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotMoveFaultToleranceVmMoveType(v) => Some(v), _ => None, }
+        match object { Object::CannotMoveFaultToleranceVmMoveType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotMoveFaultToleranceVmMoveType(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotMoveFaultToleranceVmMoveType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotMoveHostWithFaultToleranceVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotMoveHostWithFaultToleranceVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1567,15 +1567,15 @@ impl x::ObjectType for CannotMoveHostWithFaultToleranceVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotMoveHostWithFaultToleranceVm(v) => Some(v), _ => None, }
+        match object { Object::CannotMoveHostWithFaultToleranceVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotMoveHostWithFaultToleranceVm(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotMoveHostWithFaultToleranceVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotMoveVmWithDeltaDisk {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotMoveVmWithDeltaDisk {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1583,15 +1583,15 @@ impl x::ObjectType for CannotMoveVmWithDeltaDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotMoveVmWithDeltaDisk(v) => Some(v), _ => None, }
+        match object { Object::CannotMoveVmWithDeltaDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotMoveVmWithDeltaDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotMoveVmWithDeltaDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotMoveVmWithNativeDeltaDisk {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotMoveVmWithNativeDeltaDisk {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1599,15 +1599,15 @@ impl x::ObjectType for CannotMoveVmWithNativeDeltaDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotMoveVmWithNativeDeltaDisk(v) => Some(v), _ => None, }
+        match object { Object::CannotMoveVmWithNativeDeltaDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotMoveVmWithNativeDeltaDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotMoveVmWithNativeDeltaDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotMoveVsanEnabledHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotMoveVsanEnabledHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1615,15 +1615,15 @@ impl x::ObjectType for CannotMoveVsanEnabledHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotMoveVsanEnabledHost(v) => Some(v), _ => None, }
+        match object { Object::CannotMoveVsanEnabledHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotMoveVsanEnabledHost(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotMoveVsanEnabledHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotPlaceWithoutPrerequisiteMoves {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotPlaceWithoutPrerequisiteMoves {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1631,15 +1631,15 @@ impl x::ObjectType for CannotPlaceWithoutPrerequisiteMoves {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotPlaceWithoutPrerequisiteMoves(v) => Some(v), _ => None, }
+        match object { Object::CannotPlaceWithoutPrerequisiteMoves(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotPlaceWithoutPrerequisiteMoves(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotPlaceWithoutPrerequisiteMoves(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotPowerOffVmInCluster {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotPowerOffVmInCluster {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1647,11 +1647,11 @@ impl x::ObjectType for CannotPowerOffVmInCluster {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotPowerOffVmInCluster(v) => Some(v), _ => None, }
+        match object { Object::CannotPowerOffVmInCluster(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotPowerOffVmInCluster(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotPowerOffVmInCluster(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1663,15 +1663,15 @@ impl x::ObjectType for CannotPowerOffVmInClusterOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotPowerOffVmInClusterOperation(v) => Some(v), _ => None, }
+        match object { Object::CannotPowerOffVmInClusterOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotPowerOffVmInClusterOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotPowerOffVmInClusterOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotReconfigureVsanWhenHaEnabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotReconfigureVsanWhenHaEnabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1679,15 +1679,15 @@ impl x::ObjectType for CannotReconfigureVsanWhenHaEnabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotReconfigureVsanWhenHaEnabled(v) => Some(v), _ => None, }
+        match object { Object::CannotReconfigureVsanWhenHaEnabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotReconfigureVsanWhenHaEnabled(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotReconfigureVsanWhenHaEnabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CannotUseNetwork {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CannotUseNetwork {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1695,11 +1695,11 @@ impl x::ObjectType for CannotUseNetwork {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotUseNetwork(v) => Some(v), _ => None, }
+        match object { Object::CannotUseNetwork(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotUseNetwork(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotUseNetwork(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1711,11 +1711,11 @@ impl x::ObjectType for CannotUseNetworkReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CannotUseNetworkReason(v) => Some(v), _ => None, }
+        match object { Object::CannotUseNetworkReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CannotUseNetworkReason(v) => Ok(v), other => Err(other), }
+        match object { Object::CannotUseNetworkReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1727,15 +1727,15 @@ impl x::ObjectType for Capability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Capability(v) => Some(v), _ => None, }
+        match object { Object::Capability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Capability(v) => Ok(v), other => Err(other), }
+        match object { Object::Capability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ChangesInfoEventArgument {
+#[cfg(feature = "all-events")] impl x::ObjectType for ChangesInfoEventArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1743,11 +1743,11 @@ impl x::ObjectType for ChangesInfoEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ChangesInfoEventArgument(v) => Some(v), _ => None, }
+        match object { Object::ChangesInfoEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ChangesInfoEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ChangesInfoEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1759,11 +1759,11 @@ impl x::ObjectType for CheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CheckResult(v) => Some(v), _ => None, }
+        match object { Object::CheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::CheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1775,11 +1775,11 @@ impl x::ObjectType for CheckTestType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CheckTestType(v) => Some(v), _ => None, }
+        match object { Object::CheckTestType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CheckTestType(v) => Ok(v), other => Err(other), }
+        match object { Object::CheckTestType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1791,15 +1791,15 @@ impl x::ObjectType for ChoiceOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ChoiceOption(v) => Some(v), _ => None, }
+        match object { Object::ChoiceOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ChoiceOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ChoiceOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClockSkew {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ClockSkew {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1807,15 +1807,15 @@ impl x::ObjectType for ClockSkew {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClockSkew(v) => Some(v), _ => None, }
+        match object { Object::ClockSkew(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClockSkew(v) => Ok(v), other => Err(other), }
+        match object { Object::ClockSkew(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CloneFromSnapshotNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CloneFromSnapshotNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1823,11 +1823,11 @@ impl x::ObjectType for CloneFromSnapshotNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CloneFromSnapshotNotSupported(v) => Some(v), _ => None, }
+        match object { Object::CloneFromSnapshotNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CloneFromSnapshotNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::CloneFromSnapshotNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1839,11 +1839,11 @@ impl x::ObjectType for ClusterAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterAction(v) => Some(v), _ => None, }
+        match object { Object::ClusterAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterAction(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1855,10 +1855,10 @@ impl x::ObjectType for ClusterActionHistory {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterActionHistory(v) => Some(v), _ => None, }
+        match object { Object::ClusterActionHistory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterActionHistory(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterActionHistory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -334,7 +334,7 @@ pub enum Object {
     ClusterAntiAffinityRuleSpec(Box<ClusterAntiAffinityRuleSpec>),
     ClusterAttemptedVmInfo(Box<ClusterAttemptedVmInfo>),
     ClusterClusterInitialPlacementAction(Box<ClusterClusterInitialPlacementAction>),
-    ClusterComplianceCheckedEvent(Box<ClusterComplianceCheckedEvent>),
+    #[cfg(feature = "all-events")] ClusterComplianceCheckedEvent(Box<ClusterComplianceCheckedEvent>),
     ClusterComputeResourceClusterConfigResult(Box<ClusterComputeResourceClusterConfigResult>),
     ClusterComputeResourceCryptoModePolicy(Box<ClusterComputeResourceCryptoModePolicy>),
     ClusterComputeResourceDVSConfigurationValidation(Box<ClusterComputeResourceDVSConfigurationValidation>),
@@ -360,7 +360,7 @@ pub enum Object {
     ClusterConfigInfoEx(Box<ClusterConfigInfoEx>),
     ClusterConfigSpec(Box<ClusterConfigSpec>),
     ClusterConfigSpecEx(Box<ClusterConfigSpecEx>),
-    ClusterCreatedEvent(Box<ClusterCreatedEvent>),
+    #[cfg(feature = "all-events")] ClusterCreatedEvent(Box<ClusterCreatedEvent>),
     ClusterCryptoConfigInfo(Box<ClusterCryptoConfigInfo>),
     ClusterCryptoConfigInfoCryptoMode(Box<ClusterCryptoConfigInfoCryptoMode>),
     ClusterDasAamHostInfo(Box<ClusterDasAamHostInfo>),
@@ -391,7 +391,7 @@ pub enum Object {
     ClusterDasVmSettingsRestartPriority(Box<ClusterDasVmSettingsRestartPriority>),
     ClusterDatastoreUpdateSpec(Box<ClusterDatastoreUpdateSpec>),
     ClusterDependencyRuleInfo(Box<ClusterDependencyRuleInfo>),
-    ClusterDestroyedEvent(Box<ClusterDestroyedEvent>),
+    #[cfg(feature = "all-events")] ClusterDestroyedEvent(Box<ClusterDestroyedEvent>),
     ClusterDpmConfigInfo(Box<ClusterDpmConfigInfo>),
     ClusterDpmHostConfigInfo(Box<ClusterDpmHostConfigInfo>),
     ClusterDpmHostConfigSpec(Box<ClusterDpmHostConfigSpec>),
@@ -416,7 +416,7 @@ fn decode(
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterAntiAffinityRuleSpec(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterClusterInitialPlacementAction(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComplianceCheckedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComplianceCheckedEvent(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceClusterConfigResult(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceCryptoModePolicy(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDVSConfigurationValidation(v), Err(e) => return Some(Err(e)) },
@@ -442,7 +442,7 @@ fn decode(
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigInfoEx(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigSpec(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigSpecEx(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterCreatedEvent(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterCryptoConfigInfo(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterCryptoConfigInfoCryptoMode(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAamHostInfo(v), Err(e) => return Some(Err(e)) },
@@ -473,7 +473,7 @@ fn decode(
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasVmSettingsRestartPriority(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDatastoreUpdateSpec(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDependencyRuleInfo(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDestroyedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDestroyedEvent(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDpmConfigInfo(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDpmHostConfigInfo(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDpmHostConfigSpec(v), Err(e) => return Some(Err(e)) },
@@ -492,7 +492,7 @@ impl std::fmt::Debug for Object {
             Object::ClusterAntiAffinityRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterClusterInitialPlacementAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceClusterConfigResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceCryptoModePolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceDVSConfigurationValidation(v) => std::fmt::Debug::fmt(&**v, f),
@@ -518,7 +518,7 @@ impl std::fmt::Debug for Object {
             Object::ClusterConfigInfoEx(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterConfigSpecEx(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterCryptoConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterCryptoConfigInfoCryptoMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasAamHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -549,7 +549,7 @@ impl std::fmt::Debug for Object {
             Object::ClusterDasVmSettingsRestartPriority(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDatastoreUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDependencyRuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ClusterDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDpmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDpmHostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDpmHostConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -567,7 +567,7 @@ impl PartialEq for Object {
             (Object::ClusterAntiAffinityRuleSpec(a), Object::ClusterAntiAffinityRuleSpec(b)) => **a == **b,
             (Object::ClusterAttemptedVmInfo(a), Object::ClusterAttemptedVmInfo(b)) => **a == **b,
             (Object::ClusterClusterInitialPlacementAction(a), Object::ClusterClusterInitialPlacementAction(b)) => **a == **b,
-            (Object::ClusterComplianceCheckedEvent(a), Object::ClusterComplianceCheckedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ClusterComplianceCheckedEvent(a), Object::ClusterComplianceCheckedEvent(b)) => **a == **b,
             (Object::ClusterComputeResourceClusterConfigResult(a), Object::ClusterComputeResourceClusterConfigResult(b)) => **a == **b,
             (Object::ClusterComputeResourceCryptoModePolicy(a), Object::ClusterComputeResourceCryptoModePolicy(b)) => **a == **b,
             (Object::ClusterComputeResourceDVSConfigurationValidation(a), Object::ClusterComputeResourceDVSConfigurationValidation(b)) => **a == **b,
@@ -593,7 +593,7 @@ impl PartialEq for Object {
             (Object::ClusterConfigInfoEx(a), Object::ClusterConfigInfoEx(b)) => **a == **b,
             (Object::ClusterConfigSpec(a), Object::ClusterConfigSpec(b)) => **a == **b,
             (Object::ClusterConfigSpecEx(a), Object::ClusterConfigSpecEx(b)) => **a == **b,
-            (Object::ClusterCreatedEvent(a), Object::ClusterCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ClusterCreatedEvent(a), Object::ClusterCreatedEvent(b)) => **a == **b,
             (Object::ClusterCryptoConfigInfo(a), Object::ClusterCryptoConfigInfo(b)) => **a == **b,
             (Object::ClusterCryptoConfigInfoCryptoMode(a), Object::ClusterCryptoConfigInfoCryptoMode(b)) => **a == **b,
             (Object::ClusterDasAamHostInfo(a), Object::ClusterDasAamHostInfo(b)) => **a == **b,
@@ -624,14 +624,14 @@ impl PartialEq for Object {
             (Object::ClusterDasVmSettingsRestartPriority(a), Object::ClusterDasVmSettingsRestartPriority(b)) => **a == **b,
             (Object::ClusterDatastoreUpdateSpec(a), Object::ClusterDatastoreUpdateSpec(b)) => **a == **b,
             (Object::ClusterDependencyRuleInfo(a), Object::ClusterDependencyRuleInfo(b)) => **a == **b,
-            (Object::ClusterDestroyedEvent(a), Object::ClusterDestroyedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ClusterDestroyedEvent(a), Object::ClusterDestroyedEvent(b)) => **a == **b,
             (Object::ClusterDpmConfigInfo(a), Object::ClusterDpmConfigInfo(b)) => **a == **b,
             (Object::ClusterDpmHostConfigInfo(a), Object::ClusterDpmHostConfigInfo(b)) => **a == **b,
             (Object::ClusterDpmHostConfigSpec(a), Object::ClusterDpmHostConfigSpec(b)) => **a == **b,
             (Object::ClusterDrsConfigInfo(a), Object::ClusterDrsConfigInfo(b)) => **a == **b,
             (Object::ClusterDrsFaults(a), Object::ClusterDrsFaults(b)) => **a == **b,
             (Object::ClusterDrsFaultsFaultsByVirtualDisk(a), Object::ClusterDrsFaultsFaultsByVirtualDisk(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -643,7 +643,7 @@ impl Clone for Object {
             Object::ClusterAntiAffinityRuleSpec(v) => Object::ClusterAntiAffinityRuleSpec(Box::new((**v).clone())),
             Object::ClusterAttemptedVmInfo(v) => Object::ClusterAttemptedVmInfo(Box::new((**v).clone())),
             Object::ClusterClusterInitialPlacementAction(v) => Object::ClusterClusterInitialPlacementAction(Box::new((**v).clone())),
-            Object::ClusterComplianceCheckedEvent(v) => Object::ClusterComplianceCheckedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(v) => Object::ClusterComplianceCheckedEvent(Box::new((**v).clone())),
             Object::ClusterComputeResourceClusterConfigResult(v) => Object::ClusterComputeResourceClusterConfigResult(Box::new((**v).clone())),
             Object::ClusterComputeResourceCryptoModePolicy(v) => Object::ClusterComputeResourceCryptoModePolicy(Box::new((**v).clone())),
             Object::ClusterComputeResourceDVSConfigurationValidation(v) => Object::ClusterComputeResourceDVSConfigurationValidation(Box::new((**v).clone())),
@@ -669,7 +669,7 @@ impl Clone for Object {
             Object::ClusterConfigInfoEx(v) => Object::ClusterConfigInfoEx(Box::new((**v).clone())),
             Object::ClusterConfigSpec(v) => Object::ClusterConfigSpec(Box::new((**v).clone())),
             Object::ClusterConfigSpecEx(v) => Object::ClusterConfigSpecEx(Box::new((**v).clone())),
-            Object::ClusterCreatedEvent(v) => Object::ClusterCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(v) => Object::ClusterCreatedEvent(Box::new((**v).clone())),
             Object::ClusterCryptoConfigInfo(v) => Object::ClusterCryptoConfigInfo(Box::new((**v).clone())),
             Object::ClusterCryptoConfigInfoCryptoMode(v) => Object::ClusterCryptoConfigInfoCryptoMode(Box::new((**v).clone())),
             Object::ClusterDasAamHostInfo(v) => Object::ClusterDasAamHostInfo(Box::new((**v).clone())),
@@ -700,7 +700,7 @@ impl Clone for Object {
             Object::ClusterDasVmSettingsRestartPriority(v) => Object::ClusterDasVmSettingsRestartPriority(Box::new((**v).clone())),
             Object::ClusterDatastoreUpdateSpec(v) => Object::ClusterDatastoreUpdateSpec(Box::new((**v).clone())),
             Object::ClusterDependencyRuleInfo(v) => Object::ClusterDependencyRuleInfo(Box::new((**v).clone())),
-            Object::ClusterDestroyedEvent(v) => Object::ClusterDestroyedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ClusterDestroyedEvent(v) => Object::ClusterDestroyedEvent(Box::new((**v).clone())),
             Object::ClusterDpmConfigInfo(v) => Object::ClusterDpmConfigInfo(Box::new((**v).clone())),
             Object::ClusterDpmHostConfigInfo(v) => Object::ClusterDpmHostConfigInfo(Box::new((**v).clone())),
             Object::ClusterDpmHostConfigSpec(v) => Object::ClusterDpmHostConfigSpec(Box::new((**v).clone())),
@@ -718,7 +718,7 @@ impl x::DataObject for Object {
             Object::ClusterAntiAffinityRuleSpec(_) => "ClusterAntiAffinityRuleSpec",
             Object::ClusterAttemptedVmInfo(_) => "ClusterAttemptedVmInfo",
             Object::ClusterClusterInitialPlacementAction(_) => "ClusterClusterInitialPlacementAction",
-            Object::ClusterComplianceCheckedEvent(_) => "ClusterComplianceCheckedEvent",
+            #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(_) => "ClusterComplianceCheckedEvent",
             Object::ClusterComputeResourceClusterConfigResult(_) => "ClusterComputeResourceClusterConfigResult",
             Object::ClusterComputeResourceCryptoModePolicy(_) => "ClusterComputeResourceCryptoModePolicy",
             Object::ClusterComputeResourceDVSConfigurationValidation(_) => "ClusterComputeResourceDVSConfigurationValidation",
@@ -744,7 +744,7 @@ impl x::DataObject for Object {
             Object::ClusterConfigInfoEx(_) => "ClusterConfigInfoEx",
             Object::ClusterConfigSpec(_) => "ClusterConfigSpec",
             Object::ClusterConfigSpecEx(_) => "ClusterConfigSpecEx",
-            Object::ClusterCreatedEvent(_) => "ClusterCreatedEvent",
+            #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(_) => "ClusterCreatedEvent",
             Object::ClusterCryptoConfigInfo(_) => "ClusterCryptoConfigInfo",
             Object::ClusterCryptoConfigInfoCryptoMode(_) => "ClusterCryptoConfigInfoCryptoMode",
             Object::ClusterDasAamHostInfo(_) => "ClusterDasAamHostInfo",
@@ -775,7 +775,7 @@ impl x::DataObject for Object {
             Object::ClusterDasVmSettingsRestartPriority(_) => "ClusterDasVmSettingsRestartPriority",
             Object::ClusterDatastoreUpdateSpec(_) => "ClusterDatastoreUpdateSpec",
             Object::ClusterDependencyRuleInfo(_) => "ClusterDependencyRuleInfo",
-            Object::ClusterDestroyedEvent(_) => "ClusterDestroyedEvent",
+            #[cfg(feature = "all-events")] Object::ClusterDestroyedEvent(_) => "ClusterDestroyedEvent",
             Object::ClusterDpmConfigInfo(_) => "ClusterDpmConfigInfo",
             Object::ClusterDpmHostConfigInfo(_) => "ClusterDpmHostConfigInfo",
             Object::ClusterDpmHostConfigSpec(_) => "ClusterDpmHostConfigSpec",
@@ -805,7 +805,7 @@ impl x::DataObject for Object {
             Object::ClusterAntiAffinityRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterClusterInitialPlacementAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComplianceCheckedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceClusterConfigResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceCryptoModePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceDVSConfigurationValidation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -831,7 +831,7 @@ impl x::DataObject for Object {
             Object::ClusterConfigInfoEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterConfigSpecEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterCryptoConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterCryptoConfigInfoCryptoMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasAamHostInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -862,7 +862,7 @@ impl x::DataObject for Object {
             Object::ClusterDasVmSettingsRestartPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDatastoreUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDependencyRuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ClusterDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDpmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDpmHostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDpmHostConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -882,11 +882,11 @@ impl x::ObjectType for ClusterAffinityRuleSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterAffinityRuleSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterAffinityRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterAffinityRuleSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterAffinityRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -898,11 +898,11 @@ impl x::ObjectType for ClusterAntiAffinityRuleSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterAntiAffinityRuleSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterAntiAffinityRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterAntiAffinityRuleSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterAntiAffinityRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -914,11 +914,11 @@ impl x::ObjectType for ClusterAttemptedVmInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterAttemptedVmInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterAttemptedVmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterAttemptedVmInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterAttemptedVmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -930,15 +930,15 @@ impl x::ObjectType for ClusterClusterInitialPlacementAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterClusterInitialPlacementAction(v) => Some(v), _ => None, }
+        match object { Object::ClusterClusterInitialPlacementAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterClusterInitialPlacementAction(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterClusterInitialPlacementAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterComplianceCheckedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ClusterComplianceCheckedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -946,11 +946,11 @@ impl x::ObjectType for ClusterComplianceCheckedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComplianceCheckedEvent(v) => Some(v), _ => None, }
+        match object { Object::ClusterComplianceCheckedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComplianceCheckedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComplianceCheckedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -962,11 +962,11 @@ impl x::ObjectType for ClusterComputeResourceClusterConfigResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceClusterConfigResult(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceClusterConfigResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceClusterConfigResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceClusterConfigResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -978,11 +978,11 @@ impl x::ObjectType for ClusterComputeResourceCryptoModePolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceCryptoModePolicy(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceCryptoModePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceCryptoModePolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceCryptoModePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -994,11 +994,11 @@ impl x::ObjectType for ClusterComputeResourceDVSConfigurationValidation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceDVSConfigurationValidation(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceDVSConfigurationValidation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceDVSConfigurationValidation(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceDVSConfigurationValidation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1010,11 +1010,11 @@ impl x::ObjectType for ClusterComputeResourceDVSSetting {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceDVSSetting(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceDVSSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceDVSSetting(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceDVSSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1026,11 +1026,11 @@ impl x::ObjectType for ClusterComputeResourceDVSSettingDVPortgroupToServiceMappi
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1042,11 +1042,11 @@ impl x::ObjectType for ClusterComputeResourceDvsProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceDvsProfile(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceDvsProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceDvsProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceDvsProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1058,11 +1058,11 @@ impl x::ObjectType for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceM
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1074,11 +1074,11 @@ impl x::ObjectType for ClusterComputeResourceHCIConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHCIConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceHCIConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHCIConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceHCIConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1090,11 +1090,11 @@ impl x::ObjectType for ClusterComputeResourceHCIConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHCIConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceHCIConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHCIConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceHCIConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1106,11 +1106,11 @@ impl x::ObjectType for ClusterComputeResourceHCIWorkflowState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHCIWorkflowState(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceHCIWorkflowState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHCIWorkflowState(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceHCIWorkflowState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1122,11 +1122,11 @@ impl x::ObjectType for ClusterComputeResourceHostConfigurationInput {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHostConfigurationInput(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceHostConfigurationInput(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHostConfigurationInput(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceHostConfigurationInput(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1138,11 +1138,11 @@ impl x::ObjectType for ClusterComputeResourceHostConfigurationProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHostConfigurationProfile(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceHostConfigurationProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHostConfigurationProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceHostConfigurationProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1154,11 +1154,11 @@ impl x::ObjectType for ClusterComputeResourceHostConfigurationValidation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHostConfigurationValidation(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceHostConfigurationValidation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHostConfigurationValidation(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceHostConfigurationValidation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1170,11 +1170,11 @@ impl x::ObjectType for ClusterComputeResourceHostEvacuationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHostEvacuationInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceHostEvacuationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHostEvacuationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceHostEvacuationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1186,11 +1186,11 @@ impl x::ObjectType for ClusterComputeResourceHostVmkNicInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceHostVmkNicInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceHostVmkNicInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceHostVmkNicInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceHostVmkNicInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1202,11 +1202,11 @@ impl x::ObjectType for ClusterComputeResourceMaintenanceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceMaintenanceInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceMaintenanceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceMaintenanceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceMaintenanceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1218,11 +1218,11 @@ impl x::ObjectType for ClusterComputeResourceSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceSummary(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1234,11 +1234,11 @@ impl x::ObjectType for ClusterComputeResourceVCProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceVCProfile(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceVCProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceVCProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceVCProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1250,11 +1250,11 @@ impl x::ObjectType for ClusterComputeResourceValidationResultBase {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceValidationResultBase(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceValidationResultBase(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceValidationResultBase(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceValidationResultBase(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1266,11 +1266,11 @@ impl x::ObjectType for ClusterComputeResourceVcsHealthStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceVcsHealthStatus(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceVcsHealthStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceVcsHealthStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceVcsHealthStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1282,11 +1282,11 @@ impl x::ObjectType for ClusterComputeResourceVcsSlots {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterComputeResourceVcsSlots(v) => Some(v), _ => None, }
+        match object { Object::ClusterComputeResourceVcsSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterComputeResourceVcsSlots(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterComputeResourceVcsSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1298,11 +1298,11 @@ impl x::ObjectType for ClusterConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1314,11 +1314,11 @@ impl x::ObjectType for ClusterConfigInfoEx {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterConfigInfoEx(v) => Some(v), _ => None, }
+        match object { Object::ClusterConfigInfoEx(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterConfigInfoEx(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterConfigInfoEx(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1330,11 +1330,11 @@ impl x::ObjectType for ClusterConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1346,15 +1346,15 @@ impl x::ObjectType for ClusterConfigSpecEx {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterConfigSpecEx(v) => Some(v), _ => None, }
+        match object { Object::ClusterConfigSpecEx(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterConfigSpecEx(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterConfigSpecEx(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ClusterCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1362,11 +1362,11 @@ impl x::ObjectType for ClusterCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::ClusterCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1378,11 +1378,11 @@ impl x::ObjectType for ClusterCryptoConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterCryptoConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterCryptoConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterCryptoConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterCryptoConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1394,11 +1394,11 @@ impl x::ObjectType for ClusterCryptoConfigInfoCryptoMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterCryptoConfigInfoCryptoMode(v) => Some(v), _ => None, }
+        match object { Object::ClusterCryptoConfigInfoCryptoMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterCryptoConfigInfoCryptoMode(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterCryptoConfigInfoCryptoMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1410,11 +1410,11 @@ impl x::ObjectType for ClusterDasAamHostInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAamHostInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasAamHostInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAamHostInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasAamHostInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1426,11 +1426,11 @@ impl x::ObjectType for ClusterDasAamNodeState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAamNodeState(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasAamNodeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAamNodeState(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasAamNodeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1442,11 +1442,11 @@ impl x::ObjectType for ClusterDasAamNodeStateDasState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAamNodeStateDasState(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasAamNodeStateDasState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAamNodeStateDasState(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasAamNodeStateDasState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1458,11 +1458,11 @@ impl x::ObjectType for ClusterDasAdmissionControlInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAdmissionControlInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasAdmissionControlInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAdmissionControlInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasAdmissionControlInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1474,11 +1474,11 @@ impl x::ObjectType for ClusterDasAdmissionControlPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAdmissionControlPolicy(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasAdmissionControlPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAdmissionControlPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasAdmissionControlPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1490,11 +1490,11 @@ impl x::ObjectType for ClusterDasAdvancedRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAdvancedRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasAdvancedRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAdvancedRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasAdvancedRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1506,11 +1506,11 @@ impl x::ObjectType for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1522,11 +1522,11 @@ impl x::ObjectType for ClusterDasConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1538,11 +1538,11 @@ impl x::ObjectType for ClusterDasConfigInfoHBDatastoreCandidate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1554,11 +1554,11 @@ impl x::ObjectType for ClusterDasConfigInfoServiceState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasConfigInfoServiceState(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasConfigInfoServiceState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasConfigInfoServiceState(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasConfigInfoServiceState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1570,11 +1570,11 @@ impl x::ObjectType for ClusterDasConfigInfoVmMonitoringState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasConfigInfoVmMonitoringState(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasConfigInfoVmMonitoringState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasConfigInfoVmMonitoringState(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasConfigInfoVmMonitoringState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1586,11 +1586,11 @@ impl x::ObjectType for ClusterDasData {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasData(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasData(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasData(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasData(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1602,11 +1602,11 @@ impl x::ObjectType for ClusterDasDataSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasDataSummary(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasDataSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasDataSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasDataSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1618,11 +1618,11 @@ impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1634,11 +1634,11 @@ impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1650,11 +1650,11 @@ impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1666,11 +1666,11 @@ impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1682,11 +1682,11 @@ impl x::ObjectType for ClusterDasFdmAvailabilityState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFdmAvailabilityState(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasFdmAvailabilityState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFdmAvailabilityState(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasFdmAvailabilityState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1698,11 +1698,11 @@ impl x::ObjectType for ClusterDasFdmHostState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasFdmHostState(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasFdmHostState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasFdmHostState(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasFdmHostState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1714,11 +1714,11 @@ impl x::ObjectType for ClusterDasHostInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasHostInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasHostInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasHostInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasHostInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1730,11 +1730,11 @@ impl x::ObjectType for ClusterDasHostRecommendation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasHostRecommendation(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasHostRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasHostRecommendation(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasHostRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1746,11 +1746,11 @@ impl x::ObjectType for ClusterDasVmConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasVmConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasVmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasVmConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasVmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1762,11 +1762,11 @@ impl x::ObjectType for ClusterDasVmConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasVmConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasVmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasVmConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasVmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1778,11 +1778,11 @@ impl x::ObjectType for ClusterDasVmSettings {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasVmSettings(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasVmSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasVmSettings(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasVmSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1794,11 +1794,11 @@ impl x::ObjectType for ClusterDasVmSettingsIsolationResponse {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasVmSettingsIsolationResponse(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasVmSettingsIsolationResponse(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasVmSettingsIsolationResponse(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasVmSettingsIsolationResponse(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1810,11 +1810,11 @@ impl x::ObjectType for ClusterDasVmSettingsRestartPriority {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDasVmSettingsRestartPriority(v) => Some(v), _ => None, }
+        match object { Object::ClusterDasVmSettingsRestartPriority(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDasVmSettingsRestartPriority(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDasVmSettingsRestartPriority(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1826,11 +1826,11 @@ impl x::ObjectType for ClusterDatastoreUpdateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDatastoreUpdateSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterDatastoreUpdateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDatastoreUpdateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDatastoreUpdateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1842,15 +1842,15 @@ impl x::ObjectType for ClusterDependencyRuleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDependencyRuleInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDependencyRuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDependencyRuleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDependencyRuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterDestroyedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ClusterDestroyedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1858,11 +1858,11 @@ impl x::ObjectType for ClusterDestroyedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDestroyedEvent(v) => Some(v), _ => None, }
+        match object { Object::ClusterDestroyedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDestroyedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDestroyedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1874,11 +1874,11 @@ impl x::ObjectType for ClusterDpmConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDpmConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDpmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDpmConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDpmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1890,11 +1890,11 @@ impl x::ObjectType for ClusterDpmHostConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDpmHostConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDpmHostConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDpmHostConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDpmHostConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1906,11 +1906,11 @@ impl x::ObjectType for ClusterDpmHostConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDpmHostConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterDpmHostConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDpmHostConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDpmHostConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1922,11 +1922,11 @@ impl x::ObjectType for ClusterDrsConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDrsConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDrsConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1938,11 +1938,11 @@ impl x::ObjectType for ClusterDrsFaults {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsFaults(v) => Some(v), _ => None, }
+        match object { Object::ClusterDrsFaults(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsFaults(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDrsFaults(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1954,10 +1954,10 @@ impl x::ObjectType for ClusterDrsFaultsFaultsByVirtualDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsFaultsFaultsByVirtualDisk(v) => Some(v), _ => None, }
+        match object { Object::ClusterDrsFaultsFaultsByVirtualDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsFaultsFaultsByVirtualDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDrsFaultsFaultsByVirtualDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

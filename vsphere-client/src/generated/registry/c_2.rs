@@ -307,7 +307,7 @@ pub enum Object {
     ClusterEVCManagerCheckResult(Box<ClusterEVCManagerCheckResult>),
     ClusterEVCManagerEVCState(Box<ClusterEVCManagerEVCState>),
     ClusterEnterMaintenanceResult(Box<ClusterEnterMaintenanceResult>),
-    ClusterEvent(Box<ClusterEvent>),
+    #[cfg(feature = "all-events")] ClusterEvent(Box<ClusterEvent>),
     ClusterFailoverHostAdmissionControlInfo(Box<ClusterFailoverHostAdmissionControlInfo>),
     ClusterFailoverHostAdmissionControlInfoHostStatus(Box<ClusterFailoverHostAdmissionControlInfoHostStatus>),
     ClusterFailoverHostAdmissionControlPolicy(Box<ClusterFailoverHostAdmissionControlPolicy>),
@@ -333,7 +333,7 @@ pub enum Object {
     ClusterNetworkConfigSpec(Box<ClusterNetworkConfigSpec>),
     ClusterNotAttemptedVmInfo(Box<ClusterNotAttemptedVmInfo>),
     ClusterOrchestrationInfo(Box<ClusterOrchestrationInfo>),
-    ClusterOvercommittedEvent(Box<ClusterOvercommittedEvent>),
+    #[cfg(feature = "all-events")] ClusterOvercommittedEvent(Box<ClusterOvercommittedEvent>),
     ClusterPowerOnVmOption(Box<ClusterPowerOnVmOption>),
     ClusterPowerOnVmResult(Box<ClusterPowerOnVmResult>),
     ClusterPreemptibleVmPairInfo(Box<ClusterPreemptibleVmPairInfo>),
@@ -346,12 +346,12 @@ pub enum Object {
     ClusterProfileCreateSpec(Box<ClusterProfileCreateSpec>),
     ClusterProfileServiceType(Box<ClusterProfileServiceType>),
     ClusterRecommendation(Box<ClusterRecommendation>),
-    ClusterReconfiguredEvent(Box<ClusterReconfiguredEvent>),
+    #[cfg(feature = "all-events")] ClusterReconfiguredEvent(Box<ClusterReconfiguredEvent>),
     ClusterResourceUsageSummary(Box<ClusterResourceUsageSummary>),
     ClusterRuleInfo(Box<ClusterRuleInfo>),
     ClusterRuleSpec(Box<ClusterRuleSpec>),
     ClusterSlotPolicy(Box<ClusterSlotPolicy>),
-    ClusterStatusChangedEvent(Box<ClusterStatusChangedEvent>),
+    #[cfg(feature = "all-events")] ClusterStatusChangedEvent(Box<ClusterStatusChangedEvent>),
     ClusterSystemVMsConfigInfo(Box<ClusterSystemVMsConfigInfo>),
     ClusterSystemVMsConfigInfoDeploymentMode(Box<ClusterSystemVMsConfigInfoDeploymentMode>),
     ClusterSystemVMsConfigSpec(Box<ClusterSystemVMsConfigSpec>),
@@ -367,7 +367,7 @@ pub enum Object {
     ClusterVmReadiness(Box<ClusterVmReadiness>),
     ClusterVmReadinessReadyCondition(Box<ClusterVmReadinessReadyCondition>),
     ClusterVmToolsMonitoringSettings(Box<ClusterVmToolsMonitoringSettings>),
-    CollectorAddressUnset(Box<CollectorAddressUnset>),
+    #[cfg(feature = "all-faults")] CollectorAddressUnset(Box<CollectorAddressUnset>),
     ComplianceFailure(Box<ComplianceFailure>),
     ComplianceFailureComplianceFailureValues(Box<ComplianceFailureComplianceFailureValues>),
 }
@@ -392,7 +392,7 @@ fn decode(
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEVCManagerCheckResult(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEVCManagerEVCState(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEnterMaintenanceResult(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEvent(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverHostAdmissionControlInfo(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverHostAdmissionControlPolicy(v), Err(e) => return Some(Err(e)) },
@@ -418,7 +418,7 @@ fn decode(
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterNetworkConfigSpec(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterNotAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterOrchestrationInfo(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterOvercommittedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterOvercommittedEvent(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterPowerOnVmOption(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterPowerOnVmResult(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterPreemptibleVmPairInfo(v), Err(e) => return Some(Err(e)) },
@@ -431,12 +431,12 @@ fn decode(
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileCreateSpec(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileServiceType(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterRecommendation(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterResourceUsageSummary(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterRuleInfo(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterRuleSpec(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSlotPolicy(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigInfo(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigInfoDeploymentMode(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigSpec(v), Err(e) => return Some(Err(e)) },
@@ -452,7 +452,7 @@ fn decode(
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmReadiness(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmReadinessReadyCondition(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmToolsMonitoringSettings(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CollectorAddressUnset(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CollectorAddressUnset(v), Err(e) => return Some(Err(e)) },
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceFailure(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
         _ => return None,
@@ -471,7 +471,7 @@ impl std::fmt::Debug for Object {
             Object::ClusterEVCManagerCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterEVCManagerEVCState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterEnterMaintenanceResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterFailoverHostAdmissionControlInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterFailoverHostAdmissionControlPolicy(v) => std::fmt::Debug::fmt(&**v, f),
@@ -497,7 +497,7 @@ impl std::fmt::Debug for Object {
             Object::ClusterNetworkConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterNotAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterOrchestrationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterPowerOnVmOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterPowerOnVmResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterPreemptibleVmPairInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -510,12 +510,12 @@ impl std::fmt::Debug for Object {
             Object::ClusterProfileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterProfileServiceType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterResourceUsageSummary(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterRuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterSlotPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterSystemVMsConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterSystemVMsConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -531,7 +531,7 @@ impl std::fmt::Debug for Object {
             Object::ClusterVmReadiness(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterVmReadinessReadyCondition(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterVmToolsMonitoringSettings(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CollectorAddressUnset(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComplianceFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComplianceFailureComplianceFailureValues(v) => std::fmt::Debug::fmt(&**v, f),
         }
@@ -549,7 +549,7 @@ impl PartialEq for Object {
             (Object::ClusterEVCManagerCheckResult(a), Object::ClusterEVCManagerCheckResult(b)) => **a == **b,
             (Object::ClusterEVCManagerEVCState(a), Object::ClusterEVCManagerEVCState(b)) => **a == **b,
             (Object::ClusterEnterMaintenanceResult(a), Object::ClusterEnterMaintenanceResult(b)) => **a == **b,
-            (Object::ClusterEvent(a), Object::ClusterEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ClusterEvent(a), Object::ClusterEvent(b)) => **a == **b,
             (Object::ClusterFailoverHostAdmissionControlInfo(a), Object::ClusterFailoverHostAdmissionControlInfo(b)) => **a == **b,
             (Object::ClusterFailoverHostAdmissionControlInfoHostStatus(a), Object::ClusterFailoverHostAdmissionControlInfoHostStatus(b)) => **a == **b,
             (Object::ClusterFailoverHostAdmissionControlPolicy(a), Object::ClusterFailoverHostAdmissionControlPolicy(b)) => **a == **b,
@@ -575,7 +575,7 @@ impl PartialEq for Object {
             (Object::ClusterNetworkConfigSpec(a), Object::ClusterNetworkConfigSpec(b)) => **a == **b,
             (Object::ClusterNotAttemptedVmInfo(a), Object::ClusterNotAttemptedVmInfo(b)) => **a == **b,
             (Object::ClusterOrchestrationInfo(a), Object::ClusterOrchestrationInfo(b)) => **a == **b,
-            (Object::ClusterOvercommittedEvent(a), Object::ClusterOvercommittedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ClusterOvercommittedEvent(a), Object::ClusterOvercommittedEvent(b)) => **a == **b,
             (Object::ClusterPowerOnVmOption(a), Object::ClusterPowerOnVmOption(b)) => **a == **b,
             (Object::ClusterPowerOnVmResult(a), Object::ClusterPowerOnVmResult(b)) => **a == **b,
             (Object::ClusterPreemptibleVmPairInfo(a), Object::ClusterPreemptibleVmPairInfo(b)) => **a == **b,
@@ -588,12 +588,12 @@ impl PartialEq for Object {
             (Object::ClusterProfileCreateSpec(a), Object::ClusterProfileCreateSpec(b)) => **a == **b,
             (Object::ClusterProfileServiceType(a), Object::ClusterProfileServiceType(b)) => **a == **b,
             (Object::ClusterRecommendation(a), Object::ClusterRecommendation(b)) => **a == **b,
-            (Object::ClusterReconfiguredEvent(a), Object::ClusterReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ClusterReconfiguredEvent(a), Object::ClusterReconfiguredEvent(b)) => **a == **b,
             (Object::ClusterResourceUsageSummary(a), Object::ClusterResourceUsageSummary(b)) => **a == **b,
             (Object::ClusterRuleInfo(a), Object::ClusterRuleInfo(b)) => **a == **b,
             (Object::ClusterRuleSpec(a), Object::ClusterRuleSpec(b)) => **a == **b,
             (Object::ClusterSlotPolicy(a), Object::ClusterSlotPolicy(b)) => **a == **b,
-            (Object::ClusterStatusChangedEvent(a), Object::ClusterStatusChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ClusterStatusChangedEvent(a), Object::ClusterStatusChangedEvent(b)) => **a == **b,
             (Object::ClusterSystemVMsConfigInfo(a), Object::ClusterSystemVMsConfigInfo(b)) => **a == **b,
             (Object::ClusterSystemVMsConfigInfoDeploymentMode(a), Object::ClusterSystemVMsConfigInfoDeploymentMode(b)) => **a == **b,
             (Object::ClusterSystemVMsConfigSpec(a), Object::ClusterSystemVMsConfigSpec(b)) => **a == **b,
@@ -609,10 +609,10 @@ impl PartialEq for Object {
             (Object::ClusterVmReadiness(a), Object::ClusterVmReadiness(b)) => **a == **b,
             (Object::ClusterVmReadinessReadyCondition(a), Object::ClusterVmReadinessReadyCondition(b)) => **a == **b,
             (Object::ClusterVmToolsMonitoringSettings(a), Object::ClusterVmToolsMonitoringSettings(b)) => **a == **b,
-            (Object::CollectorAddressUnset(a), Object::CollectorAddressUnset(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CollectorAddressUnset(a), Object::CollectorAddressUnset(b)) => **a == **b,
             (Object::ComplianceFailure(a), Object::ComplianceFailure(b)) => **a == **b,
             (Object::ComplianceFailureComplianceFailureValues(a), Object::ComplianceFailureComplianceFailureValues(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -628,7 +628,7 @@ impl Clone for Object {
             Object::ClusterEVCManagerCheckResult(v) => Object::ClusterEVCManagerCheckResult(Box::new((**v).clone())),
             Object::ClusterEVCManagerEVCState(v) => Object::ClusterEVCManagerEVCState(Box::new((**v).clone())),
             Object::ClusterEnterMaintenanceResult(v) => Object::ClusterEnterMaintenanceResult(Box::new((**v).clone())),
-            Object::ClusterEvent(v) => Object::ClusterEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ClusterEvent(v) => Object::ClusterEvent(Box::new((**v).clone())),
             Object::ClusterFailoverHostAdmissionControlInfo(v) => Object::ClusterFailoverHostAdmissionControlInfo(Box::new((**v).clone())),
             Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => Object::ClusterFailoverHostAdmissionControlInfoHostStatus(Box::new((**v).clone())),
             Object::ClusterFailoverHostAdmissionControlPolicy(v) => Object::ClusterFailoverHostAdmissionControlPolicy(Box::new((**v).clone())),
@@ -654,7 +654,7 @@ impl Clone for Object {
             Object::ClusterNetworkConfigSpec(v) => Object::ClusterNetworkConfigSpec(Box::new((**v).clone())),
             Object::ClusterNotAttemptedVmInfo(v) => Object::ClusterNotAttemptedVmInfo(Box::new((**v).clone())),
             Object::ClusterOrchestrationInfo(v) => Object::ClusterOrchestrationInfo(Box::new((**v).clone())),
-            Object::ClusterOvercommittedEvent(v) => Object::ClusterOvercommittedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(v) => Object::ClusterOvercommittedEvent(Box::new((**v).clone())),
             Object::ClusterPowerOnVmOption(v) => Object::ClusterPowerOnVmOption(Box::new((**v).clone())),
             Object::ClusterPowerOnVmResult(v) => Object::ClusterPowerOnVmResult(Box::new((**v).clone())),
             Object::ClusterPreemptibleVmPairInfo(v) => Object::ClusterPreemptibleVmPairInfo(Box::new((**v).clone())),
@@ -667,12 +667,12 @@ impl Clone for Object {
             Object::ClusterProfileCreateSpec(v) => Object::ClusterProfileCreateSpec(Box::new((**v).clone())),
             Object::ClusterProfileServiceType(v) => Object::ClusterProfileServiceType(Box::new((**v).clone())),
             Object::ClusterRecommendation(v) => Object::ClusterRecommendation(Box::new((**v).clone())),
-            Object::ClusterReconfiguredEvent(v) => Object::ClusterReconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(v) => Object::ClusterReconfiguredEvent(Box::new((**v).clone())),
             Object::ClusterResourceUsageSummary(v) => Object::ClusterResourceUsageSummary(Box::new((**v).clone())),
             Object::ClusterRuleInfo(v) => Object::ClusterRuleInfo(Box::new((**v).clone())),
             Object::ClusterRuleSpec(v) => Object::ClusterRuleSpec(Box::new((**v).clone())),
             Object::ClusterSlotPolicy(v) => Object::ClusterSlotPolicy(Box::new((**v).clone())),
-            Object::ClusterStatusChangedEvent(v) => Object::ClusterStatusChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(v) => Object::ClusterStatusChangedEvent(Box::new((**v).clone())),
             Object::ClusterSystemVMsConfigInfo(v) => Object::ClusterSystemVMsConfigInfo(Box::new((**v).clone())),
             Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Object::ClusterSystemVMsConfigInfoDeploymentMode(Box::new((**v).clone())),
             Object::ClusterSystemVMsConfigSpec(v) => Object::ClusterSystemVMsConfigSpec(Box::new((**v).clone())),
@@ -688,7 +688,7 @@ impl Clone for Object {
             Object::ClusterVmReadiness(v) => Object::ClusterVmReadiness(Box::new((**v).clone())),
             Object::ClusterVmReadinessReadyCondition(v) => Object::ClusterVmReadinessReadyCondition(Box::new((**v).clone())),
             Object::ClusterVmToolsMonitoringSettings(v) => Object::ClusterVmToolsMonitoringSettings(Box::new((**v).clone())),
-            Object::CollectorAddressUnset(v) => Object::CollectorAddressUnset(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(v) => Object::CollectorAddressUnset(Box::new((**v).clone())),
             Object::ComplianceFailure(v) => Object::ComplianceFailure(Box::new((**v).clone())),
             Object::ComplianceFailureComplianceFailureValues(v) => Object::ComplianceFailureComplianceFailureValues(Box::new((**v).clone())),
         }
@@ -706,7 +706,7 @@ impl x::DataObject for Object {
             Object::ClusterEVCManagerCheckResult(_) => "ClusterEVCManagerCheckResult",
             Object::ClusterEVCManagerEVCState(_) => "ClusterEVCManagerEVCState",
             Object::ClusterEnterMaintenanceResult(_) => "ClusterEnterMaintenanceResult",
-            Object::ClusterEvent(_) => "ClusterEvent",
+            #[cfg(feature = "all-events")] Object::ClusterEvent(_) => "ClusterEvent",
             Object::ClusterFailoverHostAdmissionControlInfo(_) => "ClusterFailoverHostAdmissionControlInfo",
             Object::ClusterFailoverHostAdmissionControlInfoHostStatus(_) => "ClusterFailoverHostAdmissionControlInfoHostStatus",
             Object::ClusterFailoverHostAdmissionControlPolicy(_) => "ClusterFailoverHostAdmissionControlPolicy",
@@ -732,7 +732,7 @@ impl x::DataObject for Object {
             Object::ClusterNetworkConfigSpec(_) => "ClusterNetworkConfigSpec",
             Object::ClusterNotAttemptedVmInfo(_) => "ClusterNotAttemptedVmInfo",
             Object::ClusterOrchestrationInfo(_) => "ClusterOrchestrationInfo",
-            Object::ClusterOvercommittedEvent(_) => "ClusterOvercommittedEvent",
+            #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(_) => "ClusterOvercommittedEvent",
             Object::ClusterPowerOnVmOption(_) => "ClusterPowerOnVmOption",
             Object::ClusterPowerOnVmResult(_) => "ClusterPowerOnVmResult",
             Object::ClusterPreemptibleVmPairInfo(_) => "ClusterPreemptibleVmPairInfo",
@@ -745,12 +745,12 @@ impl x::DataObject for Object {
             Object::ClusterProfileCreateSpec(_) => "ClusterProfileCreateSpec",
             Object::ClusterProfileServiceType(_) => "ClusterProfileServiceType",
             Object::ClusterRecommendation(_) => "ClusterRecommendation",
-            Object::ClusterReconfiguredEvent(_) => "ClusterReconfiguredEvent",
+            #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(_) => "ClusterReconfiguredEvent",
             Object::ClusterResourceUsageSummary(_) => "ClusterResourceUsageSummary",
             Object::ClusterRuleInfo(_) => "ClusterRuleInfo",
             Object::ClusterRuleSpec(_) => "ClusterRuleSpec",
             Object::ClusterSlotPolicy(_) => "ClusterSlotPolicy",
-            Object::ClusterStatusChangedEvent(_) => "ClusterStatusChangedEvent",
+            #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(_) => "ClusterStatusChangedEvent",
             Object::ClusterSystemVMsConfigInfo(_) => "ClusterSystemVMsConfigInfo",
             Object::ClusterSystemVMsConfigInfoDeploymentMode(_) => "ClusterSystemVMsConfigInfoDeploymentMode",
             Object::ClusterSystemVMsConfigSpec(_) => "ClusterSystemVMsConfigSpec",
@@ -766,7 +766,7 @@ impl x::DataObject for Object {
             Object::ClusterVmReadiness(_) => "ClusterVmReadiness",
             Object::ClusterVmReadinessReadyCondition(_) => "ClusterVmReadinessReadyCondition",
             Object::ClusterVmToolsMonitoringSettings(_) => "ClusterVmToolsMonitoringSettings",
-            Object::CollectorAddressUnset(_) => "CollectorAddressUnset",
+            #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(_) => "CollectorAddressUnset",
             Object::ComplianceFailure(_) => "ComplianceFailure",
             Object::ComplianceFailureComplianceFailureValues(_) => "ComplianceFailureComplianceFailureValues",
         }
@@ -796,7 +796,7 @@ impl x::DataObject for Object {
             Object::ClusterEVCManagerCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterEVCManagerEVCState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterEnterMaintenanceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ClusterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterFailoverHostAdmissionControlInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterFailoverHostAdmissionControlPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -822,7 +822,7 @@ impl x::DataObject for Object {
             Object::ClusterNetworkConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterNotAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterOrchestrationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterOvercommittedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterPowerOnVmOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterPowerOnVmResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterPreemptibleVmPairInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -835,12 +835,12 @@ impl x::DataObject for Object {
             Object::ClusterProfileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterProfileServiceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterResourceUsageSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterRuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterSlotPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterSystemVMsConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterSystemVMsConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -856,7 +856,7 @@ impl x::DataObject for Object {
             Object::ClusterVmReadiness(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterVmReadinessReadyCondition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterVmToolsMonitoringSettings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CollectorAddressUnset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComplianceFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComplianceFailureComplianceFailureValues(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
@@ -872,11 +872,11 @@ impl x::ObjectType for ClusterDrsFaultsFaultsByVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsFaultsFaultsByVm(v) => Some(v), _ => None, }
+        match object { Object::ClusterDrsFaultsFaultsByVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsFaultsFaultsByVm(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDrsFaultsFaultsByVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -888,11 +888,11 @@ impl x::ObjectType for ClusterDrsMigration {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsMigration(v) => Some(v), _ => None, }
+        match object { Object::ClusterDrsMigration(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsMigration(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDrsMigration(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -904,11 +904,11 @@ impl x::ObjectType for ClusterDrsRecommendation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsRecommendation(v) => Some(v), _ => None, }
+        match object { Object::ClusterDrsRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsRecommendation(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDrsRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -920,11 +920,11 @@ impl x::ObjectType for ClusterDrsVmConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsVmConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterDrsVmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsVmConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDrsVmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -936,11 +936,11 @@ impl x::ObjectType for ClusterDrsVmConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterDrsVmConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterDrsVmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterDrsVmConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterDrsVmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -952,11 +952,11 @@ impl x::ObjectType for ClusterEVCManagerCheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterEVCManagerCheckResult(v) => Some(v), _ => None, }
+        match object { Object::ClusterEVCManagerCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterEVCManagerCheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterEVCManagerCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -968,11 +968,11 @@ impl x::ObjectType for ClusterEVCManagerEVCState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterEVCManagerEVCState(v) => Some(v), _ => None, }
+        match object { Object::ClusterEVCManagerEVCState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterEVCManagerEVCState(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterEVCManagerEVCState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -984,15 +984,15 @@ impl x::ObjectType for ClusterEnterMaintenanceResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterEnterMaintenanceResult(v) => Some(v), _ => None, }
+        match object { Object::ClusterEnterMaintenanceResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterEnterMaintenanceResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterEnterMaintenanceResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ClusterEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1000,11 +1000,11 @@ impl x::ObjectType for ClusterEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterEvent(v) => Some(v), _ => None, }
+        match object { Object::ClusterEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1016,11 +1016,11 @@ impl x::ObjectType for ClusterFailoverHostAdmissionControlInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverHostAdmissionControlInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterFailoverHostAdmissionControlInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverHostAdmissionControlInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterFailoverHostAdmissionControlInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1032,11 +1032,11 @@ impl x::ObjectType for ClusterFailoverHostAdmissionControlInfoHostStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => Some(v), _ => None, }
+        match object { Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1048,11 +1048,11 @@ impl x::ObjectType for ClusterFailoverHostAdmissionControlPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverHostAdmissionControlPolicy(v) => Some(v), _ => None, }
+        match object { Object::ClusterFailoverHostAdmissionControlPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverHostAdmissionControlPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterFailoverHostAdmissionControlPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1064,11 +1064,11 @@ impl x::ObjectType for ClusterFailoverLevelAdmissionControlInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverLevelAdmissionControlInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterFailoverLevelAdmissionControlInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverLevelAdmissionControlInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterFailoverLevelAdmissionControlInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1080,11 +1080,11 @@ impl x::ObjectType for ClusterFailoverLevelAdmissionControlPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverLevelAdmissionControlPolicy(v) => Some(v), _ => None, }
+        match object { Object::ClusterFailoverLevelAdmissionControlPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverLevelAdmissionControlPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterFailoverLevelAdmissionControlPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1096,11 +1096,11 @@ impl x::ObjectType for ClusterFailoverResourcesAdmissionControlInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverResourcesAdmissionControlInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterFailoverResourcesAdmissionControlInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverResourcesAdmissionControlInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterFailoverResourcesAdmissionControlInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1112,11 +1112,11 @@ impl x::ObjectType for ClusterFailoverResourcesAdmissionControlPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFailoverResourcesAdmissionControlPolicy(v) => Some(v), _ => None, }
+        match object { Object::ClusterFailoverResourcesAdmissionControlPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFailoverResourcesAdmissionControlPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterFailoverResourcesAdmissionControlPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1128,11 +1128,11 @@ impl x::ObjectType for ClusterFixedSizeSlotPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFixedSizeSlotPolicy(v) => Some(v), _ => None, }
+        match object { Object::ClusterFixedSizeSlotPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFixedSizeSlotPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterFixedSizeSlotPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1144,11 +1144,11 @@ impl x::ObjectType for ClusterFtVmHostRuleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterFtVmHostRuleInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterFtVmHostRuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterFtVmHostRuleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterFtVmHostRuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1160,11 +1160,11 @@ impl x::ObjectType for ClusterGroupInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterGroupInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterGroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterGroupInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterGroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1176,11 +1176,11 @@ impl x::ObjectType for ClusterGroupSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterGroupSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterGroupSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterGroupSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterGroupSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1192,11 +1192,11 @@ impl x::ObjectType for ClusterHostGroup {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterHostGroup(v) => Some(v), _ => None, }
+        match object { Object::ClusterHostGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterHostGroup(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterHostGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1208,11 +1208,11 @@ impl x::ObjectType for ClusterHostInfraUpdateHaModeAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterHostInfraUpdateHaModeAction(v) => Some(v), _ => None, }
+        match object { Object::ClusterHostInfraUpdateHaModeAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterHostInfraUpdateHaModeAction(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterHostInfraUpdateHaModeAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1224,11 +1224,11 @@ impl x::ObjectType for ClusterHostInfraUpdateHaModeActionOperationType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => Some(v), _ => None, }
+        match object { Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1240,11 +1240,11 @@ impl x::ObjectType for ClusterHostPowerAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterHostPowerAction(v) => Some(v), _ => None, }
+        match object { Object::ClusterHostPowerAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterHostPowerAction(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterHostPowerAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1256,11 +1256,11 @@ impl x::ObjectType for ClusterHostRecommendation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterHostRecommendation(v) => Some(v), _ => None, }
+        match object { Object::ClusterHostRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterHostRecommendation(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterHostRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1272,11 +1272,11 @@ impl x::ObjectType for ClusterInfraUpdateHaConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterInfraUpdateHaConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterInfraUpdateHaConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterInfraUpdateHaConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterInfraUpdateHaConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1288,11 +1288,11 @@ impl x::ObjectType for ClusterInfraUpdateHaConfigInfoBehaviorType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => Some(v), _ => None, }
+        match object { Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1304,11 +1304,11 @@ impl x::ObjectType for ClusterInfraUpdateHaConfigInfoRemediationType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => Some(v), _ => None, }
+        match object { Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1320,11 +1320,11 @@ impl x::ObjectType for ClusterInitialPlacementAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterInitialPlacementAction(v) => Some(v), _ => None, }
+        match object { Object::ClusterInitialPlacementAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterInitialPlacementAction(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterInitialPlacementAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1336,11 +1336,11 @@ impl x::ObjectType for ClusterIoFilterInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterIoFilterInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterIoFilterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterIoFilterInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterIoFilterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1352,11 +1352,11 @@ impl x::ObjectType for ClusterMigrationAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterMigrationAction(v) => Some(v), _ => None, }
+        match object { Object::ClusterMigrationAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterMigrationAction(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterMigrationAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1368,11 +1368,11 @@ impl x::ObjectType for ClusterNetworkConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterNetworkConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterNetworkConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterNetworkConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterNetworkConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1384,11 +1384,11 @@ impl x::ObjectType for ClusterNotAttemptedVmInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterNotAttemptedVmInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterNotAttemptedVmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterNotAttemptedVmInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterNotAttemptedVmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1400,15 +1400,15 @@ impl x::ObjectType for ClusterOrchestrationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterOrchestrationInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterOrchestrationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterOrchestrationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterOrchestrationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterOvercommittedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ClusterOvercommittedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1416,11 +1416,11 @@ impl x::ObjectType for ClusterOvercommittedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterOvercommittedEvent(v) => Some(v), _ => None, }
+        match object { Object::ClusterOvercommittedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterOvercommittedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterOvercommittedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1432,11 +1432,11 @@ impl x::ObjectType for ClusterPowerOnVmOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterPowerOnVmOption(v) => Some(v), _ => None, }
+        match object { Object::ClusterPowerOnVmOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterPowerOnVmOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterPowerOnVmOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1448,11 +1448,11 @@ impl x::ObjectType for ClusterPowerOnVmResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterPowerOnVmResult(v) => Some(v), _ => None, }
+        match object { Object::ClusterPowerOnVmResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterPowerOnVmResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterPowerOnVmResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1464,11 +1464,11 @@ impl x::ObjectType for ClusterPreemptibleVmPairInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterPreemptibleVmPairInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterPreemptibleVmPairInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterPreemptibleVmPairInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterPreemptibleVmPairInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1480,11 +1480,11 @@ impl x::ObjectType for ClusterPreemptibleVmPairSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterPreemptibleVmPairSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterPreemptibleVmPairSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterPreemptibleVmPairSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterPreemptibleVmPairSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1496,11 +1496,11 @@ impl x::ObjectType for ClusterProactiveDrsConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProactiveDrsConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterProactiveDrsConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProactiveDrsConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterProactiveDrsConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1512,11 +1512,11 @@ impl x::ObjectType for ClusterProfileCompleteConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileCompleteConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterProfileCompleteConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileCompleteConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterProfileCompleteConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1528,11 +1528,11 @@ impl x::ObjectType for ClusterProfileConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterProfileConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterProfileConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1544,11 +1544,11 @@ impl x::ObjectType for ClusterProfileConfigServiceCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileConfigServiceCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterProfileConfigServiceCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileConfigServiceCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterProfileConfigServiceCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1560,11 +1560,11 @@ impl x::ObjectType for ClusterProfileConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterProfileConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterProfileConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1576,11 +1576,11 @@ impl x::ObjectType for ClusterProfileCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterProfileCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterProfileCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1592,11 +1592,11 @@ impl x::ObjectType for ClusterProfileServiceType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterProfileServiceType(v) => Some(v), _ => None, }
+        match object { Object::ClusterProfileServiceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterProfileServiceType(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterProfileServiceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1608,15 +1608,15 @@ impl x::ObjectType for ClusterRecommendation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterRecommendation(v) => Some(v), _ => None, }
+        match object { Object::ClusterRecommendation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterRecommendation(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterRecommendation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterReconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ClusterReconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1624,11 +1624,11 @@ impl x::ObjectType for ClusterReconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterReconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::ClusterReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterReconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1640,11 +1640,11 @@ impl x::ObjectType for ClusterResourceUsageSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterResourceUsageSummary(v) => Some(v), _ => None, }
+        match object { Object::ClusterResourceUsageSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterResourceUsageSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterResourceUsageSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1656,11 +1656,11 @@ impl x::ObjectType for ClusterRuleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterRuleInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterRuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterRuleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterRuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1672,11 +1672,11 @@ impl x::ObjectType for ClusterRuleSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterRuleSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterRuleSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1688,15 +1688,15 @@ impl x::ObjectType for ClusterSlotPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterSlotPolicy(v) => Some(v), _ => None, }
+        match object { Object::ClusterSlotPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterSlotPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterSlotPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ClusterStatusChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ClusterStatusChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1704,11 +1704,11 @@ impl x::ObjectType for ClusterStatusChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterStatusChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::ClusterStatusChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterStatusChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterStatusChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1720,11 +1720,11 @@ impl x::ObjectType for ClusterSystemVMsConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterSystemVMsConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterSystemVMsConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterSystemVMsConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterSystemVMsConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1736,11 +1736,11 @@ impl x::ObjectType for ClusterSystemVMsConfigInfoDeploymentMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Some(v), _ => None, }
+        match object { Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1752,11 +1752,11 @@ impl x::ObjectType for ClusterSystemVMsConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterSystemVMsConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterSystemVMsConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterSystemVMsConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterSystemVMsConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1768,11 +1768,11 @@ impl x::ObjectType for ClusterTagCategoryUpdateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterTagCategoryUpdateSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterTagCategoryUpdateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterTagCategoryUpdateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterTagCategoryUpdateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1784,11 +1784,11 @@ impl x::ObjectType for ClusterUsageSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterUsageSummary(v) => Some(v), _ => None, }
+        match object { Object::ClusterUsageSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterUsageSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterUsageSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1800,11 +1800,11 @@ impl x::ObjectType for ClusterVmComponentProtectionSettings {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmComponentProtectionSettings(v) => Some(v), _ => None, }
+        match object { Object::ClusterVmComponentProtectionSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmComponentProtectionSettings(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterVmComponentProtectionSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1816,11 +1816,11 @@ impl x::ObjectType for ClusterVmComponentProtectionSettingsStorageVmReaction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => Some(v), _ => None, }
+        match object { Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1832,11 +1832,11 @@ impl x::ObjectType for ClusterVmComponentProtectionSettingsVmReactionOnAPDCleare
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => Some(v), _ => None, }
+        match object { Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1848,11 +1848,11 @@ impl x::ObjectType for ClusterVmGroup {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmGroup(v) => Some(v), _ => None, }
+        match object { Object::ClusterVmGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmGroup(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterVmGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1864,11 +1864,11 @@ impl x::ObjectType for ClusterVmHostRuleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmHostRuleInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterVmHostRuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmHostRuleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterVmHostRuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1880,11 +1880,11 @@ impl x::ObjectType for ClusterVmOrchestrationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmOrchestrationInfo(v) => Some(v), _ => None, }
+        match object { Object::ClusterVmOrchestrationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmOrchestrationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterVmOrchestrationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1896,11 +1896,11 @@ impl x::ObjectType for ClusterVmOrchestrationSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmOrchestrationSpec(v) => Some(v), _ => None, }
+        match object { Object::ClusterVmOrchestrationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmOrchestrationSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterVmOrchestrationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1912,11 +1912,11 @@ impl x::ObjectType for ClusterVmReadiness {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmReadiness(v) => Some(v), _ => None, }
+        match object { Object::ClusterVmReadiness(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmReadiness(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterVmReadiness(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1928,11 +1928,11 @@ impl x::ObjectType for ClusterVmReadinessReadyCondition {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmReadinessReadyCondition(v) => Some(v), _ => None, }
+        match object { Object::ClusterVmReadinessReadyCondition(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmReadinessReadyCondition(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterVmReadinessReadyCondition(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1944,15 +1944,15 @@ impl x::ObjectType for ClusterVmToolsMonitoringSettings {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ClusterVmToolsMonitoringSettings(v) => Some(v), _ => None, }
+        match object { Object::ClusterVmToolsMonitoringSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ClusterVmToolsMonitoringSettings(v) => Ok(v), other => Err(other), }
+        match object { Object::ClusterVmToolsMonitoringSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CollectorAddressUnset {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CollectorAddressUnset {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1960,11 +1960,11 @@ impl x::ObjectType for CollectorAddressUnset {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CollectorAddressUnset(v) => Some(v), _ => None, }
+        match object { Object::CollectorAddressUnset(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CollectorAddressUnset(v) => Ok(v), other => Err(other), }
+        match object { Object::CollectorAddressUnset(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1976,11 +1976,11 @@ impl x::ObjectType for ComplianceFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComplianceFailure(v) => Some(v), _ => None, }
+        match object { Object::ComplianceFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComplianceFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::ComplianceFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1992,10 +1992,10 @@ impl x::ObjectType for ComplianceFailureComplianceFailureValues {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComplianceFailureComplianceFailureValues(v) => Some(v), _ => None, }
+        match object { Object::ComplianceFailureComplianceFailureValues(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComplianceFailureComplianceFailureValues(v) => Ok(v), other => Err(other), }
+        match object { Object::ComplianceFailureComplianceFailureValues(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

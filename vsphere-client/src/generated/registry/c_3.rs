@@ -572,8 +572,8 @@ pub enum Object {
     ComputeResourceConfigInfo(Box<ComputeResourceConfigInfo>),
     ComputeResourceConfigSpec(Box<ComputeResourceConfigSpec>),
     ComputeResourceEventArgument(Box<ComputeResourceEventArgument>),
-    ComputeResourceHostSPBMLicenseInfo(Box<ComputeResourceHostSPBMLicenseInfo>),
-    ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(Box<ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState>),
+    #[cfg(feature = "all-faults")] ComputeResourceHostSPBMLicenseInfo(Box<ComputeResourceHostSPBMLicenseInfo>),
+    #[cfg(feature = "all-faults")] ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(Box<ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState>),
     ComputeResourceHostSeedSpec(Box<ComputeResourceHostSeedSpec>),
     ComputeResourceHostSeedSpecSingleHostSpec(Box<ComputeResourceHostSeedSpecSingleHostSpec>),
     ComputeResourceNetworkBootMode(Box<ComputeResourceNetworkBootMode>),
@@ -581,15 +581,15 @@ pub enum Object {
     ConcurrentAccess(Box<ConcurrentAccess>),
     ConfigSpecOperation(Box<ConfigSpecOperation>),
     ConfigTarget(Box<ConfigTarget>),
-    ConflictingConfiguration(Box<ConflictingConfiguration>),
-    ConflictingConfigurationConfig(Box<ConflictingConfigurationConfig>),
-    ConflictingDatastoreFound(Box<ConflictingDatastoreFound>),
-    ConnectedIso(Box<ConnectedIso>),
-    CpuCompatibilityUnknown(Box<CpuCompatibilityUnknown>),
-    CpuHotPlugNotSupported(Box<CpuHotPlugNotSupported>),
-    CpuIncompatible(Box<CpuIncompatible>),
-    CpuIncompatible1ECX(Box<CpuIncompatible1ECX>),
-    CpuIncompatible81EDX(Box<CpuIncompatible81EDX>),
+    #[cfg(feature = "all-faults")] ConflictingConfiguration(Box<ConflictingConfiguration>),
+    #[cfg(feature = "all-faults")] ConflictingConfigurationConfig(Box<ConflictingConfigurationConfig>),
+    #[cfg(feature = "all-faults")] ConflictingDatastoreFound(Box<ConflictingDatastoreFound>),
+    #[cfg(feature = "all-faults")] ConnectedIso(Box<ConnectedIso>),
+    #[cfg(feature = "all-faults")] CpuCompatibilityUnknown(Box<CpuCompatibilityUnknown>),
+    #[cfg(feature = "all-faults")] CpuHotPlugNotSupported(Box<CpuHotPlugNotSupported>),
+    #[cfg(feature = "all-faults")] CpuIncompatible(Box<CpuIncompatible>),
+    #[cfg(feature = "all-faults")] CpuIncompatible1ECX(Box<CpuIncompatible1ECX>),
+    #[cfg(feature = "all-faults")] CpuIncompatible81EDX(Box<CpuIncompatible81EDX>),
     CreateTaskAction(Box<CreateTaskAction>),
     CryptoKeyId(Box<CryptoKeyId>),
     CryptoKeyPlain(Box<CryptoKeyPlain>),
@@ -630,8 +630,8 @@ fn decode(
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceConfigInfo(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceConfigSpec(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceEventArgument(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceHostSPBMLicenseInfo(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceHostSPBMLicenseInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceHostSeedSpec(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceHostSeedSpecSingleHostSpec(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceNetworkBootMode(v), Err(e) => return Some(Err(e)) },
@@ -639,15 +639,15 @@ fn decode(
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConcurrentAccess(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConfigSpecOperation(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConfigTarget(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConflictingConfiguration(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConflictingConfigurationConfig(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConflictingDatastoreFound(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConnectedIso(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuCompatibilityUnknown(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuHotPlugNotSupported(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuIncompatible(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuIncompatible1ECX(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuIncompatible81EDX(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConflictingConfiguration(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConflictingConfigurationConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConflictingDatastoreFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ConnectedIso(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuCompatibilityUnknown(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuHotPlugNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuIncompatible(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuIncompatible1ECX(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuIncompatible81EDX(v), Err(e) => return Some(Err(e)) },
         91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CreateTaskAction(v), Err(e) => return Some(Err(e)) },
         101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoKeyId(v), Err(e) => return Some(Err(e)) },
         102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
@@ -682,8 +682,8 @@ impl std::fmt::Debug for Object {
             Object::ComputeResourceConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComputeResourceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComputeResourceEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ComputeResourceHostSPBMLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComputeResourceHostSeedSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComputeResourceHostSeedSpecSingleHostSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComputeResourceNetworkBootMode(v) => std::fmt::Debug::fmt(&**v, f),
@@ -691,15 +691,15 @@ impl std::fmt::Debug for Object {
             Object::ConcurrentAccess(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ConfigSpecOperation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ConfigTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ConflictingConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ConflictingConfigurationConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ConflictingDatastoreFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ConnectedIso(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CpuCompatibilityUnknown(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CpuHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CpuIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CpuIncompatible1ECX(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CpuIncompatible81EDX(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ConflictingConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ConflictingConfigurationConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ConflictingDatastoreFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ConnectedIso(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CpuCompatibilityUnknown(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CpuHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible1ECX(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible81EDX(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CreateTaskAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoKeyId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoKeyPlain(v) => std::fmt::Debug::fmt(&**v, f),
@@ -733,8 +733,8 @@ impl PartialEq for Object {
             (Object::ComputeResourceConfigInfo(a), Object::ComputeResourceConfigInfo(b)) => **a == **b,
             (Object::ComputeResourceConfigSpec(a), Object::ComputeResourceConfigSpec(b)) => **a == **b,
             (Object::ComputeResourceEventArgument(a), Object::ComputeResourceEventArgument(b)) => **a == **b,
-            (Object::ComputeResourceHostSPBMLicenseInfo(a), Object::ComputeResourceHostSPBMLicenseInfo(b)) => **a == **b,
-            (Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(a), Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ComputeResourceHostSPBMLicenseInfo(a), Object::ComputeResourceHostSPBMLicenseInfo(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(a), Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(b)) => **a == **b,
             (Object::ComputeResourceHostSeedSpec(a), Object::ComputeResourceHostSeedSpec(b)) => **a == **b,
             (Object::ComputeResourceHostSeedSpecSingleHostSpec(a), Object::ComputeResourceHostSeedSpecSingleHostSpec(b)) => **a == **b,
             (Object::ComputeResourceNetworkBootMode(a), Object::ComputeResourceNetworkBootMode(b)) => **a == **b,
@@ -742,15 +742,15 @@ impl PartialEq for Object {
             (Object::ConcurrentAccess(a), Object::ConcurrentAccess(b)) => **a == **b,
             (Object::ConfigSpecOperation(a), Object::ConfigSpecOperation(b)) => **a == **b,
             (Object::ConfigTarget(a), Object::ConfigTarget(b)) => **a == **b,
-            (Object::ConflictingConfiguration(a), Object::ConflictingConfiguration(b)) => **a == **b,
-            (Object::ConflictingConfigurationConfig(a), Object::ConflictingConfigurationConfig(b)) => **a == **b,
-            (Object::ConflictingDatastoreFound(a), Object::ConflictingDatastoreFound(b)) => **a == **b,
-            (Object::ConnectedIso(a), Object::ConnectedIso(b)) => **a == **b,
-            (Object::CpuCompatibilityUnknown(a), Object::CpuCompatibilityUnknown(b)) => **a == **b,
-            (Object::CpuHotPlugNotSupported(a), Object::CpuHotPlugNotSupported(b)) => **a == **b,
-            (Object::CpuIncompatible(a), Object::CpuIncompatible(b)) => **a == **b,
-            (Object::CpuIncompatible1ECX(a), Object::CpuIncompatible1ECX(b)) => **a == **b,
-            (Object::CpuIncompatible81EDX(a), Object::CpuIncompatible81EDX(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ConflictingConfiguration(a), Object::ConflictingConfiguration(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ConflictingConfigurationConfig(a), Object::ConflictingConfigurationConfig(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ConflictingDatastoreFound(a), Object::ConflictingDatastoreFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ConnectedIso(a), Object::ConnectedIso(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CpuCompatibilityUnknown(a), Object::CpuCompatibilityUnknown(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CpuHotPlugNotSupported(a), Object::CpuHotPlugNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CpuIncompatible(a), Object::CpuIncompatible(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CpuIncompatible1ECX(a), Object::CpuIncompatible1ECX(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CpuIncompatible81EDX(a), Object::CpuIncompatible81EDX(b)) => **a == **b,
             (Object::CreateTaskAction(a), Object::CreateTaskAction(b)) => **a == **b,
             (Object::CryptoKeyId(a), Object::CryptoKeyId(b)) => **a == **b,
             (Object::CryptoKeyPlain(a), Object::CryptoKeyPlain(b)) => **a == **b,
@@ -769,7 +769,7 @@ impl PartialEq for Object {
             (Object::CryptoManagerKmipGenerateKeySpec(a), Object::CryptoManagerKmipGenerateKeySpec(b)) => **a == **b,
             (Object::CryptoManagerKmipServerCertInfo(a), Object::CryptoManagerKmipServerCertInfo(b)) => **a == **b,
             (Object::CryptoManagerKmipServerStatus(a), Object::CryptoManagerKmipServerStatus(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -785,8 +785,8 @@ impl Clone for Object {
             Object::ComputeResourceConfigInfo(v) => Object::ComputeResourceConfigInfo(Box::new((**v).clone())),
             Object::ComputeResourceConfigSpec(v) => Object::ComputeResourceConfigSpec(Box::new((**v).clone())),
             Object::ComputeResourceEventArgument(v) => Object::ComputeResourceEventArgument(Box::new((**v).clone())),
-            Object::ComputeResourceHostSPBMLicenseInfo(v) => Object::ComputeResourceHostSPBMLicenseInfo(Box::new((**v).clone())),
-            Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfo(v) => Object::ComputeResourceHostSPBMLicenseInfo(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(Box::new((**v).clone())),
             Object::ComputeResourceHostSeedSpec(v) => Object::ComputeResourceHostSeedSpec(Box::new((**v).clone())),
             Object::ComputeResourceHostSeedSpecSingleHostSpec(v) => Object::ComputeResourceHostSeedSpecSingleHostSpec(Box::new((**v).clone())),
             Object::ComputeResourceNetworkBootMode(v) => Object::ComputeResourceNetworkBootMode(Box::new((**v).clone())),
@@ -794,15 +794,15 @@ impl Clone for Object {
             Object::ConcurrentAccess(v) => Object::ConcurrentAccess(Box::new((**v).clone())),
             Object::ConfigSpecOperation(v) => Object::ConfigSpecOperation(Box::new((**v).clone())),
             Object::ConfigTarget(v) => Object::ConfigTarget(Box::new((**v).clone())),
-            Object::ConflictingConfiguration(v) => Object::ConflictingConfiguration(Box::new((**v).clone())),
-            Object::ConflictingConfigurationConfig(v) => Object::ConflictingConfigurationConfig(Box::new((**v).clone())),
-            Object::ConflictingDatastoreFound(v) => Object::ConflictingDatastoreFound(Box::new((**v).clone())),
-            Object::ConnectedIso(v) => Object::ConnectedIso(Box::new((**v).clone())),
-            Object::CpuCompatibilityUnknown(v) => Object::CpuCompatibilityUnknown(Box::new((**v).clone())),
-            Object::CpuHotPlugNotSupported(v) => Object::CpuHotPlugNotSupported(Box::new((**v).clone())),
-            Object::CpuIncompatible(v) => Object::CpuIncompatible(Box::new((**v).clone())),
-            Object::CpuIncompatible1ECX(v) => Object::CpuIncompatible1ECX(Box::new((**v).clone())),
-            Object::CpuIncompatible81EDX(v) => Object::CpuIncompatible81EDX(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ConflictingConfiguration(v) => Object::ConflictingConfiguration(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ConflictingConfigurationConfig(v) => Object::ConflictingConfigurationConfig(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ConflictingDatastoreFound(v) => Object::ConflictingDatastoreFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ConnectedIso(v) => Object::ConnectedIso(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CpuCompatibilityUnknown(v) => Object::CpuCompatibilityUnknown(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CpuHotPlugNotSupported(v) => Object::CpuHotPlugNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible(v) => Object::CpuIncompatible(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible1ECX(v) => Object::CpuIncompatible1ECX(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible81EDX(v) => Object::CpuIncompatible81EDX(Box::new((**v).clone())),
             Object::CreateTaskAction(v) => Object::CreateTaskAction(Box::new((**v).clone())),
             Object::CryptoKeyId(v) => Object::CryptoKeyId(Box::new((**v).clone())),
             Object::CryptoKeyPlain(v) => Object::CryptoKeyPlain(Box::new((**v).clone())),
@@ -836,8 +836,8 @@ impl x::DataObject for Object {
             Object::ComputeResourceConfigInfo(_) => "ComputeResourceConfigInfo",
             Object::ComputeResourceConfigSpec(_) => "ComputeResourceConfigSpec",
             Object::ComputeResourceEventArgument(_) => "ComputeResourceEventArgument",
-            Object::ComputeResourceHostSPBMLicenseInfo(_) => "ComputeResourceHostSPBMLicenseInfo",
-            Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(_) => "ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState",
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfo(_) => "ComputeResourceHostSPBMLicenseInfo",
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(_) => "ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState",
             Object::ComputeResourceHostSeedSpec(_) => "ComputeResourceHostSeedSpec",
             Object::ComputeResourceHostSeedSpecSingleHostSpec(_) => "ComputeResourceHostSeedSpecSingleHostSpec",
             Object::ComputeResourceNetworkBootMode(_) => "ComputeResourceNetworkBootMode",
@@ -845,15 +845,15 @@ impl x::DataObject for Object {
             Object::ConcurrentAccess(_) => "ConcurrentAccess",
             Object::ConfigSpecOperation(_) => "ConfigSpecOperation",
             Object::ConfigTarget(_) => "ConfigTarget",
-            Object::ConflictingConfiguration(_) => "ConflictingConfiguration",
-            Object::ConflictingConfigurationConfig(_) => "ConflictingConfigurationConfig",
-            Object::ConflictingDatastoreFound(_) => "ConflictingDatastoreFound",
-            Object::ConnectedIso(_) => "ConnectedIso",
-            Object::CpuCompatibilityUnknown(_) => "CpuCompatibilityUnknown",
-            Object::CpuHotPlugNotSupported(_) => "CpuHotPlugNotSupported",
-            Object::CpuIncompatible(_) => "CpuIncompatible",
-            Object::CpuIncompatible1ECX(_) => "CpuIncompatible1ECX",
-            Object::CpuIncompatible81EDX(_) => "CpuIncompatible81EDX",
+            #[cfg(feature = "all-faults")] Object::ConflictingConfiguration(_) => "ConflictingConfiguration",
+            #[cfg(feature = "all-faults")] Object::ConflictingConfigurationConfig(_) => "ConflictingConfigurationConfig",
+            #[cfg(feature = "all-faults")] Object::ConflictingDatastoreFound(_) => "ConflictingDatastoreFound",
+            #[cfg(feature = "all-faults")] Object::ConnectedIso(_) => "ConnectedIso",
+            #[cfg(feature = "all-faults")] Object::CpuCompatibilityUnknown(_) => "CpuCompatibilityUnknown",
+            #[cfg(feature = "all-faults")] Object::CpuHotPlugNotSupported(_) => "CpuHotPlugNotSupported",
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible(_) => "CpuIncompatible",
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible1ECX(_) => "CpuIncompatible1ECX",
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible81EDX(_) => "CpuIncompatible81EDX",
             Object::CreateTaskAction(_) => "CreateTaskAction",
             Object::CryptoKeyId(_) => "CryptoKeyId",
             Object::CryptoKeyPlain(_) => "CryptoKeyPlain",
@@ -899,8 +899,8 @@ impl x::DataObject for Object {
             Object::ComputeResourceConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComputeResourceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComputeResourceEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ComputeResourceHostSPBMLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComputeResourceHostSeedSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComputeResourceHostSeedSpecSingleHostSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComputeResourceNetworkBootMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -908,15 +908,15 @@ impl x::DataObject for Object {
             Object::ConcurrentAccess(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ConfigSpecOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ConfigTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ConflictingConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ConflictingConfigurationConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ConflictingDatastoreFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ConnectedIso(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CpuCompatibilityUnknown(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CpuHotPlugNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CpuIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CpuIncompatible1ECX(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CpuIncompatible81EDX(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ConflictingConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ConflictingConfigurationConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ConflictingDatastoreFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ConnectedIso(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CpuCompatibilityUnknown(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CpuHotPlugNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible1ECX(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CpuIncompatible81EDX(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CreateTaskAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoKeyId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoKeyPlain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -948,11 +948,11 @@ impl x::ObjectType for ComplianceLocator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComplianceLocator(v) => Some(v), _ => None, }
+        match object { Object::ComplianceLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComplianceLocator(v) => Ok(v), other => Err(other), }
+        match object { Object::ComplianceLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -964,11 +964,11 @@ impl x::ObjectType for ComplianceProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComplianceProfile(v) => Some(v), _ => None, }
+        match object { Object::ComplianceProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComplianceProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ComplianceProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -980,11 +980,11 @@ impl x::ObjectType for ComplianceResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComplianceResult(v) => Some(v), _ => None, }
+        match object { Object::ComplianceResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComplianceResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ComplianceResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -996,11 +996,11 @@ impl x::ObjectType for ComplianceResultStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComplianceResultStatus(v) => Some(v), _ => None, }
+        match object { Object::ComplianceResultStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComplianceResultStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ComplianceResultStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1012,11 +1012,11 @@ impl x::ObjectType for CompositePolicyOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CompositePolicyOption(v) => Some(v), _ => None, }
+        match object { Object::CompositePolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CompositePolicyOption(v) => Ok(v), other => Err(other), }
+        match object { Object::CompositePolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1028,11 +1028,11 @@ impl x::ObjectType for ComputeResourceConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComputeResourceConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ComputeResourceConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComputeResourceConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ComputeResourceConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1044,11 +1044,11 @@ impl x::ObjectType for ComputeResourceConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComputeResourceConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ComputeResourceConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComputeResourceConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ComputeResourceConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1060,15 +1060,15 @@ impl x::ObjectType for ComputeResourceEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComputeResourceEventArgument(v) => Some(v), _ => None, }
+        match object { Object::ComputeResourceEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComputeResourceEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ComputeResourceEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ComputeResourceHostSPBMLicenseInfo {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ComputeResourceHostSPBMLicenseInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1076,15 +1076,15 @@ impl x::ObjectType for ComputeResourceHostSPBMLicenseInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComputeResourceHostSPBMLicenseInfo(v) => Some(v), _ => None, }
+        match object { Object::ComputeResourceHostSPBMLicenseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComputeResourceHostSPBMLicenseInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ComputeResourceHostSPBMLicenseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1092,11 +1092,11 @@ impl x::ObjectType for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => Some(v), _ => None, }
+        match object { Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => Ok(v), other => Err(other), }
+        match object { Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1108,11 +1108,11 @@ impl x::ObjectType for ComputeResourceHostSeedSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComputeResourceHostSeedSpec(v) => Some(v), _ => None, }
+        match object { Object::ComputeResourceHostSeedSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComputeResourceHostSeedSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ComputeResourceHostSeedSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1124,11 +1124,11 @@ impl x::ObjectType for ComputeResourceHostSeedSpecSingleHostSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComputeResourceHostSeedSpecSingleHostSpec(v) => Some(v), _ => None, }
+        match object { Object::ComputeResourceHostSeedSpecSingleHostSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComputeResourceHostSeedSpecSingleHostSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ComputeResourceHostSeedSpecSingleHostSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1140,11 +1140,11 @@ impl x::ObjectType for ComputeResourceNetworkBootMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComputeResourceNetworkBootMode(v) => Some(v), _ => None, }
+        match object { Object::ComputeResourceNetworkBootMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComputeResourceNetworkBootMode(v) => Ok(v), other => Err(other), }
+        match object { Object::ComputeResourceNetworkBootMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1156,11 +1156,11 @@ impl x::ObjectType for ComputeResourceSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ComputeResourceSummary(v) => Some(v), _ => None, }
+        match object { Object::ComputeResourceSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ComputeResourceSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::ComputeResourceSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1172,11 +1172,11 @@ impl x::ObjectType for ConcurrentAccess {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ConcurrentAccess(v) => Some(v), _ => None, }
+        match object { Object::ConcurrentAccess(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ConcurrentAccess(v) => Ok(v), other => Err(other), }
+        match object { Object::ConcurrentAccess(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1188,11 +1188,11 @@ impl x::ObjectType for ConfigSpecOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ConfigSpecOperation(v) => Some(v), _ => None, }
+        match object { Object::ConfigSpecOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ConfigSpecOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::ConfigSpecOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1204,15 +1204,15 @@ impl x::ObjectType for ConfigTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ConfigTarget(v) => Some(v), _ => None, }
+        match object { Object::ConfigTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ConfigTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::ConfigTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ConflictingConfiguration {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ConflictingConfiguration {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1220,15 +1220,15 @@ impl x::ObjectType for ConflictingConfiguration {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ConflictingConfiguration(v) => Some(v), _ => None, }
+        match object { Object::ConflictingConfiguration(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ConflictingConfiguration(v) => Ok(v), other => Err(other), }
+        match object { Object::ConflictingConfiguration(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ConflictingConfigurationConfig {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ConflictingConfigurationConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1236,15 +1236,15 @@ impl x::ObjectType for ConflictingConfigurationConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ConflictingConfigurationConfig(v) => Some(v), _ => None, }
+        match object { Object::ConflictingConfigurationConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ConflictingConfigurationConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ConflictingConfigurationConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ConflictingDatastoreFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ConflictingDatastoreFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1252,15 +1252,15 @@ impl x::ObjectType for ConflictingDatastoreFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ConflictingDatastoreFound(v) => Some(v), _ => None, }
+        match object { Object::ConflictingDatastoreFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ConflictingDatastoreFound(v) => Ok(v), other => Err(other), }
+        match object { Object::ConflictingDatastoreFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ConnectedIso {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ConnectedIso {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1268,15 +1268,15 @@ impl x::ObjectType for ConnectedIso {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ConnectedIso(v) => Some(v), _ => None, }
+        match object { Object::ConnectedIso(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ConnectedIso(v) => Ok(v), other => Err(other), }
+        match object { Object::ConnectedIso(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CpuCompatibilityUnknown {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CpuCompatibilityUnknown {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1284,15 +1284,15 @@ impl x::ObjectType for CpuCompatibilityUnknown {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CpuCompatibilityUnknown(v) => Some(v), _ => None, }
+        match object { Object::CpuCompatibilityUnknown(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CpuCompatibilityUnknown(v) => Ok(v), other => Err(other), }
+        match object { Object::CpuCompatibilityUnknown(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CpuHotPlugNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CpuHotPlugNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1300,15 +1300,15 @@ impl x::ObjectType for CpuHotPlugNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CpuHotPlugNotSupported(v) => Some(v), _ => None, }
+        match object { Object::CpuHotPlugNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CpuHotPlugNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::CpuHotPlugNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CpuIncompatible {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CpuIncompatible {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1316,15 +1316,15 @@ impl x::ObjectType for CpuIncompatible {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CpuIncompatible(v) => Some(v), _ => None, }
+        match object { Object::CpuIncompatible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CpuIncompatible(v) => Ok(v), other => Err(other), }
+        match object { Object::CpuIncompatible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CpuIncompatible1ECX {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CpuIncompatible1ECX {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1332,15 +1332,15 @@ impl x::ObjectType for CpuIncompatible1ECX {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CpuIncompatible1ECX(v) => Some(v), _ => None, }
+        match object { Object::CpuIncompatible1ECX(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CpuIncompatible1ECX(v) => Ok(v), other => Err(other), }
+        match object { Object::CpuIncompatible1ECX(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CpuIncompatible81EDX {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CpuIncompatible81EDX {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1348,11 +1348,11 @@ impl x::ObjectType for CpuIncompatible81EDX {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CpuIncompatible81EDX(v) => Some(v), _ => None, }
+        match object { Object::CpuIncompatible81EDX(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CpuIncompatible81EDX(v) => Ok(v), other => Err(other), }
+        match object { Object::CpuIncompatible81EDX(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1364,11 +1364,11 @@ impl x::ObjectType for CreateTaskAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CreateTaskAction(v) => Some(v), _ => None, }
+        match object { Object::CreateTaskAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CreateTaskAction(v) => Ok(v), other => Err(other), }
+        match object { Object::CreateTaskAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1380,11 +1380,11 @@ impl x::ObjectType for CryptoKeyId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoKeyId(v) => Some(v), _ => None, }
+        match object { Object::CryptoKeyId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoKeyId(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoKeyId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1396,11 +1396,11 @@ impl x::ObjectType for CryptoKeyPlain {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoKeyPlain(v) => Some(v), _ => None, }
+        match object { Object::CryptoKeyPlain(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoKeyPlain(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoKeyPlain(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1412,11 +1412,11 @@ impl x::ObjectType for CryptoKeyResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoKeyResult(v) => Some(v), _ => None, }
+        match object { Object::CryptoKeyResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoKeyResult(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoKeyResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1428,11 +1428,11 @@ impl x::ObjectType for CryptoManagerHostKeyManagementType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerHostKeyManagementType(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerHostKeyManagementType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerHostKeyManagementType(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerHostKeyManagementType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1444,11 +1444,11 @@ impl x::ObjectType for CryptoManagerHostKeyStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerHostKeyStatus(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerHostKeyStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerHostKeyStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerHostKeyStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1460,11 +1460,11 @@ impl x::ObjectType for CryptoManagerKmipCertSignRequest {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipCertSignRequest(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipCertSignRequest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipCertSignRequest(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipCertSignRequest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1476,11 +1476,11 @@ impl x::ObjectType for CryptoManagerKmipCertificateInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipCertificateInfo(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipCertificateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipCertificateInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipCertificateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1492,11 +1492,11 @@ impl x::ObjectType for CryptoManagerKmipClusterStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipClusterStatus(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipClusterStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipClusterStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipClusterStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1508,11 +1508,11 @@ impl x::ObjectType for CryptoManagerKmipCryptoKeyStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipCryptoKeyStatus(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipCryptoKeyStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipCryptoKeyStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipCryptoKeyStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1524,11 +1524,11 @@ impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1540,11 +1540,11 @@ impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1556,11 +1556,11 @@ impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1572,11 +1572,11 @@ impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalK
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1588,11 +1588,11 @@ impl x::ObjectType for CryptoManagerKmipCustomAttributeSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipCustomAttributeSpec(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipCustomAttributeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipCustomAttributeSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipCustomAttributeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1604,11 +1604,11 @@ impl x::ObjectType for CryptoManagerKmipGenerateKeySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipGenerateKeySpec(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipGenerateKeySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipGenerateKeySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipGenerateKeySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1620,11 +1620,11 @@ impl x::ObjectType for CryptoManagerKmipServerCertInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipServerCertInfo(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipServerCertInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipServerCertInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipServerCertInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1636,10 +1636,10 @@ impl x::ObjectType for CryptoManagerKmipServerStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoManagerKmipServerStatus(v) => Some(v), _ => None, }
+        match object { Object::CryptoManagerKmipServerStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoManagerKmipServerStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoManagerKmipServerStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

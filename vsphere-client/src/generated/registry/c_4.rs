@@ -226,14 +226,14 @@ pub enum Object {
     CryptoSpecRegister(Box<CryptoSpecRegister>),
     CryptoSpecShallowRecrypt(Box<CryptoSpecShallowRecrypt>),
     CustomFieldDef(Box<CustomFieldDef>),
-    CustomFieldDefAddedEvent(Box<CustomFieldDefAddedEvent>),
-    CustomFieldDefEvent(Box<CustomFieldDefEvent>),
-    CustomFieldDefRemovedEvent(Box<CustomFieldDefRemovedEvent>),
-    CustomFieldDefRenamedEvent(Box<CustomFieldDefRenamedEvent>),
-    CustomFieldEvent(Box<CustomFieldEvent>),
+    #[cfg(feature = "all-events")] CustomFieldDefAddedEvent(Box<CustomFieldDefAddedEvent>),
+    #[cfg(feature = "all-events")] CustomFieldDefEvent(Box<CustomFieldDefEvent>),
+    #[cfg(feature = "all-events")] CustomFieldDefRemovedEvent(Box<CustomFieldDefRemovedEvent>),
+    #[cfg(feature = "all-events")] CustomFieldDefRenamedEvent(Box<CustomFieldDefRenamedEvent>),
+    #[cfg(feature = "all-events")] CustomFieldEvent(Box<CustomFieldEvent>),
     CustomFieldStringValue(Box<CustomFieldStringValue>),
     CustomFieldValue(Box<CustomFieldValue>),
-    CustomFieldValueChangedEvent(Box<CustomFieldValueChangedEvent>),
+    #[cfg(feature = "all-events")] CustomFieldValueChangedEvent(Box<CustomFieldValueChangedEvent>),
     CustomizationAdapterMapping(Box<CustomizationAdapterMapping>),
     CustomizationAutoIpV6Generator(Box<CustomizationAutoIpV6Generator>),
     CustomizationCloudinitPrep(Box<CustomizationCloudinitPrep>),
@@ -243,8 +243,8 @@ pub enum Object {
     CustomizationDhcpIpGenerator(Box<CustomizationDhcpIpGenerator>),
     CustomizationDhcpIpV6Generator(Box<CustomizationDhcpIpV6Generator>),
     CustomizationDisableIpV4(Box<CustomizationDisableIpV4>),
-    CustomizationEvent(Box<CustomizationEvent>),
-    CustomizationFailed(Box<CustomizationFailed>),
+    #[cfg(feature = "all-events")] CustomizationEvent(Box<CustomizationEvent>),
+    #[cfg(feature = "all-events")] CustomizationFailed(Box<CustomizationFailed>),
     CustomizationFailedReasonCode(Box<CustomizationFailedReasonCode>),
     CustomizationFault(Box<CustomizationFault>),
     CustomizationFixedIp(Box<CustomizationFixedIp>),
@@ -262,27 +262,27 @@ pub enum Object {
     CustomizationLicenseDataMode(Box<CustomizationLicenseDataMode>),
     CustomizationLicenseFilePrintData(Box<CustomizationLicenseFilePrintData>),
     CustomizationLinuxFlexPrep(Box<CustomizationLinuxFlexPrep>),
-    CustomizationLinuxIdentityFailed(Box<CustomizationLinuxIdentityFailed>),
+    #[cfg(feature = "all-events")] CustomizationLinuxIdentityFailed(Box<CustomizationLinuxIdentityFailed>),
     CustomizationLinuxOptions(Box<CustomizationLinuxOptions>),
     CustomizationLinuxPrep(Box<CustomizationLinuxPrep>),
     CustomizationName(Box<CustomizationName>),
     CustomizationNetBIOSMode(Box<CustomizationNetBIOSMode>),
-    CustomizationNetworkSetupFailed(Box<CustomizationNetworkSetupFailed>),
+    #[cfg(feature = "all-events")] CustomizationNetworkSetupFailed(Box<CustomizationNetworkSetupFailed>),
     CustomizationOptions(Box<CustomizationOptions>),
     CustomizationPassword(Box<CustomizationPassword>),
-    CustomizationPending(Box<CustomizationPending>),
+    #[cfg(feature = "all-faults")] CustomizationPending(Box<CustomizationPending>),
     CustomizationPrefixName(Box<CustomizationPrefixName>),
     CustomizationSpec(Box<CustomizationSpec>),
     CustomizationSpecInfo(Box<CustomizationSpecInfo>),
     CustomizationSpecItem(Box<CustomizationSpecItem>),
-    CustomizationStartedEvent(Box<CustomizationStartedEvent>),
+    #[cfg(feature = "all-events")] CustomizationStartedEvent(Box<CustomizationStartedEvent>),
     CustomizationStatelessIpV6Generator(Box<CustomizationStatelessIpV6Generator>),
-    CustomizationSucceeded(Box<CustomizationSucceeded>),
+    #[cfg(feature = "all-events")] CustomizationSucceeded(Box<CustomizationSucceeded>),
     CustomizationSysprep(Box<CustomizationSysprep>),
-    CustomizationSysprepFailed(Box<CustomizationSysprepFailed>),
+    #[cfg(feature = "all-events")] CustomizationSysprepFailed(Box<CustomizationSysprepFailed>),
     CustomizationSysprepRebootOption(Box<CustomizationSysprepRebootOption>),
     CustomizationSysprepText(Box<CustomizationSysprepText>),
-    CustomizationUnknownFailure(Box<CustomizationUnknownFailure>),
+    #[cfg(feature = "all-events")] CustomizationUnknownFailure(Box<CustomizationUnknownFailure>),
     CustomizationUnknownIpGenerator(Box<CustomizationUnknownIpGenerator>),
     CustomizationUnknownIpV6Generator(Box<CustomizationUnknownIpV6Generator>),
     CustomizationUnknownName(Box<CustomizationUnknownName>),
@@ -312,14 +312,14 @@ fn decode(
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoSpecRegister(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoSpecShallowRecrypt(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldDef(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldDefAddedEvent(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldDefEvent(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldDefRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldDefRenamedEvent(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldDefAddedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldDefEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldDefRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldDefRenamedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldEvent(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldStringValue(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldValue(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldValueChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomFieldValueChangedEvent(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationAdapterMapping(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationAutoIpV6Generator(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationCloudinitPrep(v), Err(e) => return Some(Err(e)) },
@@ -329,8 +329,8 @@ fn decode(
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationDhcpIpGenerator(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationDhcpIpV6Generator(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationDisableIpV4(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationEvent(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationFailed(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationFailedReasonCode(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationFault(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationFixedIp(v), Err(e) => return Some(Err(e)) },
@@ -348,27 +348,27 @@ fn decode(
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationLicenseDataMode(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationLicenseFilePrintData(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationLinuxFlexPrep(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationLinuxIdentityFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationLinuxIdentityFailed(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationLinuxOptions(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationLinuxPrep(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationName(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationNetBIOSMode(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationNetworkSetupFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationNetworkSetupFailed(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationOptions(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationPassword(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationPending(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationPending(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationPrefixName(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSpec(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSpecInfo(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSpecItem(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationStartedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationStartedEvent(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationStatelessIpV6Generator(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSucceeded(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSucceeded(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSysprep(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSysprepFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSysprepFailed(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSysprepRebootOption(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationSysprepText(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationUnknownFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationUnknownFailure(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationUnknownIpGenerator(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationUnknownIpV6Generator(v), Err(e) => return Some(Err(e)) },
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CustomizationUnknownName(v), Err(e) => return Some(Err(e)) },
@@ -392,14 +392,14 @@ impl std::fmt::Debug for Object {
             Object::CryptoSpecRegister(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoSpecShallowRecrypt(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomFieldDef(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomFieldDefAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomFieldDefEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomFieldDefRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomFieldDefRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomFieldEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomFieldEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomFieldStringValue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomFieldValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomFieldValueChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomFieldValueChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationAdapterMapping(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationAutoIpV6Generator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationCloudinitPrep(v) => std::fmt::Debug::fmt(&**v, f),
@@ -409,8 +409,8 @@ impl std::fmt::Debug for Object {
             Object::CustomizationDhcpIpGenerator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationDhcpIpV6Generator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationDisableIpV4(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomizationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomizationFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomizationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomizationFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationFailedReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationFixedIp(v) => std::fmt::Debug::fmt(&**v, f),
@@ -428,27 +428,27 @@ impl std::fmt::Debug for Object {
             Object::CustomizationLicenseDataMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationLicenseFilePrintData(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationLinuxFlexPrep(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomizationLinuxIdentityFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomizationLinuxIdentityFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationLinuxOptions(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationLinuxPrep(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationName(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationNetBIOSMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomizationNetworkSetupFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomizationNetworkSetupFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationOptions(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationPassword(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomizationPending(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::CustomizationPending(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationPrefixName(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationSpecInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationSpecItem(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomizationStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomizationStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationStatelessIpV6Generator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomizationSucceeded(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomizationSucceeded(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationSysprep(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomizationSysprepFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomizationSysprepFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationSysprepRebootOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationSysprepText(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CustomizationUnknownFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::CustomizationUnknownFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationUnknownIpGenerator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationUnknownIpV6Generator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CustomizationUnknownName(v) => std::fmt::Debug::fmt(&**v, f),
@@ -471,14 +471,14 @@ impl PartialEq for Object {
             (Object::CryptoSpecRegister(a), Object::CryptoSpecRegister(b)) => **a == **b,
             (Object::CryptoSpecShallowRecrypt(a), Object::CryptoSpecShallowRecrypt(b)) => **a == **b,
             (Object::CustomFieldDef(a), Object::CustomFieldDef(b)) => **a == **b,
-            (Object::CustomFieldDefAddedEvent(a), Object::CustomFieldDefAddedEvent(b)) => **a == **b,
-            (Object::CustomFieldDefEvent(a), Object::CustomFieldDefEvent(b)) => **a == **b,
-            (Object::CustomFieldDefRemovedEvent(a), Object::CustomFieldDefRemovedEvent(b)) => **a == **b,
-            (Object::CustomFieldDefRenamedEvent(a), Object::CustomFieldDefRenamedEvent(b)) => **a == **b,
-            (Object::CustomFieldEvent(a), Object::CustomFieldEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomFieldDefAddedEvent(a), Object::CustomFieldDefAddedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomFieldDefEvent(a), Object::CustomFieldDefEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomFieldDefRemovedEvent(a), Object::CustomFieldDefRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomFieldDefRenamedEvent(a), Object::CustomFieldDefRenamedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomFieldEvent(a), Object::CustomFieldEvent(b)) => **a == **b,
             (Object::CustomFieldStringValue(a), Object::CustomFieldStringValue(b)) => **a == **b,
             (Object::CustomFieldValue(a), Object::CustomFieldValue(b)) => **a == **b,
-            (Object::CustomFieldValueChangedEvent(a), Object::CustomFieldValueChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomFieldValueChangedEvent(a), Object::CustomFieldValueChangedEvent(b)) => **a == **b,
             (Object::CustomizationAdapterMapping(a), Object::CustomizationAdapterMapping(b)) => **a == **b,
             (Object::CustomizationAutoIpV6Generator(a), Object::CustomizationAutoIpV6Generator(b)) => **a == **b,
             (Object::CustomizationCloudinitPrep(a), Object::CustomizationCloudinitPrep(b)) => **a == **b,
@@ -488,8 +488,8 @@ impl PartialEq for Object {
             (Object::CustomizationDhcpIpGenerator(a), Object::CustomizationDhcpIpGenerator(b)) => **a == **b,
             (Object::CustomizationDhcpIpV6Generator(a), Object::CustomizationDhcpIpV6Generator(b)) => **a == **b,
             (Object::CustomizationDisableIpV4(a), Object::CustomizationDisableIpV4(b)) => **a == **b,
-            (Object::CustomizationEvent(a), Object::CustomizationEvent(b)) => **a == **b,
-            (Object::CustomizationFailed(a), Object::CustomizationFailed(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomizationEvent(a), Object::CustomizationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomizationFailed(a), Object::CustomizationFailed(b)) => **a == **b,
             (Object::CustomizationFailedReasonCode(a), Object::CustomizationFailedReasonCode(b)) => **a == **b,
             (Object::CustomizationFault(a), Object::CustomizationFault(b)) => **a == **b,
             (Object::CustomizationFixedIp(a), Object::CustomizationFixedIp(b)) => **a == **b,
@@ -507,27 +507,27 @@ impl PartialEq for Object {
             (Object::CustomizationLicenseDataMode(a), Object::CustomizationLicenseDataMode(b)) => **a == **b,
             (Object::CustomizationLicenseFilePrintData(a), Object::CustomizationLicenseFilePrintData(b)) => **a == **b,
             (Object::CustomizationLinuxFlexPrep(a), Object::CustomizationLinuxFlexPrep(b)) => **a == **b,
-            (Object::CustomizationLinuxIdentityFailed(a), Object::CustomizationLinuxIdentityFailed(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomizationLinuxIdentityFailed(a), Object::CustomizationLinuxIdentityFailed(b)) => **a == **b,
             (Object::CustomizationLinuxOptions(a), Object::CustomizationLinuxOptions(b)) => **a == **b,
             (Object::CustomizationLinuxPrep(a), Object::CustomizationLinuxPrep(b)) => **a == **b,
             (Object::CustomizationName(a), Object::CustomizationName(b)) => **a == **b,
             (Object::CustomizationNetBIOSMode(a), Object::CustomizationNetBIOSMode(b)) => **a == **b,
-            (Object::CustomizationNetworkSetupFailed(a), Object::CustomizationNetworkSetupFailed(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomizationNetworkSetupFailed(a), Object::CustomizationNetworkSetupFailed(b)) => **a == **b,
             (Object::CustomizationOptions(a), Object::CustomizationOptions(b)) => **a == **b,
             (Object::CustomizationPassword(a), Object::CustomizationPassword(b)) => **a == **b,
-            (Object::CustomizationPending(a), Object::CustomizationPending(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::CustomizationPending(a), Object::CustomizationPending(b)) => **a == **b,
             (Object::CustomizationPrefixName(a), Object::CustomizationPrefixName(b)) => **a == **b,
             (Object::CustomizationSpec(a), Object::CustomizationSpec(b)) => **a == **b,
             (Object::CustomizationSpecInfo(a), Object::CustomizationSpecInfo(b)) => **a == **b,
             (Object::CustomizationSpecItem(a), Object::CustomizationSpecItem(b)) => **a == **b,
-            (Object::CustomizationStartedEvent(a), Object::CustomizationStartedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomizationStartedEvent(a), Object::CustomizationStartedEvent(b)) => **a == **b,
             (Object::CustomizationStatelessIpV6Generator(a), Object::CustomizationStatelessIpV6Generator(b)) => **a == **b,
-            (Object::CustomizationSucceeded(a), Object::CustomizationSucceeded(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomizationSucceeded(a), Object::CustomizationSucceeded(b)) => **a == **b,
             (Object::CustomizationSysprep(a), Object::CustomizationSysprep(b)) => **a == **b,
-            (Object::CustomizationSysprepFailed(a), Object::CustomizationSysprepFailed(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomizationSysprepFailed(a), Object::CustomizationSysprepFailed(b)) => **a == **b,
             (Object::CustomizationSysprepRebootOption(a), Object::CustomizationSysprepRebootOption(b)) => **a == **b,
             (Object::CustomizationSysprepText(a), Object::CustomizationSysprepText(b)) => **a == **b,
-            (Object::CustomizationUnknownFailure(a), Object::CustomizationUnknownFailure(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::CustomizationUnknownFailure(a), Object::CustomizationUnknownFailure(b)) => **a == **b,
             (Object::CustomizationUnknownIpGenerator(a), Object::CustomizationUnknownIpGenerator(b)) => **a == **b,
             (Object::CustomizationUnknownIpV6Generator(a), Object::CustomizationUnknownIpV6Generator(b)) => **a == **b,
             (Object::CustomizationUnknownName(a), Object::CustomizationUnknownName(b)) => **a == **b,
@@ -535,7 +535,7 @@ impl PartialEq for Object {
             (Object::CustomizationVirtualMachineName(a), Object::CustomizationVirtualMachineName(b)) => **a == **b,
             (Object::CustomizationWinOptions(a), Object::CustomizationWinOptions(b)) => **a == **b,
             (Object::CustomizationWindowsFlexPrep(a), Object::CustomizationWindowsFlexPrep(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -551,14 +551,14 @@ impl Clone for Object {
             Object::CryptoSpecRegister(v) => Object::CryptoSpecRegister(Box::new((**v).clone())),
             Object::CryptoSpecShallowRecrypt(v) => Object::CryptoSpecShallowRecrypt(Box::new((**v).clone())),
             Object::CustomFieldDef(v) => Object::CustomFieldDef(Box::new((**v).clone())),
-            Object::CustomFieldDefAddedEvent(v) => Object::CustomFieldDefAddedEvent(Box::new((**v).clone())),
-            Object::CustomFieldDefEvent(v) => Object::CustomFieldDefEvent(Box::new((**v).clone())),
-            Object::CustomFieldDefRemovedEvent(v) => Object::CustomFieldDefRemovedEvent(Box::new((**v).clone())),
-            Object::CustomFieldDefRenamedEvent(v) => Object::CustomFieldDefRenamedEvent(Box::new((**v).clone())),
-            Object::CustomFieldEvent(v) => Object::CustomFieldEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefAddedEvent(v) => Object::CustomFieldDefAddedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefEvent(v) => Object::CustomFieldDefEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefRemovedEvent(v) => Object::CustomFieldDefRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefRenamedEvent(v) => Object::CustomFieldDefRenamedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomFieldEvent(v) => Object::CustomFieldEvent(Box::new((**v).clone())),
             Object::CustomFieldStringValue(v) => Object::CustomFieldStringValue(Box::new((**v).clone())),
             Object::CustomFieldValue(v) => Object::CustomFieldValue(Box::new((**v).clone())),
-            Object::CustomFieldValueChangedEvent(v) => Object::CustomFieldValueChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomFieldValueChangedEvent(v) => Object::CustomFieldValueChangedEvent(Box::new((**v).clone())),
             Object::CustomizationAdapterMapping(v) => Object::CustomizationAdapterMapping(Box::new((**v).clone())),
             Object::CustomizationAutoIpV6Generator(v) => Object::CustomizationAutoIpV6Generator(Box::new((**v).clone())),
             Object::CustomizationCloudinitPrep(v) => Object::CustomizationCloudinitPrep(Box::new((**v).clone())),
@@ -568,8 +568,8 @@ impl Clone for Object {
             Object::CustomizationDhcpIpGenerator(v) => Object::CustomizationDhcpIpGenerator(Box::new((**v).clone())),
             Object::CustomizationDhcpIpV6Generator(v) => Object::CustomizationDhcpIpV6Generator(Box::new((**v).clone())),
             Object::CustomizationDisableIpV4(v) => Object::CustomizationDisableIpV4(Box::new((**v).clone())),
-            Object::CustomizationEvent(v) => Object::CustomizationEvent(Box::new((**v).clone())),
-            Object::CustomizationFailed(v) => Object::CustomizationFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomizationEvent(v) => Object::CustomizationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomizationFailed(v) => Object::CustomizationFailed(Box::new((**v).clone())),
             Object::CustomizationFailedReasonCode(v) => Object::CustomizationFailedReasonCode(Box::new((**v).clone())),
             Object::CustomizationFault(v) => Object::CustomizationFault(Box::new((**v).clone())),
             Object::CustomizationFixedIp(v) => Object::CustomizationFixedIp(Box::new((**v).clone())),
@@ -587,27 +587,27 @@ impl Clone for Object {
             Object::CustomizationLicenseDataMode(v) => Object::CustomizationLicenseDataMode(Box::new((**v).clone())),
             Object::CustomizationLicenseFilePrintData(v) => Object::CustomizationLicenseFilePrintData(Box::new((**v).clone())),
             Object::CustomizationLinuxFlexPrep(v) => Object::CustomizationLinuxFlexPrep(Box::new((**v).clone())),
-            Object::CustomizationLinuxIdentityFailed(v) => Object::CustomizationLinuxIdentityFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomizationLinuxIdentityFailed(v) => Object::CustomizationLinuxIdentityFailed(Box::new((**v).clone())),
             Object::CustomizationLinuxOptions(v) => Object::CustomizationLinuxOptions(Box::new((**v).clone())),
             Object::CustomizationLinuxPrep(v) => Object::CustomizationLinuxPrep(Box::new((**v).clone())),
             Object::CustomizationName(v) => Object::CustomizationName(Box::new((**v).clone())),
             Object::CustomizationNetBIOSMode(v) => Object::CustomizationNetBIOSMode(Box::new((**v).clone())),
-            Object::CustomizationNetworkSetupFailed(v) => Object::CustomizationNetworkSetupFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomizationNetworkSetupFailed(v) => Object::CustomizationNetworkSetupFailed(Box::new((**v).clone())),
             Object::CustomizationOptions(v) => Object::CustomizationOptions(Box::new((**v).clone())),
             Object::CustomizationPassword(v) => Object::CustomizationPassword(Box::new((**v).clone())),
-            Object::CustomizationPending(v) => Object::CustomizationPending(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::CustomizationPending(v) => Object::CustomizationPending(Box::new((**v).clone())),
             Object::CustomizationPrefixName(v) => Object::CustomizationPrefixName(Box::new((**v).clone())),
             Object::CustomizationSpec(v) => Object::CustomizationSpec(Box::new((**v).clone())),
             Object::CustomizationSpecInfo(v) => Object::CustomizationSpecInfo(Box::new((**v).clone())),
             Object::CustomizationSpecItem(v) => Object::CustomizationSpecItem(Box::new((**v).clone())),
-            Object::CustomizationStartedEvent(v) => Object::CustomizationStartedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomizationStartedEvent(v) => Object::CustomizationStartedEvent(Box::new((**v).clone())),
             Object::CustomizationStatelessIpV6Generator(v) => Object::CustomizationStatelessIpV6Generator(Box::new((**v).clone())),
-            Object::CustomizationSucceeded(v) => Object::CustomizationSucceeded(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomizationSucceeded(v) => Object::CustomizationSucceeded(Box::new((**v).clone())),
             Object::CustomizationSysprep(v) => Object::CustomizationSysprep(Box::new((**v).clone())),
-            Object::CustomizationSysprepFailed(v) => Object::CustomizationSysprepFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomizationSysprepFailed(v) => Object::CustomizationSysprepFailed(Box::new((**v).clone())),
             Object::CustomizationSysprepRebootOption(v) => Object::CustomizationSysprepRebootOption(Box::new((**v).clone())),
             Object::CustomizationSysprepText(v) => Object::CustomizationSysprepText(Box::new((**v).clone())),
-            Object::CustomizationUnknownFailure(v) => Object::CustomizationUnknownFailure(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::CustomizationUnknownFailure(v) => Object::CustomizationUnknownFailure(Box::new((**v).clone())),
             Object::CustomizationUnknownIpGenerator(v) => Object::CustomizationUnknownIpGenerator(Box::new((**v).clone())),
             Object::CustomizationUnknownIpV6Generator(v) => Object::CustomizationUnknownIpV6Generator(Box::new((**v).clone())),
             Object::CustomizationUnknownName(v) => Object::CustomizationUnknownName(Box::new((**v).clone())),
@@ -630,14 +630,14 @@ impl x::DataObject for Object {
             Object::CryptoSpecRegister(_) => "CryptoSpecRegister",
             Object::CryptoSpecShallowRecrypt(_) => "CryptoSpecShallowRecrypt",
             Object::CustomFieldDef(_) => "CustomFieldDef",
-            Object::CustomFieldDefAddedEvent(_) => "CustomFieldDefAddedEvent",
-            Object::CustomFieldDefEvent(_) => "CustomFieldDefEvent",
-            Object::CustomFieldDefRemovedEvent(_) => "CustomFieldDefRemovedEvent",
-            Object::CustomFieldDefRenamedEvent(_) => "CustomFieldDefRenamedEvent",
-            Object::CustomFieldEvent(_) => "CustomFieldEvent",
+            #[cfg(feature = "all-events")] Object::CustomFieldDefAddedEvent(_) => "CustomFieldDefAddedEvent",
+            #[cfg(feature = "all-events")] Object::CustomFieldDefEvent(_) => "CustomFieldDefEvent",
+            #[cfg(feature = "all-events")] Object::CustomFieldDefRemovedEvent(_) => "CustomFieldDefRemovedEvent",
+            #[cfg(feature = "all-events")] Object::CustomFieldDefRenamedEvent(_) => "CustomFieldDefRenamedEvent",
+            #[cfg(feature = "all-events")] Object::CustomFieldEvent(_) => "CustomFieldEvent",
             Object::CustomFieldStringValue(_) => "CustomFieldStringValue",
             Object::CustomFieldValue(_) => "CustomFieldValue",
-            Object::CustomFieldValueChangedEvent(_) => "CustomFieldValueChangedEvent",
+            #[cfg(feature = "all-events")] Object::CustomFieldValueChangedEvent(_) => "CustomFieldValueChangedEvent",
             Object::CustomizationAdapterMapping(_) => "CustomizationAdapterMapping",
             Object::CustomizationAutoIpV6Generator(_) => "CustomizationAutoIpV6Generator",
             Object::CustomizationCloudinitPrep(_) => "CustomizationCloudinitPrep",
@@ -647,8 +647,8 @@ impl x::DataObject for Object {
             Object::CustomizationDhcpIpGenerator(_) => "CustomizationDhcpIpGenerator",
             Object::CustomizationDhcpIpV6Generator(_) => "CustomizationDhcpIpV6Generator",
             Object::CustomizationDisableIpV4(_) => "CustomizationDisableIpV4",
-            Object::CustomizationEvent(_) => "CustomizationEvent",
-            Object::CustomizationFailed(_) => "CustomizationFailed",
+            #[cfg(feature = "all-events")] Object::CustomizationEvent(_) => "CustomizationEvent",
+            #[cfg(feature = "all-events")] Object::CustomizationFailed(_) => "CustomizationFailed",
             Object::CustomizationFailedReasonCode(_) => "CustomizationFailedReasonCode",
             Object::CustomizationFault(_) => "CustomizationFault",
             Object::CustomizationFixedIp(_) => "CustomizationFixedIp",
@@ -666,27 +666,27 @@ impl x::DataObject for Object {
             Object::CustomizationLicenseDataMode(_) => "CustomizationLicenseDataMode",
             Object::CustomizationLicenseFilePrintData(_) => "CustomizationLicenseFilePrintData",
             Object::CustomizationLinuxFlexPrep(_) => "CustomizationLinuxFlexPrep",
-            Object::CustomizationLinuxIdentityFailed(_) => "CustomizationLinuxIdentityFailed",
+            #[cfg(feature = "all-events")] Object::CustomizationLinuxIdentityFailed(_) => "CustomizationLinuxIdentityFailed",
             Object::CustomizationLinuxOptions(_) => "CustomizationLinuxOptions",
             Object::CustomizationLinuxPrep(_) => "CustomizationLinuxPrep",
             Object::CustomizationName(_) => "CustomizationName",
             Object::CustomizationNetBIOSMode(_) => "CustomizationNetBIOSMode",
-            Object::CustomizationNetworkSetupFailed(_) => "CustomizationNetworkSetupFailed",
+            #[cfg(feature = "all-events")] Object::CustomizationNetworkSetupFailed(_) => "CustomizationNetworkSetupFailed",
             Object::CustomizationOptions(_) => "CustomizationOptions",
             Object::CustomizationPassword(_) => "CustomizationPassword",
-            Object::CustomizationPending(_) => "CustomizationPending",
+            #[cfg(feature = "all-faults")] Object::CustomizationPending(_) => "CustomizationPending",
             Object::CustomizationPrefixName(_) => "CustomizationPrefixName",
             Object::CustomizationSpec(_) => "CustomizationSpec",
             Object::CustomizationSpecInfo(_) => "CustomizationSpecInfo",
             Object::CustomizationSpecItem(_) => "CustomizationSpecItem",
-            Object::CustomizationStartedEvent(_) => "CustomizationStartedEvent",
+            #[cfg(feature = "all-events")] Object::CustomizationStartedEvent(_) => "CustomizationStartedEvent",
             Object::CustomizationStatelessIpV6Generator(_) => "CustomizationStatelessIpV6Generator",
-            Object::CustomizationSucceeded(_) => "CustomizationSucceeded",
+            #[cfg(feature = "all-events")] Object::CustomizationSucceeded(_) => "CustomizationSucceeded",
             Object::CustomizationSysprep(_) => "CustomizationSysprep",
-            Object::CustomizationSysprepFailed(_) => "CustomizationSysprepFailed",
+            #[cfg(feature = "all-events")] Object::CustomizationSysprepFailed(_) => "CustomizationSysprepFailed",
             Object::CustomizationSysprepRebootOption(_) => "CustomizationSysprepRebootOption",
             Object::CustomizationSysprepText(_) => "CustomizationSysprepText",
-            Object::CustomizationUnknownFailure(_) => "CustomizationUnknownFailure",
+            #[cfg(feature = "all-events")] Object::CustomizationUnknownFailure(_) => "CustomizationUnknownFailure",
             Object::CustomizationUnknownIpGenerator(_) => "CustomizationUnknownIpGenerator",
             Object::CustomizationUnknownIpV6Generator(_) => "CustomizationUnknownIpV6Generator",
             Object::CustomizationUnknownName(_) => "CustomizationUnknownName",
@@ -721,14 +721,14 @@ impl x::DataObject for Object {
             Object::CryptoSpecRegister(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoSpecShallowRecrypt(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomFieldDef(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomFieldDefAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomFieldDefEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomFieldDefRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomFieldDefRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomFieldEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomFieldDefRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomFieldEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomFieldStringValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomFieldValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomFieldValueChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomFieldValueChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationAdapterMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationAutoIpV6Generator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationCloudinitPrep(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -738,8 +738,8 @@ impl x::DataObject for Object {
             Object::CustomizationDhcpIpGenerator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationDhcpIpV6Generator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationDisableIpV4(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomizationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomizationFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomizationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomizationFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationFailedReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationFixedIp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -757,27 +757,27 @@ impl x::DataObject for Object {
             Object::CustomizationLicenseDataMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationLicenseFilePrintData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationLinuxFlexPrep(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomizationLinuxIdentityFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomizationLinuxIdentityFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationLinuxOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationLinuxPrep(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationNetBIOSMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomizationNetworkSetupFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomizationNetworkSetupFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationPassword(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomizationPending(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::CustomizationPending(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationPrefixName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationSpecInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationSpecItem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomizationStartedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomizationStartedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationStatelessIpV6Generator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomizationSucceeded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomizationSucceeded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationSysprep(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomizationSysprepFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomizationSysprepFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationSysprepRebootOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationSysprepText(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CustomizationUnknownFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::CustomizationUnknownFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationUnknownIpGenerator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationUnknownIpV6Generator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CustomizationUnknownName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -798,11 +798,11 @@ impl x::ObjectType for CryptoSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoSpec(v) => Some(v), _ => None, }
+        match object { Object::CryptoSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -814,11 +814,11 @@ impl x::ObjectType for CryptoSpecDecrypt {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoSpecDecrypt(v) => Some(v), _ => None, }
+        match object { Object::CryptoSpecDecrypt(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoSpecDecrypt(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoSpecDecrypt(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -830,11 +830,11 @@ impl x::ObjectType for CryptoSpecDeepRecrypt {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoSpecDeepRecrypt(v) => Some(v), _ => None, }
+        match object { Object::CryptoSpecDeepRecrypt(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoSpecDeepRecrypt(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoSpecDeepRecrypt(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -846,11 +846,11 @@ impl x::ObjectType for CryptoSpecEncrypt {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoSpecEncrypt(v) => Some(v), _ => None, }
+        match object { Object::CryptoSpecEncrypt(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoSpecEncrypt(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoSpecEncrypt(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -862,11 +862,11 @@ impl x::ObjectType for CryptoSpecNoOp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoSpecNoOp(v) => Some(v), _ => None, }
+        match object { Object::CryptoSpecNoOp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoSpecNoOp(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoSpecNoOp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -878,11 +878,11 @@ impl x::ObjectType for CryptoSpecRegister {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoSpecRegister(v) => Some(v), _ => None, }
+        match object { Object::CryptoSpecRegister(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoSpecRegister(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoSpecRegister(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -894,11 +894,11 @@ impl x::ObjectType for CryptoSpecShallowRecrypt {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CryptoSpecShallowRecrypt(v) => Some(v), _ => None, }
+        match object { Object::CryptoSpecShallowRecrypt(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CryptoSpecShallowRecrypt(v) => Ok(v), other => Err(other), }
+        match object { Object::CryptoSpecShallowRecrypt(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -910,15 +910,15 @@ impl x::ObjectType for CustomFieldDef {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomFieldDef(v) => Some(v), _ => None, }
+        match object { Object::CustomFieldDef(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomFieldDef(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomFieldDef(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomFieldDefAddedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomFieldDefAddedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -926,15 +926,15 @@ impl x::ObjectType for CustomFieldDefAddedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomFieldDefAddedEvent(v) => Some(v), _ => None, }
+        match object { Object::CustomFieldDefAddedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomFieldDefAddedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomFieldDefAddedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomFieldDefEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomFieldDefEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -942,15 +942,15 @@ impl x::ObjectType for CustomFieldDefEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomFieldDefEvent(v) => Some(v), _ => None, }
+        match object { Object::CustomFieldDefEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomFieldDefEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomFieldDefEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomFieldDefRemovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomFieldDefRemovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -958,15 +958,15 @@ impl x::ObjectType for CustomFieldDefRemovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomFieldDefRemovedEvent(v) => Some(v), _ => None, }
+        match object { Object::CustomFieldDefRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomFieldDefRemovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomFieldDefRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomFieldDefRenamedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomFieldDefRenamedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -974,15 +974,15 @@ impl x::ObjectType for CustomFieldDefRenamedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomFieldDefRenamedEvent(v) => Some(v), _ => None, }
+        match object { Object::CustomFieldDefRenamedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomFieldDefRenamedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomFieldDefRenamedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomFieldEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomFieldEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -990,11 +990,11 @@ impl x::ObjectType for CustomFieldEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomFieldEvent(v) => Some(v), _ => None, }
+        match object { Object::CustomFieldEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomFieldEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomFieldEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1006,11 +1006,11 @@ impl x::ObjectType for CustomFieldStringValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomFieldStringValue(v) => Some(v), _ => None, }
+        match object { Object::CustomFieldStringValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomFieldStringValue(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomFieldStringValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1022,15 +1022,15 @@ impl x::ObjectType for CustomFieldValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomFieldValue(v) => Some(v), _ => None, }
+        match object { Object::CustomFieldValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomFieldValue(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomFieldValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomFieldValueChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomFieldValueChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1038,11 +1038,11 @@ impl x::ObjectType for CustomFieldValueChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomFieldValueChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::CustomFieldValueChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomFieldValueChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomFieldValueChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1054,11 +1054,11 @@ impl x::ObjectType for CustomizationAdapterMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationAdapterMapping(v) => Some(v), _ => None, }
+        match object { Object::CustomizationAdapterMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationAdapterMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationAdapterMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1070,11 +1070,11 @@ impl x::ObjectType for CustomizationAutoIpV6Generator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationAutoIpV6Generator(v) => Some(v), _ => None, }
+        match object { Object::CustomizationAutoIpV6Generator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationAutoIpV6Generator(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationAutoIpV6Generator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1086,11 +1086,11 @@ impl x::ObjectType for CustomizationCloudinitPrep {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationCloudinitPrep(v) => Some(v), _ => None, }
+        match object { Object::CustomizationCloudinitPrep(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationCloudinitPrep(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationCloudinitPrep(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1102,11 +1102,11 @@ impl x::ObjectType for CustomizationCustomIpGenerator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationCustomIpGenerator(v) => Some(v), _ => None, }
+        match object { Object::CustomizationCustomIpGenerator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationCustomIpGenerator(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationCustomIpGenerator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1118,11 +1118,11 @@ impl x::ObjectType for CustomizationCustomIpV6Generator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationCustomIpV6Generator(v) => Some(v), _ => None, }
+        match object { Object::CustomizationCustomIpV6Generator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationCustomIpV6Generator(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationCustomIpV6Generator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1134,11 +1134,11 @@ impl x::ObjectType for CustomizationCustomName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationCustomName(v) => Some(v), _ => None, }
+        match object { Object::CustomizationCustomName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationCustomName(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationCustomName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1150,11 +1150,11 @@ impl x::ObjectType for CustomizationDhcpIpGenerator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationDhcpIpGenerator(v) => Some(v), _ => None, }
+        match object { Object::CustomizationDhcpIpGenerator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationDhcpIpGenerator(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationDhcpIpGenerator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1166,11 +1166,11 @@ impl x::ObjectType for CustomizationDhcpIpV6Generator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationDhcpIpV6Generator(v) => Some(v), _ => None, }
+        match object { Object::CustomizationDhcpIpV6Generator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationDhcpIpV6Generator(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationDhcpIpV6Generator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1182,15 +1182,15 @@ impl x::ObjectType for CustomizationDisableIpV4 {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationDisableIpV4(v) => Some(v), _ => None, }
+        match object { Object::CustomizationDisableIpV4(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationDisableIpV4(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationDisableIpV4(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomizationEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomizationEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1198,15 +1198,15 @@ impl x::ObjectType for CustomizationEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationEvent(v) => Some(v), _ => None, }
+        match object { Object::CustomizationEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomizationFailed {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomizationFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1214,11 +1214,11 @@ impl x::ObjectType for CustomizationFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationFailed(v) => Some(v), _ => None, }
+        match object { Object::CustomizationFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1230,11 +1230,11 @@ impl x::ObjectType for CustomizationFailedReasonCode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationFailedReasonCode(v) => Some(v), _ => None, }
+        match object { Object::CustomizationFailedReasonCode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationFailedReasonCode(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationFailedReasonCode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1246,11 +1246,11 @@ impl x::ObjectType for CustomizationFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationFault(v) => Some(v), _ => None, }
+        match object { Object::CustomizationFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationFault(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1262,11 +1262,11 @@ impl x::ObjectType for CustomizationFixedIp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationFixedIp(v) => Some(v), _ => None, }
+        match object { Object::CustomizationFixedIp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationFixedIp(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationFixedIp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1278,11 +1278,11 @@ impl x::ObjectType for CustomizationFixedIpV6 {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationFixedIpV6(v) => Some(v), _ => None, }
+        match object { Object::CustomizationFixedIpV6(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationFixedIpV6(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationFixedIpV6(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1294,11 +1294,11 @@ impl x::ObjectType for CustomizationFixedName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationFixedName(v) => Some(v), _ => None, }
+        match object { Object::CustomizationFixedName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationFixedName(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationFixedName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1310,11 +1310,11 @@ impl x::ObjectType for CustomizationGlobalIPSettings {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationGlobalIPSettings(v) => Some(v), _ => None, }
+        match object { Object::CustomizationGlobalIPSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationGlobalIPSettings(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationGlobalIPSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1326,11 +1326,11 @@ impl x::ObjectType for CustomizationGuiRunOnce {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationGuiRunOnce(v) => Some(v), _ => None, }
+        match object { Object::CustomizationGuiRunOnce(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationGuiRunOnce(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationGuiRunOnce(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1342,11 +1342,11 @@ impl x::ObjectType for CustomizationGuiUnattended {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationGuiUnattended(v) => Some(v), _ => None, }
+        match object { Object::CustomizationGuiUnattended(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationGuiUnattended(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationGuiUnattended(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1358,11 +1358,11 @@ impl x::ObjectType for CustomizationIPSettings {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationIPSettings(v) => Some(v), _ => None, }
+        match object { Object::CustomizationIPSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationIPSettings(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationIPSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1374,11 +1374,11 @@ impl x::ObjectType for CustomizationIPSettingsIpV6AddressSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationIPSettingsIpV6AddressSpec(v) => Some(v), _ => None, }
+        match object { Object::CustomizationIPSettingsIpV6AddressSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationIPSettingsIpV6AddressSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationIPSettingsIpV6AddressSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1390,11 +1390,11 @@ impl x::ObjectType for CustomizationIdentification {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationIdentification(v) => Some(v), _ => None, }
+        match object { Object::CustomizationIdentification(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationIdentification(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationIdentification(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1406,11 +1406,11 @@ impl x::ObjectType for CustomizationIdentitySettings {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationIdentitySettings(v) => Some(v), _ => None, }
+        match object { Object::CustomizationIdentitySettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationIdentitySettings(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationIdentitySettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1422,11 +1422,11 @@ impl x::ObjectType for CustomizationIpGenerator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationIpGenerator(v) => Some(v), _ => None, }
+        match object { Object::CustomizationIpGenerator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationIpGenerator(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationIpGenerator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1438,11 +1438,11 @@ impl x::ObjectType for CustomizationIpV6Generator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationIpV6Generator(v) => Some(v), _ => None, }
+        match object { Object::CustomizationIpV6Generator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationIpV6Generator(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationIpV6Generator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1454,11 +1454,11 @@ impl x::ObjectType for CustomizationLicenseDataMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationLicenseDataMode(v) => Some(v), _ => None, }
+        match object { Object::CustomizationLicenseDataMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationLicenseDataMode(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationLicenseDataMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1470,11 +1470,11 @@ impl x::ObjectType for CustomizationLicenseFilePrintData {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationLicenseFilePrintData(v) => Some(v), _ => None, }
+        match object { Object::CustomizationLicenseFilePrintData(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationLicenseFilePrintData(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationLicenseFilePrintData(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1486,15 +1486,15 @@ impl x::ObjectType for CustomizationLinuxFlexPrep {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationLinuxFlexPrep(v) => Some(v), _ => None, }
+        match object { Object::CustomizationLinuxFlexPrep(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationLinuxFlexPrep(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationLinuxFlexPrep(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomizationLinuxIdentityFailed {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomizationLinuxIdentityFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1502,11 +1502,11 @@ impl x::ObjectType for CustomizationLinuxIdentityFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationLinuxIdentityFailed(v) => Some(v), _ => None, }
+        match object { Object::CustomizationLinuxIdentityFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationLinuxIdentityFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationLinuxIdentityFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1518,11 +1518,11 @@ impl x::ObjectType for CustomizationLinuxOptions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationLinuxOptions(v) => Some(v), _ => None, }
+        match object { Object::CustomizationLinuxOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationLinuxOptions(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationLinuxOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1534,11 +1534,11 @@ impl x::ObjectType for CustomizationLinuxPrep {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationLinuxPrep(v) => Some(v), _ => None, }
+        match object { Object::CustomizationLinuxPrep(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationLinuxPrep(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationLinuxPrep(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1550,11 +1550,11 @@ impl x::ObjectType for CustomizationName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationName(v) => Some(v), _ => None, }
+        match object { Object::CustomizationName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationName(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1566,15 +1566,15 @@ impl x::ObjectType for CustomizationNetBIOSMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationNetBIOSMode(v) => Some(v), _ => None, }
+        match object { Object::CustomizationNetBIOSMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationNetBIOSMode(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationNetBIOSMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomizationNetworkSetupFailed {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomizationNetworkSetupFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1582,11 +1582,11 @@ impl x::ObjectType for CustomizationNetworkSetupFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationNetworkSetupFailed(v) => Some(v), _ => None, }
+        match object { Object::CustomizationNetworkSetupFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationNetworkSetupFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationNetworkSetupFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1598,11 +1598,11 @@ impl x::ObjectType for CustomizationOptions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationOptions(v) => Some(v), _ => None, }
+        match object { Object::CustomizationOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationOptions(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1614,15 +1614,15 @@ impl x::ObjectType for CustomizationPassword {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationPassword(v) => Some(v), _ => None, }
+        match object { Object::CustomizationPassword(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationPassword(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationPassword(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomizationPending {
+#[cfg(feature = "all-faults")] impl x::ObjectType for CustomizationPending {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1630,11 +1630,11 @@ impl x::ObjectType for CustomizationPending {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationPending(v) => Some(v), _ => None, }
+        match object { Object::CustomizationPending(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationPending(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationPending(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1646,11 +1646,11 @@ impl x::ObjectType for CustomizationPrefixName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationPrefixName(v) => Some(v), _ => None, }
+        match object { Object::CustomizationPrefixName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationPrefixName(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationPrefixName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1662,11 +1662,11 @@ impl x::ObjectType for CustomizationSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationSpec(v) => Some(v), _ => None, }
+        match object { Object::CustomizationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1678,11 +1678,11 @@ impl x::ObjectType for CustomizationSpecInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationSpecInfo(v) => Some(v), _ => None, }
+        match object { Object::CustomizationSpecInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationSpecInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationSpecInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1694,15 +1694,15 @@ impl x::ObjectType for CustomizationSpecItem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationSpecItem(v) => Some(v), _ => None, }
+        match object { Object::CustomizationSpecItem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationSpecItem(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationSpecItem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomizationStartedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomizationStartedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1710,11 +1710,11 @@ impl x::ObjectType for CustomizationStartedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationStartedEvent(v) => Some(v), _ => None, }
+        match object { Object::CustomizationStartedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationStartedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationStartedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1726,15 +1726,15 @@ impl x::ObjectType for CustomizationStatelessIpV6Generator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationStatelessIpV6Generator(v) => Some(v), _ => None, }
+        match object { Object::CustomizationStatelessIpV6Generator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationStatelessIpV6Generator(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationStatelessIpV6Generator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomizationSucceeded {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomizationSucceeded {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1742,11 +1742,11 @@ impl x::ObjectType for CustomizationSucceeded {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationSucceeded(v) => Some(v), _ => None, }
+        match object { Object::CustomizationSucceeded(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationSucceeded(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationSucceeded(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1758,15 +1758,15 @@ impl x::ObjectType for CustomizationSysprep {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationSysprep(v) => Some(v), _ => None, }
+        match object { Object::CustomizationSysprep(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationSysprep(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationSysprep(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomizationSysprepFailed {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomizationSysprepFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1774,11 +1774,11 @@ impl x::ObjectType for CustomizationSysprepFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationSysprepFailed(v) => Some(v), _ => None, }
+        match object { Object::CustomizationSysprepFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationSysprepFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationSysprepFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1790,11 +1790,11 @@ impl x::ObjectType for CustomizationSysprepRebootOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationSysprepRebootOption(v) => Some(v), _ => None, }
+        match object { Object::CustomizationSysprepRebootOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationSysprepRebootOption(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationSysprepRebootOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1806,15 +1806,15 @@ impl x::ObjectType for CustomizationSysprepText {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationSysprepText(v) => Some(v), _ => None, }
+        match object { Object::CustomizationSysprepText(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationSysprepText(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationSysprepText(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for CustomizationUnknownFailure {
+#[cfg(feature = "all-events")] impl x::ObjectType for CustomizationUnknownFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1822,11 +1822,11 @@ impl x::ObjectType for CustomizationUnknownFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationUnknownFailure(v) => Some(v), _ => None, }
+        match object { Object::CustomizationUnknownFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationUnknownFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationUnknownFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1838,11 +1838,11 @@ impl x::ObjectType for CustomizationUnknownIpGenerator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationUnknownIpGenerator(v) => Some(v), _ => None, }
+        match object { Object::CustomizationUnknownIpGenerator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationUnknownIpGenerator(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationUnknownIpGenerator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1854,11 +1854,11 @@ impl x::ObjectType for CustomizationUnknownIpV6Generator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationUnknownIpV6Generator(v) => Some(v), _ => None, }
+        match object { Object::CustomizationUnknownIpV6Generator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationUnknownIpV6Generator(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationUnknownIpV6Generator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1870,11 +1870,11 @@ impl x::ObjectType for CustomizationUnknownName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationUnknownName(v) => Some(v), _ => None, }
+        match object { Object::CustomizationUnknownName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationUnknownName(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationUnknownName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1886,11 +1886,11 @@ impl x::ObjectType for CustomizationUserData {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationUserData(v) => Some(v), _ => None, }
+        match object { Object::CustomizationUserData(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationUserData(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationUserData(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1902,11 +1902,11 @@ impl x::ObjectType for CustomizationVirtualMachineName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationVirtualMachineName(v) => Some(v), _ => None, }
+        match object { Object::CustomizationVirtualMachineName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationVirtualMachineName(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationVirtualMachineName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1918,11 +1918,11 @@ impl x::ObjectType for CustomizationWinOptions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationWinOptions(v) => Some(v), _ => None, }
+        match object { Object::CustomizationWinOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationWinOptions(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationWinOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1934,10 +1934,10 @@ impl x::ObjectType for CustomizationWindowsFlexPrep {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::CustomizationWindowsFlexPrep(v) => Some(v), _ => None, }
+        match object { Object::CustomizationWindowsFlexPrep(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::CustomizationWindowsFlexPrep(v) => Ok(v), other => Err(other), }
+        match object { Object::CustomizationWindowsFlexPrep(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -356,7 +356,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 pub enum Object {
     DVPortConfigInfo(Box<DVPortConfigInfo>),
     DVPortConfigSpec(Box<DVPortConfigSpec>),
-    DVPortNotSupported(Box<DVPortNotSupported>),
+    #[cfg(feature = "all-faults")] DVPortNotSupported(Box<DVPortNotSupported>),
     DVPortSetting(Box<DVPortSetting>),
     DVPortState(Box<DVPortState>),
     DVPortStatus(Box<DVPortStatus>),
@@ -364,14 +364,14 @@ pub enum Object {
     DVPortStatusVmDirectPathGen2InactiveReasonOther(Box<DVPortStatusVmDirectPathGen2InactiveReasonOther>),
     DVPortgroupConfigInfo(Box<DVPortgroupConfigInfo>),
     DVPortgroupConfigSpec(Box<DVPortgroupConfigSpec>),
-    DVPortgroupCreatedEvent(Box<DVPortgroupCreatedEvent>),
-    DVPortgroupDestroyedEvent(Box<DVPortgroupDestroyedEvent>),
-    DVPortgroupEvent(Box<DVPortgroupEvent>),
+    #[cfg(feature = "all-events")] DVPortgroupCreatedEvent(Box<DVPortgroupCreatedEvent>),
+    #[cfg(feature = "all-events")] DVPortgroupDestroyedEvent(Box<DVPortgroupDestroyedEvent>),
+    #[cfg(feature = "all-events")] DVPortgroupEvent(Box<DVPortgroupEvent>),
     DVPortgroupNsxConfig(Box<DVPortgroupNsxConfig>),
     DVPortgroupNsxSubnetAddressInfo(Box<DVPortgroupNsxSubnetAddressInfo>),
     DVPortgroupPolicy(Box<DVPortgroupPolicy>),
-    DVPortgroupReconfiguredEvent(Box<DVPortgroupReconfiguredEvent>),
-    DVPortgroupRenamedEvent(Box<DVPortgroupRenamedEvent>),
+    #[cfg(feature = "all-events")] DVPortgroupReconfiguredEvent(Box<DVPortgroupReconfiguredEvent>),
+    #[cfg(feature = "all-events")] DVPortgroupRenamedEvent(Box<DVPortgroupRenamedEvent>),
     DVPortgroupSelection(Box<DVPortgroupSelection>),
     DVSBackupRestoreCapability(Box<DVSBackupRestoreCapability>),
     DVSCapability(Box<DVSCapability>),
@@ -393,7 +393,7 @@ pub enum Object {
     DVSFilterSpecVmknicConnecteeSpec(Box<DVSFilterSpecVmknicConnecteeSpec>),
     DVSHealthCheckCapability(Box<DVSHealthCheckCapability>),
     DVSHealthCheckConfig(Box<DVSHealthCheckConfig>),
-    DVSHostLocalPortInfo(Box<DVSHostLocalPortInfo>),
+    #[cfg(feature = "all-events")] DVSHostLocalPortInfo(Box<DVSHostLocalPortInfo>),
     DVSMacLearningPolicy(Box<DVSMacLearningPolicy>),
     DVSMacLimitPolicyType(Box<DVSMacLimitPolicyType>),
     DVSMacManagementPolicy(Box<DVSMacManagementPolicy>),
@@ -415,11 +415,11 @@ pub enum Object {
     DVSVendorSpecificConfig(Box<DVSVendorSpecificConfig>),
     DVSVmVnicNetworkResourcePool(Box<DVSVmVnicNetworkResourcePool>),
     DailyTaskScheduler(Box<DailyTaskScheduler>),
-    DasAdmissionControlDisabledEvent(Box<DasAdmissionControlDisabledEvent>),
-    DasAdmissionControlEnabledEvent(Box<DasAdmissionControlEnabledEvent>),
-    DasAgentFoundEvent(Box<DasAgentFoundEvent>),
-    DasAgentUnavailableEvent(Box<DasAgentUnavailableEvent>),
-    DasClusterIsolatedEvent(Box<DasClusterIsolatedEvent>),
+    #[cfg(feature = "all-events")] DasAdmissionControlDisabledEvent(Box<DasAdmissionControlDisabledEvent>),
+    #[cfg(feature = "all-events")] DasAdmissionControlEnabledEvent(Box<DasAdmissionControlEnabledEvent>),
+    #[cfg(feature = "all-events")] DasAgentFoundEvent(Box<DasAgentFoundEvent>),
+    #[cfg(feature = "all-events")] DasAgentUnavailableEvent(Box<DasAgentUnavailableEvent>),
+    #[cfg(feature = "all-events")] DasClusterIsolatedEvent(Box<DasClusterIsolatedEvent>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -436,7 +436,7 @@ fn decode(
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortConfigInfo(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortConfigSpec(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortNotSupported(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortSetting(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortState(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortStatus(v), Err(e) => return Some(Err(e)) },
@@ -444,14 +444,14 @@ fn decode(
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupConfigInfo(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupConfigSpec(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupDestroyedEvent(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupDestroyedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupEvent(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupNsxConfig(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupNsxSubnetAddressInfo(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupPolicy(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupRenamedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupRenamedEvent(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupSelection(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSBackupRestoreCapability(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSCapability(v), Err(e) => return Some(Err(e)) },
@@ -473,7 +473,7 @@ fn decode(
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVmknicConnecteeSpec(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHealthCheckCapability(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHostLocalPortInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHostLocalPortInfo(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacLearningPolicy(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacLimitPolicyType(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacManagementPolicy(v), Err(e) => return Some(Err(e)) },
@@ -495,11 +495,11 @@ fn decode(
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVendorSpecificConfig(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DailyTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlDisabledEvent(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAgentFoundEvent(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAgentUnavailableEvent(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasClusterIsolatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlDisabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAgentFoundEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAgentUnavailableEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasClusterIsolatedEvent(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -510,7 +510,7 @@ impl std::fmt::Debug for Object {
         match self {
             Object::DVPortConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DVPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortSetting(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortStatus(v) => std::fmt::Debug::fmt(&**v, f),
@@ -518,14 +518,14 @@ impl std::fmt::Debug for Object {
             Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortgroupConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortgroupConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DVPortgroupCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DVPortgroupDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DVPortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortgroupNsxConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortgroupNsxSubnetAddressInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortgroupPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVPortgroupRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DVPortgroupReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DVPortgroupRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVPortgroupSelection(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSBackupRestoreCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSCapability(v) => std::fmt::Debug::fmt(&**v, f),
@@ -547,7 +547,7 @@ impl std::fmt::Debug for Object {
             Object::DVSFilterSpecVmknicConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSHealthCheckCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSHostLocalPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSMacLearningPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSMacLimitPolicyType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSMacManagementPolicy(v) => std::fmt::Debug::fmt(&**v, f),
@@ -569,11 +569,11 @@ impl std::fmt::Debug for Object {
             Object::DVSVendorSpecificConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DailyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasAdmissionControlDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasAdmissionControlEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasAgentFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasAgentUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasClusterIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DasAgentUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DasClusterIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -583,7 +583,7 @@ impl PartialEq for Object {
         match (self, other) {
             (Object::DVPortConfigInfo(a), Object::DVPortConfigInfo(b)) => **a == **b,
             (Object::DVPortConfigSpec(a), Object::DVPortConfigSpec(b)) => **a == **b,
-            (Object::DVPortNotSupported(a), Object::DVPortNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DVPortNotSupported(a), Object::DVPortNotSupported(b)) => **a == **b,
             (Object::DVPortSetting(a), Object::DVPortSetting(b)) => **a == **b,
             (Object::DVPortState(a), Object::DVPortState(b)) => **a == **b,
             (Object::DVPortStatus(a), Object::DVPortStatus(b)) => **a == **b,
@@ -591,14 +591,14 @@ impl PartialEq for Object {
             (Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(a), Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(b)) => **a == **b,
             (Object::DVPortgroupConfigInfo(a), Object::DVPortgroupConfigInfo(b)) => **a == **b,
             (Object::DVPortgroupConfigSpec(a), Object::DVPortgroupConfigSpec(b)) => **a == **b,
-            (Object::DVPortgroupCreatedEvent(a), Object::DVPortgroupCreatedEvent(b)) => **a == **b,
-            (Object::DVPortgroupDestroyedEvent(a), Object::DVPortgroupDestroyedEvent(b)) => **a == **b,
-            (Object::DVPortgroupEvent(a), Object::DVPortgroupEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DVPortgroupCreatedEvent(a), Object::DVPortgroupCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DVPortgroupDestroyedEvent(a), Object::DVPortgroupDestroyedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DVPortgroupEvent(a), Object::DVPortgroupEvent(b)) => **a == **b,
             (Object::DVPortgroupNsxConfig(a), Object::DVPortgroupNsxConfig(b)) => **a == **b,
             (Object::DVPortgroupNsxSubnetAddressInfo(a), Object::DVPortgroupNsxSubnetAddressInfo(b)) => **a == **b,
             (Object::DVPortgroupPolicy(a), Object::DVPortgroupPolicy(b)) => **a == **b,
-            (Object::DVPortgroupReconfiguredEvent(a), Object::DVPortgroupReconfiguredEvent(b)) => **a == **b,
-            (Object::DVPortgroupRenamedEvent(a), Object::DVPortgroupRenamedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DVPortgroupReconfiguredEvent(a), Object::DVPortgroupReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DVPortgroupRenamedEvent(a), Object::DVPortgroupRenamedEvent(b)) => **a == **b,
             (Object::DVPortgroupSelection(a), Object::DVPortgroupSelection(b)) => **a == **b,
             (Object::DVSBackupRestoreCapability(a), Object::DVSBackupRestoreCapability(b)) => **a == **b,
             (Object::DVSCapability(a), Object::DVSCapability(b)) => **a == **b,
@@ -620,7 +620,7 @@ impl PartialEq for Object {
             (Object::DVSFilterSpecVmknicConnecteeSpec(a), Object::DVSFilterSpecVmknicConnecteeSpec(b)) => **a == **b,
             (Object::DVSHealthCheckCapability(a), Object::DVSHealthCheckCapability(b)) => **a == **b,
             (Object::DVSHealthCheckConfig(a), Object::DVSHealthCheckConfig(b)) => **a == **b,
-            (Object::DVSHostLocalPortInfo(a), Object::DVSHostLocalPortInfo(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DVSHostLocalPortInfo(a), Object::DVSHostLocalPortInfo(b)) => **a == **b,
             (Object::DVSMacLearningPolicy(a), Object::DVSMacLearningPolicy(b)) => **a == **b,
             (Object::DVSMacLimitPolicyType(a), Object::DVSMacLimitPolicyType(b)) => **a == **b,
             (Object::DVSMacManagementPolicy(a), Object::DVSMacManagementPolicy(b)) => **a == **b,
@@ -642,12 +642,12 @@ impl PartialEq for Object {
             (Object::DVSVendorSpecificConfig(a), Object::DVSVendorSpecificConfig(b)) => **a == **b,
             (Object::DVSVmVnicNetworkResourcePool(a), Object::DVSVmVnicNetworkResourcePool(b)) => **a == **b,
             (Object::DailyTaskScheduler(a), Object::DailyTaskScheduler(b)) => **a == **b,
-            (Object::DasAdmissionControlDisabledEvent(a), Object::DasAdmissionControlDisabledEvent(b)) => **a == **b,
-            (Object::DasAdmissionControlEnabledEvent(a), Object::DasAdmissionControlEnabledEvent(b)) => **a == **b,
-            (Object::DasAgentFoundEvent(a), Object::DasAgentFoundEvent(b)) => **a == **b,
-            (Object::DasAgentUnavailableEvent(a), Object::DasAgentUnavailableEvent(b)) => **a == **b,
-            (Object::DasClusterIsolatedEvent(a), Object::DasClusterIsolatedEvent(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-events")] (Object::DasAdmissionControlDisabledEvent(a), Object::DasAdmissionControlDisabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DasAdmissionControlEnabledEvent(a), Object::DasAdmissionControlEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DasAgentFoundEvent(a), Object::DasAgentFoundEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DasAgentUnavailableEvent(a), Object::DasAgentUnavailableEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DasClusterIsolatedEvent(a), Object::DasClusterIsolatedEvent(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -657,7 +657,7 @@ impl Clone for Object {
         match self {
             Object::DVPortConfigInfo(v) => Object::DVPortConfigInfo(Box::new((**v).clone())),
             Object::DVPortConfigSpec(v) => Object::DVPortConfigSpec(Box::new((**v).clone())),
-            Object::DVPortNotSupported(v) => Object::DVPortNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DVPortNotSupported(v) => Object::DVPortNotSupported(Box::new((**v).clone())),
             Object::DVPortSetting(v) => Object::DVPortSetting(Box::new((**v).clone())),
             Object::DVPortState(v) => Object::DVPortState(Box::new((**v).clone())),
             Object::DVPortStatus(v) => Object::DVPortStatus(Box::new((**v).clone())),
@@ -665,14 +665,14 @@ impl Clone for Object {
             Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(Box::new((**v).clone())),
             Object::DVPortgroupConfigInfo(v) => Object::DVPortgroupConfigInfo(Box::new((**v).clone())),
             Object::DVPortgroupConfigSpec(v) => Object::DVPortgroupConfigSpec(Box::new((**v).clone())),
-            Object::DVPortgroupCreatedEvent(v) => Object::DVPortgroupCreatedEvent(Box::new((**v).clone())),
-            Object::DVPortgroupDestroyedEvent(v) => Object::DVPortgroupDestroyedEvent(Box::new((**v).clone())),
-            Object::DVPortgroupEvent(v) => Object::DVPortgroupEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DVPortgroupCreatedEvent(v) => Object::DVPortgroupCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DVPortgroupDestroyedEvent(v) => Object::DVPortgroupDestroyedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DVPortgroupEvent(v) => Object::DVPortgroupEvent(Box::new((**v).clone())),
             Object::DVPortgroupNsxConfig(v) => Object::DVPortgroupNsxConfig(Box::new((**v).clone())),
             Object::DVPortgroupNsxSubnetAddressInfo(v) => Object::DVPortgroupNsxSubnetAddressInfo(Box::new((**v).clone())),
             Object::DVPortgroupPolicy(v) => Object::DVPortgroupPolicy(Box::new((**v).clone())),
-            Object::DVPortgroupReconfiguredEvent(v) => Object::DVPortgroupReconfiguredEvent(Box::new((**v).clone())),
-            Object::DVPortgroupRenamedEvent(v) => Object::DVPortgroupRenamedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DVPortgroupReconfiguredEvent(v) => Object::DVPortgroupReconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DVPortgroupRenamedEvent(v) => Object::DVPortgroupRenamedEvent(Box::new((**v).clone())),
             Object::DVPortgroupSelection(v) => Object::DVPortgroupSelection(Box::new((**v).clone())),
             Object::DVSBackupRestoreCapability(v) => Object::DVSBackupRestoreCapability(Box::new((**v).clone())),
             Object::DVSCapability(v) => Object::DVSCapability(Box::new((**v).clone())),
@@ -694,7 +694,7 @@ impl Clone for Object {
             Object::DVSFilterSpecVmknicConnecteeSpec(v) => Object::DVSFilterSpecVmknicConnecteeSpec(Box::new((**v).clone())),
             Object::DVSHealthCheckCapability(v) => Object::DVSHealthCheckCapability(Box::new((**v).clone())),
             Object::DVSHealthCheckConfig(v) => Object::DVSHealthCheckConfig(Box::new((**v).clone())),
-            Object::DVSHostLocalPortInfo(v) => Object::DVSHostLocalPortInfo(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(v) => Object::DVSHostLocalPortInfo(Box::new((**v).clone())),
             Object::DVSMacLearningPolicy(v) => Object::DVSMacLearningPolicy(Box::new((**v).clone())),
             Object::DVSMacLimitPolicyType(v) => Object::DVSMacLimitPolicyType(Box::new((**v).clone())),
             Object::DVSMacManagementPolicy(v) => Object::DVSMacManagementPolicy(Box::new((**v).clone())),
@@ -716,11 +716,11 @@ impl Clone for Object {
             Object::DVSVendorSpecificConfig(v) => Object::DVSVendorSpecificConfig(Box::new((**v).clone())),
             Object::DVSVmVnicNetworkResourcePool(v) => Object::DVSVmVnicNetworkResourcePool(Box::new((**v).clone())),
             Object::DailyTaskScheduler(v) => Object::DailyTaskScheduler(Box::new((**v).clone())),
-            Object::DasAdmissionControlDisabledEvent(v) => Object::DasAdmissionControlDisabledEvent(Box::new((**v).clone())),
-            Object::DasAdmissionControlEnabledEvent(v) => Object::DasAdmissionControlEnabledEvent(Box::new((**v).clone())),
-            Object::DasAgentFoundEvent(v) => Object::DasAgentFoundEvent(Box::new((**v).clone())),
-            Object::DasAgentUnavailableEvent(v) => Object::DasAgentUnavailableEvent(Box::new((**v).clone())),
-            Object::DasClusterIsolatedEvent(v) => Object::DasClusterIsolatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => Object::DasAdmissionControlDisabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => Object::DasAdmissionControlEnabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(v) => Object::DasAgentFoundEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DasAgentUnavailableEvent(v) => Object::DasAgentUnavailableEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DasClusterIsolatedEvent(v) => Object::DasClusterIsolatedEvent(Box::new((**v).clone())),
         }
     }
 }
@@ -730,7 +730,7 @@ impl x::DataObject for Object {
         match self {
             Object::DVPortConfigInfo(_) => "DVPortConfigInfo",
             Object::DVPortConfigSpec(_) => "DVPortConfigSpec",
-            Object::DVPortNotSupported(_) => "DVPortNotSupported",
+            #[cfg(feature = "all-faults")] Object::DVPortNotSupported(_) => "DVPortNotSupported",
             Object::DVPortSetting(_) => "DVPortSetting",
             Object::DVPortState(_) => "DVPortState",
             Object::DVPortStatus(_) => "DVPortStatus",
@@ -738,14 +738,14 @@ impl x::DataObject for Object {
             Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(_) => "DVPortStatusVmDirectPathGen2InactiveReasonOther",
             Object::DVPortgroupConfigInfo(_) => "DVPortgroupConfigInfo",
             Object::DVPortgroupConfigSpec(_) => "DVPortgroupConfigSpec",
-            Object::DVPortgroupCreatedEvent(_) => "DVPortgroupCreatedEvent",
-            Object::DVPortgroupDestroyedEvent(_) => "DVPortgroupDestroyedEvent",
-            Object::DVPortgroupEvent(_) => "DVPortgroupEvent",
+            #[cfg(feature = "all-events")] Object::DVPortgroupCreatedEvent(_) => "DVPortgroupCreatedEvent",
+            #[cfg(feature = "all-events")] Object::DVPortgroupDestroyedEvent(_) => "DVPortgroupDestroyedEvent",
+            #[cfg(feature = "all-events")] Object::DVPortgroupEvent(_) => "DVPortgroupEvent",
             Object::DVPortgroupNsxConfig(_) => "DVPortgroupNsxConfig",
             Object::DVPortgroupNsxSubnetAddressInfo(_) => "DVPortgroupNsxSubnetAddressInfo",
             Object::DVPortgroupPolicy(_) => "DVPortgroupPolicy",
-            Object::DVPortgroupReconfiguredEvent(_) => "DVPortgroupReconfiguredEvent",
-            Object::DVPortgroupRenamedEvent(_) => "DVPortgroupRenamedEvent",
+            #[cfg(feature = "all-events")] Object::DVPortgroupReconfiguredEvent(_) => "DVPortgroupReconfiguredEvent",
+            #[cfg(feature = "all-events")] Object::DVPortgroupRenamedEvent(_) => "DVPortgroupRenamedEvent",
             Object::DVPortgroupSelection(_) => "DVPortgroupSelection",
             Object::DVSBackupRestoreCapability(_) => "DVSBackupRestoreCapability",
             Object::DVSCapability(_) => "DVSCapability",
@@ -767,7 +767,7 @@ impl x::DataObject for Object {
             Object::DVSFilterSpecVmknicConnecteeSpec(_) => "DVSFilterSpecVmknicConnecteeSpec",
             Object::DVSHealthCheckCapability(_) => "DVSHealthCheckCapability",
             Object::DVSHealthCheckConfig(_) => "DVSHealthCheckConfig",
-            Object::DVSHostLocalPortInfo(_) => "DVSHostLocalPortInfo",
+            #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(_) => "DVSHostLocalPortInfo",
             Object::DVSMacLearningPolicy(_) => "DVSMacLearningPolicy",
             Object::DVSMacLimitPolicyType(_) => "DVSMacLimitPolicyType",
             Object::DVSMacManagementPolicy(_) => "DVSMacManagementPolicy",
@@ -789,11 +789,11 @@ impl x::DataObject for Object {
             Object::DVSVendorSpecificConfig(_) => "DVSVendorSpecificConfig",
             Object::DVSVmVnicNetworkResourcePool(_) => "DVSVmVnicNetworkResourcePool",
             Object::DailyTaskScheduler(_) => "DailyTaskScheduler",
-            Object::DasAdmissionControlDisabledEvent(_) => "DasAdmissionControlDisabledEvent",
-            Object::DasAdmissionControlEnabledEvent(_) => "DasAdmissionControlEnabledEvent",
-            Object::DasAgentFoundEvent(_) => "DasAgentFoundEvent",
-            Object::DasAgentUnavailableEvent(_) => "DasAgentUnavailableEvent",
-            Object::DasClusterIsolatedEvent(_) => "DasClusterIsolatedEvent",
+            #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(_) => "DasAdmissionControlDisabledEvent",
+            #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(_) => "DasAdmissionControlEnabledEvent",
+            #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(_) => "DasAgentFoundEvent",
+            #[cfg(feature = "all-events")] Object::DasAgentUnavailableEvent(_) => "DasAgentUnavailableEvent",
+            #[cfg(feature = "all-events")] Object::DasClusterIsolatedEvent(_) => "DasClusterIsolatedEvent",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -815,7 +815,7 @@ impl x::DataObject for Object {
         match self {
             Object::DVPortConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DVPortNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -823,14 +823,14 @@ impl x::DataObject for Object {
             Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortgroupConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortgroupConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DVPortgroupCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DVPortgroupDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DVPortgroupEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortgroupNsxConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortgroupNsxSubnetAddressInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortgroupPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVPortgroupRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DVPortgroupReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DVPortgroupRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVPortgroupSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSBackupRestoreCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -852,7 +852,7 @@ impl x::DataObject for Object {
             Object::DVSFilterSpecVmknicConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSHealthCheckCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSHostLocalPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSMacLearningPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSMacLimitPolicyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSMacManagementPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -874,11 +874,11 @@ impl x::DataObject for Object {
             Object::DVSVendorSpecificConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DailyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasAdmissionControlDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasAdmissionControlEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasAgentFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasAgentUnavailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasClusterIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DasAgentUnavailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DasClusterIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -892,11 +892,11 @@ impl x::ObjectType for DVPortConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::DVPortConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -908,15 +908,15 @@ impl x::ObjectType for DVPortConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::DVPortConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVPortNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DVPortNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -924,11 +924,11 @@ impl x::ObjectType for DVPortNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortNotSupported(v) => Some(v), _ => None, }
+        match object { Object::DVPortNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -940,11 +940,11 @@ impl x::ObjectType for DVPortSetting {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortSetting(v) => Some(v), _ => None, }
+        match object { Object::DVPortSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortSetting(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -956,11 +956,11 @@ impl x::ObjectType for DVPortState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortState(v) => Some(v), _ => None, }
+        match object { Object::DVPortState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortState(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -972,11 +972,11 @@ impl x::ObjectType for DVPortStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortStatus(v) => Some(v), _ => None, }
+        match object { Object::DVPortStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -988,11 +988,11 @@ impl x::ObjectType for DVPortStatusVmDirectPathGen2InactiveReasonNetwork {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => Some(v), _ => None, }
+        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1004,11 +1004,11 @@ impl x::ObjectType for DVPortStatusVmDirectPathGen2InactiveReasonOther {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => Some(v), _ => None, }
+        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1020,11 +1020,11 @@ impl x::ObjectType for DVPortgroupConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1036,15 +1036,15 @@ impl x::ObjectType for DVPortgroupConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVPortgroupCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DVPortgroupCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1052,15 +1052,15 @@ impl x::ObjectType for DVPortgroupCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVPortgroupDestroyedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DVPortgroupDestroyedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1068,15 +1068,15 @@ impl x::ObjectType for DVPortgroupDestroyedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupDestroyedEvent(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupDestroyedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupDestroyedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupDestroyedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVPortgroupEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DVPortgroupEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1084,11 +1084,11 @@ impl x::ObjectType for DVPortgroupEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupEvent(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1100,11 +1100,11 @@ impl x::ObjectType for DVPortgroupNsxConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupNsxConfig(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupNsxConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupNsxConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupNsxConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1116,11 +1116,11 @@ impl x::ObjectType for DVPortgroupNsxSubnetAddressInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupNsxSubnetAddressInfo(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupNsxSubnetAddressInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupNsxSubnetAddressInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupNsxSubnetAddressInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1132,15 +1132,15 @@ impl x::ObjectType for DVPortgroupPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupPolicy(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVPortgroupReconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DVPortgroupReconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1148,15 +1148,15 @@ impl x::ObjectType for DVPortgroupReconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupReconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupReconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVPortgroupRenamedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DVPortgroupRenamedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1164,11 +1164,11 @@ impl x::ObjectType for DVPortgroupRenamedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupRenamedEvent(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupRenamedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupRenamedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupRenamedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1180,11 +1180,11 @@ impl x::ObjectType for DVPortgroupSelection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVPortgroupSelection(v) => Some(v), _ => None, }
+        match object { Object::DVPortgroupSelection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVPortgroupSelection(v) => Ok(v), other => Err(other), }
+        match object { Object::DVPortgroupSelection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1196,11 +1196,11 @@ impl x::ObjectType for DVSBackupRestoreCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSBackupRestoreCapability(v) => Some(v), _ => None, }
+        match object { Object::DVSBackupRestoreCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSBackupRestoreCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSBackupRestoreCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1212,11 +1212,11 @@ impl x::ObjectType for DVSCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSCapability(v) => Some(v), _ => None, }
+        match object { Object::DVSCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1228,11 +1228,11 @@ impl x::ObjectType for DVSConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::DVSConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1244,11 +1244,11 @@ impl x::ObjectType for DVSConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1260,11 +1260,11 @@ impl x::ObjectType for DVSContactInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSContactInfo(v) => Some(v), _ => None, }
+        match object { Object::DVSContactInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSContactInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSContactInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1276,11 +1276,11 @@ impl x::ObjectType for DVSCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1292,11 +1292,11 @@ impl x::ObjectType for DVSFailureCriteria {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFailureCriteria(v) => Some(v), _ => None, }
+        match object { Object::DVSFailureCriteria(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFailureCriteria(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFailureCriteria(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1308,11 +1308,11 @@ impl x::ObjectType for DVSFeatureCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFeatureCapability(v) => Some(v), _ => None, }
+        match object { Object::DVSFeatureCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFeatureCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFeatureCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1324,11 +1324,11 @@ impl x::ObjectType for DVSFilterSpecConnecteeSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecConnecteeSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSFilterSpecConnecteeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecConnecteeSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFilterSpecConnecteeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1340,11 +1340,11 @@ impl x::ObjectType for DVSFilterSpecLinkConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecLinkConfig(v) => Some(v), _ => None, }
+        match object { Object::DVSFilterSpecLinkConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecLinkConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFilterSpecLinkConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1356,11 +1356,11 @@ impl x::ObjectType for DVSFilterSpecLinkState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecLinkState(v) => Some(v), _ => None, }
+        match object { Object::DVSFilterSpecLinkState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecLinkState(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFilterSpecLinkState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1372,11 +1372,11 @@ impl x::ObjectType for DVSFilterSpecPnicConnecteeSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecPnicConnecteeSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSFilterSpecPnicConnecteeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecPnicConnecteeSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFilterSpecPnicConnecteeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1388,11 +1388,11 @@ impl x::ObjectType for DVSFilterSpecPvlanSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecPvlanSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSFilterSpecPvlanSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecPvlanSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFilterSpecPvlanSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1404,11 +1404,11 @@ impl x::ObjectType for DVSFilterSpecTrunkVlanSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecTrunkVlanSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSFilterSpecTrunkVlanSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecTrunkVlanSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFilterSpecTrunkVlanSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1420,11 +1420,11 @@ impl x::ObjectType for DVSFilterSpecVlanIdSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecVlanIdSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSFilterSpecVlanIdSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecVlanIdSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFilterSpecVlanIdSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1436,11 +1436,11 @@ impl x::ObjectType for DVSFilterSpecVlanSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecVlanSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSFilterSpecVlanSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecVlanSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFilterSpecVlanSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1452,11 +1452,11 @@ impl x::ObjectType for DVSFilterSpecVmConnecteeSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecVmConnecteeSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSFilterSpecVmConnecteeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecVmConnecteeSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFilterSpecVmConnecteeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1468,11 +1468,11 @@ impl x::ObjectType for DVSFilterSpecVmknicConnecteeSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSFilterSpecVmknicConnecteeSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSFilterSpecVmknicConnecteeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSFilterSpecVmknicConnecteeSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSFilterSpecVmknicConnecteeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1484,11 +1484,11 @@ impl x::ObjectType for DVSHealthCheckCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSHealthCheckCapability(v) => Some(v), _ => None, }
+        match object { Object::DVSHealthCheckCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSHealthCheckCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSHealthCheckCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1500,15 +1500,15 @@ impl x::ObjectType for DVSHealthCheckConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSHealthCheckConfig(v) => Some(v), _ => None, }
+        match object { Object::DVSHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSHealthCheckConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DVSHostLocalPortInfo {
+#[cfg(feature = "all-events")] impl x::ObjectType for DVSHostLocalPortInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1516,11 +1516,11 @@ impl x::ObjectType for DVSHostLocalPortInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSHostLocalPortInfo(v) => Some(v), _ => None, }
+        match object { Object::DVSHostLocalPortInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSHostLocalPortInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSHostLocalPortInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1532,11 +1532,11 @@ impl x::ObjectType for DVSMacLearningPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSMacLearningPolicy(v) => Some(v), _ => None, }
+        match object { Object::DVSMacLearningPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSMacLearningPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSMacLearningPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1548,11 +1548,11 @@ impl x::ObjectType for DVSMacLimitPolicyType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSMacLimitPolicyType(v) => Some(v), _ => None, }
+        match object { Object::DVSMacLimitPolicyType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSMacLimitPolicyType(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSMacLimitPolicyType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1564,11 +1564,11 @@ impl x::ObjectType for DVSMacManagementPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSMacManagementPolicy(v) => Some(v), _ => None, }
+        match object { Object::DVSMacManagementPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSMacManagementPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSMacManagementPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1580,11 +1580,11 @@ impl x::ObjectType for DVSManagerDvsConfigTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSManagerDvsConfigTarget(v) => Some(v), _ => None, }
+        match object { Object::DVSManagerDvsConfigTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSManagerDvsConfigTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSManagerDvsConfigTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1596,11 +1596,11 @@ impl x::ObjectType for DVSManagerPhysicalNicsList {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSManagerPhysicalNicsList(v) => Some(v), _ => None, }
+        match object { Object::DVSManagerPhysicalNicsList(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSManagerPhysicalNicsList(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSManagerPhysicalNicsList(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1612,11 +1612,11 @@ impl x::ObjectType for DVSNameArrayUplinkPortPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSNameArrayUplinkPortPolicy(v) => Some(v), _ => None, }
+        match object { Object::DVSNameArrayUplinkPortPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSNameArrayUplinkPortPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSNameArrayUplinkPortPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1628,11 +1628,11 @@ impl x::ObjectType for DVSNetworkResourceManagementCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSNetworkResourceManagementCapability(v) => Some(v), _ => None, }
+        match object { Object::DVSNetworkResourceManagementCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSNetworkResourceManagementCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSNetworkResourceManagementCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1644,11 +1644,11 @@ impl x::ObjectType for DVSNetworkResourcePool {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSNetworkResourcePool(v) => Some(v), _ => None, }
+        match object { Object::DVSNetworkResourcePool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSNetworkResourcePool(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSNetworkResourcePool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1660,11 +1660,11 @@ impl x::ObjectType for DVSNetworkResourcePoolAllocationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSNetworkResourcePoolAllocationInfo(v) => Some(v), _ => None, }
+        match object { Object::DVSNetworkResourcePoolAllocationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSNetworkResourcePoolAllocationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSNetworkResourcePoolAllocationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1676,11 +1676,11 @@ impl x::ObjectType for DVSNetworkResourcePoolConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSNetworkResourcePoolConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::DVSNetworkResourcePoolConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSNetworkResourcePoolConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSNetworkResourcePoolConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1692,11 +1692,11 @@ impl x::ObjectType for DVSPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSPolicy(v) => Some(v), _ => None, }
+        match object { Object::DVSPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1708,11 +1708,11 @@ impl x::ObjectType for DVSRollbackCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSRollbackCapability(v) => Some(v), _ => None, }
+        match object { Object::DVSRollbackCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSRollbackCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSRollbackCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1724,11 +1724,11 @@ impl x::ObjectType for DVSRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::DVSRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1740,11 +1740,11 @@ impl x::ObjectType for DVSSecurityPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSSecurityPolicy(v) => Some(v), _ => None, }
+        match object { Object::DVSSecurityPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSSecurityPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSSecurityPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1756,11 +1756,11 @@ impl x::ObjectType for DVSSelection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSSelection(v) => Some(v), _ => None, }
+        match object { Object::DVSSelection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSSelection(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSSelection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1772,11 +1772,11 @@ impl x::ObjectType for DVSSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSSummary(v) => Some(v), _ => None, }
+        match object { Object::DVSSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1788,11 +1788,11 @@ impl x::ObjectType for DVSTrafficShapingPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSTrafficShapingPolicy(v) => Some(v), _ => None, }
+        match object { Object::DVSTrafficShapingPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSTrafficShapingPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSTrafficShapingPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1804,11 +1804,11 @@ impl x::ObjectType for DVSUplinkPortPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSUplinkPortPolicy(v) => Some(v), _ => None, }
+        match object { Object::DVSUplinkPortPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSUplinkPortPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSUplinkPortPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1820,11 +1820,11 @@ impl x::ObjectType for DVSVendorSpecificConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSVendorSpecificConfig(v) => Some(v), _ => None, }
+        match object { Object::DVSVendorSpecificConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSVendorSpecificConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSVendorSpecificConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1836,11 +1836,11 @@ impl x::ObjectType for DVSVmVnicNetworkResourcePool {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DVSVmVnicNetworkResourcePool(v) => Some(v), _ => None, }
+        match object { Object::DVSVmVnicNetworkResourcePool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DVSVmVnicNetworkResourcePool(v) => Ok(v), other => Err(other), }
+        match object { Object::DVSVmVnicNetworkResourcePool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1852,15 +1852,15 @@ impl x::ObjectType for DailyTaskScheduler {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DailyTaskScheduler(v) => Some(v), _ => None, }
+        match object { Object::DailyTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DailyTaskScheduler(v) => Ok(v), other => Err(other), }
+        match object { Object::DailyTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DasAdmissionControlDisabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DasAdmissionControlDisabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1868,15 +1868,15 @@ impl x::ObjectType for DasAdmissionControlDisabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasAdmissionControlDisabledEvent(v) => Some(v), _ => None, }
+        match object { Object::DasAdmissionControlDisabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasAdmissionControlDisabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DasAdmissionControlDisabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DasAdmissionControlEnabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DasAdmissionControlEnabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1884,15 +1884,15 @@ impl x::ObjectType for DasAdmissionControlEnabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasAdmissionControlEnabledEvent(v) => Some(v), _ => None, }
+        match object { Object::DasAdmissionControlEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasAdmissionControlEnabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DasAdmissionControlEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DasAgentFoundEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DasAgentFoundEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1900,15 +1900,15 @@ impl x::ObjectType for DasAgentFoundEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasAgentFoundEvent(v) => Some(v), _ => None, }
+        match object { Object::DasAgentFoundEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasAgentFoundEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DasAgentFoundEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DasAgentUnavailableEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DasAgentUnavailableEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1916,15 +1916,15 @@ impl x::ObjectType for DasAgentUnavailableEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasAgentUnavailableEvent(v) => Some(v), _ => None, }
+        match object { Object::DasAgentUnavailableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasAgentUnavailableEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DasAgentUnavailableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DasClusterIsolatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DasClusterIsolatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1932,10 +1932,10 @@ impl x::ObjectType for DasClusterIsolatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasClusterIsolatedEvent(v) => Some(v), _ => None, }
+        match object { Object::DasClusterIsolatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasClusterIsolatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DasClusterIsolatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -362,70 +362,70 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    DasConfigFault(Box<DasConfigFault>),
+    #[cfg(feature = "all-faults")] DasConfigFault(Box<DasConfigFault>),
     DasConfigFaultDasConfigFaultReason(Box<DasConfigFaultDasConfigFaultReason>),
-    DasDisabledEvent(Box<DasDisabledEvent>),
-    DasEnabledEvent(Box<DasEnabledEvent>),
+    #[cfg(feature = "all-events")] DasDisabledEvent(Box<DasDisabledEvent>),
+    #[cfg(feature = "all-events")] DasEnabledEvent(Box<DasEnabledEvent>),
     DasHeartbeatDatastoreInfo(Box<DasHeartbeatDatastoreInfo>),
-    DasHostFailedEvent(Box<DasHostFailedEvent>),
-    DasHostIsolatedEvent(Box<DasHostIsolatedEvent>),
+    #[cfg(feature = "all-events")] DasHostFailedEvent(Box<DasHostFailedEvent>),
+    #[cfg(feature = "all-events")] DasHostIsolatedEvent(Box<DasHostIsolatedEvent>),
     DasVmPriority(Box<DasVmPriority>),
-    DatabaseError(Box<DatabaseError>),
+    #[cfg(feature = "all-faults")] DatabaseError(Box<DatabaseError>),
     DatabaseSizeEstimate(Box<DatabaseSizeEstimate>),
     DatabaseSizeParam(Box<DatabaseSizeParam>),
     DatacenterBasicConnectInfo(Box<DatacenterBasicConnectInfo>),
     DatacenterConfigInfo(Box<DatacenterConfigInfo>),
     DatacenterConfigSpec(Box<DatacenterConfigSpec>),
-    DatacenterCreatedEvent(Box<DatacenterCreatedEvent>),
-    DatacenterEvent(Box<DatacenterEvent>),
+    #[cfg(feature = "all-events")] DatacenterCreatedEvent(Box<DatacenterCreatedEvent>),
+    #[cfg(feature = "all-events")] DatacenterEvent(Box<DatacenterEvent>),
     DatacenterEventArgument(Box<DatacenterEventArgument>),
-    DatacenterMismatch(Box<DatacenterMismatch>),
-    DatacenterMismatchArgument(Box<DatacenterMismatchArgument>),
-    DatacenterRenamedEvent(Box<DatacenterRenamedEvent>),
+    #[cfg(feature = "all-faults")] DatacenterMismatch(Box<DatacenterMismatch>),
+    #[cfg(feature = "all-faults")] DatacenterMismatchArgument(Box<DatacenterMismatchArgument>),
+    #[cfg(feature = "all-events")] DatacenterRenamedEvent(Box<DatacenterRenamedEvent>),
     DatastoreAccessible(Box<DatastoreAccessible>),
     DatastoreCapability(Box<DatastoreCapability>),
-    DatastoreCapacityIncreasedEvent(Box<DatastoreCapacityIncreasedEvent>),
-    DatastoreDestroyedEvent(Box<DatastoreDestroyedEvent>),
-    DatastoreDiscoveredEvent(Box<DatastoreDiscoveredEvent>),
-    DatastoreDuplicatedEvent(Box<DatastoreDuplicatedEvent>),
-    DatastoreEvent(Box<DatastoreEvent>),
+    #[cfg(feature = "all-events")] DatastoreCapacityIncreasedEvent(Box<DatastoreCapacityIncreasedEvent>),
+    #[cfg(feature = "all-events")] DatastoreDestroyedEvent(Box<DatastoreDestroyedEvent>),
+    #[cfg(feature = "all-events")] DatastoreDiscoveredEvent(Box<DatastoreDiscoveredEvent>),
+    #[cfg(feature = "all-events")] DatastoreDuplicatedEvent(Box<DatastoreDuplicatedEvent>),
+    #[cfg(feature = "all-events")] DatastoreEvent(Box<DatastoreEvent>),
     DatastoreEventArgument(Box<DatastoreEventArgument>),
-    DatastoreFileCopiedEvent(Box<DatastoreFileCopiedEvent>),
-    DatastoreFileDeletedEvent(Box<DatastoreFileDeletedEvent>),
-    DatastoreFileEvent(Box<DatastoreFileEvent>),
-    DatastoreFileMovedEvent(Box<DatastoreFileMovedEvent>),
+    #[cfg(feature = "all-events")] DatastoreFileCopiedEvent(Box<DatastoreFileCopiedEvent>),
+    #[cfg(feature = "all-events")] DatastoreFileDeletedEvent(Box<DatastoreFileDeletedEvent>),
+    #[cfg(feature = "all-events")] DatastoreFileEvent(Box<DatastoreFileEvent>),
+    #[cfg(feature = "all-events")] DatastoreFileMovedEvent(Box<DatastoreFileMovedEvent>),
     DatastoreHostMount(Box<DatastoreHostMount>),
-    DatastoreIORMReconfiguredEvent(Box<DatastoreIORMReconfiguredEvent>),
+    #[cfg(feature = "all-events")] DatastoreIORMReconfiguredEvent(Box<DatastoreIORMReconfiguredEvent>),
     DatastoreInfo(Box<DatastoreInfo>),
     DatastoreMountPathDatastorePair(Box<DatastoreMountPathDatastorePair>),
     DatastoreNamespaceManagerDirectoryInfo(Box<DatastoreNamespaceManagerDirectoryInfo>),
-    DatastoreNotWritableOnHost(Box<DatastoreNotWritableOnHost>),
+    #[cfg(feature = "all-faults")] DatastoreNotWritableOnHost(Box<DatastoreNotWritableOnHost>),
     DatastoreOption(Box<DatastoreOption>),
-    DatastorePrincipalConfigured(Box<DatastorePrincipalConfigured>),
-    DatastoreRemovedOnHostEvent(Box<DatastoreRemovedOnHostEvent>),
-    DatastoreRenamedEvent(Box<DatastoreRenamedEvent>),
-    DatastoreRenamedOnHostEvent(Box<DatastoreRenamedOnHostEvent>),
+    #[cfg(feature = "all-events")] DatastorePrincipalConfigured(Box<DatastorePrincipalConfigured>),
+    #[cfg(feature = "all-events")] DatastoreRemovedOnHostEvent(Box<DatastoreRemovedOnHostEvent>),
+    #[cfg(feature = "all-events")] DatastoreRenamedEvent(Box<DatastoreRenamedEvent>),
+    #[cfg(feature = "all-events")] DatastoreRenamedOnHostEvent(Box<DatastoreRenamedOnHostEvent>),
     DatastoreSectorFormat(Box<DatastoreSectorFormat>),
     DatastoreSummary(Box<DatastoreSummary>),
     DatastoreSummaryMaintenanceModeState(Box<DatastoreSummaryMaintenanceModeState>),
     DatastoreVVolContainerFailoverPair(Box<DatastoreVVolContainerFailoverPair>),
     DateTimeProfile(Box<DateTimeProfile>),
     DayOfWeek(Box<DayOfWeek>),
-    DeltaDiskFormatNotSupported(Box<DeltaDiskFormatNotSupported>),
+    #[cfg(feature = "all-faults")] DeltaDiskFormatNotSupported(Box<DeltaDiskFormatNotSupported>),
     Description(Box<Description>),
     DesiredSoftwareSpec(Box<DesiredSoftwareSpec>),
     DesiredSoftwareSpecBaseImageSpec(Box<DesiredSoftwareSpecBaseImageSpec>),
     DesiredSoftwareSpecComponentSpec(Box<DesiredSoftwareSpecComponentSpec>),
     DesiredSoftwareSpecVendorAddOnSpec(Box<DesiredSoftwareSpecVendorAddOnSpec>),
-    DestinationSwitchFull(Box<DestinationSwitchFull>),
-    DestinationVsanDisabled(Box<DestinationVsanDisabled>),
+    #[cfg(feature = "all-faults")] DestinationSwitchFull(Box<DestinationSwitchFull>),
+    #[cfg(feature = "all-faults")] DestinationVsanDisabled(Box<DestinationVsanDisabled>),
     DeviceBackedVirtualDiskSpec(Box<DeviceBackedVirtualDiskSpec>),
-    DeviceBackingNotSupported(Box<DeviceBackingNotSupported>),
-    DeviceControllerNotSupported(Box<DeviceControllerNotSupported>),
+    #[cfg(feature = "all-faults")] DeviceBackingNotSupported(Box<DeviceBackingNotSupported>),
+    #[cfg(feature = "all-faults")] DeviceControllerNotSupported(Box<DeviceControllerNotSupported>),
     DeviceGroupId(Box<DeviceGroupId>),
-    DeviceHotPlugNotSupported(Box<DeviceHotPlugNotSupported>),
-    DeviceNotFound(Box<DeviceNotFound>),
-    DeviceNotSupported(Box<DeviceNotSupported>),
+    #[cfg(feature = "all-faults")] DeviceHotPlugNotSupported(Box<DeviceHotPlugNotSupported>),
+    #[cfg(feature = "all-faults")] DeviceNotFound(Box<DeviceNotFound>),
+    #[cfg(feature = "all-faults")] DeviceNotSupported(Box<DeviceNotSupported>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -440,70 +440,70 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasConfigFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasConfigFault(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasConfigFaultDasConfigFaultReason(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasDisabledEvent(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasDisabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasEnabledEvent(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHeartbeatDatastoreInfo(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostFailedEvent(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostIsolatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostIsolatedEvent(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasVmPriority(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseError(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeEstimate(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeParam(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterBasicConnectInfo(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterConfigInfo(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterConfigSpec(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterEvent(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterEventArgument(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterMismatch(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterMismatchArgument(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterRenamedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterMismatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterMismatchArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterRenamedEvent(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreAccessible(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreCapability(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreCapacityIncreasedEvent(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDestroyedEvent(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDiscoveredEvent(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDuplicatedEvent(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreCapacityIncreasedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDestroyedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDiscoveredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreDuplicatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreEvent(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreEventArgument(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileCopiedEvent(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileDeletedEvent(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileEvent(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileMovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileCopiedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileDeletedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreFileMovedEvent(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreHostMount(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreIORMReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreIORMReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreInfo(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreMountPathDatastorePair(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreNamespaceManagerDirectoryInfo(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreNotWritableOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreNotWritableOnHost(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreOption(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastorePrincipalConfigured(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRemovedOnHostEvent(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRenamedEvent(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRenamedOnHostEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastorePrincipalConfigured(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRemovedOnHostEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRenamedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreRenamedOnHostEvent(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSectorFormat(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSummary(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSummaryMaintenanceModeState(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreVVolContainerFailoverPair(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DateTimeProfile(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DayOfWeek(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeltaDiskFormatNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeltaDiskFormatNotSupported(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Description(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpec(v), Err(e) => return Some(Err(e)) },
         79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpecBaseImageSpec(v), Err(e) => return Some(Err(e)) },
         80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpecComponentSpec(v), Err(e) => return Some(Err(e)) },
         81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpecVendorAddOnSpec(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DestinationSwitchFull(v), Err(e) => return Some(Err(e)) },
-        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DestinationVsanDisabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DestinationSwitchFull(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DestinationVsanDisabled(v), Err(e) => return Some(Err(e)) },
         99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceBackedVirtualDiskSpec(v), Err(e) => return Some(Err(e)) },
-        100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceBackingNotSupported(v), Err(e) => return Some(Err(e)) },
-        101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceControllerNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceBackingNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceControllerNotSupported(v), Err(e) => return Some(Err(e)) },
         102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceGroupId(v), Err(e) => return Some(Err(e)) },
-        103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceHotPlugNotSupported(v), Err(e) => return Some(Err(e)) },
-        104 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceNotFound(v), Err(e) => return Some(Err(e)) },
-        105 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceHotPlugNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 104 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 105 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceNotSupported(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -512,70 +512,70 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::DasConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DasConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DasConfigFaultDasConfigFaultReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DasHeartbeatDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasHostFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasHostIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DasHostFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DasVmPriority(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatabaseError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DatabaseError(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatabaseSizeEstimate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatabaseSizeParam(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatacenterBasicConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatacenterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatacenterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatacenterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatacenterEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatacenterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatacenterEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatacenterEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatacenterMismatch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatacenterMismatchArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatacenterRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DatacenterMismatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DatacenterMismatchArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatacenterRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreAccessible(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreCapacityIncreasedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreDiscoveredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreDuplicatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreCapacityIncreasedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreDiscoveredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreDuplicatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreFileCopiedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreFileDeletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreFileEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreFileMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreFileCopiedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreFileDeletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreFileEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreFileMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreHostMount(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreIORMReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreIORMReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreMountPathDatastorePair(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreNamespaceManagerDirectoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreNotWritableOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DatastoreNotWritableOnHost(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastorePrincipalConfigured(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreRemovedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatastoreRenamedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastorePrincipalConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreRemovedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DatastoreRenamedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreSectorFormat(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreSummary(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreSummaryMaintenanceModeState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreVVolContainerFailoverPair(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DateTimeProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DayOfWeek(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DeltaDiskFormatNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Description(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DesiredSoftwareSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DesiredSoftwareSpecBaseImageSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DesiredSoftwareSpecComponentSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DesiredSoftwareSpecVendorAddOnSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DestinationSwitchFull(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DestinationVsanDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DestinationSwitchFull(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DestinationVsanDisabled(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DeviceBackedVirtualDiskSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DeviceBackingNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DeviceControllerNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DeviceBackingNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DeviceControllerNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DeviceGroupId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DeviceHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DeviceNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DeviceHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DeviceNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -583,71 +583,71 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::DasConfigFault(a), Object::DasConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DasConfigFault(a), Object::DasConfigFault(b)) => **a == **b,
             (Object::DasConfigFaultDasConfigFaultReason(a), Object::DasConfigFaultDasConfigFaultReason(b)) => **a == **b,
-            (Object::DasDisabledEvent(a), Object::DasDisabledEvent(b)) => **a == **b,
-            (Object::DasEnabledEvent(a), Object::DasEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DasDisabledEvent(a), Object::DasDisabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DasEnabledEvent(a), Object::DasEnabledEvent(b)) => **a == **b,
             (Object::DasHeartbeatDatastoreInfo(a), Object::DasHeartbeatDatastoreInfo(b)) => **a == **b,
-            (Object::DasHostFailedEvent(a), Object::DasHostFailedEvent(b)) => **a == **b,
-            (Object::DasHostIsolatedEvent(a), Object::DasHostIsolatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DasHostFailedEvent(a), Object::DasHostFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DasHostIsolatedEvent(a), Object::DasHostIsolatedEvent(b)) => **a == **b,
             (Object::DasVmPriority(a), Object::DasVmPriority(b)) => **a == **b,
-            (Object::DatabaseError(a), Object::DatabaseError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DatabaseError(a), Object::DatabaseError(b)) => **a == **b,
             (Object::DatabaseSizeEstimate(a), Object::DatabaseSizeEstimate(b)) => **a == **b,
             (Object::DatabaseSizeParam(a), Object::DatabaseSizeParam(b)) => **a == **b,
             (Object::DatacenterBasicConnectInfo(a), Object::DatacenterBasicConnectInfo(b)) => **a == **b,
             (Object::DatacenterConfigInfo(a), Object::DatacenterConfigInfo(b)) => **a == **b,
             (Object::DatacenterConfigSpec(a), Object::DatacenterConfigSpec(b)) => **a == **b,
-            (Object::DatacenterCreatedEvent(a), Object::DatacenterCreatedEvent(b)) => **a == **b,
-            (Object::DatacenterEvent(a), Object::DatacenterEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatacenterCreatedEvent(a), Object::DatacenterCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatacenterEvent(a), Object::DatacenterEvent(b)) => **a == **b,
             (Object::DatacenterEventArgument(a), Object::DatacenterEventArgument(b)) => **a == **b,
-            (Object::DatacenterMismatch(a), Object::DatacenterMismatch(b)) => **a == **b,
-            (Object::DatacenterMismatchArgument(a), Object::DatacenterMismatchArgument(b)) => **a == **b,
-            (Object::DatacenterRenamedEvent(a), Object::DatacenterRenamedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DatacenterMismatch(a), Object::DatacenterMismatch(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DatacenterMismatchArgument(a), Object::DatacenterMismatchArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatacenterRenamedEvent(a), Object::DatacenterRenamedEvent(b)) => **a == **b,
             (Object::DatastoreAccessible(a), Object::DatastoreAccessible(b)) => **a == **b,
             (Object::DatastoreCapability(a), Object::DatastoreCapability(b)) => **a == **b,
-            (Object::DatastoreCapacityIncreasedEvent(a), Object::DatastoreCapacityIncreasedEvent(b)) => **a == **b,
-            (Object::DatastoreDestroyedEvent(a), Object::DatastoreDestroyedEvent(b)) => **a == **b,
-            (Object::DatastoreDiscoveredEvent(a), Object::DatastoreDiscoveredEvent(b)) => **a == **b,
-            (Object::DatastoreDuplicatedEvent(a), Object::DatastoreDuplicatedEvent(b)) => **a == **b,
-            (Object::DatastoreEvent(a), Object::DatastoreEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreCapacityIncreasedEvent(a), Object::DatastoreCapacityIncreasedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreDestroyedEvent(a), Object::DatastoreDestroyedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreDiscoveredEvent(a), Object::DatastoreDiscoveredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreDuplicatedEvent(a), Object::DatastoreDuplicatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreEvent(a), Object::DatastoreEvent(b)) => **a == **b,
             (Object::DatastoreEventArgument(a), Object::DatastoreEventArgument(b)) => **a == **b,
-            (Object::DatastoreFileCopiedEvent(a), Object::DatastoreFileCopiedEvent(b)) => **a == **b,
-            (Object::DatastoreFileDeletedEvent(a), Object::DatastoreFileDeletedEvent(b)) => **a == **b,
-            (Object::DatastoreFileEvent(a), Object::DatastoreFileEvent(b)) => **a == **b,
-            (Object::DatastoreFileMovedEvent(a), Object::DatastoreFileMovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreFileCopiedEvent(a), Object::DatastoreFileCopiedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreFileDeletedEvent(a), Object::DatastoreFileDeletedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreFileEvent(a), Object::DatastoreFileEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreFileMovedEvent(a), Object::DatastoreFileMovedEvent(b)) => **a == **b,
             (Object::DatastoreHostMount(a), Object::DatastoreHostMount(b)) => **a == **b,
-            (Object::DatastoreIORMReconfiguredEvent(a), Object::DatastoreIORMReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreIORMReconfiguredEvent(a), Object::DatastoreIORMReconfiguredEvent(b)) => **a == **b,
             (Object::DatastoreInfo(a), Object::DatastoreInfo(b)) => **a == **b,
             (Object::DatastoreMountPathDatastorePair(a), Object::DatastoreMountPathDatastorePair(b)) => **a == **b,
             (Object::DatastoreNamespaceManagerDirectoryInfo(a), Object::DatastoreNamespaceManagerDirectoryInfo(b)) => **a == **b,
-            (Object::DatastoreNotWritableOnHost(a), Object::DatastoreNotWritableOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DatastoreNotWritableOnHost(a), Object::DatastoreNotWritableOnHost(b)) => **a == **b,
             (Object::DatastoreOption(a), Object::DatastoreOption(b)) => **a == **b,
-            (Object::DatastorePrincipalConfigured(a), Object::DatastorePrincipalConfigured(b)) => **a == **b,
-            (Object::DatastoreRemovedOnHostEvent(a), Object::DatastoreRemovedOnHostEvent(b)) => **a == **b,
-            (Object::DatastoreRenamedEvent(a), Object::DatastoreRenamedEvent(b)) => **a == **b,
-            (Object::DatastoreRenamedOnHostEvent(a), Object::DatastoreRenamedOnHostEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastorePrincipalConfigured(a), Object::DatastorePrincipalConfigured(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreRemovedOnHostEvent(a), Object::DatastoreRemovedOnHostEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreRenamedEvent(a), Object::DatastoreRenamedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DatastoreRenamedOnHostEvent(a), Object::DatastoreRenamedOnHostEvent(b)) => **a == **b,
             (Object::DatastoreSectorFormat(a), Object::DatastoreSectorFormat(b)) => **a == **b,
             (Object::DatastoreSummary(a), Object::DatastoreSummary(b)) => **a == **b,
             (Object::DatastoreSummaryMaintenanceModeState(a), Object::DatastoreSummaryMaintenanceModeState(b)) => **a == **b,
             (Object::DatastoreVVolContainerFailoverPair(a), Object::DatastoreVVolContainerFailoverPair(b)) => **a == **b,
             (Object::DateTimeProfile(a), Object::DateTimeProfile(b)) => **a == **b,
             (Object::DayOfWeek(a), Object::DayOfWeek(b)) => **a == **b,
-            (Object::DeltaDiskFormatNotSupported(a), Object::DeltaDiskFormatNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DeltaDiskFormatNotSupported(a), Object::DeltaDiskFormatNotSupported(b)) => **a == **b,
             (Object::Description(a), Object::Description(b)) => **a == **b,
             (Object::DesiredSoftwareSpec(a), Object::DesiredSoftwareSpec(b)) => **a == **b,
             (Object::DesiredSoftwareSpecBaseImageSpec(a), Object::DesiredSoftwareSpecBaseImageSpec(b)) => **a == **b,
             (Object::DesiredSoftwareSpecComponentSpec(a), Object::DesiredSoftwareSpecComponentSpec(b)) => **a == **b,
             (Object::DesiredSoftwareSpecVendorAddOnSpec(a), Object::DesiredSoftwareSpecVendorAddOnSpec(b)) => **a == **b,
-            (Object::DestinationSwitchFull(a), Object::DestinationSwitchFull(b)) => **a == **b,
-            (Object::DestinationVsanDisabled(a), Object::DestinationVsanDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DestinationSwitchFull(a), Object::DestinationSwitchFull(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DestinationVsanDisabled(a), Object::DestinationVsanDisabled(b)) => **a == **b,
             (Object::DeviceBackedVirtualDiskSpec(a), Object::DeviceBackedVirtualDiskSpec(b)) => **a == **b,
-            (Object::DeviceBackingNotSupported(a), Object::DeviceBackingNotSupported(b)) => **a == **b,
-            (Object::DeviceControllerNotSupported(a), Object::DeviceControllerNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DeviceBackingNotSupported(a), Object::DeviceBackingNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DeviceControllerNotSupported(a), Object::DeviceControllerNotSupported(b)) => **a == **b,
             (Object::DeviceGroupId(a), Object::DeviceGroupId(b)) => **a == **b,
-            (Object::DeviceHotPlugNotSupported(a), Object::DeviceHotPlugNotSupported(b)) => **a == **b,
-            (Object::DeviceNotFound(a), Object::DeviceNotFound(b)) => **a == **b,
-            (Object::DeviceNotSupported(a), Object::DeviceNotSupported(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-faults")] (Object::DeviceHotPlugNotSupported(a), Object::DeviceHotPlugNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DeviceNotFound(a), Object::DeviceNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DeviceNotSupported(a), Object::DeviceNotSupported(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -655,70 +655,70 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::DasConfigFault(v) => Object::DasConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DasConfigFault(v) => Object::DasConfigFault(Box::new((**v).clone())),
             Object::DasConfigFaultDasConfigFaultReason(v) => Object::DasConfigFaultDasConfigFaultReason(Box::new((**v).clone())),
-            Object::DasDisabledEvent(v) => Object::DasDisabledEvent(Box::new((**v).clone())),
-            Object::DasEnabledEvent(v) => Object::DasEnabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DasDisabledEvent(v) => Object::DasDisabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DasEnabledEvent(v) => Object::DasEnabledEvent(Box::new((**v).clone())),
             Object::DasHeartbeatDatastoreInfo(v) => Object::DasHeartbeatDatastoreInfo(Box::new((**v).clone())),
-            Object::DasHostFailedEvent(v) => Object::DasHostFailedEvent(Box::new((**v).clone())),
-            Object::DasHostIsolatedEvent(v) => Object::DasHostIsolatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DasHostFailedEvent(v) => Object::DasHostFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => Object::DasHostIsolatedEvent(Box::new((**v).clone())),
             Object::DasVmPriority(v) => Object::DasVmPriority(Box::new((**v).clone())),
-            Object::DatabaseError(v) => Object::DatabaseError(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DatabaseError(v) => Object::DatabaseError(Box::new((**v).clone())),
             Object::DatabaseSizeEstimate(v) => Object::DatabaseSizeEstimate(Box::new((**v).clone())),
             Object::DatabaseSizeParam(v) => Object::DatabaseSizeParam(Box::new((**v).clone())),
             Object::DatacenterBasicConnectInfo(v) => Object::DatacenterBasicConnectInfo(Box::new((**v).clone())),
             Object::DatacenterConfigInfo(v) => Object::DatacenterConfigInfo(Box::new((**v).clone())),
             Object::DatacenterConfigSpec(v) => Object::DatacenterConfigSpec(Box::new((**v).clone())),
-            Object::DatacenterCreatedEvent(v) => Object::DatacenterCreatedEvent(Box::new((**v).clone())),
-            Object::DatacenterEvent(v) => Object::DatacenterEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatacenterCreatedEvent(v) => Object::DatacenterCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatacenterEvent(v) => Object::DatacenterEvent(Box::new((**v).clone())),
             Object::DatacenterEventArgument(v) => Object::DatacenterEventArgument(Box::new((**v).clone())),
-            Object::DatacenterMismatch(v) => Object::DatacenterMismatch(Box::new((**v).clone())),
-            Object::DatacenterMismatchArgument(v) => Object::DatacenterMismatchArgument(Box::new((**v).clone())),
-            Object::DatacenterRenamedEvent(v) => Object::DatacenterRenamedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DatacenterMismatch(v) => Object::DatacenterMismatch(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DatacenterMismatchArgument(v) => Object::DatacenterMismatchArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatacenterRenamedEvent(v) => Object::DatacenterRenamedEvent(Box::new((**v).clone())),
             Object::DatastoreAccessible(v) => Object::DatastoreAccessible(Box::new((**v).clone())),
             Object::DatastoreCapability(v) => Object::DatastoreCapability(Box::new((**v).clone())),
-            Object::DatastoreCapacityIncreasedEvent(v) => Object::DatastoreCapacityIncreasedEvent(Box::new((**v).clone())),
-            Object::DatastoreDestroyedEvent(v) => Object::DatastoreDestroyedEvent(Box::new((**v).clone())),
-            Object::DatastoreDiscoveredEvent(v) => Object::DatastoreDiscoveredEvent(Box::new((**v).clone())),
-            Object::DatastoreDuplicatedEvent(v) => Object::DatastoreDuplicatedEvent(Box::new((**v).clone())),
-            Object::DatastoreEvent(v) => Object::DatastoreEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreCapacityIncreasedEvent(v) => Object::DatastoreCapacityIncreasedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreDestroyedEvent(v) => Object::DatastoreDestroyedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreDiscoveredEvent(v) => Object::DatastoreDiscoveredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreDuplicatedEvent(v) => Object::DatastoreDuplicatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreEvent(v) => Object::DatastoreEvent(Box::new((**v).clone())),
             Object::DatastoreEventArgument(v) => Object::DatastoreEventArgument(Box::new((**v).clone())),
-            Object::DatastoreFileCopiedEvent(v) => Object::DatastoreFileCopiedEvent(Box::new((**v).clone())),
-            Object::DatastoreFileDeletedEvent(v) => Object::DatastoreFileDeletedEvent(Box::new((**v).clone())),
-            Object::DatastoreFileEvent(v) => Object::DatastoreFileEvent(Box::new((**v).clone())),
-            Object::DatastoreFileMovedEvent(v) => Object::DatastoreFileMovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreFileCopiedEvent(v) => Object::DatastoreFileCopiedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreFileDeletedEvent(v) => Object::DatastoreFileDeletedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreFileEvent(v) => Object::DatastoreFileEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreFileMovedEvent(v) => Object::DatastoreFileMovedEvent(Box::new((**v).clone())),
             Object::DatastoreHostMount(v) => Object::DatastoreHostMount(Box::new((**v).clone())),
-            Object::DatastoreIORMReconfiguredEvent(v) => Object::DatastoreIORMReconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreIORMReconfiguredEvent(v) => Object::DatastoreIORMReconfiguredEvent(Box::new((**v).clone())),
             Object::DatastoreInfo(v) => Object::DatastoreInfo(Box::new((**v).clone())),
             Object::DatastoreMountPathDatastorePair(v) => Object::DatastoreMountPathDatastorePair(Box::new((**v).clone())),
             Object::DatastoreNamespaceManagerDirectoryInfo(v) => Object::DatastoreNamespaceManagerDirectoryInfo(Box::new((**v).clone())),
-            Object::DatastoreNotWritableOnHost(v) => Object::DatastoreNotWritableOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DatastoreNotWritableOnHost(v) => Object::DatastoreNotWritableOnHost(Box::new((**v).clone())),
             Object::DatastoreOption(v) => Object::DatastoreOption(Box::new((**v).clone())),
-            Object::DatastorePrincipalConfigured(v) => Object::DatastorePrincipalConfigured(Box::new((**v).clone())),
-            Object::DatastoreRemovedOnHostEvent(v) => Object::DatastoreRemovedOnHostEvent(Box::new((**v).clone())),
-            Object::DatastoreRenamedEvent(v) => Object::DatastoreRenamedEvent(Box::new((**v).clone())),
-            Object::DatastoreRenamedOnHostEvent(v) => Object::DatastoreRenamedOnHostEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastorePrincipalConfigured(v) => Object::DatastorePrincipalConfigured(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreRemovedOnHostEvent(v) => Object::DatastoreRemovedOnHostEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreRenamedEvent(v) => Object::DatastoreRenamedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DatastoreRenamedOnHostEvent(v) => Object::DatastoreRenamedOnHostEvent(Box::new((**v).clone())),
             Object::DatastoreSectorFormat(v) => Object::DatastoreSectorFormat(Box::new((**v).clone())),
             Object::DatastoreSummary(v) => Object::DatastoreSummary(Box::new((**v).clone())),
             Object::DatastoreSummaryMaintenanceModeState(v) => Object::DatastoreSummaryMaintenanceModeState(Box::new((**v).clone())),
             Object::DatastoreVVolContainerFailoverPair(v) => Object::DatastoreVVolContainerFailoverPair(Box::new((**v).clone())),
             Object::DateTimeProfile(v) => Object::DateTimeProfile(Box::new((**v).clone())),
             Object::DayOfWeek(v) => Object::DayOfWeek(Box::new((**v).clone())),
-            Object::DeltaDiskFormatNotSupported(v) => Object::DeltaDiskFormatNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => Object::DeltaDiskFormatNotSupported(Box::new((**v).clone())),
             Object::Description(v) => Object::Description(Box::new((**v).clone())),
             Object::DesiredSoftwareSpec(v) => Object::DesiredSoftwareSpec(Box::new((**v).clone())),
             Object::DesiredSoftwareSpecBaseImageSpec(v) => Object::DesiredSoftwareSpecBaseImageSpec(Box::new((**v).clone())),
             Object::DesiredSoftwareSpecComponentSpec(v) => Object::DesiredSoftwareSpecComponentSpec(Box::new((**v).clone())),
             Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Object::DesiredSoftwareSpecVendorAddOnSpec(Box::new((**v).clone())),
-            Object::DestinationSwitchFull(v) => Object::DestinationSwitchFull(Box::new((**v).clone())),
-            Object::DestinationVsanDisabled(v) => Object::DestinationVsanDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DestinationSwitchFull(v) => Object::DestinationSwitchFull(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DestinationVsanDisabled(v) => Object::DestinationVsanDisabled(Box::new((**v).clone())),
             Object::DeviceBackedVirtualDiskSpec(v) => Object::DeviceBackedVirtualDiskSpec(Box::new((**v).clone())),
-            Object::DeviceBackingNotSupported(v) => Object::DeviceBackingNotSupported(Box::new((**v).clone())),
-            Object::DeviceControllerNotSupported(v) => Object::DeviceControllerNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DeviceBackingNotSupported(v) => Object::DeviceBackingNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DeviceControllerNotSupported(v) => Object::DeviceControllerNotSupported(Box::new((**v).clone())),
             Object::DeviceGroupId(v) => Object::DeviceGroupId(Box::new((**v).clone())),
-            Object::DeviceHotPlugNotSupported(v) => Object::DeviceHotPlugNotSupported(Box::new((**v).clone())),
-            Object::DeviceNotFound(v) => Object::DeviceNotFound(Box::new((**v).clone())),
-            Object::DeviceNotSupported(v) => Object::DeviceNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DeviceHotPlugNotSupported(v) => Object::DeviceHotPlugNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DeviceNotFound(v) => Object::DeviceNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DeviceNotSupported(v) => Object::DeviceNotSupported(Box::new((**v).clone())),
         }
     }
 }
@@ -726,70 +726,70 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::DasConfigFault(_) => "DasConfigFault",
+            #[cfg(feature = "all-faults")] Object::DasConfigFault(_) => "DasConfigFault",
             Object::DasConfigFaultDasConfigFaultReason(_) => "DasConfigFaultDasConfigFaultReason",
-            Object::DasDisabledEvent(_) => "DasDisabledEvent",
-            Object::DasEnabledEvent(_) => "DasEnabledEvent",
+            #[cfg(feature = "all-events")] Object::DasDisabledEvent(_) => "DasDisabledEvent",
+            #[cfg(feature = "all-events")] Object::DasEnabledEvent(_) => "DasEnabledEvent",
             Object::DasHeartbeatDatastoreInfo(_) => "DasHeartbeatDatastoreInfo",
-            Object::DasHostFailedEvent(_) => "DasHostFailedEvent",
-            Object::DasHostIsolatedEvent(_) => "DasHostIsolatedEvent",
+            #[cfg(feature = "all-events")] Object::DasHostFailedEvent(_) => "DasHostFailedEvent",
+            #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(_) => "DasHostIsolatedEvent",
             Object::DasVmPriority(_) => "DasVmPriority",
-            Object::DatabaseError(_) => "DatabaseError",
+            #[cfg(feature = "all-faults")] Object::DatabaseError(_) => "DatabaseError",
             Object::DatabaseSizeEstimate(_) => "DatabaseSizeEstimate",
             Object::DatabaseSizeParam(_) => "DatabaseSizeParam",
             Object::DatacenterBasicConnectInfo(_) => "DatacenterBasicConnectInfo",
             Object::DatacenterConfigInfo(_) => "DatacenterConfigInfo",
             Object::DatacenterConfigSpec(_) => "DatacenterConfigSpec",
-            Object::DatacenterCreatedEvent(_) => "DatacenterCreatedEvent",
-            Object::DatacenterEvent(_) => "DatacenterEvent",
+            #[cfg(feature = "all-events")] Object::DatacenterCreatedEvent(_) => "DatacenterCreatedEvent",
+            #[cfg(feature = "all-events")] Object::DatacenterEvent(_) => "DatacenterEvent",
             Object::DatacenterEventArgument(_) => "DatacenterEventArgument",
-            Object::DatacenterMismatch(_) => "DatacenterMismatch",
-            Object::DatacenterMismatchArgument(_) => "DatacenterMismatchArgument",
-            Object::DatacenterRenamedEvent(_) => "DatacenterRenamedEvent",
+            #[cfg(feature = "all-faults")] Object::DatacenterMismatch(_) => "DatacenterMismatch",
+            #[cfg(feature = "all-faults")] Object::DatacenterMismatchArgument(_) => "DatacenterMismatchArgument",
+            #[cfg(feature = "all-events")] Object::DatacenterRenamedEvent(_) => "DatacenterRenamedEvent",
             Object::DatastoreAccessible(_) => "DatastoreAccessible",
             Object::DatastoreCapability(_) => "DatastoreCapability",
-            Object::DatastoreCapacityIncreasedEvent(_) => "DatastoreCapacityIncreasedEvent",
-            Object::DatastoreDestroyedEvent(_) => "DatastoreDestroyedEvent",
-            Object::DatastoreDiscoveredEvent(_) => "DatastoreDiscoveredEvent",
-            Object::DatastoreDuplicatedEvent(_) => "DatastoreDuplicatedEvent",
-            Object::DatastoreEvent(_) => "DatastoreEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreCapacityIncreasedEvent(_) => "DatastoreCapacityIncreasedEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreDestroyedEvent(_) => "DatastoreDestroyedEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreDiscoveredEvent(_) => "DatastoreDiscoveredEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreDuplicatedEvent(_) => "DatastoreDuplicatedEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreEvent(_) => "DatastoreEvent",
             Object::DatastoreEventArgument(_) => "DatastoreEventArgument",
-            Object::DatastoreFileCopiedEvent(_) => "DatastoreFileCopiedEvent",
-            Object::DatastoreFileDeletedEvent(_) => "DatastoreFileDeletedEvent",
-            Object::DatastoreFileEvent(_) => "DatastoreFileEvent",
-            Object::DatastoreFileMovedEvent(_) => "DatastoreFileMovedEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreFileCopiedEvent(_) => "DatastoreFileCopiedEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreFileDeletedEvent(_) => "DatastoreFileDeletedEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreFileEvent(_) => "DatastoreFileEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreFileMovedEvent(_) => "DatastoreFileMovedEvent",
             Object::DatastoreHostMount(_) => "DatastoreHostMount",
-            Object::DatastoreIORMReconfiguredEvent(_) => "DatastoreIORMReconfiguredEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreIORMReconfiguredEvent(_) => "DatastoreIORMReconfiguredEvent",
             Object::DatastoreInfo(_) => "DatastoreInfo",
             Object::DatastoreMountPathDatastorePair(_) => "DatastoreMountPathDatastorePair",
             Object::DatastoreNamespaceManagerDirectoryInfo(_) => "DatastoreNamespaceManagerDirectoryInfo",
-            Object::DatastoreNotWritableOnHost(_) => "DatastoreNotWritableOnHost",
+            #[cfg(feature = "all-faults")] Object::DatastoreNotWritableOnHost(_) => "DatastoreNotWritableOnHost",
             Object::DatastoreOption(_) => "DatastoreOption",
-            Object::DatastorePrincipalConfigured(_) => "DatastorePrincipalConfigured",
-            Object::DatastoreRemovedOnHostEvent(_) => "DatastoreRemovedOnHostEvent",
-            Object::DatastoreRenamedEvent(_) => "DatastoreRenamedEvent",
-            Object::DatastoreRenamedOnHostEvent(_) => "DatastoreRenamedOnHostEvent",
+            #[cfg(feature = "all-events")] Object::DatastorePrincipalConfigured(_) => "DatastorePrincipalConfigured",
+            #[cfg(feature = "all-events")] Object::DatastoreRemovedOnHostEvent(_) => "DatastoreRemovedOnHostEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreRenamedEvent(_) => "DatastoreRenamedEvent",
+            #[cfg(feature = "all-events")] Object::DatastoreRenamedOnHostEvent(_) => "DatastoreRenamedOnHostEvent",
             Object::DatastoreSectorFormat(_) => "DatastoreSectorFormat",
             Object::DatastoreSummary(_) => "DatastoreSummary",
             Object::DatastoreSummaryMaintenanceModeState(_) => "DatastoreSummaryMaintenanceModeState",
             Object::DatastoreVVolContainerFailoverPair(_) => "DatastoreVVolContainerFailoverPair",
             Object::DateTimeProfile(_) => "DateTimeProfile",
             Object::DayOfWeek(_) => "DayOfWeek",
-            Object::DeltaDiskFormatNotSupported(_) => "DeltaDiskFormatNotSupported",
+            #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(_) => "DeltaDiskFormatNotSupported",
             Object::Description(_) => "Description",
             Object::DesiredSoftwareSpec(_) => "DesiredSoftwareSpec",
             Object::DesiredSoftwareSpecBaseImageSpec(_) => "DesiredSoftwareSpecBaseImageSpec",
             Object::DesiredSoftwareSpecComponentSpec(_) => "DesiredSoftwareSpecComponentSpec",
             Object::DesiredSoftwareSpecVendorAddOnSpec(_) => "DesiredSoftwareSpecVendorAddOnSpec",
-            Object::DestinationSwitchFull(_) => "DestinationSwitchFull",
-            Object::DestinationVsanDisabled(_) => "DestinationVsanDisabled",
+            #[cfg(feature = "all-faults")] Object::DestinationSwitchFull(_) => "DestinationSwitchFull",
+            #[cfg(feature = "all-faults")] Object::DestinationVsanDisabled(_) => "DestinationVsanDisabled",
             Object::DeviceBackedVirtualDiskSpec(_) => "DeviceBackedVirtualDiskSpec",
-            Object::DeviceBackingNotSupported(_) => "DeviceBackingNotSupported",
-            Object::DeviceControllerNotSupported(_) => "DeviceControllerNotSupported",
+            #[cfg(feature = "all-faults")] Object::DeviceBackingNotSupported(_) => "DeviceBackingNotSupported",
+            #[cfg(feature = "all-faults")] Object::DeviceControllerNotSupported(_) => "DeviceControllerNotSupported",
             Object::DeviceGroupId(_) => "DeviceGroupId",
-            Object::DeviceHotPlugNotSupported(_) => "DeviceHotPlugNotSupported",
-            Object::DeviceNotFound(_) => "DeviceNotFound",
-            Object::DeviceNotSupported(_) => "DeviceNotSupported",
+            #[cfg(feature = "all-faults")] Object::DeviceHotPlugNotSupported(_) => "DeviceHotPlugNotSupported",
+            #[cfg(feature = "all-faults")] Object::DeviceNotFound(_) => "DeviceNotFound",
+            #[cfg(feature = "all-faults")] Object::DeviceNotSupported(_) => "DeviceNotSupported",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -809,76 +809,76 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::DasConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DasConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DasConfigFaultDasConfigFaultReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DasDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DasEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DasHeartbeatDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasHostFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasHostIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DasHostFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DasVmPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatabaseError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DatabaseError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatabaseSizeEstimate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatabaseSizeParam(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatacenterBasicConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatacenterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatacenterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatacenterCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatacenterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatacenterCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatacenterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatacenterEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatacenterMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatacenterMismatchArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatacenterRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DatacenterMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DatacenterMismatchArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatacenterRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreAccessible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreCapacityIncreasedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreDiscoveredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreDuplicatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreCapacityIncreasedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreDiscoveredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreDuplicatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreFileCopiedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreFileDeletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreFileEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreFileMovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreFileCopiedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreFileDeletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreFileEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreFileMovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreHostMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreIORMReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreIORMReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreMountPathDatastorePair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreNamespaceManagerDirectoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreNotWritableOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DatastoreNotWritableOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastorePrincipalConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreRemovedOnHostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatastoreRenamedOnHostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastorePrincipalConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreRemovedOnHostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DatastoreRenamedOnHostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreSectorFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreSummaryMaintenanceModeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreVVolContainerFailoverPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DateTimeProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DayOfWeek(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DeltaDiskFormatNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Description(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DesiredSoftwareSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DesiredSoftwareSpecBaseImageSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DesiredSoftwareSpecComponentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DesiredSoftwareSpecVendorAddOnSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DestinationSwitchFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DestinationVsanDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DestinationSwitchFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DestinationVsanDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DeviceBackedVirtualDiskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DeviceBackingNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DeviceControllerNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DeviceBackingNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DeviceControllerNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DeviceGroupId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DeviceHotPlugNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DeviceNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DeviceNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DeviceHotPlugNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DeviceNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DeviceNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for DasConfigFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DasConfigFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -886,11 +886,11 @@ impl x::ObjectType for DasConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasConfigFault(v) => Some(v), _ => None, }
+        match object { Object::DasConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::DasConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -902,15 +902,15 @@ impl x::ObjectType for DasConfigFaultDasConfigFaultReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasConfigFaultDasConfigFaultReason(v) => Some(v), _ => None, }
+        match object { Object::DasConfigFaultDasConfigFaultReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasConfigFaultDasConfigFaultReason(v) => Ok(v), other => Err(other), }
+        match object { Object::DasConfigFaultDasConfigFaultReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DasDisabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DasDisabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -918,15 +918,15 @@ impl x::ObjectType for DasDisabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasDisabledEvent(v) => Some(v), _ => None, }
+        match object { Object::DasDisabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasDisabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DasDisabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DasEnabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DasEnabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -934,11 +934,11 @@ impl x::ObjectType for DasEnabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasEnabledEvent(v) => Some(v), _ => None, }
+        match object { Object::DasEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasEnabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DasEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -950,15 +950,15 @@ impl x::ObjectType for DasHeartbeatDatastoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasHeartbeatDatastoreInfo(v) => Some(v), _ => None, }
+        match object { Object::DasHeartbeatDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasHeartbeatDatastoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DasHeartbeatDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DasHostFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DasHostFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -966,15 +966,15 @@ impl x::ObjectType for DasHostFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasHostFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::DasHostFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasHostFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DasHostFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DasHostIsolatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DasHostIsolatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -982,11 +982,11 @@ impl x::ObjectType for DasHostIsolatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasHostIsolatedEvent(v) => Some(v), _ => None, }
+        match object { Object::DasHostIsolatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasHostIsolatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DasHostIsolatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -998,15 +998,15 @@ impl x::ObjectType for DasVmPriority {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DasVmPriority(v) => Some(v), _ => None, }
+        match object { Object::DasVmPriority(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DasVmPriority(v) => Ok(v), other => Err(other), }
+        match object { Object::DasVmPriority(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatabaseError {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DatabaseError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1014,11 +1014,11 @@ impl x::ObjectType for DatabaseError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatabaseError(v) => Some(v), _ => None, }
+        match object { Object::DatabaseError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatabaseError(v) => Ok(v), other => Err(other), }
+        match object { Object::DatabaseError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1030,11 +1030,11 @@ impl x::ObjectType for DatabaseSizeEstimate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatabaseSizeEstimate(v) => Some(v), _ => None, }
+        match object { Object::DatabaseSizeEstimate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatabaseSizeEstimate(v) => Ok(v), other => Err(other), }
+        match object { Object::DatabaseSizeEstimate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1046,11 +1046,11 @@ impl x::ObjectType for DatabaseSizeParam {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatabaseSizeParam(v) => Some(v), _ => None, }
+        match object { Object::DatabaseSizeParam(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatabaseSizeParam(v) => Ok(v), other => Err(other), }
+        match object { Object::DatabaseSizeParam(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1062,11 +1062,11 @@ impl x::ObjectType for DatacenterBasicConnectInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterBasicConnectInfo(v) => Some(v), _ => None, }
+        match object { Object::DatacenterBasicConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterBasicConnectInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DatacenterBasicConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1078,11 +1078,11 @@ impl x::ObjectType for DatacenterConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::DatacenterConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DatacenterConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1094,15 +1094,15 @@ impl x::ObjectType for DatacenterConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::DatacenterConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DatacenterConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatacenterCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatacenterCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1110,15 +1110,15 @@ impl x::ObjectType for DatacenterCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::DatacenterCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatacenterCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatacenterEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatacenterEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1126,11 +1126,11 @@ impl x::ObjectType for DatacenterEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterEvent(v) => Some(v), _ => None, }
+        match object { Object::DatacenterEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatacenterEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1142,15 +1142,15 @@ impl x::ObjectType for DatacenterEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterEventArgument(v) => Some(v), _ => None, }
+        match object { Object::DatacenterEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::DatacenterEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatacenterMismatch {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DatacenterMismatch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1158,15 +1158,15 @@ impl x::ObjectType for DatacenterMismatch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterMismatch(v) => Some(v), _ => None, }
+        match object { Object::DatacenterMismatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterMismatch(v) => Ok(v), other => Err(other), }
+        match object { Object::DatacenterMismatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatacenterMismatchArgument {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DatacenterMismatchArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1174,15 +1174,15 @@ impl x::ObjectType for DatacenterMismatchArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterMismatchArgument(v) => Some(v), _ => None, }
+        match object { Object::DatacenterMismatchArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterMismatchArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::DatacenterMismatchArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatacenterRenamedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatacenterRenamedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1190,11 +1190,11 @@ impl x::ObjectType for DatacenterRenamedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatacenterRenamedEvent(v) => Some(v), _ => None, }
+        match object { Object::DatacenterRenamedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatacenterRenamedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatacenterRenamedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1206,11 +1206,11 @@ impl x::ObjectType for DatastoreAccessible {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreAccessible(v) => Some(v), _ => None, }
+        match object { Object::DatastoreAccessible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreAccessible(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreAccessible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1222,15 +1222,15 @@ impl x::ObjectType for DatastoreCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreCapability(v) => Some(v), _ => None, }
+        match object { Object::DatastoreCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreCapacityIncreasedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreCapacityIncreasedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1238,15 +1238,15 @@ impl x::ObjectType for DatastoreCapacityIncreasedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreCapacityIncreasedEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreCapacityIncreasedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreCapacityIncreasedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreCapacityIncreasedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreDestroyedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreDestroyedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1254,15 +1254,15 @@ impl x::ObjectType for DatastoreDestroyedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreDestroyedEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreDestroyedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreDestroyedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreDestroyedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreDiscoveredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreDiscoveredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1270,15 +1270,15 @@ impl x::ObjectType for DatastoreDiscoveredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreDiscoveredEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreDiscoveredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreDiscoveredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreDiscoveredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreDuplicatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreDuplicatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1286,15 +1286,15 @@ impl x::ObjectType for DatastoreDuplicatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreDuplicatedEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreDuplicatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreDuplicatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreDuplicatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1302,11 +1302,11 @@ impl x::ObjectType for DatastoreEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1318,15 +1318,15 @@ impl x::ObjectType for DatastoreEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreEventArgument(v) => Some(v), _ => None, }
+        match object { Object::DatastoreEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreFileCopiedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreFileCopiedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1334,15 +1334,15 @@ impl x::ObjectType for DatastoreFileCopiedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreFileCopiedEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreFileCopiedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreFileCopiedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreFileCopiedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreFileDeletedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreFileDeletedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1350,15 +1350,15 @@ impl x::ObjectType for DatastoreFileDeletedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreFileDeletedEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreFileDeletedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreFileDeletedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreFileDeletedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreFileEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreFileEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1366,15 +1366,15 @@ impl x::ObjectType for DatastoreFileEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreFileEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreFileEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreFileEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreFileEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreFileMovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreFileMovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1382,11 +1382,11 @@ impl x::ObjectType for DatastoreFileMovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreFileMovedEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreFileMovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreFileMovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreFileMovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1398,15 +1398,15 @@ impl x::ObjectType for DatastoreHostMount {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreHostMount(v) => Some(v), _ => None, }
+        match object { Object::DatastoreHostMount(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreHostMount(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreHostMount(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreIORMReconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreIORMReconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1414,11 +1414,11 @@ impl x::ObjectType for DatastoreIORMReconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreIORMReconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreIORMReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreIORMReconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreIORMReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1430,11 +1430,11 @@ impl x::ObjectType for DatastoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreInfo(v) => Some(v), _ => None, }
+        match object { Object::DatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1446,11 +1446,11 @@ impl x::ObjectType for DatastoreMountPathDatastorePair {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreMountPathDatastorePair(v) => Some(v), _ => None, }
+        match object { Object::DatastoreMountPathDatastorePair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreMountPathDatastorePair(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreMountPathDatastorePair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1462,15 +1462,15 @@ impl x::ObjectType for DatastoreNamespaceManagerDirectoryInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreNamespaceManagerDirectoryInfo(v) => Some(v), _ => None, }
+        match object { Object::DatastoreNamespaceManagerDirectoryInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreNamespaceManagerDirectoryInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreNamespaceManagerDirectoryInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreNotWritableOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DatastoreNotWritableOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1478,11 +1478,11 @@ impl x::ObjectType for DatastoreNotWritableOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreNotWritableOnHost(v) => Some(v), _ => None, }
+        match object { Object::DatastoreNotWritableOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreNotWritableOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreNotWritableOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1494,15 +1494,15 @@ impl x::ObjectType for DatastoreOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreOption(v) => Some(v), _ => None, }
+        match object { Object::DatastoreOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreOption(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastorePrincipalConfigured {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastorePrincipalConfigured {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1510,15 +1510,15 @@ impl x::ObjectType for DatastorePrincipalConfigured {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastorePrincipalConfigured(v) => Some(v), _ => None, }
+        match object { Object::DatastorePrincipalConfigured(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastorePrincipalConfigured(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastorePrincipalConfigured(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreRemovedOnHostEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreRemovedOnHostEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1526,15 +1526,15 @@ impl x::ObjectType for DatastoreRemovedOnHostEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreRemovedOnHostEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreRemovedOnHostEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreRemovedOnHostEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreRemovedOnHostEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreRenamedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreRenamedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1542,15 +1542,15 @@ impl x::ObjectType for DatastoreRenamedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreRenamedEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreRenamedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreRenamedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreRenamedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DatastoreRenamedOnHostEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DatastoreRenamedOnHostEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1558,11 +1558,11 @@ impl x::ObjectType for DatastoreRenamedOnHostEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreRenamedOnHostEvent(v) => Some(v), _ => None, }
+        match object { Object::DatastoreRenamedOnHostEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreRenamedOnHostEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreRenamedOnHostEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1574,11 +1574,11 @@ impl x::ObjectType for DatastoreSectorFormat {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreSectorFormat(v) => Some(v), _ => None, }
+        match object { Object::DatastoreSectorFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreSectorFormat(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreSectorFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1590,11 +1590,11 @@ impl x::ObjectType for DatastoreSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreSummary(v) => Some(v), _ => None, }
+        match object { Object::DatastoreSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1606,11 +1606,11 @@ impl x::ObjectType for DatastoreSummaryMaintenanceModeState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreSummaryMaintenanceModeState(v) => Some(v), _ => None, }
+        match object { Object::DatastoreSummaryMaintenanceModeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreSummaryMaintenanceModeState(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreSummaryMaintenanceModeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1622,11 +1622,11 @@ impl x::ObjectType for DatastoreVVolContainerFailoverPair {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DatastoreVVolContainerFailoverPair(v) => Some(v), _ => None, }
+        match object { Object::DatastoreVVolContainerFailoverPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DatastoreVVolContainerFailoverPair(v) => Ok(v), other => Err(other), }
+        match object { Object::DatastoreVVolContainerFailoverPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1638,11 +1638,11 @@ impl x::ObjectType for DateTimeProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DateTimeProfile(v) => Some(v), _ => None, }
+        match object { Object::DateTimeProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DateTimeProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::DateTimeProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1654,15 +1654,15 @@ impl x::ObjectType for DayOfWeek {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DayOfWeek(v) => Some(v), _ => None, }
+        match object { Object::DayOfWeek(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DayOfWeek(v) => Ok(v), other => Err(other), }
+        match object { Object::DayOfWeek(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DeltaDiskFormatNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DeltaDiskFormatNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1670,11 +1670,11 @@ impl x::ObjectType for DeltaDiskFormatNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeltaDiskFormatNotSupported(v) => Some(v), _ => None, }
+        match object { Object::DeltaDiskFormatNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeltaDiskFormatNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::DeltaDiskFormatNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1686,11 +1686,11 @@ impl x::ObjectType for Description {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Description(v) => Some(v), _ => None, }
+        match object { Object::Description(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Description(v) => Ok(v), other => Err(other), }
+        match object { Object::Description(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1702,11 +1702,11 @@ impl x::ObjectType for DesiredSoftwareSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DesiredSoftwareSpec(v) => Some(v), _ => None, }
+        match object { Object::DesiredSoftwareSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DesiredSoftwareSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DesiredSoftwareSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1718,11 +1718,11 @@ impl x::ObjectType for DesiredSoftwareSpecBaseImageSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DesiredSoftwareSpecBaseImageSpec(v) => Some(v), _ => None, }
+        match object { Object::DesiredSoftwareSpecBaseImageSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DesiredSoftwareSpecBaseImageSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DesiredSoftwareSpecBaseImageSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1734,11 +1734,11 @@ impl x::ObjectType for DesiredSoftwareSpecComponentSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DesiredSoftwareSpecComponentSpec(v) => Some(v), _ => None, }
+        match object { Object::DesiredSoftwareSpecComponentSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DesiredSoftwareSpecComponentSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DesiredSoftwareSpecComponentSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1750,15 +1750,15 @@ impl x::ObjectType for DesiredSoftwareSpecVendorAddOnSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Some(v), _ => None, }
+        match object { Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DestinationSwitchFull {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DestinationSwitchFull {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1766,15 +1766,15 @@ impl x::ObjectType for DestinationSwitchFull {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DestinationSwitchFull(v) => Some(v), _ => None, }
+        match object { Object::DestinationSwitchFull(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DestinationSwitchFull(v) => Ok(v), other => Err(other), }
+        match object { Object::DestinationSwitchFull(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DestinationVsanDisabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DestinationVsanDisabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1782,11 +1782,11 @@ impl x::ObjectType for DestinationVsanDisabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DestinationVsanDisabled(v) => Some(v), _ => None, }
+        match object { Object::DestinationVsanDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DestinationVsanDisabled(v) => Ok(v), other => Err(other), }
+        match object { Object::DestinationVsanDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1798,15 +1798,15 @@ impl x::ObjectType for DeviceBackedVirtualDiskSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceBackedVirtualDiskSpec(v) => Some(v), _ => None, }
+        match object { Object::DeviceBackedVirtualDiskSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceBackedVirtualDiskSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceBackedVirtualDiskSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DeviceBackingNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceBackingNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1814,15 +1814,15 @@ impl x::ObjectType for DeviceBackingNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceBackingNotSupported(v) => Some(v), _ => None, }
+        match object { Object::DeviceBackingNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceBackingNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceBackingNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DeviceControllerNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceControllerNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1830,11 +1830,11 @@ impl x::ObjectType for DeviceControllerNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceControllerNotSupported(v) => Some(v), _ => None, }
+        match object { Object::DeviceControllerNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceControllerNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceControllerNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1846,15 +1846,15 @@ impl x::ObjectType for DeviceGroupId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceGroupId(v) => Some(v), _ => None, }
+        match object { Object::DeviceGroupId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceGroupId(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceGroupId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DeviceHotPlugNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceHotPlugNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1862,15 +1862,15 @@ impl x::ObjectType for DeviceHotPlugNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceHotPlugNotSupported(v) => Some(v), _ => None, }
+        match object { Object::DeviceHotPlugNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceHotPlugNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceHotPlugNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DeviceNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1878,15 +1878,15 @@ impl x::ObjectType for DeviceNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceNotFound(v) => Some(v), _ => None, }
+        match object { Object::DeviceNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DeviceNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1894,10 +1894,10 @@ impl x::ObjectType for DeviceNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceNotSupported(v) => Some(v), _ => None, }
+        match object { Object::DeviceNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -315,8 +315,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 pub enum Object {
     DeviceNotSupportedReason(Box<DeviceNotSupportedReason>),
     DeviceProtocol(Box<DeviceProtocol>),
-    DeviceUnsupportedForVmPlatform(Box<DeviceUnsupportedForVmPlatform>),
-    DeviceUnsupportedForVmVersion(Box<DeviceUnsupportedForVmVersion>),
+    #[cfg(feature = "all-faults")] DeviceUnsupportedForVmPlatform(Box<DeviceUnsupportedForVmPlatform>),
+    #[cfg(feature = "all-faults")] DeviceUnsupportedForVmVersion(Box<DeviceUnsupportedForVmVersion>),
     DiagnosticManagerAuditRecordResult(Box<DiagnosticManagerAuditRecordResult>),
     DiagnosticManagerBundleInfo(Box<DiagnosticManagerBundleInfo>),
     DiagnosticManagerLogCreator(Box<DiagnosticManagerLogCreator>),
@@ -325,7 +325,7 @@ pub enum Object {
     DiagnosticManagerLogHeader(Box<DiagnosticManagerLogHeader>),
     DiagnosticPartitionStorageType(Box<DiagnosticPartitionStorageType>),
     DiagnosticPartitionType(Box<DiagnosticPartitionType>),
-    DigestNotSupported(Box<DigestNotSupported>),
+    #[cfg(feature = "all-faults")] DigestNotSupported(Box<DigestNotSupported>),
     DirectPathProfileInfo(Box<DirectPathProfileInfo>),
     DirectPathProfileManagerCapacityInfo(Box<DirectPathProfileManagerCapacityInfo>),
     DirectPathProfileManagerCapacityQueryByDeviceConfig(Box<DirectPathProfileManagerCapacityQueryByDeviceConfig>),
@@ -345,24 +345,24 @@ pub enum Object {
     DirectPathProfileManagerUpdateSpec(Box<DirectPathProfileManagerUpdateSpec>),
     DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(Box<DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig>),
     DirectPathProfileManagerVmiopDirectPathConfig(Box<DirectPathProfileManagerVmiopDirectPathConfig>),
-    DirectoryNotEmpty(Box<DirectoryNotEmpty>),
-    DisableAdminNotSupported(Box<DisableAdminNotSupported>),
-    DisallowedChangeByService(Box<DisallowedChangeByService>),
+    #[cfg(feature = "all-faults")] DirectoryNotEmpty(Box<DirectoryNotEmpty>),
+    #[cfg(feature = "all-faults")] DisableAdminNotSupported(Box<DisableAdminNotSupported>),
+    #[cfg(feature = "all-faults")] DisallowedChangeByService(Box<DisallowedChangeByService>),
     DisallowedChangeByServiceDisallowedChange(Box<DisallowedChangeByServiceDisallowedChange>),
-    DisallowedDiskModeChange(Box<DisallowedDiskModeChange>),
-    DisallowedMigrationDeviceAttached(Box<DisallowedMigrationDeviceAttached>),
-    DisallowedOperationOnFailoverHost(Box<DisallowedOperationOnFailoverHost>),
-    DisconnectedHostsBlockingEVC(Box<DisconnectedHostsBlockingEVC>),
+    #[cfg(feature = "all-faults")] DisallowedDiskModeChange(Box<DisallowedDiskModeChange>),
+    #[cfg(feature = "all-faults")] DisallowedMigrationDeviceAttached(Box<DisallowedMigrationDeviceAttached>),
+    #[cfg(feature = "all-faults")] DisallowedOperationOnFailoverHost(Box<DisallowedOperationOnFailoverHost>),
+    #[cfg(feature = "all-faults")] DisconnectedHostsBlockingEVC(Box<DisconnectedHostsBlockingEVC>),
     DiskChangeExtent(Box<DiskChangeExtent>),
     DiskChangeInfo(Box<DiskChangeInfo>),
     DiskCryptoSpec(Box<DiskCryptoSpec>),
-    DiskHasPartitions(Box<DiskHasPartitions>),
-    DiskIsLastRemainingNonSSD(Box<DiskIsLastRemainingNonSSD>),
-    DiskIsNonLocal(Box<DiskIsNonLocal>),
-    DiskIsUSB(Box<DiskIsUSB>),
-    DiskMoveTypeNotSupported(Box<DiskMoveTypeNotSupported>),
-    DiskNotSupported(Box<DiskNotSupported>),
-    DiskTooSmall(Box<DiskTooSmall>),
+    #[cfg(feature = "all-faults")] DiskHasPartitions(Box<DiskHasPartitions>),
+    #[cfg(feature = "all-faults")] DiskIsLastRemainingNonSSD(Box<DiskIsLastRemainingNonSSD>),
+    #[cfg(feature = "all-faults")] DiskIsNonLocal(Box<DiskIsNonLocal>),
+    #[cfg(feature = "all-faults")] DiskIsUSB(Box<DiskIsUSB>),
+    #[cfg(feature = "all-faults")] DiskMoveTypeNotSupported(Box<DiskMoveTypeNotSupported>),
+    #[cfg(feature = "all-faults")] DiskNotSupported(Box<DiskNotSupported>),
+    #[cfg(feature = "all-faults")] DiskTooSmall(Box<DiskTooSmall>),
     DistributedVirtualPort(Box<DistributedVirtualPort>),
     DistributedVirtualPortgroupBackingType(Box<DistributedVirtualPortgroupBackingType>),
     DistributedVirtualPortgroupInfo(Box<DistributedVirtualPortgroupInfo>),
@@ -397,8 +397,8 @@ fn decode(
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceNotSupportedReason(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceProtocol(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceUnsupportedForVmPlatform(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceUnsupportedForVmVersion(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceUnsupportedForVmPlatform(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceUnsupportedForVmVersion(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerAuditRecordResult(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerBundleInfo(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogCreator(v), Err(e) => return Some(Err(e)) },
@@ -407,7 +407,7 @@ fn decode(
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogHeader(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticPartitionStorageType(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticPartitionType(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DigestNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DigestNotSupported(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DirectPathProfileInfo(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DirectPathProfileManagerCapacityInfo(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(v), Err(e) => return Some(Err(e)) },
@@ -427,24 +427,24 @@ fn decode(
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DirectPathProfileManagerUpdateSpec(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DirectPathProfileManagerVmiopDirectPathConfig(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DirectoryNotEmpty(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisableAdminNotSupported(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisallowedChangeByService(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DirectoryNotEmpty(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisableAdminNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisallowedChangeByService(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisallowedChangeByServiceDisallowedChange(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisallowedDiskModeChange(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisallowedMigrationDeviceAttached(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisallowedOperationOnFailoverHost(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisconnectedHostsBlockingEVC(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisallowedDiskModeChange(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisallowedMigrationDeviceAttached(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisallowedOperationOnFailoverHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DisconnectedHostsBlockingEVC(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskChangeExtent(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskChangeInfo(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskCryptoSpec(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskHasPartitions(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskIsLastRemainingNonSSD(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskIsNonLocal(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskIsUSB(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskMoveTypeNotSupported(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskNotSupported(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskTooSmall(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskHasPartitions(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskIsLastRemainingNonSSD(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskIsNonLocal(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskIsUSB(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskMoveTypeNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiskTooSmall(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualPort(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualPortgroupBackingType(v), Err(e) => return Some(Err(e)) },
         73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualPortgroupInfo(v), Err(e) => return Some(Err(e)) },
@@ -473,8 +473,8 @@ impl std::fmt::Debug for Object {
         match self {
             Object::DeviceNotSupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DeviceProtocol(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DeviceUnsupportedForVmPlatform(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DeviceUnsupportedForVmVersion(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticManagerAuditRecordResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticManagerBundleInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticManagerLogCreator(v) => std::fmt::Debug::fmt(&**v, f),
@@ -483,7 +483,7 @@ impl std::fmt::Debug for Object {
             Object::DiagnosticManagerLogHeader(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticPartitionStorageType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticPartitionType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DigestNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DigestNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DirectPathProfileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DirectPathProfileManagerCapacityInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(v) => std::fmt::Debug::fmt(&**v, f),
@@ -503,24 +503,24 @@ impl std::fmt::Debug for Object {
             Object::DirectPathProfileManagerUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DirectPathProfileManagerVmiopDirectPathConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DirectoryNotEmpty(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DisableAdminNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DisallowedChangeByService(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DirectoryNotEmpty(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DisableAdminNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DisallowedChangeByService(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DisallowedChangeByServiceDisallowedChange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DisallowedDiskModeChange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DisallowedMigrationDeviceAttached(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DisallowedOperationOnFailoverHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DisconnectedHostsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DisallowedDiskModeChange(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DisallowedMigrationDeviceAttached(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DisallowedOperationOnFailoverHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DisconnectedHostsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiskChangeExtent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiskChangeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiskCryptoSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiskHasPartitions(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiskIsLastRemainingNonSSD(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiskIsNonLocal(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiskIsUSB(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiskMoveTypeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiskNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiskTooSmall(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DiskHasPartitions(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DiskIsLastRemainingNonSSD(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DiskIsNonLocal(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DiskIsUSB(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DiskMoveTypeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DiskNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DiskTooSmall(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualPort(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualPortgroupBackingType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualPortgroupInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -548,8 +548,8 @@ impl PartialEq for Object {
         match (self, other) {
             (Object::DeviceNotSupportedReason(a), Object::DeviceNotSupportedReason(b)) => **a == **b,
             (Object::DeviceProtocol(a), Object::DeviceProtocol(b)) => **a == **b,
-            (Object::DeviceUnsupportedForVmPlatform(a), Object::DeviceUnsupportedForVmPlatform(b)) => **a == **b,
-            (Object::DeviceUnsupportedForVmVersion(a), Object::DeviceUnsupportedForVmVersion(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DeviceUnsupportedForVmPlatform(a), Object::DeviceUnsupportedForVmPlatform(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DeviceUnsupportedForVmVersion(a), Object::DeviceUnsupportedForVmVersion(b)) => **a == **b,
             (Object::DiagnosticManagerAuditRecordResult(a), Object::DiagnosticManagerAuditRecordResult(b)) => **a == **b,
             (Object::DiagnosticManagerBundleInfo(a), Object::DiagnosticManagerBundleInfo(b)) => **a == **b,
             (Object::DiagnosticManagerLogCreator(a), Object::DiagnosticManagerLogCreator(b)) => **a == **b,
@@ -558,7 +558,7 @@ impl PartialEq for Object {
             (Object::DiagnosticManagerLogHeader(a), Object::DiagnosticManagerLogHeader(b)) => **a == **b,
             (Object::DiagnosticPartitionStorageType(a), Object::DiagnosticPartitionStorageType(b)) => **a == **b,
             (Object::DiagnosticPartitionType(a), Object::DiagnosticPartitionType(b)) => **a == **b,
-            (Object::DigestNotSupported(a), Object::DigestNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DigestNotSupported(a), Object::DigestNotSupported(b)) => **a == **b,
             (Object::DirectPathProfileInfo(a), Object::DirectPathProfileInfo(b)) => **a == **b,
             (Object::DirectPathProfileManagerCapacityInfo(a), Object::DirectPathProfileManagerCapacityInfo(b)) => **a == **b,
             (Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(a), Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(b)) => **a == **b,
@@ -578,24 +578,24 @@ impl PartialEq for Object {
             (Object::DirectPathProfileManagerUpdateSpec(a), Object::DirectPathProfileManagerUpdateSpec(b)) => **a == **b,
             (Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(a), Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(b)) => **a == **b,
             (Object::DirectPathProfileManagerVmiopDirectPathConfig(a), Object::DirectPathProfileManagerVmiopDirectPathConfig(b)) => **a == **b,
-            (Object::DirectoryNotEmpty(a), Object::DirectoryNotEmpty(b)) => **a == **b,
-            (Object::DisableAdminNotSupported(a), Object::DisableAdminNotSupported(b)) => **a == **b,
-            (Object::DisallowedChangeByService(a), Object::DisallowedChangeByService(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DirectoryNotEmpty(a), Object::DirectoryNotEmpty(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DisableAdminNotSupported(a), Object::DisableAdminNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DisallowedChangeByService(a), Object::DisallowedChangeByService(b)) => **a == **b,
             (Object::DisallowedChangeByServiceDisallowedChange(a), Object::DisallowedChangeByServiceDisallowedChange(b)) => **a == **b,
-            (Object::DisallowedDiskModeChange(a), Object::DisallowedDiskModeChange(b)) => **a == **b,
-            (Object::DisallowedMigrationDeviceAttached(a), Object::DisallowedMigrationDeviceAttached(b)) => **a == **b,
-            (Object::DisallowedOperationOnFailoverHost(a), Object::DisallowedOperationOnFailoverHost(b)) => **a == **b,
-            (Object::DisconnectedHostsBlockingEVC(a), Object::DisconnectedHostsBlockingEVC(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DisallowedDiskModeChange(a), Object::DisallowedDiskModeChange(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DisallowedMigrationDeviceAttached(a), Object::DisallowedMigrationDeviceAttached(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DisallowedOperationOnFailoverHost(a), Object::DisallowedOperationOnFailoverHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DisconnectedHostsBlockingEVC(a), Object::DisconnectedHostsBlockingEVC(b)) => **a == **b,
             (Object::DiskChangeExtent(a), Object::DiskChangeExtent(b)) => **a == **b,
             (Object::DiskChangeInfo(a), Object::DiskChangeInfo(b)) => **a == **b,
             (Object::DiskCryptoSpec(a), Object::DiskCryptoSpec(b)) => **a == **b,
-            (Object::DiskHasPartitions(a), Object::DiskHasPartitions(b)) => **a == **b,
-            (Object::DiskIsLastRemainingNonSSD(a), Object::DiskIsLastRemainingNonSSD(b)) => **a == **b,
-            (Object::DiskIsNonLocal(a), Object::DiskIsNonLocal(b)) => **a == **b,
-            (Object::DiskIsUSB(a), Object::DiskIsUSB(b)) => **a == **b,
-            (Object::DiskMoveTypeNotSupported(a), Object::DiskMoveTypeNotSupported(b)) => **a == **b,
-            (Object::DiskNotSupported(a), Object::DiskNotSupported(b)) => **a == **b,
-            (Object::DiskTooSmall(a), Object::DiskTooSmall(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DiskHasPartitions(a), Object::DiskHasPartitions(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DiskIsLastRemainingNonSSD(a), Object::DiskIsLastRemainingNonSSD(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DiskIsNonLocal(a), Object::DiskIsNonLocal(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DiskIsUSB(a), Object::DiskIsUSB(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DiskMoveTypeNotSupported(a), Object::DiskMoveTypeNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DiskNotSupported(a), Object::DiskNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DiskTooSmall(a), Object::DiskTooSmall(b)) => **a == **b,
             (Object::DistributedVirtualPort(a), Object::DistributedVirtualPort(b)) => **a == **b,
             (Object::DistributedVirtualPortgroupBackingType(a), Object::DistributedVirtualPortgroupBackingType(b)) => **a == **b,
             (Object::DistributedVirtualPortgroupInfo(a), Object::DistributedVirtualPortgroupInfo(b)) => **a == **b,
@@ -614,7 +614,7 @@ impl PartialEq for Object {
             (Object::DistributedVirtualSwitchHostMemberHostUplinkState(a), Object::DistributedVirtualSwitchHostMemberHostUplinkState(b)) => **a == **b,
             (Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(a), Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(b)) => **a == **b,
             (Object::DistributedVirtualSwitchHostMemberPnicBacking(a), Object::DistributedVirtualSwitchHostMemberPnicBacking(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -624,8 +624,8 @@ impl Clone for Object {
         match self {
             Object::DeviceNotSupportedReason(v) => Object::DeviceNotSupportedReason(Box::new((**v).clone())),
             Object::DeviceProtocol(v) => Object::DeviceProtocol(Box::new((**v).clone())),
-            Object::DeviceUnsupportedForVmPlatform(v) => Object::DeviceUnsupportedForVmPlatform(Box::new((**v).clone())),
-            Object::DeviceUnsupportedForVmVersion(v) => Object::DeviceUnsupportedForVmVersion(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(v) => Object::DeviceUnsupportedForVmPlatform(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(v) => Object::DeviceUnsupportedForVmVersion(Box::new((**v).clone())),
             Object::DiagnosticManagerAuditRecordResult(v) => Object::DiagnosticManagerAuditRecordResult(Box::new((**v).clone())),
             Object::DiagnosticManagerBundleInfo(v) => Object::DiagnosticManagerBundleInfo(Box::new((**v).clone())),
             Object::DiagnosticManagerLogCreator(v) => Object::DiagnosticManagerLogCreator(Box::new((**v).clone())),
@@ -634,7 +634,7 @@ impl Clone for Object {
             Object::DiagnosticManagerLogHeader(v) => Object::DiagnosticManagerLogHeader(Box::new((**v).clone())),
             Object::DiagnosticPartitionStorageType(v) => Object::DiagnosticPartitionStorageType(Box::new((**v).clone())),
             Object::DiagnosticPartitionType(v) => Object::DiagnosticPartitionType(Box::new((**v).clone())),
-            Object::DigestNotSupported(v) => Object::DigestNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DigestNotSupported(v) => Object::DigestNotSupported(Box::new((**v).clone())),
             Object::DirectPathProfileInfo(v) => Object::DirectPathProfileInfo(Box::new((**v).clone())),
             Object::DirectPathProfileManagerCapacityInfo(v) => Object::DirectPathProfileManagerCapacityInfo(Box::new((**v).clone())),
             Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(v) => Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(Box::new((**v).clone())),
@@ -654,24 +654,24 @@ impl Clone for Object {
             Object::DirectPathProfileManagerUpdateSpec(v) => Object::DirectPathProfileManagerUpdateSpec(Box::new((**v).clone())),
             Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v) => Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(Box::new((**v).clone())),
             Object::DirectPathProfileManagerVmiopDirectPathConfig(v) => Object::DirectPathProfileManagerVmiopDirectPathConfig(Box::new((**v).clone())),
-            Object::DirectoryNotEmpty(v) => Object::DirectoryNotEmpty(Box::new((**v).clone())),
-            Object::DisableAdminNotSupported(v) => Object::DisableAdminNotSupported(Box::new((**v).clone())),
-            Object::DisallowedChangeByService(v) => Object::DisallowedChangeByService(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DirectoryNotEmpty(v) => Object::DirectoryNotEmpty(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DisableAdminNotSupported(v) => Object::DisableAdminNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DisallowedChangeByService(v) => Object::DisallowedChangeByService(Box::new((**v).clone())),
             Object::DisallowedChangeByServiceDisallowedChange(v) => Object::DisallowedChangeByServiceDisallowedChange(Box::new((**v).clone())),
-            Object::DisallowedDiskModeChange(v) => Object::DisallowedDiskModeChange(Box::new((**v).clone())),
-            Object::DisallowedMigrationDeviceAttached(v) => Object::DisallowedMigrationDeviceAttached(Box::new((**v).clone())),
-            Object::DisallowedOperationOnFailoverHost(v) => Object::DisallowedOperationOnFailoverHost(Box::new((**v).clone())),
-            Object::DisconnectedHostsBlockingEVC(v) => Object::DisconnectedHostsBlockingEVC(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DisallowedDiskModeChange(v) => Object::DisallowedDiskModeChange(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DisallowedMigrationDeviceAttached(v) => Object::DisallowedMigrationDeviceAttached(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DisallowedOperationOnFailoverHost(v) => Object::DisallowedOperationOnFailoverHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DisconnectedHostsBlockingEVC(v) => Object::DisconnectedHostsBlockingEVC(Box::new((**v).clone())),
             Object::DiskChangeExtent(v) => Object::DiskChangeExtent(Box::new((**v).clone())),
             Object::DiskChangeInfo(v) => Object::DiskChangeInfo(Box::new((**v).clone())),
             Object::DiskCryptoSpec(v) => Object::DiskCryptoSpec(Box::new((**v).clone())),
-            Object::DiskHasPartitions(v) => Object::DiskHasPartitions(Box::new((**v).clone())),
-            Object::DiskIsLastRemainingNonSSD(v) => Object::DiskIsLastRemainingNonSSD(Box::new((**v).clone())),
-            Object::DiskIsNonLocal(v) => Object::DiskIsNonLocal(Box::new((**v).clone())),
-            Object::DiskIsUSB(v) => Object::DiskIsUSB(Box::new((**v).clone())),
-            Object::DiskMoveTypeNotSupported(v) => Object::DiskMoveTypeNotSupported(Box::new((**v).clone())),
-            Object::DiskNotSupported(v) => Object::DiskNotSupported(Box::new((**v).clone())),
-            Object::DiskTooSmall(v) => Object::DiskTooSmall(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DiskHasPartitions(v) => Object::DiskHasPartitions(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DiskIsLastRemainingNonSSD(v) => Object::DiskIsLastRemainingNonSSD(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DiskIsNonLocal(v) => Object::DiskIsNonLocal(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DiskIsUSB(v) => Object::DiskIsUSB(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DiskMoveTypeNotSupported(v) => Object::DiskMoveTypeNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DiskNotSupported(v) => Object::DiskNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DiskTooSmall(v) => Object::DiskTooSmall(Box::new((**v).clone())),
             Object::DistributedVirtualPort(v) => Object::DistributedVirtualPort(Box::new((**v).clone())),
             Object::DistributedVirtualPortgroupBackingType(v) => Object::DistributedVirtualPortgroupBackingType(Box::new((**v).clone())),
             Object::DistributedVirtualPortgroupInfo(v) => Object::DistributedVirtualPortgroupInfo(Box::new((**v).clone())),
@@ -699,8 +699,8 @@ impl x::DataObject for Object {
         match self {
             Object::DeviceNotSupportedReason(_) => "DeviceNotSupportedReason",
             Object::DeviceProtocol(_) => "DeviceProtocol",
-            Object::DeviceUnsupportedForVmPlatform(_) => "DeviceUnsupportedForVmPlatform",
-            Object::DeviceUnsupportedForVmVersion(_) => "DeviceUnsupportedForVmVersion",
+            #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(_) => "DeviceUnsupportedForVmPlatform",
+            #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(_) => "DeviceUnsupportedForVmVersion",
             Object::DiagnosticManagerAuditRecordResult(_) => "DiagnosticManagerAuditRecordResult",
             Object::DiagnosticManagerBundleInfo(_) => "DiagnosticManagerBundleInfo",
             Object::DiagnosticManagerLogCreator(_) => "DiagnosticManagerLogCreator",
@@ -709,7 +709,7 @@ impl x::DataObject for Object {
             Object::DiagnosticManagerLogHeader(_) => "DiagnosticManagerLogHeader",
             Object::DiagnosticPartitionStorageType(_) => "DiagnosticPartitionStorageType",
             Object::DiagnosticPartitionType(_) => "DiagnosticPartitionType",
-            Object::DigestNotSupported(_) => "DigestNotSupported",
+            #[cfg(feature = "all-faults")] Object::DigestNotSupported(_) => "DigestNotSupported",
             Object::DirectPathProfileInfo(_) => "DirectPathProfileInfo",
             Object::DirectPathProfileManagerCapacityInfo(_) => "DirectPathProfileManagerCapacityInfo",
             Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(_) => "DirectPathProfileManagerCapacityQueryByDeviceConfig",
@@ -729,24 +729,24 @@ impl x::DataObject for Object {
             Object::DirectPathProfileManagerUpdateSpec(_) => "DirectPathProfileManagerUpdateSpec",
             Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(_) => "DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig",
             Object::DirectPathProfileManagerVmiopDirectPathConfig(_) => "DirectPathProfileManagerVmiopDirectPathConfig",
-            Object::DirectoryNotEmpty(_) => "DirectoryNotEmpty",
-            Object::DisableAdminNotSupported(_) => "DisableAdminNotSupported",
-            Object::DisallowedChangeByService(_) => "DisallowedChangeByService",
+            #[cfg(feature = "all-faults")] Object::DirectoryNotEmpty(_) => "DirectoryNotEmpty",
+            #[cfg(feature = "all-faults")] Object::DisableAdminNotSupported(_) => "DisableAdminNotSupported",
+            #[cfg(feature = "all-faults")] Object::DisallowedChangeByService(_) => "DisallowedChangeByService",
             Object::DisallowedChangeByServiceDisallowedChange(_) => "DisallowedChangeByServiceDisallowedChange",
-            Object::DisallowedDiskModeChange(_) => "DisallowedDiskModeChange",
-            Object::DisallowedMigrationDeviceAttached(_) => "DisallowedMigrationDeviceAttached",
-            Object::DisallowedOperationOnFailoverHost(_) => "DisallowedOperationOnFailoverHost",
-            Object::DisconnectedHostsBlockingEVC(_) => "DisconnectedHostsBlockingEVC",
+            #[cfg(feature = "all-faults")] Object::DisallowedDiskModeChange(_) => "DisallowedDiskModeChange",
+            #[cfg(feature = "all-faults")] Object::DisallowedMigrationDeviceAttached(_) => "DisallowedMigrationDeviceAttached",
+            #[cfg(feature = "all-faults")] Object::DisallowedOperationOnFailoverHost(_) => "DisallowedOperationOnFailoverHost",
+            #[cfg(feature = "all-faults")] Object::DisconnectedHostsBlockingEVC(_) => "DisconnectedHostsBlockingEVC",
             Object::DiskChangeExtent(_) => "DiskChangeExtent",
             Object::DiskChangeInfo(_) => "DiskChangeInfo",
             Object::DiskCryptoSpec(_) => "DiskCryptoSpec",
-            Object::DiskHasPartitions(_) => "DiskHasPartitions",
-            Object::DiskIsLastRemainingNonSSD(_) => "DiskIsLastRemainingNonSSD",
-            Object::DiskIsNonLocal(_) => "DiskIsNonLocal",
-            Object::DiskIsUSB(_) => "DiskIsUSB",
-            Object::DiskMoveTypeNotSupported(_) => "DiskMoveTypeNotSupported",
-            Object::DiskNotSupported(_) => "DiskNotSupported",
-            Object::DiskTooSmall(_) => "DiskTooSmall",
+            #[cfg(feature = "all-faults")] Object::DiskHasPartitions(_) => "DiskHasPartitions",
+            #[cfg(feature = "all-faults")] Object::DiskIsLastRemainingNonSSD(_) => "DiskIsLastRemainingNonSSD",
+            #[cfg(feature = "all-faults")] Object::DiskIsNonLocal(_) => "DiskIsNonLocal",
+            #[cfg(feature = "all-faults")] Object::DiskIsUSB(_) => "DiskIsUSB",
+            #[cfg(feature = "all-faults")] Object::DiskMoveTypeNotSupported(_) => "DiskMoveTypeNotSupported",
+            #[cfg(feature = "all-faults")] Object::DiskNotSupported(_) => "DiskNotSupported",
+            #[cfg(feature = "all-faults")] Object::DiskTooSmall(_) => "DiskTooSmall",
             Object::DistributedVirtualPort(_) => "DistributedVirtualPort",
             Object::DistributedVirtualPortgroupBackingType(_) => "DistributedVirtualPortgroupBackingType",
             Object::DistributedVirtualPortgroupInfo(_) => "DistributedVirtualPortgroupInfo",
@@ -786,8 +786,8 @@ impl x::DataObject for Object {
         match self {
             Object::DeviceNotSupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DeviceProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DeviceUnsupportedForVmPlatform(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DeviceUnsupportedForVmVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticManagerAuditRecordResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticManagerBundleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticManagerLogCreator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -796,7 +796,7 @@ impl x::DataObject for Object {
             Object::DiagnosticManagerLogHeader(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticPartitionStorageType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticPartitionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DigestNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DigestNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DirectPathProfileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DirectPathProfileManagerCapacityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -816,24 +816,24 @@ impl x::DataObject for Object {
             Object::DirectPathProfileManagerUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DirectPathProfileManagerVmiopDirectPathConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DirectoryNotEmpty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DisableAdminNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DisallowedChangeByService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DirectoryNotEmpty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DisableAdminNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DisallowedChangeByService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DisallowedChangeByServiceDisallowedChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DisallowedDiskModeChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DisallowedMigrationDeviceAttached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DisallowedOperationOnFailoverHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DisconnectedHostsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DisallowedDiskModeChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DisallowedMigrationDeviceAttached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DisallowedOperationOnFailoverHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DisconnectedHostsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiskChangeExtent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiskChangeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiskCryptoSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiskHasPartitions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiskIsLastRemainingNonSSD(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiskIsNonLocal(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiskIsUSB(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiskMoveTypeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiskNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiskTooSmall(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DiskHasPartitions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DiskIsLastRemainingNonSSD(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DiskIsNonLocal(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DiskIsUSB(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DiskMoveTypeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DiskNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DiskTooSmall(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualPortgroupBackingType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualPortgroupInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -865,11 +865,11 @@ impl x::ObjectType for DeviceNotSupportedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceNotSupportedReason(v) => Some(v), _ => None, }
+        match object { Object::DeviceNotSupportedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceNotSupportedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceNotSupportedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -881,15 +881,15 @@ impl x::ObjectType for DeviceProtocol {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceProtocol(v) => Some(v), _ => None, }
+        match object { Object::DeviceProtocol(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceProtocol(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceProtocol(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DeviceUnsupportedForVmPlatform {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceUnsupportedForVmPlatform {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -897,15 +897,15 @@ impl x::ObjectType for DeviceUnsupportedForVmPlatform {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceUnsupportedForVmPlatform(v) => Some(v), _ => None, }
+        match object { Object::DeviceUnsupportedForVmPlatform(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceUnsupportedForVmPlatform(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceUnsupportedForVmPlatform(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DeviceUnsupportedForVmVersion {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DeviceUnsupportedForVmVersion {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -913,11 +913,11 @@ impl x::ObjectType for DeviceUnsupportedForVmVersion {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DeviceUnsupportedForVmVersion(v) => Some(v), _ => None, }
+        match object { Object::DeviceUnsupportedForVmVersion(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DeviceUnsupportedForVmVersion(v) => Ok(v), other => Err(other), }
+        match object { Object::DeviceUnsupportedForVmVersion(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -929,11 +929,11 @@ impl x::ObjectType for DiagnosticManagerAuditRecordResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiagnosticManagerAuditRecordResult(v) => Some(v), _ => None, }
+        match object { Object::DiagnosticManagerAuditRecordResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiagnosticManagerAuditRecordResult(v) => Ok(v), other => Err(other), }
+        match object { Object::DiagnosticManagerAuditRecordResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -945,11 +945,11 @@ impl x::ObjectType for DiagnosticManagerBundleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiagnosticManagerBundleInfo(v) => Some(v), _ => None, }
+        match object { Object::DiagnosticManagerBundleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiagnosticManagerBundleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DiagnosticManagerBundleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -961,11 +961,11 @@ impl x::ObjectType for DiagnosticManagerLogCreator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiagnosticManagerLogCreator(v) => Some(v), _ => None, }
+        match object { Object::DiagnosticManagerLogCreator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiagnosticManagerLogCreator(v) => Ok(v), other => Err(other), }
+        match object { Object::DiagnosticManagerLogCreator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -977,11 +977,11 @@ impl x::ObjectType for DiagnosticManagerLogDescriptor {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiagnosticManagerLogDescriptor(v) => Some(v), _ => None, }
+        match object { Object::DiagnosticManagerLogDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiagnosticManagerLogDescriptor(v) => Ok(v), other => Err(other), }
+        match object { Object::DiagnosticManagerLogDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -993,11 +993,11 @@ impl x::ObjectType for DiagnosticManagerLogFormat {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiagnosticManagerLogFormat(v) => Some(v), _ => None, }
+        match object { Object::DiagnosticManagerLogFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiagnosticManagerLogFormat(v) => Ok(v), other => Err(other), }
+        match object { Object::DiagnosticManagerLogFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1009,11 +1009,11 @@ impl x::ObjectType for DiagnosticManagerLogHeader {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiagnosticManagerLogHeader(v) => Some(v), _ => None, }
+        match object { Object::DiagnosticManagerLogHeader(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiagnosticManagerLogHeader(v) => Ok(v), other => Err(other), }
+        match object { Object::DiagnosticManagerLogHeader(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1025,11 +1025,11 @@ impl x::ObjectType for DiagnosticPartitionStorageType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiagnosticPartitionStorageType(v) => Some(v), _ => None, }
+        match object { Object::DiagnosticPartitionStorageType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiagnosticPartitionStorageType(v) => Ok(v), other => Err(other), }
+        match object { Object::DiagnosticPartitionStorageType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1041,15 +1041,15 @@ impl x::ObjectType for DiagnosticPartitionType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiagnosticPartitionType(v) => Some(v), _ => None, }
+        match object { Object::DiagnosticPartitionType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiagnosticPartitionType(v) => Ok(v), other => Err(other), }
+        match object { Object::DiagnosticPartitionType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DigestNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DigestNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1057,11 +1057,11 @@ impl x::ObjectType for DigestNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DigestNotSupported(v) => Some(v), _ => None, }
+        match object { Object::DigestNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DigestNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::DigestNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1073,11 +1073,11 @@ impl x::ObjectType for DirectPathProfileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileInfo(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1089,11 +1089,11 @@ impl x::ObjectType for DirectPathProfileManagerCapacityInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerCapacityInfo(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerCapacityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerCapacityInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerCapacityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1105,11 +1105,11 @@ impl x::ObjectType for DirectPathProfileManagerCapacityQueryByDeviceConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1121,11 +1121,11 @@ impl x::ObjectType for DirectPathProfileManagerCapacityQueryById {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerCapacityQueryById(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerCapacityQueryById(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerCapacityQueryById(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerCapacityQueryById(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1137,11 +1137,11 @@ impl x::ObjectType for DirectPathProfileManagerCapacityQueryByName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerCapacityQueryByName(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerCapacityQueryByName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerCapacityQueryByName(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerCapacityQueryByName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1153,11 +1153,11 @@ impl x::ObjectType for DirectPathProfileManagerCapacityQuerySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerCapacityQuerySpec(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerCapacityQuerySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerCapacityQuerySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerCapacityQuerySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1169,11 +1169,11 @@ impl x::ObjectType for DirectPathProfileManagerCapacityResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerCapacityResult(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerCapacityResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerCapacityResult(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerCapacityResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1185,11 +1185,11 @@ impl x::ObjectType for DirectPathProfileManagerCapacityUnknown {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerCapacityUnknown(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerCapacityUnknown(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerCapacityUnknown(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerCapacityUnknown(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1201,11 +1201,11 @@ impl x::ObjectType for DirectPathProfileManagerCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1217,11 +1217,11 @@ impl x::ObjectType for DirectPathProfileManagerDirectPathConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerDirectPathConfig(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerDirectPathConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerDirectPathConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerDirectPathConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1233,11 +1233,11 @@ impl x::ObjectType for DirectPathProfileManagerDvxDirectPathConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerDvxDirectPathConfig(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerDvxDirectPathConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerDvxDirectPathConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerDvxDirectPathConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1249,11 +1249,11 @@ impl x::ObjectType for DirectPathProfileManagerDynamicDirectPathConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerDynamicDirectPathConfig(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerDynamicDirectPathConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerDynamicDirectPathConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerDynamicDirectPathConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1265,11 +1265,11 @@ impl x::ObjectType for DirectPathProfileManagerFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1281,11 +1281,11 @@ impl x::ObjectType for DirectPathProfileManagerTargetCluster {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerTargetCluster(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerTargetCluster(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerTargetCluster(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerTargetCluster(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1297,11 +1297,11 @@ impl x::ObjectType for DirectPathProfileManagerTargetEntity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerTargetEntity(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerTargetEntity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerTargetEntity(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerTargetEntity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1313,11 +1313,11 @@ impl x::ObjectType for DirectPathProfileManagerTargetHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerTargetHost(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerTargetHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerTargetHost(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerTargetHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1329,11 +1329,11 @@ impl x::ObjectType for DirectPathProfileManagerUpdateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerUpdateSpec(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerUpdateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerUpdateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerUpdateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1345,11 +1345,11 @@ impl x::ObjectType for DirectPathProfileManagerVirtualDeviceGroupDirectPathConfi
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1361,15 +1361,15 @@ impl x::ObjectType for DirectPathProfileManagerVmiopDirectPathConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectPathProfileManagerVmiopDirectPathConfig(v) => Some(v), _ => None, }
+        match object { Object::DirectPathProfileManagerVmiopDirectPathConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectPathProfileManagerVmiopDirectPathConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectPathProfileManagerVmiopDirectPathConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DirectoryNotEmpty {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DirectoryNotEmpty {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1377,15 +1377,15 @@ impl x::ObjectType for DirectoryNotEmpty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DirectoryNotEmpty(v) => Some(v), _ => None, }
+        match object { Object::DirectoryNotEmpty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DirectoryNotEmpty(v) => Ok(v), other => Err(other), }
+        match object { Object::DirectoryNotEmpty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DisableAdminNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DisableAdminNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1393,15 +1393,15 @@ impl x::ObjectType for DisableAdminNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DisableAdminNotSupported(v) => Some(v), _ => None, }
+        match object { Object::DisableAdminNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DisableAdminNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::DisableAdminNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DisallowedChangeByService {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DisallowedChangeByService {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1409,11 +1409,11 @@ impl x::ObjectType for DisallowedChangeByService {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DisallowedChangeByService(v) => Some(v), _ => None, }
+        match object { Object::DisallowedChangeByService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DisallowedChangeByService(v) => Ok(v), other => Err(other), }
+        match object { Object::DisallowedChangeByService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1425,15 +1425,15 @@ impl x::ObjectType for DisallowedChangeByServiceDisallowedChange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DisallowedChangeByServiceDisallowedChange(v) => Some(v), _ => None, }
+        match object { Object::DisallowedChangeByServiceDisallowedChange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DisallowedChangeByServiceDisallowedChange(v) => Ok(v), other => Err(other), }
+        match object { Object::DisallowedChangeByServiceDisallowedChange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DisallowedDiskModeChange {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DisallowedDiskModeChange {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1441,15 +1441,15 @@ impl x::ObjectType for DisallowedDiskModeChange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DisallowedDiskModeChange(v) => Some(v), _ => None, }
+        match object { Object::DisallowedDiskModeChange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DisallowedDiskModeChange(v) => Ok(v), other => Err(other), }
+        match object { Object::DisallowedDiskModeChange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DisallowedMigrationDeviceAttached {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DisallowedMigrationDeviceAttached {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1457,15 +1457,15 @@ impl x::ObjectType for DisallowedMigrationDeviceAttached {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DisallowedMigrationDeviceAttached(v) => Some(v), _ => None, }
+        match object { Object::DisallowedMigrationDeviceAttached(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DisallowedMigrationDeviceAttached(v) => Ok(v), other => Err(other), }
+        match object { Object::DisallowedMigrationDeviceAttached(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DisallowedOperationOnFailoverHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DisallowedOperationOnFailoverHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1473,15 +1473,15 @@ impl x::ObjectType for DisallowedOperationOnFailoverHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DisallowedOperationOnFailoverHost(v) => Some(v), _ => None, }
+        match object { Object::DisallowedOperationOnFailoverHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DisallowedOperationOnFailoverHost(v) => Ok(v), other => Err(other), }
+        match object { Object::DisallowedOperationOnFailoverHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DisconnectedHostsBlockingEVC {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DisconnectedHostsBlockingEVC {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1489,11 +1489,11 @@ impl x::ObjectType for DisconnectedHostsBlockingEVC {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DisconnectedHostsBlockingEVC(v) => Some(v), _ => None, }
+        match object { Object::DisconnectedHostsBlockingEVC(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DisconnectedHostsBlockingEVC(v) => Ok(v), other => Err(other), }
+        match object { Object::DisconnectedHostsBlockingEVC(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1505,11 +1505,11 @@ impl x::ObjectType for DiskChangeExtent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiskChangeExtent(v) => Some(v), _ => None, }
+        match object { Object::DiskChangeExtent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiskChangeExtent(v) => Ok(v), other => Err(other), }
+        match object { Object::DiskChangeExtent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1521,11 +1521,11 @@ impl x::ObjectType for DiskChangeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiskChangeInfo(v) => Some(v), _ => None, }
+        match object { Object::DiskChangeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiskChangeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DiskChangeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1537,15 +1537,15 @@ impl x::ObjectType for DiskCryptoSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiskCryptoSpec(v) => Some(v), _ => None, }
+        match object { Object::DiskCryptoSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiskCryptoSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DiskCryptoSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DiskHasPartitions {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DiskHasPartitions {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1553,15 +1553,15 @@ impl x::ObjectType for DiskHasPartitions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiskHasPartitions(v) => Some(v), _ => None, }
+        match object { Object::DiskHasPartitions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiskHasPartitions(v) => Ok(v), other => Err(other), }
+        match object { Object::DiskHasPartitions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DiskIsLastRemainingNonSSD {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DiskIsLastRemainingNonSSD {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1569,15 +1569,15 @@ impl x::ObjectType for DiskIsLastRemainingNonSSD {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiskIsLastRemainingNonSSD(v) => Some(v), _ => None, }
+        match object { Object::DiskIsLastRemainingNonSSD(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiskIsLastRemainingNonSSD(v) => Ok(v), other => Err(other), }
+        match object { Object::DiskIsLastRemainingNonSSD(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DiskIsNonLocal {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DiskIsNonLocal {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1585,15 +1585,15 @@ impl x::ObjectType for DiskIsNonLocal {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiskIsNonLocal(v) => Some(v), _ => None, }
+        match object { Object::DiskIsNonLocal(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiskIsNonLocal(v) => Ok(v), other => Err(other), }
+        match object { Object::DiskIsNonLocal(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DiskIsUSB {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DiskIsUSB {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1601,15 +1601,15 @@ impl x::ObjectType for DiskIsUSB {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiskIsUSB(v) => Some(v), _ => None, }
+        match object { Object::DiskIsUSB(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiskIsUSB(v) => Ok(v), other => Err(other), }
+        match object { Object::DiskIsUSB(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DiskMoveTypeNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DiskMoveTypeNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1617,15 +1617,15 @@ impl x::ObjectType for DiskMoveTypeNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiskMoveTypeNotSupported(v) => Some(v), _ => None, }
+        match object { Object::DiskMoveTypeNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiskMoveTypeNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::DiskMoveTypeNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DiskNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DiskNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1633,15 +1633,15 @@ impl x::ObjectType for DiskNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiskNotSupported(v) => Some(v), _ => None, }
+        match object { Object::DiskNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiskNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::DiskNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DiskTooSmall {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DiskTooSmall {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1649,11 +1649,11 @@ impl x::ObjectType for DiskTooSmall {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DiskTooSmall(v) => Some(v), _ => None, }
+        match object { Object::DiskTooSmall(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DiskTooSmall(v) => Ok(v), other => Err(other), }
+        match object { Object::DiskTooSmall(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1665,11 +1665,11 @@ impl x::ObjectType for DistributedVirtualPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualPort(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualPort(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1681,11 +1681,11 @@ impl x::ObjectType for DistributedVirtualPortgroupBackingType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualPortgroupBackingType(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualPortgroupBackingType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualPortgroupBackingType(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualPortgroupBackingType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1697,11 +1697,11 @@ impl x::ObjectType for DistributedVirtualPortgroupInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualPortgroupInfo(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualPortgroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualPortgroupInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualPortgroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1713,11 +1713,11 @@ impl x::ObjectType for DistributedVirtualPortgroupMetaTagName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualPortgroupMetaTagName(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualPortgroupMetaTagName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualPortgroupMetaTagName(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualPortgroupMetaTagName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1729,11 +1729,11 @@ impl x::ObjectType for DistributedVirtualPortgroupNsxPortgroupOperationResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualPortgroupNsxPortgroupOperationResult(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualPortgroupNsxPortgroupOperationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualPortgroupNsxPortgroupOperationResult(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualPortgroupNsxPortgroupOperationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1745,11 +1745,11 @@ impl x::ObjectType for DistributedVirtualPortgroupPortgroupType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualPortgroupPortgroupType(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualPortgroupPortgroupType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualPortgroupPortgroupType(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualPortgroupPortgroupType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1761,11 +1761,11 @@ impl x::ObjectType for DistributedVirtualPortgroupProblem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualPortgroupProblem(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualPortgroupProblem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualPortgroupProblem(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualPortgroupProblem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1777,11 +1777,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostInfrastructureTrafficClass {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1793,11 +1793,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMember {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMember(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMember(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMember(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMember(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1809,11 +1809,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberBacking {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberBacking(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberBacking(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberBacking(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberBacking(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1825,11 +1825,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1841,11 +1841,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1857,11 +1857,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberHostComponentState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1873,11 +1873,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1889,11 +1889,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1905,11 +1905,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberHostUplinkState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberHostUplinkState(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberHostUplinkState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberHostUplinkState(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberHostUplinkState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1921,11 +1921,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberHostUplinkStateState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1937,10 +1937,10 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberPnicBacking {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberPnicBacking(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberPnicBacking(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberPnicBacking(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberPnicBacking(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

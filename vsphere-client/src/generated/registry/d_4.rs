@@ -280,55 +280,55 @@ pub enum Object {
     DistributedVirtualSwitchPortStatistics(Box<DistributedVirtualSwitchPortStatistics>),
     DistributedVirtualSwitchProductSpec(Box<DistributedVirtualSwitchProductSpec>),
     DistributedVirtualSwitchProductSpecOperationType(Box<DistributedVirtualSwitchProductSpecOperationType>),
-    DomainNotFound(Box<DomainNotFound>),
+    #[cfg(feature = "all-faults")] DomainNotFound(Box<DomainNotFound>),
     DpmBehavior(Box<DpmBehavior>),
     DpuStatusInfo(Box<DpuStatusInfo>),
     DpuStatusInfoOperationalInfo(Box<DpuStatusInfoOperationalInfo>),
     DrsBehavior(Box<DrsBehavior>),
-    DrsDisabledEvent(Box<DrsDisabledEvent>),
-    DrsDisabledOnVm(Box<DrsDisabledOnVm>),
-    DrsEnabledEvent(Box<DrsEnabledEvent>),
-    DrsEnteredStandbyModeEvent(Box<DrsEnteredStandbyModeEvent>),
-    DrsEnteringStandbyModeEvent(Box<DrsEnteringStandbyModeEvent>),
-    DrsExitStandbyModeFailedEvent(Box<DrsExitStandbyModeFailedEvent>),
-    DrsExitedStandbyModeEvent(Box<DrsExitedStandbyModeEvent>),
-    DrsExitingStandbyModeEvent(Box<DrsExitingStandbyModeEvent>),
+    #[cfg(feature = "all-events")] DrsDisabledEvent(Box<DrsDisabledEvent>),
+    #[cfg(feature = "all-faults")] DrsDisabledOnVm(Box<DrsDisabledOnVm>),
+    #[cfg(feature = "all-events")] DrsEnabledEvent(Box<DrsEnabledEvent>),
+    #[cfg(feature = "all-events")] DrsEnteredStandbyModeEvent(Box<DrsEnteredStandbyModeEvent>),
+    #[cfg(feature = "all-events")] DrsEnteringStandbyModeEvent(Box<DrsEnteringStandbyModeEvent>),
+    #[cfg(feature = "all-events")] DrsExitStandbyModeFailedEvent(Box<DrsExitStandbyModeFailedEvent>),
+    #[cfg(feature = "all-events")] DrsExitedStandbyModeEvent(Box<DrsExitedStandbyModeEvent>),
+    #[cfg(feature = "all-events")] DrsExitingStandbyModeEvent(Box<DrsExitingStandbyModeEvent>),
     DrsInjectorWorkloadCorrelationState(Box<DrsInjectorWorkloadCorrelationState>),
-    DrsInvocationFailedEvent(Box<DrsInvocationFailedEvent>),
+    #[cfg(feature = "all-events")] DrsInvocationFailedEvent(Box<DrsInvocationFailedEvent>),
     DrsRecommendationReasonCode(Box<DrsRecommendationReasonCode>),
-    DrsRecoveredFromFailureEvent(Box<DrsRecoveredFromFailureEvent>),
-    DrsResourceConfigureFailedEvent(Box<DrsResourceConfigureFailedEvent>),
-    DrsResourceConfigureSyncedEvent(Box<DrsResourceConfigureSyncedEvent>),
-    DrsRuleComplianceEvent(Box<DrsRuleComplianceEvent>),
-    DrsRuleViolationEvent(Box<DrsRuleViolationEvent>),
-    DrsSoftRuleViolationEvent(Box<DrsSoftRuleViolationEvent>),
-    DrsVmMigratedEvent(Box<DrsVmMigratedEvent>),
-    DrsVmPoweredOnEvent(Box<DrsVmPoweredOnEvent>),
-    DrsVmotionIncompatibleFault(Box<DrsVmotionIncompatibleFault>),
-    DuplicateDisks(Box<DuplicateDisks>),
-    DuplicateIpDetectedEvent(Box<DuplicateIpDetectedEvent>),
+    #[cfg(feature = "all-events")] DrsRecoveredFromFailureEvent(Box<DrsRecoveredFromFailureEvent>),
+    #[cfg(feature = "all-events")] DrsResourceConfigureFailedEvent(Box<DrsResourceConfigureFailedEvent>),
+    #[cfg(feature = "all-events")] DrsResourceConfigureSyncedEvent(Box<DrsResourceConfigureSyncedEvent>),
+    #[cfg(feature = "all-events")] DrsRuleComplianceEvent(Box<DrsRuleComplianceEvent>),
+    #[cfg(feature = "all-events")] DrsRuleViolationEvent(Box<DrsRuleViolationEvent>),
+    #[cfg(feature = "all-events")] DrsSoftRuleViolationEvent(Box<DrsSoftRuleViolationEvent>),
+    #[cfg(feature = "all-events")] DrsVmMigratedEvent(Box<DrsVmMigratedEvent>),
+    #[cfg(feature = "all-events")] DrsVmPoweredOnEvent(Box<DrsVmPoweredOnEvent>),
+    #[cfg(feature = "all-faults")] DrsVmotionIncompatibleFault(Box<DrsVmotionIncompatibleFault>),
+    #[cfg(feature = "all-faults")] DuplicateDisks(Box<DuplicateDisks>),
+    #[cfg(feature = "all-events")] DuplicateIpDetectedEvent(Box<DuplicateIpDetectedEvent>),
     DuplicateName(Box<DuplicateName>),
-    DuplicateVsanNetworkInterface(Box<DuplicateVsanNetworkInterface>),
-    DvpgImportEvent(Box<DvpgImportEvent>),
-    DvpgRestoreEvent(Box<DvpgRestoreEvent>),
+    #[cfg(feature = "all-faults")] DuplicateVsanNetworkInterface(Box<DuplicateVsanNetworkInterface>),
+    #[cfg(feature = "all-events")] DvpgImportEvent(Box<DvpgImportEvent>),
+    #[cfg(feature = "all-events")] DvpgRestoreEvent(Box<DvpgRestoreEvent>),
     DvsAcceptNetworkRuleAction(Box<DvsAcceptNetworkRuleAction>),
-    DvsApplyOperationFault(Box<DvsApplyOperationFault>),
-    DvsApplyOperationFaultFaultOnObject(Box<DvsApplyOperationFaultFaultOnObject>),
+    #[cfg(feature = "all-faults")] DvsApplyOperationFault(Box<DvsApplyOperationFault>),
+    #[cfg(feature = "all-faults")] DvsApplyOperationFaultFaultOnObject(Box<DvsApplyOperationFaultFaultOnObject>),
     DvsCopyNetworkRuleAction(Box<DvsCopyNetworkRuleAction>),
-    DvsCreatedEvent(Box<DvsCreatedEvent>),
-    DvsDestroyedEvent(Box<DvsDestroyedEvent>),
+    #[cfg(feature = "all-events")] DvsCreatedEvent(Box<DvsCreatedEvent>),
+    #[cfg(feature = "all-events")] DvsDestroyedEvent(Box<DvsDestroyedEvent>),
     DvsDropNetworkRuleAction(Box<DvsDropNetworkRuleAction>),
-    DvsEvent(Box<DvsEvent>),
+    #[cfg(feature = "all-events")] DvsEvent(Box<DvsEvent>),
     DvsEventArgument(Box<DvsEventArgument>),
     DvsEventPortBlockState(Box<DvsEventPortBlockState>),
-    DvsFault(Box<DvsFault>),
+    #[cfg(feature = "all-faults")] DvsFault(Box<DvsFault>),
     DvsFilterConfig(Box<DvsFilterConfig>),
     DvsFilterConfigSpec(Box<DvsFilterConfigSpec>),
     DvsFilterOnFailure(Box<DvsFilterOnFailure>),
     DvsFilterParameter(Box<DvsFilterParameter>),
     DvsFilterPolicy(Box<DvsFilterPolicy>),
     DvsGreEncapNetworkRuleAction(Box<DvsGreEncapNetworkRuleAction>),
-    DvsHealthStatusChangeEvent(Box<DvsHealthStatusChangeEvent>),
+    #[cfg(feature = "all-events")] DvsHealthStatusChangeEvent(Box<DvsHealthStatusChangeEvent>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -369,55 +369,55 @@ fn decode(
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchPortStatistics(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchProductSpec(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchProductSpecOperationType(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DomainNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DomainNotFound(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DpmBehavior(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DpuStatusInfo(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DpuStatusInfoOperationalInfo(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsBehavior(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsDisabledEvent(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsDisabledOnVm(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsEnteredStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsEnteringStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsExitStandbyModeFailedEvent(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsExitedStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsExitingStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsDisabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsDisabledOnVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsEnteredStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsEnteringStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsExitStandbyModeFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsExitedStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsExitingStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsInjectorWorkloadCorrelationState(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsInvocationFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsInvocationFailedEvent(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsRecommendationReasonCode(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsRecoveredFromFailureEvent(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsResourceConfigureFailedEvent(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsResourceConfigureSyncedEvent(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsRuleComplianceEvent(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsRuleViolationEvent(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsSoftRuleViolationEvent(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsVmMigratedEvent(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsVmPoweredOnEvent(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsVmotionIncompatibleFault(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DuplicateDisks(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DuplicateIpDetectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsRecoveredFromFailureEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsResourceConfigureFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsResourceConfigureSyncedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsRuleComplianceEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsRuleViolationEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsSoftRuleViolationEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsVmMigratedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsVmPoweredOnEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DrsVmotionIncompatibleFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DuplicateDisks(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DuplicateIpDetectedEvent(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DuplicateName(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DuplicateVsanNetworkInterface(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvpgImportEvent(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvpgRestoreEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DuplicateVsanNetworkInterface(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvpgImportEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvpgRestoreEvent(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsAcceptNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsApplyOperationFault(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsApplyOperationFaultFaultOnObject(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsApplyOperationFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsApplyOperationFaultFaultOnObject(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsCopyNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsDestroyedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsDestroyedEvent(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsDropNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsEvent(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsEventArgument(v), Err(e) => return Some(Err(e)) },
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsEventPortBlockState(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsFault(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsFilterConfig(v), Err(e) => return Some(Err(e)) },
         73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsFilterConfigSpec(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsFilterOnFailure(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsFilterParameter(v), Err(e) => return Some(Err(e)) },
         76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsFilterPolicy(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsGreEncapNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHealthStatusChangeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHealthStatusChangeEvent(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -452,55 +452,55 @@ impl std::fmt::Debug for Object {
             Object::DistributedVirtualSwitchPortStatistics(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchProductSpecOperationType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DomainNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DomainNotFound(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DpmBehavior(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DpuStatusInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DpuStatusInfoOperationalInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DrsBehavior(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsDisabledOnVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsEnteredStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsEnteringStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsExitStandbyModeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsExitedStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsExitingStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DrsDisabledOnVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsEnteredStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsEnteringStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsExitStandbyModeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsExitedStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsExitingStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DrsInjectorWorkloadCorrelationState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsInvocationFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsInvocationFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DrsRecommendationReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsRecoveredFromFailureEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsResourceConfigureFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsResourceConfigureSyncedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsRuleComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsRuleViolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsSoftRuleViolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsVmMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsVmPoweredOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DrsVmotionIncompatibleFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DuplicateDisks(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DuplicateIpDetectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsRecoveredFromFailureEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsResourceConfigureFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsResourceConfigureSyncedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsRuleComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsRuleViolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsSoftRuleViolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsVmMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DrsVmPoweredOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DrsVmotionIncompatibleFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DuplicateDisks(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DuplicateIpDetectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DuplicateName(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DuplicateVsanNetworkInterface(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvpgImportEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvpgRestoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DuplicateVsanNetworkInterface(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvpgImportEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvpgRestoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsAcceptNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsApplyOperationFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsApplyOperationFaultFaultOnObject(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DvsApplyOperationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DvsApplyOperationFaultFaultOnObject(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsCopyNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsDropNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsEventPortBlockState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DvsFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsFilterConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsFilterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsFilterOnFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsFilterParameter(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsFilterPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsGreEncapNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsHealthStatusChangeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsHealthStatusChangeEvent(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -534,56 +534,56 @@ impl PartialEq for Object {
             (Object::DistributedVirtualSwitchPortStatistics(a), Object::DistributedVirtualSwitchPortStatistics(b)) => **a == **b,
             (Object::DistributedVirtualSwitchProductSpec(a), Object::DistributedVirtualSwitchProductSpec(b)) => **a == **b,
             (Object::DistributedVirtualSwitchProductSpecOperationType(a), Object::DistributedVirtualSwitchProductSpecOperationType(b)) => **a == **b,
-            (Object::DomainNotFound(a), Object::DomainNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DomainNotFound(a), Object::DomainNotFound(b)) => **a == **b,
             (Object::DpmBehavior(a), Object::DpmBehavior(b)) => **a == **b,
             (Object::DpuStatusInfo(a), Object::DpuStatusInfo(b)) => **a == **b,
             (Object::DpuStatusInfoOperationalInfo(a), Object::DpuStatusInfoOperationalInfo(b)) => **a == **b,
             (Object::DrsBehavior(a), Object::DrsBehavior(b)) => **a == **b,
-            (Object::DrsDisabledEvent(a), Object::DrsDisabledEvent(b)) => **a == **b,
-            (Object::DrsDisabledOnVm(a), Object::DrsDisabledOnVm(b)) => **a == **b,
-            (Object::DrsEnabledEvent(a), Object::DrsEnabledEvent(b)) => **a == **b,
-            (Object::DrsEnteredStandbyModeEvent(a), Object::DrsEnteredStandbyModeEvent(b)) => **a == **b,
-            (Object::DrsEnteringStandbyModeEvent(a), Object::DrsEnteringStandbyModeEvent(b)) => **a == **b,
-            (Object::DrsExitStandbyModeFailedEvent(a), Object::DrsExitStandbyModeFailedEvent(b)) => **a == **b,
-            (Object::DrsExitedStandbyModeEvent(a), Object::DrsExitedStandbyModeEvent(b)) => **a == **b,
-            (Object::DrsExitingStandbyModeEvent(a), Object::DrsExitingStandbyModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsDisabledEvent(a), Object::DrsDisabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DrsDisabledOnVm(a), Object::DrsDisabledOnVm(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsEnabledEvent(a), Object::DrsEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsEnteredStandbyModeEvent(a), Object::DrsEnteredStandbyModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsEnteringStandbyModeEvent(a), Object::DrsEnteringStandbyModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsExitStandbyModeFailedEvent(a), Object::DrsExitStandbyModeFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsExitedStandbyModeEvent(a), Object::DrsExitedStandbyModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsExitingStandbyModeEvent(a), Object::DrsExitingStandbyModeEvent(b)) => **a == **b,
             (Object::DrsInjectorWorkloadCorrelationState(a), Object::DrsInjectorWorkloadCorrelationState(b)) => **a == **b,
-            (Object::DrsInvocationFailedEvent(a), Object::DrsInvocationFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsInvocationFailedEvent(a), Object::DrsInvocationFailedEvent(b)) => **a == **b,
             (Object::DrsRecommendationReasonCode(a), Object::DrsRecommendationReasonCode(b)) => **a == **b,
-            (Object::DrsRecoveredFromFailureEvent(a), Object::DrsRecoveredFromFailureEvent(b)) => **a == **b,
-            (Object::DrsResourceConfigureFailedEvent(a), Object::DrsResourceConfigureFailedEvent(b)) => **a == **b,
-            (Object::DrsResourceConfigureSyncedEvent(a), Object::DrsResourceConfigureSyncedEvent(b)) => **a == **b,
-            (Object::DrsRuleComplianceEvent(a), Object::DrsRuleComplianceEvent(b)) => **a == **b,
-            (Object::DrsRuleViolationEvent(a), Object::DrsRuleViolationEvent(b)) => **a == **b,
-            (Object::DrsSoftRuleViolationEvent(a), Object::DrsSoftRuleViolationEvent(b)) => **a == **b,
-            (Object::DrsVmMigratedEvent(a), Object::DrsVmMigratedEvent(b)) => **a == **b,
-            (Object::DrsVmPoweredOnEvent(a), Object::DrsVmPoweredOnEvent(b)) => **a == **b,
-            (Object::DrsVmotionIncompatibleFault(a), Object::DrsVmotionIncompatibleFault(b)) => **a == **b,
-            (Object::DuplicateDisks(a), Object::DuplicateDisks(b)) => **a == **b,
-            (Object::DuplicateIpDetectedEvent(a), Object::DuplicateIpDetectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsRecoveredFromFailureEvent(a), Object::DrsRecoveredFromFailureEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsResourceConfigureFailedEvent(a), Object::DrsResourceConfigureFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsResourceConfigureSyncedEvent(a), Object::DrsResourceConfigureSyncedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsRuleComplianceEvent(a), Object::DrsRuleComplianceEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsRuleViolationEvent(a), Object::DrsRuleViolationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsSoftRuleViolationEvent(a), Object::DrsSoftRuleViolationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsVmMigratedEvent(a), Object::DrsVmMigratedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DrsVmPoweredOnEvent(a), Object::DrsVmPoweredOnEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DrsVmotionIncompatibleFault(a), Object::DrsVmotionIncompatibleFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DuplicateDisks(a), Object::DuplicateDisks(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DuplicateIpDetectedEvent(a), Object::DuplicateIpDetectedEvent(b)) => **a == **b,
             (Object::DuplicateName(a), Object::DuplicateName(b)) => **a == **b,
-            (Object::DuplicateVsanNetworkInterface(a), Object::DuplicateVsanNetworkInterface(b)) => **a == **b,
-            (Object::DvpgImportEvent(a), Object::DvpgImportEvent(b)) => **a == **b,
-            (Object::DvpgRestoreEvent(a), Object::DvpgRestoreEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DuplicateVsanNetworkInterface(a), Object::DuplicateVsanNetworkInterface(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvpgImportEvent(a), Object::DvpgImportEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvpgRestoreEvent(a), Object::DvpgRestoreEvent(b)) => **a == **b,
             (Object::DvsAcceptNetworkRuleAction(a), Object::DvsAcceptNetworkRuleAction(b)) => **a == **b,
-            (Object::DvsApplyOperationFault(a), Object::DvsApplyOperationFault(b)) => **a == **b,
-            (Object::DvsApplyOperationFaultFaultOnObject(a), Object::DvsApplyOperationFaultFaultOnObject(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DvsApplyOperationFault(a), Object::DvsApplyOperationFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DvsApplyOperationFaultFaultOnObject(a), Object::DvsApplyOperationFaultFaultOnObject(b)) => **a == **b,
             (Object::DvsCopyNetworkRuleAction(a), Object::DvsCopyNetworkRuleAction(b)) => **a == **b,
-            (Object::DvsCreatedEvent(a), Object::DvsCreatedEvent(b)) => **a == **b,
-            (Object::DvsDestroyedEvent(a), Object::DvsDestroyedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsCreatedEvent(a), Object::DvsCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsDestroyedEvent(a), Object::DvsDestroyedEvent(b)) => **a == **b,
             (Object::DvsDropNetworkRuleAction(a), Object::DvsDropNetworkRuleAction(b)) => **a == **b,
-            (Object::DvsEvent(a), Object::DvsEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsEvent(a), Object::DvsEvent(b)) => **a == **b,
             (Object::DvsEventArgument(a), Object::DvsEventArgument(b)) => **a == **b,
             (Object::DvsEventPortBlockState(a), Object::DvsEventPortBlockState(b)) => **a == **b,
-            (Object::DvsFault(a), Object::DvsFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DvsFault(a), Object::DvsFault(b)) => **a == **b,
             (Object::DvsFilterConfig(a), Object::DvsFilterConfig(b)) => **a == **b,
             (Object::DvsFilterConfigSpec(a), Object::DvsFilterConfigSpec(b)) => **a == **b,
             (Object::DvsFilterOnFailure(a), Object::DvsFilterOnFailure(b)) => **a == **b,
             (Object::DvsFilterParameter(a), Object::DvsFilterParameter(b)) => **a == **b,
             (Object::DvsFilterPolicy(a), Object::DvsFilterPolicy(b)) => **a == **b,
             (Object::DvsGreEncapNetworkRuleAction(a), Object::DvsGreEncapNetworkRuleAction(b)) => **a == **b,
-            (Object::DvsHealthStatusChangeEvent(a), Object::DvsHealthStatusChangeEvent(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-events")] (Object::DvsHealthStatusChangeEvent(a), Object::DvsHealthStatusChangeEvent(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -617,55 +617,55 @@ impl Clone for Object {
             Object::DistributedVirtualSwitchPortStatistics(v) => Object::DistributedVirtualSwitchPortStatistics(Box::new((**v).clone())),
             Object::DistributedVirtualSwitchProductSpec(v) => Object::DistributedVirtualSwitchProductSpec(Box::new((**v).clone())),
             Object::DistributedVirtualSwitchProductSpecOperationType(v) => Object::DistributedVirtualSwitchProductSpecOperationType(Box::new((**v).clone())),
-            Object::DomainNotFound(v) => Object::DomainNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DomainNotFound(v) => Object::DomainNotFound(Box::new((**v).clone())),
             Object::DpmBehavior(v) => Object::DpmBehavior(Box::new((**v).clone())),
             Object::DpuStatusInfo(v) => Object::DpuStatusInfo(Box::new((**v).clone())),
             Object::DpuStatusInfoOperationalInfo(v) => Object::DpuStatusInfoOperationalInfo(Box::new((**v).clone())),
             Object::DrsBehavior(v) => Object::DrsBehavior(Box::new((**v).clone())),
-            Object::DrsDisabledEvent(v) => Object::DrsDisabledEvent(Box::new((**v).clone())),
-            Object::DrsDisabledOnVm(v) => Object::DrsDisabledOnVm(Box::new((**v).clone())),
-            Object::DrsEnabledEvent(v) => Object::DrsEnabledEvent(Box::new((**v).clone())),
-            Object::DrsEnteredStandbyModeEvent(v) => Object::DrsEnteredStandbyModeEvent(Box::new((**v).clone())),
-            Object::DrsEnteringStandbyModeEvent(v) => Object::DrsEnteringStandbyModeEvent(Box::new((**v).clone())),
-            Object::DrsExitStandbyModeFailedEvent(v) => Object::DrsExitStandbyModeFailedEvent(Box::new((**v).clone())),
-            Object::DrsExitedStandbyModeEvent(v) => Object::DrsExitedStandbyModeEvent(Box::new((**v).clone())),
-            Object::DrsExitingStandbyModeEvent(v) => Object::DrsExitingStandbyModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsDisabledEvent(v) => Object::DrsDisabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DrsDisabledOnVm(v) => Object::DrsDisabledOnVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsEnabledEvent(v) => Object::DrsEnabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsEnteredStandbyModeEvent(v) => Object::DrsEnteredStandbyModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsEnteringStandbyModeEvent(v) => Object::DrsEnteringStandbyModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsExitStandbyModeFailedEvent(v) => Object::DrsExitStandbyModeFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsExitedStandbyModeEvent(v) => Object::DrsExitedStandbyModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsExitingStandbyModeEvent(v) => Object::DrsExitingStandbyModeEvent(Box::new((**v).clone())),
             Object::DrsInjectorWorkloadCorrelationState(v) => Object::DrsInjectorWorkloadCorrelationState(Box::new((**v).clone())),
-            Object::DrsInvocationFailedEvent(v) => Object::DrsInvocationFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsInvocationFailedEvent(v) => Object::DrsInvocationFailedEvent(Box::new((**v).clone())),
             Object::DrsRecommendationReasonCode(v) => Object::DrsRecommendationReasonCode(Box::new((**v).clone())),
-            Object::DrsRecoveredFromFailureEvent(v) => Object::DrsRecoveredFromFailureEvent(Box::new((**v).clone())),
-            Object::DrsResourceConfigureFailedEvent(v) => Object::DrsResourceConfigureFailedEvent(Box::new((**v).clone())),
-            Object::DrsResourceConfigureSyncedEvent(v) => Object::DrsResourceConfigureSyncedEvent(Box::new((**v).clone())),
-            Object::DrsRuleComplianceEvent(v) => Object::DrsRuleComplianceEvent(Box::new((**v).clone())),
-            Object::DrsRuleViolationEvent(v) => Object::DrsRuleViolationEvent(Box::new((**v).clone())),
-            Object::DrsSoftRuleViolationEvent(v) => Object::DrsSoftRuleViolationEvent(Box::new((**v).clone())),
-            Object::DrsVmMigratedEvent(v) => Object::DrsVmMigratedEvent(Box::new((**v).clone())),
-            Object::DrsVmPoweredOnEvent(v) => Object::DrsVmPoweredOnEvent(Box::new((**v).clone())),
-            Object::DrsVmotionIncompatibleFault(v) => Object::DrsVmotionIncompatibleFault(Box::new((**v).clone())),
-            Object::DuplicateDisks(v) => Object::DuplicateDisks(Box::new((**v).clone())),
-            Object::DuplicateIpDetectedEvent(v) => Object::DuplicateIpDetectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsRecoveredFromFailureEvent(v) => Object::DrsRecoveredFromFailureEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsResourceConfigureFailedEvent(v) => Object::DrsResourceConfigureFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsResourceConfigureSyncedEvent(v) => Object::DrsResourceConfigureSyncedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsRuleComplianceEvent(v) => Object::DrsRuleComplianceEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsRuleViolationEvent(v) => Object::DrsRuleViolationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsSoftRuleViolationEvent(v) => Object::DrsSoftRuleViolationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsVmMigratedEvent(v) => Object::DrsVmMigratedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DrsVmPoweredOnEvent(v) => Object::DrsVmPoweredOnEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DrsVmotionIncompatibleFault(v) => Object::DrsVmotionIncompatibleFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DuplicateDisks(v) => Object::DuplicateDisks(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DuplicateIpDetectedEvent(v) => Object::DuplicateIpDetectedEvent(Box::new((**v).clone())),
             Object::DuplicateName(v) => Object::DuplicateName(Box::new((**v).clone())),
-            Object::DuplicateVsanNetworkInterface(v) => Object::DuplicateVsanNetworkInterface(Box::new((**v).clone())),
-            Object::DvpgImportEvent(v) => Object::DvpgImportEvent(Box::new((**v).clone())),
-            Object::DvpgRestoreEvent(v) => Object::DvpgRestoreEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DuplicateVsanNetworkInterface(v) => Object::DuplicateVsanNetworkInterface(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvpgImportEvent(v) => Object::DvpgImportEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvpgRestoreEvent(v) => Object::DvpgRestoreEvent(Box::new((**v).clone())),
             Object::DvsAcceptNetworkRuleAction(v) => Object::DvsAcceptNetworkRuleAction(Box::new((**v).clone())),
-            Object::DvsApplyOperationFault(v) => Object::DvsApplyOperationFault(Box::new((**v).clone())),
-            Object::DvsApplyOperationFaultFaultOnObject(v) => Object::DvsApplyOperationFaultFaultOnObject(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DvsApplyOperationFault(v) => Object::DvsApplyOperationFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DvsApplyOperationFaultFaultOnObject(v) => Object::DvsApplyOperationFaultFaultOnObject(Box::new((**v).clone())),
             Object::DvsCopyNetworkRuleAction(v) => Object::DvsCopyNetworkRuleAction(Box::new((**v).clone())),
-            Object::DvsCreatedEvent(v) => Object::DvsCreatedEvent(Box::new((**v).clone())),
-            Object::DvsDestroyedEvent(v) => Object::DvsDestroyedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsCreatedEvent(v) => Object::DvsCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsDestroyedEvent(v) => Object::DvsDestroyedEvent(Box::new((**v).clone())),
             Object::DvsDropNetworkRuleAction(v) => Object::DvsDropNetworkRuleAction(Box::new((**v).clone())),
-            Object::DvsEvent(v) => Object::DvsEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsEvent(v) => Object::DvsEvent(Box::new((**v).clone())),
             Object::DvsEventArgument(v) => Object::DvsEventArgument(Box::new((**v).clone())),
             Object::DvsEventPortBlockState(v) => Object::DvsEventPortBlockState(Box::new((**v).clone())),
-            Object::DvsFault(v) => Object::DvsFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DvsFault(v) => Object::DvsFault(Box::new((**v).clone())),
             Object::DvsFilterConfig(v) => Object::DvsFilterConfig(Box::new((**v).clone())),
             Object::DvsFilterConfigSpec(v) => Object::DvsFilterConfigSpec(Box::new((**v).clone())),
             Object::DvsFilterOnFailure(v) => Object::DvsFilterOnFailure(Box::new((**v).clone())),
             Object::DvsFilterParameter(v) => Object::DvsFilterParameter(Box::new((**v).clone())),
             Object::DvsFilterPolicy(v) => Object::DvsFilterPolicy(Box::new((**v).clone())),
             Object::DvsGreEncapNetworkRuleAction(v) => Object::DvsGreEncapNetworkRuleAction(Box::new((**v).clone())),
-            Object::DvsHealthStatusChangeEvent(v) => Object::DvsHealthStatusChangeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsHealthStatusChangeEvent(v) => Object::DvsHealthStatusChangeEvent(Box::new((**v).clone())),
         }
     }
 }
@@ -699,55 +699,55 @@ impl x::DataObject for Object {
             Object::DistributedVirtualSwitchPortStatistics(_) => "DistributedVirtualSwitchPortStatistics",
             Object::DistributedVirtualSwitchProductSpec(_) => "DistributedVirtualSwitchProductSpec",
             Object::DistributedVirtualSwitchProductSpecOperationType(_) => "DistributedVirtualSwitchProductSpecOperationType",
-            Object::DomainNotFound(_) => "DomainNotFound",
+            #[cfg(feature = "all-faults")] Object::DomainNotFound(_) => "DomainNotFound",
             Object::DpmBehavior(_) => "DpmBehavior",
             Object::DpuStatusInfo(_) => "DpuStatusInfo",
             Object::DpuStatusInfoOperationalInfo(_) => "DpuStatusInfoOperationalInfo",
             Object::DrsBehavior(_) => "DrsBehavior",
-            Object::DrsDisabledEvent(_) => "DrsDisabledEvent",
-            Object::DrsDisabledOnVm(_) => "DrsDisabledOnVm",
-            Object::DrsEnabledEvent(_) => "DrsEnabledEvent",
-            Object::DrsEnteredStandbyModeEvent(_) => "DrsEnteredStandbyModeEvent",
-            Object::DrsEnteringStandbyModeEvent(_) => "DrsEnteringStandbyModeEvent",
-            Object::DrsExitStandbyModeFailedEvent(_) => "DrsExitStandbyModeFailedEvent",
-            Object::DrsExitedStandbyModeEvent(_) => "DrsExitedStandbyModeEvent",
-            Object::DrsExitingStandbyModeEvent(_) => "DrsExitingStandbyModeEvent",
+            #[cfg(feature = "all-events")] Object::DrsDisabledEvent(_) => "DrsDisabledEvent",
+            #[cfg(feature = "all-faults")] Object::DrsDisabledOnVm(_) => "DrsDisabledOnVm",
+            #[cfg(feature = "all-events")] Object::DrsEnabledEvent(_) => "DrsEnabledEvent",
+            #[cfg(feature = "all-events")] Object::DrsEnteredStandbyModeEvent(_) => "DrsEnteredStandbyModeEvent",
+            #[cfg(feature = "all-events")] Object::DrsEnteringStandbyModeEvent(_) => "DrsEnteringStandbyModeEvent",
+            #[cfg(feature = "all-events")] Object::DrsExitStandbyModeFailedEvent(_) => "DrsExitStandbyModeFailedEvent",
+            #[cfg(feature = "all-events")] Object::DrsExitedStandbyModeEvent(_) => "DrsExitedStandbyModeEvent",
+            #[cfg(feature = "all-events")] Object::DrsExitingStandbyModeEvent(_) => "DrsExitingStandbyModeEvent",
             Object::DrsInjectorWorkloadCorrelationState(_) => "DrsInjectorWorkloadCorrelationState",
-            Object::DrsInvocationFailedEvent(_) => "DrsInvocationFailedEvent",
+            #[cfg(feature = "all-events")] Object::DrsInvocationFailedEvent(_) => "DrsInvocationFailedEvent",
             Object::DrsRecommendationReasonCode(_) => "DrsRecommendationReasonCode",
-            Object::DrsRecoveredFromFailureEvent(_) => "DrsRecoveredFromFailureEvent",
-            Object::DrsResourceConfigureFailedEvent(_) => "DrsResourceConfigureFailedEvent",
-            Object::DrsResourceConfigureSyncedEvent(_) => "DrsResourceConfigureSyncedEvent",
-            Object::DrsRuleComplianceEvent(_) => "DrsRuleComplianceEvent",
-            Object::DrsRuleViolationEvent(_) => "DrsRuleViolationEvent",
-            Object::DrsSoftRuleViolationEvent(_) => "DrsSoftRuleViolationEvent",
-            Object::DrsVmMigratedEvent(_) => "DrsVmMigratedEvent",
-            Object::DrsVmPoweredOnEvent(_) => "DrsVmPoweredOnEvent",
-            Object::DrsVmotionIncompatibleFault(_) => "DrsVmotionIncompatibleFault",
-            Object::DuplicateDisks(_) => "DuplicateDisks",
-            Object::DuplicateIpDetectedEvent(_) => "DuplicateIpDetectedEvent",
+            #[cfg(feature = "all-events")] Object::DrsRecoveredFromFailureEvent(_) => "DrsRecoveredFromFailureEvent",
+            #[cfg(feature = "all-events")] Object::DrsResourceConfigureFailedEvent(_) => "DrsResourceConfigureFailedEvent",
+            #[cfg(feature = "all-events")] Object::DrsResourceConfigureSyncedEvent(_) => "DrsResourceConfigureSyncedEvent",
+            #[cfg(feature = "all-events")] Object::DrsRuleComplianceEvent(_) => "DrsRuleComplianceEvent",
+            #[cfg(feature = "all-events")] Object::DrsRuleViolationEvent(_) => "DrsRuleViolationEvent",
+            #[cfg(feature = "all-events")] Object::DrsSoftRuleViolationEvent(_) => "DrsSoftRuleViolationEvent",
+            #[cfg(feature = "all-events")] Object::DrsVmMigratedEvent(_) => "DrsVmMigratedEvent",
+            #[cfg(feature = "all-events")] Object::DrsVmPoweredOnEvent(_) => "DrsVmPoweredOnEvent",
+            #[cfg(feature = "all-faults")] Object::DrsVmotionIncompatibleFault(_) => "DrsVmotionIncompatibleFault",
+            #[cfg(feature = "all-faults")] Object::DuplicateDisks(_) => "DuplicateDisks",
+            #[cfg(feature = "all-events")] Object::DuplicateIpDetectedEvent(_) => "DuplicateIpDetectedEvent",
             Object::DuplicateName(_) => "DuplicateName",
-            Object::DuplicateVsanNetworkInterface(_) => "DuplicateVsanNetworkInterface",
-            Object::DvpgImportEvent(_) => "DvpgImportEvent",
-            Object::DvpgRestoreEvent(_) => "DvpgRestoreEvent",
+            #[cfg(feature = "all-faults")] Object::DuplicateVsanNetworkInterface(_) => "DuplicateVsanNetworkInterface",
+            #[cfg(feature = "all-events")] Object::DvpgImportEvent(_) => "DvpgImportEvent",
+            #[cfg(feature = "all-events")] Object::DvpgRestoreEvent(_) => "DvpgRestoreEvent",
             Object::DvsAcceptNetworkRuleAction(_) => "DvsAcceptNetworkRuleAction",
-            Object::DvsApplyOperationFault(_) => "DvsApplyOperationFault",
-            Object::DvsApplyOperationFaultFaultOnObject(_) => "DvsApplyOperationFaultFaultOnObject",
+            #[cfg(feature = "all-faults")] Object::DvsApplyOperationFault(_) => "DvsApplyOperationFault",
+            #[cfg(feature = "all-faults")] Object::DvsApplyOperationFaultFaultOnObject(_) => "DvsApplyOperationFaultFaultOnObject",
             Object::DvsCopyNetworkRuleAction(_) => "DvsCopyNetworkRuleAction",
-            Object::DvsCreatedEvent(_) => "DvsCreatedEvent",
-            Object::DvsDestroyedEvent(_) => "DvsDestroyedEvent",
+            #[cfg(feature = "all-events")] Object::DvsCreatedEvent(_) => "DvsCreatedEvent",
+            #[cfg(feature = "all-events")] Object::DvsDestroyedEvent(_) => "DvsDestroyedEvent",
             Object::DvsDropNetworkRuleAction(_) => "DvsDropNetworkRuleAction",
-            Object::DvsEvent(_) => "DvsEvent",
+            #[cfg(feature = "all-events")] Object::DvsEvent(_) => "DvsEvent",
             Object::DvsEventArgument(_) => "DvsEventArgument",
             Object::DvsEventPortBlockState(_) => "DvsEventPortBlockState",
-            Object::DvsFault(_) => "DvsFault",
+            #[cfg(feature = "all-faults")] Object::DvsFault(_) => "DvsFault",
             Object::DvsFilterConfig(_) => "DvsFilterConfig",
             Object::DvsFilterConfigSpec(_) => "DvsFilterConfigSpec",
             Object::DvsFilterOnFailure(_) => "DvsFilterOnFailure",
             Object::DvsFilterParameter(_) => "DvsFilterParameter",
             Object::DvsFilterPolicy(_) => "DvsFilterPolicy",
             Object::DvsGreEncapNetworkRuleAction(_) => "DvsGreEncapNetworkRuleAction",
-            Object::DvsHealthStatusChangeEvent(_) => "DvsHealthStatusChangeEvent",
+            #[cfg(feature = "all-events")] Object::DvsHealthStatusChangeEvent(_) => "DvsHealthStatusChangeEvent",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -793,55 +793,55 @@ impl x::DataObject for Object {
             Object::DistributedVirtualSwitchPortStatistics(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchProductSpecOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DomainNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DomainNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DpmBehavior(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DpuStatusInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DpuStatusInfoOperationalInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DrsBehavior(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsDisabledOnVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsEnteredStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsEnteringStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsExitStandbyModeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsExitedStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsExitingStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DrsDisabledOnVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsEnteredStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsEnteringStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsExitStandbyModeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsExitedStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsExitingStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DrsInjectorWorkloadCorrelationState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsInvocationFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsInvocationFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DrsRecommendationReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsRecoveredFromFailureEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsResourceConfigureFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsResourceConfigureSyncedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsRuleComplianceEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsRuleViolationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsSoftRuleViolationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsVmMigratedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsVmPoweredOnEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DrsVmotionIncompatibleFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DuplicateDisks(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DuplicateIpDetectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsRecoveredFromFailureEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsResourceConfigureFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsResourceConfigureSyncedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsRuleComplianceEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsRuleViolationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsSoftRuleViolationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsVmMigratedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DrsVmPoweredOnEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DrsVmotionIncompatibleFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DuplicateDisks(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DuplicateIpDetectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DuplicateName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DuplicateVsanNetworkInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvpgImportEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvpgRestoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DuplicateVsanNetworkInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvpgImportEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvpgRestoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsAcceptNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsApplyOperationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsApplyOperationFaultFaultOnObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DvsApplyOperationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DvsApplyOperationFaultFaultOnObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsCopyNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsDropNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsEventPortBlockState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DvsFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsFilterConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsFilterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsFilterOnFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsFilterParameter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsFilterPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsGreEncapNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsHealthStatusChangeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsHealthStatusChangeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -855,11 +855,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberPnicSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberPnicSpec(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberPnicSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberPnicSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberPnicSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -871,11 +871,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberRuntimeState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberRuntimeState(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberRuntimeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberRuntimeState(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberRuntimeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -887,11 +887,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberTransportZoneInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -903,11 +903,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberTransportZoneType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -919,11 +919,11 @@ impl x::ObjectType for DistributedVirtualSwitchHostProductSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchHostProductSpec(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchHostProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchHostProductSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchHostProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -935,11 +935,11 @@ impl x::ObjectType for DistributedVirtualSwitchInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchInfo(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -951,11 +951,11 @@ impl x::ObjectType for DistributedVirtualSwitchKeyedOpaqueBlob {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchKeyedOpaqueBlob(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchKeyedOpaqueBlob(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchKeyedOpaqueBlob(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchKeyedOpaqueBlob(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -967,11 +967,11 @@ impl x::ObjectType for DistributedVirtualSwitchManagerCompatibilityResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchManagerCompatibilityResult(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchManagerCompatibilityResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchManagerCompatibilityResult(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchManagerCompatibilityResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -983,11 +983,11 @@ impl x::ObjectType for DistributedVirtualSwitchManagerDvsProductSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchManagerDvsProductSpec(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchManagerDvsProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchManagerDvsProductSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchManagerDvsProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -999,11 +999,11 @@ impl x::ObjectType for DistributedVirtualSwitchManagerHostArrayFilter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchManagerHostArrayFilter(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchManagerHostArrayFilter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchManagerHostArrayFilter(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchManagerHostArrayFilter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1015,11 +1015,11 @@ impl x::ObjectType for DistributedVirtualSwitchManagerHostContainer {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchManagerHostContainer(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchManagerHostContainer(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchManagerHostContainer(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchManagerHostContainer(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1031,11 +1031,11 @@ impl x::ObjectType for DistributedVirtualSwitchManagerHostContainerFilter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchManagerHostContainerFilter(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchManagerHostContainerFilter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchManagerHostContainerFilter(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchManagerHostContainerFilter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1047,11 +1047,11 @@ impl x::ObjectType for DistributedVirtualSwitchManagerHostDvsFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1063,11 +1063,11 @@ impl x::ObjectType for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1079,11 +1079,11 @@ impl x::ObjectType for DistributedVirtualSwitchManagerImportResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchManagerImportResult(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchManagerImportResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchManagerImportResult(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchManagerImportResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1095,11 +1095,11 @@ impl x::ObjectType for DistributedVirtualSwitchManagerSpanInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchManagerSpanInfo(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchManagerSpanInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchManagerSpanInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchManagerSpanInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1111,11 +1111,11 @@ impl x::ObjectType for DistributedVirtualSwitchNetworkOffloadSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchNetworkOffloadSpec(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchNetworkOffloadSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchNetworkOffloadSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchNetworkOffloadSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1127,11 +1127,11 @@ impl x::ObjectType for DistributedVirtualSwitchNetworkResourceControlVersion {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchNetworkResourceControlVersion(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchNetworkResourceControlVersion(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchNetworkResourceControlVersion(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchNetworkResourceControlVersion(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1143,11 +1143,11 @@ impl x::ObjectType for DistributedVirtualSwitchNicTeamingPolicyMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchNicTeamingPolicyMode(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchNicTeamingPolicyMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchNicTeamingPolicyMode(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchNicTeamingPolicyMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1159,11 +1159,11 @@ impl x::ObjectType for DistributedVirtualSwitchPortConnectee {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchPortConnectee(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchPortConnectee(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchPortConnectee(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchPortConnectee(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1175,11 +1175,11 @@ impl x::ObjectType for DistributedVirtualSwitchPortConnecteeConnecteeType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchPortConnecteeConnecteeType(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchPortConnecteeConnecteeType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchPortConnecteeConnecteeType(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchPortConnecteeConnecteeType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1191,11 +1191,11 @@ impl x::ObjectType for DistributedVirtualSwitchPortConnection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchPortConnection(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchPortConnection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchPortConnection(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchPortConnection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1207,11 +1207,11 @@ impl x::ObjectType for DistributedVirtualSwitchPortCriteria {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchPortCriteria(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchPortCriteria(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchPortCriteria(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchPortCriteria(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1223,11 +1223,11 @@ impl x::ObjectType for DistributedVirtualSwitchPortStatistics {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchPortStatistics(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchPortStatistics(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchPortStatistics(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchPortStatistics(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1239,11 +1239,11 @@ impl x::ObjectType for DistributedVirtualSwitchProductSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchProductSpec(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchProductSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1255,15 +1255,15 @@ impl x::ObjectType for DistributedVirtualSwitchProductSpecOperationType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DistributedVirtualSwitchProductSpecOperationType(v) => Some(v), _ => None, }
+        match object { Object::DistributedVirtualSwitchProductSpecOperationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DistributedVirtualSwitchProductSpecOperationType(v) => Ok(v), other => Err(other), }
+        match object { Object::DistributedVirtualSwitchProductSpecOperationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DomainNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DomainNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1271,11 +1271,11 @@ impl x::ObjectType for DomainNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DomainNotFound(v) => Some(v), _ => None, }
+        match object { Object::DomainNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DomainNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::DomainNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1287,11 +1287,11 @@ impl x::ObjectType for DpmBehavior {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DpmBehavior(v) => Some(v), _ => None, }
+        match object { Object::DpmBehavior(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DpmBehavior(v) => Ok(v), other => Err(other), }
+        match object { Object::DpmBehavior(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1303,11 +1303,11 @@ impl x::ObjectType for DpuStatusInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DpuStatusInfo(v) => Some(v), _ => None, }
+        match object { Object::DpuStatusInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DpuStatusInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DpuStatusInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1319,11 +1319,11 @@ impl x::ObjectType for DpuStatusInfoOperationalInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DpuStatusInfoOperationalInfo(v) => Some(v), _ => None, }
+        match object { Object::DpuStatusInfoOperationalInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DpuStatusInfoOperationalInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DpuStatusInfoOperationalInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1335,15 +1335,15 @@ impl x::ObjectType for DrsBehavior {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsBehavior(v) => Some(v), _ => None, }
+        match object { Object::DrsBehavior(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsBehavior(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsBehavior(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsDisabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsDisabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1351,15 +1351,15 @@ impl x::ObjectType for DrsDisabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsDisabledEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsDisabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsDisabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsDisabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsDisabledOnVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DrsDisabledOnVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1367,15 +1367,15 @@ impl x::ObjectType for DrsDisabledOnVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsDisabledOnVm(v) => Some(v), _ => None, }
+        match object { Object::DrsDisabledOnVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsDisabledOnVm(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsDisabledOnVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsEnabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsEnabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1383,15 +1383,15 @@ impl x::ObjectType for DrsEnabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsEnabledEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsEnabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsEnteredStandbyModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsEnteredStandbyModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1399,15 +1399,15 @@ impl x::ObjectType for DrsEnteredStandbyModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsEnteredStandbyModeEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsEnteredStandbyModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsEnteredStandbyModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsEnteredStandbyModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsEnteringStandbyModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsEnteringStandbyModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1415,15 +1415,15 @@ impl x::ObjectType for DrsEnteringStandbyModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsEnteringStandbyModeEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsEnteringStandbyModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsEnteringStandbyModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsEnteringStandbyModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsExitStandbyModeFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsExitStandbyModeFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1431,15 +1431,15 @@ impl x::ObjectType for DrsExitStandbyModeFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsExitStandbyModeFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsExitStandbyModeFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsExitStandbyModeFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsExitStandbyModeFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsExitedStandbyModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsExitedStandbyModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1447,15 +1447,15 @@ impl x::ObjectType for DrsExitedStandbyModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsExitedStandbyModeEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsExitedStandbyModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsExitedStandbyModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsExitedStandbyModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsExitingStandbyModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsExitingStandbyModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1463,11 +1463,11 @@ impl x::ObjectType for DrsExitingStandbyModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsExitingStandbyModeEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsExitingStandbyModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsExitingStandbyModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsExitingStandbyModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1479,15 +1479,15 @@ impl x::ObjectType for DrsInjectorWorkloadCorrelationState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsInjectorWorkloadCorrelationState(v) => Some(v), _ => None, }
+        match object { Object::DrsInjectorWorkloadCorrelationState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsInjectorWorkloadCorrelationState(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsInjectorWorkloadCorrelationState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsInvocationFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsInvocationFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1495,11 +1495,11 @@ impl x::ObjectType for DrsInvocationFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsInvocationFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsInvocationFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsInvocationFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsInvocationFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1511,15 +1511,15 @@ impl x::ObjectType for DrsRecommendationReasonCode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsRecommendationReasonCode(v) => Some(v), _ => None, }
+        match object { Object::DrsRecommendationReasonCode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsRecommendationReasonCode(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsRecommendationReasonCode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsRecoveredFromFailureEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsRecoveredFromFailureEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1527,15 +1527,15 @@ impl x::ObjectType for DrsRecoveredFromFailureEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsRecoveredFromFailureEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsRecoveredFromFailureEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsRecoveredFromFailureEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsRecoveredFromFailureEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsResourceConfigureFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsResourceConfigureFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1543,15 +1543,15 @@ impl x::ObjectType for DrsResourceConfigureFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsResourceConfigureFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsResourceConfigureFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsResourceConfigureFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsResourceConfigureFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsResourceConfigureSyncedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsResourceConfigureSyncedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1559,15 +1559,15 @@ impl x::ObjectType for DrsResourceConfigureSyncedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsResourceConfigureSyncedEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsResourceConfigureSyncedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsResourceConfigureSyncedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsResourceConfigureSyncedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsRuleComplianceEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsRuleComplianceEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1575,15 +1575,15 @@ impl x::ObjectType for DrsRuleComplianceEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsRuleComplianceEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsRuleComplianceEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsRuleComplianceEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsRuleComplianceEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsRuleViolationEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsRuleViolationEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1591,15 +1591,15 @@ impl x::ObjectType for DrsRuleViolationEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsRuleViolationEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsRuleViolationEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsRuleViolationEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsRuleViolationEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsSoftRuleViolationEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsSoftRuleViolationEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1607,15 +1607,15 @@ impl x::ObjectType for DrsSoftRuleViolationEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsSoftRuleViolationEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsSoftRuleViolationEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsSoftRuleViolationEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsSoftRuleViolationEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsVmMigratedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsVmMigratedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1623,15 +1623,15 @@ impl x::ObjectType for DrsVmMigratedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsVmMigratedEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsVmMigratedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsVmMigratedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsVmMigratedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsVmPoweredOnEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DrsVmPoweredOnEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1639,15 +1639,15 @@ impl x::ObjectType for DrsVmPoweredOnEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsVmPoweredOnEvent(v) => Some(v), _ => None, }
+        match object { Object::DrsVmPoweredOnEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsVmPoweredOnEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsVmPoweredOnEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DrsVmotionIncompatibleFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DrsVmotionIncompatibleFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1655,15 +1655,15 @@ impl x::ObjectType for DrsVmotionIncompatibleFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DrsVmotionIncompatibleFault(v) => Some(v), _ => None, }
+        match object { Object::DrsVmotionIncompatibleFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DrsVmotionIncompatibleFault(v) => Ok(v), other => Err(other), }
+        match object { Object::DrsVmotionIncompatibleFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DuplicateDisks {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DuplicateDisks {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1671,15 +1671,15 @@ impl x::ObjectType for DuplicateDisks {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DuplicateDisks(v) => Some(v), _ => None, }
+        match object { Object::DuplicateDisks(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DuplicateDisks(v) => Ok(v), other => Err(other), }
+        match object { Object::DuplicateDisks(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DuplicateIpDetectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DuplicateIpDetectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1687,11 +1687,11 @@ impl x::ObjectType for DuplicateIpDetectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DuplicateIpDetectedEvent(v) => Some(v), _ => None, }
+        match object { Object::DuplicateIpDetectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DuplicateIpDetectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DuplicateIpDetectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1703,15 +1703,15 @@ impl x::ObjectType for DuplicateName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DuplicateName(v) => Some(v), _ => None, }
+        match object { Object::DuplicateName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DuplicateName(v) => Ok(v), other => Err(other), }
+        match object { Object::DuplicateName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DuplicateVsanNetworkInterface {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DuplicateVsanNetworkInterface {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1719,15 +1719,15 @@ impl x::ObjectType for DuplicateVsanNetworkInterface {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DuplicateVsanNetworkInterface(v) => Some(v), _ => None, }
+        match object { Object::DuplicateVsanNetworkInterface(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DuplicateVsanNetworkInterface(v) => Ok(v), other => Err(other), }
+        match object { Object::DuplicateVsanNetworkInterface(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvpgImportEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvpgImportEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1735,15 +1735,15 @@ impl x::ObjectType for DvpgImportEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvpgImportEvent(v) => Some(v), _ => None, }
+        match object { Object::DvpgImportEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvpgImportEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvpgImportEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvpgRestoreEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvpgRestoreEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1751,11 +1751,11 @@ impl x::ObjectType for DvpgRestoreEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvpgRestoreEvent(v) => Some(v), _ => None, }
+        match object { Object::DvpgRestoreEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvpgRestoreEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvpgRestoreEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1767,15 +1767,15 @@ impl x::ObjectType for DvsAcceptNetworkRuleAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsAcceptNetworkRuleAction(v) => Some(v), _ => None, }
+        match object { Object::DvsAcceptNetworkRuleAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsAcceptNetworkRuleAction(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsAcceptNetworkRuleAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsApplyOperationFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DvsApplyOperationFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1783,15 +1783,15 @@ impl x::ObjectType for DvsApplyOperationFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsApplyOperationFault(v) => Some(v), _ => None, }
+        match object { Object::DvsApplyOperationFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsApplyOperationFault(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsApplyOperationFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsApplyOperationFaultFaultOnObject {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DvsApplyOperationFaultFaultOnObject {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1799,11 +1799,11 @@ impl x::ObjectType for DvsApplyOperationFaultFaultOnObject {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsApplyOperationFaultFaultOnObject(v) => Some(v), _ => None, }
+        match object { Object::DvsApplyOperationFaultFaultOnObject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsApplyOperationFaultFaultOnObject(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsApplyOperationFaultFaultOnObject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1815,15 +1815,15 @@ impl x::ObjectType for DvsCopyNetworkRuleAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsCopyNetworkRuleAction(v) => Some(v), _ => None, }
+        match object { Object::DvsCopyNetworkRuleAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsCopyNetworkRuleAction(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsCopyNetworkRuleAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1831,15 +1831,15 @@ impl x::ObjectType for DvsCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsDestroyedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsDestroyedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1847,11 +1847,11 @@ impl x::ObjectType for DvsDestroyedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsDestroyedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsDestroyedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsDestroyedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsDestroyedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1863,15 +1863,15 @@ impl x::ObjectType for DvsDropNetworkRuleAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsDropNetworkRuleAction(v) => Some(v), _ => None, }
+        match object { Object::DvsDropNetworkRuleAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsDropNetworkRuleAction(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsDropNetworkRuleAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1879,11 +1879,11 @@ impl x::ObjectType for DvsEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1895,11 +1895,11 @@ impl x::ObjectType for DvsEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsEventArgument(v) => Some(v), _ => None, }
+        match object { Object::DvsEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1911,15 +1911,15 @@ impl x::ObjectType for DvsEventPortBlockState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsEventPortBlockState(v) => Some(v), _ => None, }
+        match object { Object::DvsEventPortBlockState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsEventPortBlockState(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsEventPortBlockState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DvsFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1927,11 +1927,11 @@ impl x::ObjectType for DvsFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsFault(v) => Some(v), _ => None, }
+        match object { Object::DvsFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsFault(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1943,11 +1943,11 @@ impl x::ObjectType for DvsFilterConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsFilterConfig(v) => Some(v), _ => None, }
+        match object { Object::DvsFilterConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsFilterConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsFilterConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1959,11 +1959,11 @@ impl x::ObjectType for DvsFilterConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsFilterConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::DvsFilterConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsFilterConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsFilterConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1975,11 +1975,11 @@ impl x::ObjectType for DvsFilterOnFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsFilterOnFailure(v) => Some(v), _ => None, }
+        match object { Object::DvsFilterOnFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsFilterOnFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsFilterOnFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1991,11 +1991,11 @@ impl x::ObjectType for DvsFilterParameter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsFilterParameter(v) => Some(v), _ => None, }
+        match object { Object::DvsFilterParameter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsFilterParameter(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsFilterParameter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2007,11 +2007,11 @@ impl x::ObjectType for DvsFilterPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsFilterPolicy(v) => Some(v), _ => None, }
+        match object { Object::DvsFilterPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsFilterPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsFilterPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2023,15 +2023,15 @@ impl x::ObjectType for DvsGreEncapNetworkRuleAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsGreEncapNetworkRuleAction(v) => Some(v), _ => None, }
+        match object { Object::DvsGreEncapNetworkRuleAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsGreEncapNetworkRuleAction(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsGreEncapNetworkRuleAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsHealthStatusChangeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsHealthStatusChangeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2039,10 +2039,10 @@ impl x::ObjectType for DvsHealthStatusChangeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsHealthStatusChangeEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsHealthStatusChangeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsHealthStatusChangeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsHealthStatusChangeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

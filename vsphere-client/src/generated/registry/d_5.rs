@@ -218,52 +218,52 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    DvsHostBackInSyncEvent(Box<DvsHostBackInSyncEvent>),
+    #[cfg(feature = "all-events")] DvsHostBackInSyncEvent(Box<DvsHostBackInSyncEvent>),
     DvsHostInfrastructureTrafficResource(Box<DvsHostInfrastructureTrafficResource>),
     DvsHostInfrastructureTrafficResourceAllocation(Box<DvsHostInfrastructureTrafficResourceAllocation>),
-    DvsHostJoinedEvent(Box<DvsHostJoinedEvent>),
-    DvsHostLeftEvent(Box<DvsHostLeftEvent>),
-    DvsHostStatusUpdated(Box<DvsHostStatusUpdated>),
+    #[cfg(feature = "all-events")] DvsHostJoinedEvent(Box<DvsHostJoinedEvent>),
+    #[cfg(feature = "all-events")] DvsHostLeftEvent(Box<DvsHostLeftEvent>),
+    #[cfg(feature = "all-events")] DvsHostStatusUpdated(Box<DvsHostStatusUpdated>),
     DvsHostVNicProfile(Box<DvsHostVNicProfile>),
-    DvsHostWentOutOfSyncEvent(Box<DvsHostWentOutOfSyncEvent>),
-    DvsImportEvent(Box<DvsImportEvent>),
+    #[cfg(feature = "all-events")] DvsHostWentOutOfSyncEvent(Box<DvsHostWentOutOfSyncEvent>),
+    #[cfg(feature = "all-events")] DvsImportEvent(Box<DvsImportEvent>),
     DvsIpNetworkRuleQualifier(Box<DvsIpNetworkRuleQualifier>),
     DvsIpPort(Box<DvsIpPort>),
     DvsIpPortRange(Box<DvsIpPortRange>),
     DvsLogNetworkRuleAction(Box<DvsLogNetworkRuleAction>),
     DvsMacNetworkRuleQualifier(Box<DvsMacNetworkRuleQualifier>),
     DvsMacRewriteNetworkRuleAction(Box<DvsMacRewriteNetworkRuleAction>),
-    DvsMergedEvent(Box<DvsMergedEvent>),
+    #[cfg(feature = "all-events")] DvsMergedEvent(Box<DvsMergedEvent>),
     DvsNetworkRuleAction(Box<DvsNetworkRuleAction>),
     DvsNetworkRuleDirectionType(Box<DvsNetworkRuleDirectionType>),
     DvsNetworkRuleQualifier(Box<DvsNetworkRuleQualifier>),
-    DvsNotAuthorized(Box<DvsNotAuthorized>),
-    DvsOperationBulkFault(Box<DvsOperationBulkFault>),
-    DvsOperationBulkFaultFaultOnHost(Box<DvsOperationBulkFaultFaultOnHost>),
-    DvsOutOfSyncHostArgument(Box<DvsOutOfSyncHostArgument>),
-    DvsPortBlockedEvent(Box<DvsPortBlockedEvent>),
-    DvsPortConnectedEvent(Box<DvsPortConnectedEvent>),
-    DvsPortCreatedEvent(Box<DvsPortCreatedEvent>),
-    DvsPortDeletedEvent(Box<DvsPortDeletedEvent>),
-    DvsPortDisconnectedEvent(Box<DvsPortDisconnectedEvent>),
-    DvsPortEnteredPassthruEvent(Box<DvsPortEnteredPassthruEvent>),
-    DvsPortExitedPassthruEvent(Box<DvsPortExitedPassthruEvent>),
-    DvsPortJoinPortgroupEvent(Box<DvsPortJoinPortgroupEvent>),
-    DvsPortLeavePortgroupEvent(Box<DvsPortLeavePortgroupEvent>),
-    DvsPortLinkDownEvent(Box<DvsPortLinkDownEvent>),
-    DvsPortLinkUpEvent(Box<DvsPortLinkUpEvent>),
-    DvsPortReconfiguredEvent(Box<DvsPortReconfiguredEvent>),
-    DvsPortRuntimeChangeEvent(Box<DvsPortRuntimeChangeEvent>),
-    DvsPortUnblockedEvent(Box<DvsPortUnblockedEvent>),
-    DvsPortVendorSpecificStateChangeEvent(Box<DvsPortVendorSpecificStateChangeEvent>),
+    #[cfg(feature = "all-faults")] DvsNotAuthorized(Box<DvsNotAuthorized>),
+    #[cfg(feature = "all-faults")] DvsOperationBulkFault(Box<DvsOperationBulkFault>),
+    #[cfg(feature = "all-faults")] DvsOperationBulkFaultFaultOnHost(Box<DvsOperationBulkFaultFaultOnHost>),
+    #[cfg(feature = "all-events")] DvsOutOfSyncHostArgument(Box<DvsOutOfSyncHostArgument>),
+    #[cfg(feature = "all-events")] DvsPortBlockedEvent(Box<DvsPortBlockedEvent>),
+    #[cfg(feature = "all-events")] DvsPortConnectedEvent(Box<DvsPortConnectedEvent>),
+    #[cfg(feature = "all-events")] DvsPortCreatedEvent(Box<DvsPortCreatedEvent>),
+    #[cfg(feature = "all-events")] DvsPortDeletedEvent(Box<DvsPortDeletedEvent>),
+    #[cfg(feature = "all-events")] DvsPortDisconnectedEvent(Box<DvsPortDisconnectedEvent>),
+    #[cfg(feature = "all-events")] DvsPortEnteredPassthruEvent(Box<DvsPortEnteredPassthruEvent>),
+    #[cfg(feature = "all-events")] DvsPortExitedPassthruEvent(Box<DvsPortExitedPassthruEvent>),
+    #[cfg(feature = "all-events")] DvsPortJoinPortgroupEvent(Box<DvsPortJoinPortgroupEvent>),
+    #[cfg(feature = "all-events")] DvsPortLeavePortgroupEvent(Box<DvsPortLeavePortgroupEvent>),
+    #[cfg(feature = "all-events")] DvsPortLinkDownEvent(Box<DvsPortLinkDownEvent>),
+    #[cfg(feature = "all-events")] DvsPortLinkUpEvent(Box<DvsPortLinkUpEvent>),
+    #[cfg(feature = "all-events")] DvsPortReconfiguredEvent(Box<DvsPortReconfiguredEvent>),
+    #[cfg(feature = "all-events")] DvsPortRuntimeChangeEvent(Box<DvsPortRuntimeChangeEvent>),
+    #[cfg(feature = "all-events")] DvsPortUnblockedEvent(Box<DvsPortUnblockedEvent>),
+    #[cfg(feature = "all-events")] DvsPortVendorSpecificStateChangeEvent(Box<DvsPortVendorSpecificStateChangeEvent>),
     DvsProfile(Box<DvsProfile>),
     DvsPuntNetworkRuleAction(Box<DvsPuntNetworkRuleAction>),
     DvsRateLimitNetworkRuleAction(Box<DvsRateLimitNetworkRuleAction>),
-    DvsReconfiguredEvent(Box<DvsReconfiguredEvent>),
-    DvsRenamedEvent(Box<DvsRenamedEvent>),
+    #[cfg(feature = "all-events")] DvsReconfiguredEvent(Box<DvsReconfiguredEvent>),
+    #[cfg(feature = "all-events")] DvsRenamedEvent(Box<DvsRenamedEvent>),
     DvsResourceRuntimeInfo(Box<DvsResourceRuntimeInfo>),
-    DvsRestoreEvent(Box<DvsRestoreEvent>),
-    DvsScopeViolated(Box<DvsScopeViolated>),
+    #[cfg(feature = "all-events")] DvsRestoreEvent(Box<DvsRestoreEvent>),
+    #[cfg(feature = "all-faults")] DvsScopeViolated(Box<DvsScopeViolated>),
     DvsServiceConsoleVNicProfile(Box<DvsServiceConsoleVNicProfile>),
     DvsSingleIpPort(Box<DvsSingleIpPort>),
     DvsSystemTrafficNetworkRuleQualifier(Box<DvsSystemTrafficNetworkRuleQualifier>),
@@ -272,10 +272,10 @@ pub enum Object {
     DvsTrafficRule(Box<DvsTrafficRule>),
     DvsTrafficRuleset(Box<DvsTrafficRuleset>),
     DvsUpdateTagNetworkRuleAction(Box<DvsUpdateTagNetworkRuleAction>),
-    DvsUpgradeAvailableEvent(Box<DvsUpgradeAvailableEvent>),
-    DvsUpgradeInProgressEvent(Box<DvsUpgradeInProgressEvent>),
-    DvsUpgradeRejectedEvent(Box<DvsUpgradeRejectedEvent>),
-    DvsUpgradedEvent(Box<DvsUpgradedEvent>),
+    #[cfg(feature = "all-events")] DvsUpgradeAvailableEvent(Box<DvsUpgradeAvailableEvent>),
+    #[cfg(feature = "all-events")] DvsUpgradeInProgressEvent(Box<DvsUpgradeInProgressEvent>),
+    #[cfg(feature = "all-events")] DvsUpgradeRejectedEvent(Box<DvsUpgradeRejectedEvent>),
+    #[cfg(feature = "all-events")] DvsUpgradedEvent(Box<DvsUpgradedEvent>),
     DvsVNicProfile(Box<DvsVNicProfile>),
     DvsVmVnicNetworkResourcePoolRuntimeInfo(Box<DvsVmVnicNetworkResourcePoolRuntimeInfo>),
     DvsVmVnicResourceAllocation(Box<DvsVmVnicResourceAllocation>),
@@ -298,52 +298,52 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostBackInSyncEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostBackInSyncEvent(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostInfrastructureTrafficResource(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostInfrastructureTrafficResourceAllocation(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostJoinedEvent(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostLeftEvent(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostStatusUpdated(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostJoinedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostLeftEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostStatusUpdated(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostVNicProfile(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostWentOutOfSyncEvent(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsImportEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsHostWentOutOfSyncEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsImportEvent(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsIpNetworkRuleQualifier(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsIpPort(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsIpPortRange(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsLogNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsMacNetworkRuleQualifier(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsMacRewriteNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsMergedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsMergedEvent(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsNetworkRuleDirectionType(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsNetworkRuleQualifier(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsNotAuthorized(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsOperationBulkFault(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsOperationBulkFaultFaultOnHost(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsOutOfSyncHostArgument(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortBlockedEvent(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortConnectedEvent(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortDeletedEvent(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortEnteredPassthruEvent(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortExitedPassthruEvent(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortJoinPortgroupEvent(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortLeavePortgroupEvent(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortLinkDownEvent(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortLinkUpEvent(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortRuntimeChangeEvent(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortUnblockedEvent(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortVendorSpecificStateChangeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsNotAuthorized(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsOperationBulkFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsOperationBulkFaultFaultOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsOutOfSyncHostArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortBlockedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortConnectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortDeletedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortEnteredPassthruEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortExitedPassthruEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortJoinPortgroupEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortLeavePortgroupEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortLinkDownEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortLinkUpEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortRuntimeChangeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortUnblockedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPortVendorSpecificStateChangeEvent(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsProfile(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsPuntNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsRateLimitNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsRenamedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsRenamedEvent(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsResourceRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsRestoreEvent(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsScopeViolated(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsRestoreEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsScopeViolated(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsServiceConsoleVNicProfile(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsSingleIpPort(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsSystemTrafficNetworkRuleQualifier(v), Err(e) => return Some(Err(e)) },
@@ -352,10 +352,10 @@ fn decode(
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsTrafficRule(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsTrafficRuleset(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpdateTagNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpgradeAvailableEvent(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpgradeInProgressEvent(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpgradeRejectedEvent(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpgradedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpgradeAvailableEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpgradeInProgressEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpgradeRejectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpgradedEvent(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVNicProfile(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVmVnicResourceAllocation(v), Err(e) => return Some(Err(e)) },
@@ -372,52 +372,52 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::DvsHostBackInSyncEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsHostBackInSyncEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsHostInfrastructureTrafficResource(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsHostInfrastructureTrafficResourceAllocation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsHostJoinedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsHostLeftEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsHostStatusUpdated(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsHostJoinedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsHostLeftEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsHostStatusUpdated(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsHostVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsHostWentOutOfSyncEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsImportEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsHostWentOutOfSyncEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsImportEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsIpNetworkRuleQualifier(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsIpPort(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsIpPortRange(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsLogNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsMacNetworkRuleQualifier(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsMacRewriteNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsMergedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsMergedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsNetworkRuleDirectionType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsNetworkRuleQualifier(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsNotAuthorized(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsOperationBulkFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsOperationBulkFaultFaultOnHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsOutOfSyncHostArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortBlockedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortDeletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortEnteredPassthruEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortExitedPassthruEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortJoinPortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortLeavePortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortLinkDownEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortLinkUpEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortRuntimeChangeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortUnblockedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsPortVendorSpecificStateChangeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DvsNotAuthorized(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DvsOperationBulkFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DvsOperationBulkFaultFaultOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsOutOfSyncHostArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortBlockedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortDeletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortEnteredPassthruEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortExitedPassthruEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortJoinPortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortLeavePortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortLinkDownEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortLinkUpEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortRuntimeChangeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortUnblockedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsPortVendorSpecificStateChangeEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsPuntNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsRateLimitNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsResourceRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsRestoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsScopeViolated(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsRestoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::DvsScopeViolated(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsServiceConsoleVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsSingleIpPort(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsSystemTrafficNetworkRuleQualifier(v) => std::fmt::Debug::fmt(&**v, f),
@@ -426,10 +426,10 @@ impl std::fmt::Debug for Object {
             Object::DvsTrafficRule(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsTrafficRuleset(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsUpdateTagNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsUpgradeAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsUpgradeInProgressEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsUpgradeRejectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsUpgradeAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsUpgradeInProgressEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsUpgradeRejectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::DvsUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsVmVnicResourceAllocation(v) => std::fmt::Debug::fmt(&**v, f),
@@ -445,52 +445,52 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::DvsHostBackInSyncEvent(a), Object::DvsHostBackInSyncEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsHostBackInSyncEvent(a), Object::DvsHostBackInSyncEvent(b)) => **a == **b,
             (Object::DvsHostInfrastructureTrafficResource(a), Object::DvsHostInfrastructureTrafficResource(b)) => **a == **b,
             (Object::DvsHostInfrastructureTrafficResourceAllocation(a), Object::DvsHostInfrastructureTrafficResourceAllocation(b)) => **a == **b,
-            (Object::DvsHostJoinedEvent(a), Object::DvsHostJoinedEvent(b)) => **a == **b,
-            (Object::DvsHostLeftEvent(a), Object::DvsHostLeftEvent(b)) => **a == **b,
-            (Object::DvsHostStatusUpdated(a), Object::DvsHostStatusUpdated(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsHostJoinedEvent(a), Object::DvsHostJoinedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsHostLeftEvent(a), Object::DvsHostLeftEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsHostStatusUpdated(a), Object::DvsHostStatusUpdated(b)) => **a == **b,
             (Object::DvsHostVNicProfile(a), Object::DvsHostVNicProfile(b)) => **a == **b,
-            (Object::DvsHostWentOutOfSyncEvent(a), Object::DvsHostWentOutOfSyncEvent(b)) => **a == **b,
-            (Object::DvsImportEvent(a), Object::DvsImportEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsHostWentOutOfSyncEvent(a), Object::DvsHostWentOutOfSyncEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsImportEvent(a), Object::DvsImportEvent(b)) => **a == **b,
             (Object::DvsIpNetworkRuleQualifier(a), Object::DvsIpNetworkRuleQualifier(b)) => **a == **b,
             (Object::DvsIpPort(a), Object::DvsIpPort(b)) => **a == **b,
             (Object::DvsIpPortRange(a), Object::DvsIpPortRange(b)) => **a == **b,
             (Object::DvsLogNetworkRuleAction(a), Object::DvsLogNetworkRuleAction(b)) => **a == **b,
             (Object::DvsMacNetworkRuleQualifier(a), Object::DvsMacNetworkRuleQualifier(b)) => **a == **b,
             (Object::DvsMacRewriteNetworkRuleAction(a), Object::DvsMacRewriteNetworkRuleAction(b)) => **a == **b,
-            (Object::DvsMergedEvent(a), Object::DvsMergedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsMergedEvent(a), Object::DvsMergedEvent(b)) => **a == **b,
             (Object::DvsNetworkRuleAction(a), Object::DvsNetworkRuleAction(b)) => **a == **b,
             (Object::DvsNetworkRuleDirectionType(a), Object::DvsNetworkRuleDirectionType(b)) => **a == **b,
             (Object::DvsNetworkRuleQualifier(a), Object::DvsNetworkRuleQualifier(b)) => **a == **b,
-            (Object::DvsNotAuthorized(a), Object::DvsNotAuthorized(b)) => **a == **b,
-            (Object::DvsOperationBulkFault(a), Object::DvsOperationBulkFault(b)) => **a == **b,
-            (Object::DvsOperationBulkFaultFaultOnHost(a), Object::DvsOperationBulkFaultFaultOnHost(b)) => **a == **b,
-            (Object::DvsOutOfSyncHostArgument(a), Object::DvsOutOfSyncHostArgument(b)) => **a == **b,
-            (Object::DvsPortBlockedEvent(a), Object::DvsPortBlockedEvent(b)) => **a == **b,
-            (Object::DvsPortConnectedEvent(a), Object::DvsPortConnectedEvent(b)) => **a == **b,
-            (Object::DvsPortCreatedEvent(a), Object::DvsPortCreatedEvent(b)) => **a == **b,
-            (Object::DvsPortDeletedEvent(a), Object::DvsPortDeletedEvent(b)) => **a == **b,
-            (Object::DvsPortDisconnectedEvent(a), Object::DvsPortDisconnectedEvent(b)) => **a == **b,
-            (Object::DvsPortEnteredPassthruEvent(a), Object::DvsPortEnteredPassthruEvent(b)) => **a == **b,
-            (Object::DvsPortExitedPassthruEvent(a), Object::DvsPortExitedPassthruEvent(b)) => **a == **b,
-            (Object::DvsPortJoinPortgroupEvent(a), Object::DvsPortJoinPortgroupEvent(b)) => **a == **b,
-            (Object::DvsPortLeavePortgroupEvent(a), Object::DvsPortLeavePortgroupEvent(b)) => **a == **b,
-            (Object::DvsPortLinkDownEvent(a), Object::DvsPortLinkDownEvent(b)) => **a == **b,
-            (Object::DvsPortLinkUpEvent(a), Object::DvsPortLinkUpEvent(b)) => **a == **b,
-            (Object::DvsPortReconfiguredEvent(a), Object::DvsPortReconfiguredEvent(b)) => **a == **b,
-            (Object::DvsPortRuntimeChangeEvent(a), Object::DvsPortRuntimeChangeEvent(b)) => **a == **b,
-            (Object::DvsPortUnblockedEvent(a), Object::DvsPortUnblockedEvent(b)) => **a == **b,
-            (Object::DvsPortVendorSpecificStateChangeEvent(a), Object::DvsPortVendorSpecificStateChangeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DvsNotAuthorized(a), Object::DvsNotAuthorized(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DvsOperationBulkFault(a), Object::DvsOperationBulkFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DvsOperationBulkFaultFaultOnHost(a), Object::DvsOperationBulkFaultFaultOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsOutOfSyncHostArgument(a), Object::DvsOutOfSyncHostArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortBlockedEvent(a), Object::DvsPortBlockedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortConnectedEvent(a), Object::DvsPortConnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortCreatedEvent(a), Object::DvsPortCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortDeletedEvent(a), Object::DvsPortDeletedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortDisconnectedEvent(a), Object::DvsPortDisconnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortEnteredPassthruEvent(a), Object::DvsPortEnteredPassthruEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortExitedPassthruEvent(a), Object::DvsPortExitedPassthruEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortJoinPortgroupEvent(a), Object::DvsPortJoinPortgroupEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortLeavePortgroupEvent(a), Object::DvsPortLeavePortgroupEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortLinkDownEvent(a), Object::DvsPortLinkDownEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortLinkUpEvent(a), Object::DvsPortLinkUpEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortReconfiguredEvent(a), Object::DvsPortReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortRuntimeChangeEvent(a), Object::DvsPortRuntimeChangeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortUnblockedEvent(a), Object::DvsPortUnblockedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsPortVendorSpecificStateChangeEvent(a), Object::DvsPortVendorSpecificStateChangeEvent(b)) => **a == **b,
             (Object::DvsProfile(a), Object::DvsProfile(b)) => **a == **b,
             (Object::DvsPuntNetworkRuleAction(a), Object::DvsPuntNetworkRuleAction(b)) => **a == **b,
             (Object::DvsRateLimitNetworkRuleAction(a), Object::DvsRateLimitNetworkRuleAction(b)) => **a == **b,
-            (Object::DvsReconfiguredEvent(a), Object::DvsReconfiguredEvent(b)) => **a == **b,
-            (Object::DvsRenamedEvent(a), Object::DvsRenamedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsReconfiguredEvent(a), Object::DvsReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsRenamedEvent(a), Object::DvsRenamedEvent(b)) => **a == **b,
             (Object::DvsResourceRuntimeInfo(a), Object::DvsResourceRuntimeInfo(b)) => **a == **b,
-            (Object::DvsRestoreEvent(a), Object::DvsRestoreEvent(b)) => **a == **b,
-            (Object::DvsScopeViolated(a), Object::DvsScopeViolated(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsRestoreEvent(a), Object::DvsRestoreEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::DvsScopeViolated(a), Object::DvsScopeViolated(b)) => **a == **b,
             (Object::DvsServiceConsoleVNicProfile(a), Object::DvsServiceConsoleVNicProfile(b)) => **a == **b,
             (Object::DvsSingleIpPort(a), Object::DvsSingleIpPort(b)) => **a == **b,
             (Object::DvsSystemTrafficNetworkRuleQualifier(a), Object::DvsSystemTrafficNetworkRuleQualifier(b)) => **a == **b,
@@ -499,10 +499,10 @@ impl PartialEq for Object {
             (Object::DvsTrafficRule(a), Object::DvsTrafficRule(b)) => **a == **b,
             (Object::DvsTrafficRuleset(a), Object::DvsTrafficRuleset(b)) => **a == **b,
             (Object::DvsUpdateTagNetworkRuleAction(a), Object::DvsUpdateTagNetworkRuleAction(b)) => **a == **b,
-            (Object::DvsUpgradeAvailableEvent(a), Object::DvsUpgradeAvailableEvent(b)) => **a == **b,
-            (Object::DvsUpgradeInProgressEvent(a), Object::DvsUpgradeInProgressEvent(b)) => **a == **b,
-            (Object::DvsUpgradeRejectedEvent(a), Object::DvsUpgradeRejectedEvent(b)) => **a == **b,
-            (Object::DvsUpgradedEvent(a), Object::DvsUpgradedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsUpgradeAvailableEvent(a), Object::DvsUpgradeAvailableEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsUpgradeInProgressEvent(a), Object::DvsUpgradeInProgressEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsUpgradeRejectedEvent(a), Object::DvsUpgradeRejectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::DvsUpgradedEvent(a), Object::DvsUpgradedEvent(b)) => **a == **b,
             (Object::DvsVNicProfile(a), Object::DvsVNicProfile(b)) => **a == **b,
             (Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(a), Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(b)) => **a == **b,
             (Object::DvsVmVnicResourceAllocation(a), Object::DvsVmVnicResourceAllocation(b)) => **a == **b,
@@ -511,7 +511,7 @@ impl PartialEq for Object {
             (Object::DynamicArray(a), Object::DynamicArray(b)) => **a == **b,
             (Object::DynamicData(a), Object::DynamicData(b)) => **a == **b,
             (Object::DynamicProperty(a), Object::DynamicProperty(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -519,52 +519,52 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::DvsHostBackInSyncEvent(v) => Object::DvsHostBackInSyncEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsHostBackInSyncEvent(v) => Object::DvsHostBackInSyncEvent(Box::new((**v).clone())),
             Object::DvsHostInfrastructureTrafficResource(v) => Object::DvsHostInfrastructureTrafficResource(Box::new((**v).clone())),
             Object::DvsHostInfrastructureTrafficResourceAllocation(v) => Object::DvsHostInfrastructureTrafficResourceAllocation(Box::new((**v).clone())),
-            Object::DvsHostJoinedEvent(v) => Object::DvsHostJoinedEvent(Box::new((**v).clone())),
-            Object::DvsHostLeftEvent(v) => Object::DvsHostLeftEvent(Box::new((**v).clone())),
-            Object::DvsHostStatusUpdated(v) => Object::DvsHostStatusUpdated(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsHostJoinedEvent(v) => Object::DvsHostJoinedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsHostLeftEvent(v) => Object::DvsHostLeftEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsHostStatusUpdated(v) => Object::DvsHostStatusUpdated(Box::new((**v).clone())),
             Object::DvsHostVNicProfile(v) => Object::DvsHostVNicProfile(Box::new((**v).clone())),
-            Object::DvsHostWentOutOfSyncEvent(v) => Object::DvsHostWentOutOfSyncEvent(Box::new((**v).clone())),
-            Object::DvsImportEvent(v) => Object::DvsImportEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsHostWentOutOfSyncEvent(v) => Object::DvsHostWentOutOfSyncEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsImportEvent(v) => Object::DvsImportEvent(Box::new((**v).clone())),
             Object::DvsIpNetworkRuleQualifier(v) => Object::DvsIpNetworkRuleQualifier(Box::new((**v).clone())),
             Object::DvsIpPort(v) => Object::DvsIpPort(Box::new((**v).clone())),
             Object::DvsIpPortRange(v) => Object::DvsIpPortRange(Box::new((**v).clone())),
             Object::DvsLogNetworkRuleAction(v) => Object::DvsLogNetworkRuleAction(Box::new((**v).clone())),
             Object::DvsMacNetworkRuleQualifier(v) => Object::DvsMacNetworkRuleQualifier(Box::new((**v).clone())),
             Object::DvsMacRewriteNetworkRuleAction(v) => Object::DvsMacRewriteNetworkRuleAction(Box::new((**v).clone())),
-            Object::DvsMergedEvent(v) => Object::DvsMergedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsMergedEvent(v) => Object::DvsMergedEvent(Box::new((**v).clone())),
             Object::DvsNetworkRuleAction(v) => Object::DvsNetworkRuleAction(Box::new((**v).clone())),
             Object::DvsNetworkRuleDirectionType(v) => Object::DvsNetworkRuleDirectionType(Box::new((**v).clone())),
             Object::DvsNetworkRuleQualifier(v) => Object::DvsNetworkRuleQualifier(Box::new((**v).clone())),
-            Object::DvsNotAuthorized(v) => Object::DvsNotAuthorized(Box::new((**v).clone())),
-            Object::DvsOperationBulkFault(v) => Object::DvsOperationBulkFault(Box::new((**v).clone())),
-            Object::DvsOperationBulkFaultFaultOnHost(v) => Object::DvsOperationBulkFaultFaultOnHost(Box::new((**v).clone())),
-            Object::DvsOutOfSyncHostArgument(v) => Object::DvsOutOfSyncHostArgument(Box::new((**v).clone())),
-            Object::DvsPortBlockedEvent(v) => Object::DvsPortBlockedEvent(Box::new((**v).clone())),
-            Object::DvsPortConnectedEvent(v) => Object::DvsPortConnectedEvent(Box::new((**v).clone())),
-            Object::DvsPortCreatedEvent(v) => Object::DvsPortCreatedEvent(Box::new((**v).clone())),
-            Object::DvsPortDeletedEvent(v) => Object::DvsPortDeletedEvent(Box::new((**v).clone())),
-            Object::DvsPortDisconnectedEvent(v) => Object::DvsPortDisconnectedEvent(Box::new((**v).clone())),
-            Object::DvsPortEnteredPassthruEvent(v) => Object::DvsPortEnteredPassthruEvent(Box::new((**v).clone())),
-            Object::DvsPortExitedPassthruEvent(v) => Object::DvsPortExitedPassthruEvent(Box::new((**v).clone())),
-            Object::DvsPortJoinPortgroupEvent(v) => Object::DvsPortJoinPortgroupEvent(Box::new((**v).clone())),
-            Object::DvsPortLeavePortgroupEvent(v) => Object::DvsPortLeavePortgroupEvent(Box::new((**v).clone())),
-            Object::DvsPortLinkDownEvent(v) => Object::DvsPortLinkDownEvent(Box::new((**v).clone())),
-            Object::DvsPortLinkUpEvent(v) => Object::DvsPortLinkUpEvent(Box::new((**v).clone())),
-            Object::DvsPortReconfiguredEvent(v) => Object::DvsPortReconfiguredEvent(Box::new((**v).clone())),
-            Object::DvsPortRuntimeChangeEvent(v) => Object::DvsPortRuntimeChangeEvent(Box::new((**v).clone())),
-            Object::DvsPortUnblockedEvent(v) => Object::DvsPortUnblockedEvent(Box::new((**v).clone())),
-            Object::DvsPortVendorSpecificStateChangeEvent(v) => Object::DvsPortVendorSpecificStateChangeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DvsNotAuthorized(v) => Object::DvsNotAuthorized(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DvsOperationBulkFault(v) => Object::DvsOperationBulkFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DvsOperationBulkFaultFaultOnHost(v) => Object::DvsOperationBulkFaultFaultOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsOutOfSyncHostArgument(v) => Object::DvsOutOfSyncHostArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortBlockedEvent(v) => Object::DvsPortBlockedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortConnectedEvent(v) => Object::DvsPortConnectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortCreatedEvent(v) => Object::DvsPortCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortDeletedEvent(v) => Object::DvsPortDeletedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortDisconnectedEvent(v) => Object::DvsPortDisconnectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortEnteredPassthruEvent(v) => Object::DvsPortEnteredPassthruEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortExitedPassthruEvent(v) => Object::DvsPortExitedPassthruEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortJoinPortgroupEvent(v) => Object::DvsPortJoinPortgroupEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortLeavePortgroupEvent(v) => Object::DvsPortLeavePortgroupEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortLinkDownEvent(v) => Object::DvsPortLinkDownEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortLinkUpEvent(v) => Object::DvsPortLinkUpEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortReconfiguredEvent(v) => Object::DvsPortReconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortRuntimeChangeEvent(v) => Object::DvsPortRuntimeChangeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortUnblockedEvent(v) => Object::DvsPortUnblockedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsPortVendorSpecificStateChangeEvent(v) => Object::DvsPortVendorSpecificStateChangeEvent(Box::new((**v).clone())),
             Object::DvsProfile(v) => Object::DvsProfile(Box::new((**v).clone())),
             Object::DvsPuntNetworkRuleAction(v) => Object::DvsPuntNetworkRuleAction(Box::new((**v).clone())),
             Object::DvsRateLimitNetworkRuleAction(v) => Object::DvsRateLimitNetworkRuleAction(Box::new((**v).clone())),
-            Object::DvsReconfiguredEvent(v) => Object::DvsReconfiguredEvent(Box::new((**v).clone())),
-            Object::DvsRenamedEvent(v) => Object::DvsRenamedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsReconfiguredEvent(v) => Object::DvsReconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsRenamedEvent(v) => Object::DvsRenamedEvent(Box::new((**v).clone())),
             Object::DvsResourceRuntimeInfo(v) => Object::DvsResourceRuntimeInfo(Box::new((**v).clone())),
-            Object::DvsRestoreEvent(v) => Object::DvsRestoreEvent(Box::new((**v).clone())),
-            Object::DvsScopeViolated(v) => Object::DvsScopeViolated(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsRestoreEvent(v) => Object::DvsRestoreEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::DvsScopeViolated(v) => Object::DvsScopeViolated(Box::new((**v).clone())),
             Object::DvsServiceConsoleVNicProfile(v) => Object::DvsServiceConsoleVNicProfile(Box::new((**v).clone())),
             Object::DvsSingleIpPort(v) => Object::DvsSingleIpPort(Box::new((**v).clone())),
             Object::DvsSystemTrafficNetworkRuleQualifier(v) => Object::DvsSystemTrafficNetworkRuleQualifier(Box::new((**v).clone())),
@@ -573,10 +573,10 @@ impl Clone for Object {
             Object::DvsTrafficRule(v) => Object::DvsTrafficRule(Box::new((**v).clone())),
             Object::DvsTrafficRuleset(v) => Object::DvsTrafficRuleset(Box::new((**v).clone())),
             Object::DvsUpdateTagNetworkRuleAction(v) => Object::DvsUpdateTagNetworkRuleAction(Box::new((**v).clone())),
-            Object::DvsUpgradeAvailableEvent(v) => Object::DvsUpgradeAvailableEvent(Box::new((**v).clone())),
-            Object::DvsUpgradeInProgressEvent(v) => Object::DvsUpgradeInProgressEvent(Box::new((**v).clone())),
-            Object::DvsUpgradeRejectedEvent(v) => Object::DvsUpgradeRejectedEvent(Box::new((**v).clone())),
-            Object::DvsUpgradedEvent(v) => Object::DvsUpgradedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsUpgradeAvailableEvent(v) => Object::DvsUpgradeAvailableEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsUpgradeInProgressEvent(v) => Object::DvsUpgradeInProgressEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsUpgradeRejectedEvent(v) => Object::DvsUpgradeRejectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::DvsUpgradedEvent(v) => Object::DvsUpgradedEvent(Box::new((**v).clone())),
             Object::DvsVNicProfile(v) => Object::DvsVNicProfile(Box::new((**v).clone())),
             Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(Box::new((**v).clone())),
             Object::DvsVmVnicResourceAllocation(v) => Object::DvsVmVnicResourceAllocation(Box::new((**v).clone())),
@@ -592,52 +592,52 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::DvsHostBackInSyncEvent(_) => "DvsHostBackInSyncEvent",
+            #[cfg(feature = "all-events")] Object::DvsHostBackInSyncEvent(_) => "DvsHostBackInSyncEvent",
             Object::DvsHostInfrastructureTrafficResource(_) => "DvsHostInfrastructureTrafficResource",
             Object::DvsHostInfrastructureTrafficResourceAllocation(_) => "DvsHostInfrastructureTrafficResourceAllocation",
-            Object::DvsHostJoinedEvent(_) => "DvsHostJoinedEvent",
-            Object::DvsHostLeftEvent(_) => "DvsHostLeftEvent",
-            Object::DvsHostStatusUpdated(_) => "DvsHostStatusUpdated",
+            #[cfg(feature = "all-events")] Object::DvsHostJoinedEvent(_) => "DvsHostJoinedEvent",
+            #[cfg(feature = "all-events")] Object::DvsHostLeftEvent(_) => "DvsHostLeftEvent",
+            #[cfg(feature = "all-events")] Object::DvsHostStatusUpdated(_) => "DvsHostStatusUpdated",
             Object::DvsHostVNicProfile(_) => "DvsHostVNicProfile",
-            Object::DvsHostWentOutOfSyncEvent(_) => "DvsHostWentOutOfSyncEvent",
-            Object::DvsImportEvent(_) => "DvsImportEvent",
+            #[cfg(feature = "all-events")] Object::DvsHostWentOutOfSyncEvent(_) => "DvsHostWentOutOfSyncEvent",
+            #[cfg(feature = "all-events")] Object::DvsImportEvent(_) => "DvsImportEvent",
             Object::DvsIpNetworkRuleQualifier(_) => "DvsIpNetworkRuleQualifier",
             Object::DvsIpPort(_) => "DvsIpPort",
             Object::DvsIpPortRange(_) => "DvsIpPortRange",
             Object::DvsLogNetworkRuleAction(_) => "DvsLogNetworkRuleAction",
             Object::DvsMacNetworkRuleQualifier(_) => "DvsMacNetworkRuleQualifier",
             Object::DvsMacRewriteNetworkRuleAction(_) => "DvsMacRewriteNetworkRuleAction",
-            Object::DvsMergedEvent(_) => "DvsMergedEvent",
+            #[cfg(feature = "all-events")] Object::DvsMergedEvent(_) => "DvsMergedEvent",
             Object::DvsNetworkRuleAction(_) => "DvsNetworkRuleAction",
             Object::DvsNetworkRuleDirectionType(_) => "DvsNetworkRuleDirectionType",
             Object::DvsNetworkRuleQualifier(_) => "DvsNetworkRuleQualifier",
-            Object::DvsNotAuthorized(_) => "DvsNotAuthorized",
-            Object::DvsOperationBulkFault(_) => "DvsOperationBulkFault",
-            Object::DvsOperationBulkFaultFaultOnHost(_) => "DvsOperationBulkFaultFaultOnHost",
-            Object::DvsOutOfSyncHostArgument(_) => "DvsOutOfSyncHostArgument",
-            Object::DvsPortBlockedEvent(_) => "DvsPortBlockedEvent",
-            Object::DvsPortConnectedEvent(_) => "DvsPortConnectedEvent",
-            Object::DvsPortCreatedEvent(_) => "DvsPortCreatedEvent",
-            Object::DvsPortDeletedEvent(_) => "DvsPortDeletedEvent",
-            Object::DvsPortDisconnectedEvent(_) => "DvsPortDisconnectedEvent",
-            Object::DvsPortEnteredPassthruEvent(_) => "DvsPortEnteredPassthruEvent",
-            Object::DvsPortExitedPassthruEvent(_) => "DvsPortExitedPassthruEvent",
-            Object::DvsPortJoinPortgroupEvent(_) => "DvsPortJoinPortgroupEvent",
-            Object::DvsPortLeavePortgroupEvent(_) => "DvsPortLeavePortgroupEvent",
-            Object::DvsPortLinkDownEvent(_) => "DvsPortLinkDownEvent",
-            Object::DvsPortLinkUpEvent(_) => "DvsPortLinkUpEvent",
-            Object::DvsPortReconfiguredEvent(_) => "DvsPortReconfiguredEvent",
-            Object::DvsPortRuntimeChangeEvent(_) => "DvsPortRuntimeChangeEvent",
-            Object::DvsPortUnblockedEvent(_) => "DvsPortUnblockedEvent",
-            Object::DvsPortVendorSpecificStateChangeEvent(_) => "DvsPortVendorSpecificStateChangeEvent",
+            #[cfg(feature = "all-faults")] Object::DvsNotAuthorized(_) => "DvsNotAuthorized",
+            #[cfg(feature = "all-faults")] Object::DvsOperationBulkFault(_) => "DvsOperationBulkFault",
+            #[cfg(feature = "all-faults")] Object::DvsOperationBulkFaultFaultOnHost(_) => "DvsOperationBulkFaultFaultOnHost",
+            #[cfg(feature = "all-events")] Object::DvsOutOfSyncHostArgument(_) => "DvsOutOfSyncHostArgument",
+            #[cfg(feature = "all-events")] Object::DvsPortBlockedEvent(_) => "DvsPortBlockedEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortConnectedEvent(_) => "DvsPortConnectedEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortCreatedEvent(_) => "DvsPortCreatedEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortDeletedEvent(_) => "DvsPortDeletedEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortDisconnectedEvent(_) => "DvsPortDisconnectedEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortEnteredPassthruEvent(_) => "DvsPortEnteredPassthruEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortExitedPassthruEvent(_) => "DvsPortExitedPassthruEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortJoinPortgroupEvent(_) => "DvsPortJoinPortgroupEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortLeavePortgroupEvent(_) => "DvsPortLeavePortgroupEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortLinkDownEvent(_) => "DvsPortLinkDownEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortLinkUpEvent(_) => "DvsPortLinkUpEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortReconfiguredEvent(_) => "DvsPortReconfiguredEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortRuntimeChangeEvent(_) => "DvsPortRuntimeChangeEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortUnblockedEvent(_) => "DvsPortUnblockedEvent",
+            #[cfg(feature = "all-events")] Object::DvsPortVendorSpecificStateChangeEvent(_) => "DvsPortVendorSpecificStateChangeEvent",
             Object::DvsProfile(_) => "DvsProfile",
             Object::DvsPuntNetworkRuleAction(_) => "DvsPuntNetworkRuleAction",
             Object::DvsRateLimitNetworkRuleAction(_) => "DvsRateLimitNetworkRuleAction",
-            Object::DvsReconfiguredEvent(_) => "DvsReconfiguredEvent",
-            Object::DvsRenamedEvent(_) => "DvsRenamedEvent",
+            #[cfg(feature = "all-events")] Object::DvsReconfiguredEvent(_) => "DvsReconfiguredEvent",
+            #[cfg(feature = "all-events")] Object::DvsRenamedEvent(_) => "DvsRenamedEvent",
             Object::DvsResourceRuntimeInfo(_) => "DvsResourceRuntimeInfo",
-            Object::DvsRestoreEvent(_) => "DvsRestoreEvent",
-            Object::DvsScopeViolated(_) => "DvsScopeViolated",
+            #[cfg(feature = "all-events")] Object::DvsRestoreEvent(_) => "DvsRestoreEvent",
+            #[cfg(feature = "all-faults")] Object::DvsScopeViolated(_) => "DvsScopeViolated",
             Object::DvsServiceConsoleVNicProfile(_) => "DvsServiceConsoleVNicProfile",
             Object::DvsSingleIpPort(_) => "DvsSingleIpPort",
             Object::DvsSystemTrafficNetworkRuleQualifier(_) => "DvsSystemTrafficNetworkRuleQualifier",
@@ -646,10 +646,10 @@ impl x::DataObject for Object {
             Object::DvsTrafficRule(_) => "DvsTrafficRule",
             Object::DvsTrafficRuleset(_) => "DvsTrafficRuleset",
             Object::DvsUpdateTagNetworkRuleAction(_) => "DvsUpdateTagNetworkRuleAction",
-            Object::DvsUpgradeAvailableEvent(_) => "DvsUpgradeAvailableEvent",
-            Object::DvsUpgradeInProgressEvent(_) => "DvsUpgradeInProgressEvent",
-            Object::DvsUpgradeRejectedEvent(_) => "DvsUpgradeRejectedEvent",
-            Object::DvsUpgradedEvent(_) => "DvsUpgradedEvent",
+            #[cfg(feature = "all-events")] Object::DvsUpgradeAvailableEvent(_) => "DvsUpgradeAvailableEvent",
+            #[cfg(feature = "all-events")] Object::DvsUpgradeInProgressEvent(_) => "DvsUpgradeInProgressEvent",
+            #[cfg(feature = "all-events")] Object::DvsUpgradeRejectedEvent(_) => "DvsUpgradeRejectedEvent",
+            #[cfg(feature = "all-events")] Object::DvsUpgradedEvent(_) => "DvsUpgradedEvent",
             Object::DvsVNicProfile(_) => "DvsVNicProfile",
             Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(_) => "DvsVmVnicNetworkResourcePoolRuntimeInfo",
             Object::DvsVmVnicResourceAllocation(_) => "DvsVmVnicResourceAllocation",
@@ -677,52 +677,52 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::DvsHostBackInSyncEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsHostBackInSyncEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsHostInfrastructureTrafficResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsHostInfrastructureTrafficResourceAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsHostJoinedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsHostLeftEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsHostStatusUpdated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsHostJoinedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsHostLeftEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsHostStatusUpdated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsHostVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsHostWentOutOfSyncEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsImportEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsHostWentOutOfSyncEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsImportEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsIpNetworkRuleQualifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsIpPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsIpPortRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsLogNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsMacNetworkRuleQualifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsMacRewriteNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsMergedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsMergedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsNetworkRuleDirectionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsNetworkRuleQualifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsNotAuthorized(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsOperationBulkFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsOperationBulkFaultFaultOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsOutOfSyncHostArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortBlockedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortDeletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortEnteredPassthruEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortExitedPassthruEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortJoinPortgroupEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortLeavePortgroupEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortLinkDownEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortLinkUpEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortRuntimeChangeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortUnblockedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsPortVendorSpecificStateChangeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DvsNotAuthorized(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DvsOperationBulkFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DvsOperationBulkFaultFaultOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsOutOfSyncHostArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortBlockedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortDeletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortEnteredPassthruEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortExitedPassthruEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortJoinPortgroupEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortLeavePortgroupEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortLinkDownEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortLinkUpEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortRuntimeChangeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortUnblockedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsPortVendorSpecificStateChangeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsPuntNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsRateLimitNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsResourceRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsRestoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsScopeViolated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsRestoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::DvsScopeViolated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsServiceConsoleVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsSingleIpPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsSystemTrafficNetworkRuleQualifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -731,10 +731,10 @@ impl x::DataObject for Object {
             Object::DvsTrafficRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsTrafficRuleset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsUpdateTagNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsUpgradeAvailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsUpgradeInProgressEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsUpgradeRejectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsUpgradeAvailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsUpgradeInProgressEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsUpgradeRejectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::DvsUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsVmVnicResourceAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -748,7 +748,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for DvsHostBackInSyncEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsHostBackInSyncEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -756,11 +756,11 @@ impl x::ObjectType for DvsHostBackInSyncEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsHostBackInSyncEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsHostBackInSyncEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsHostBackInSyncEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsHostBackInSyncEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -772,11 +772,11 @@ impl x::ObjectType for DvsHostInfrastructureTrafficResource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsHostInfrastructureTrafficResource(v) => Some(v), _ => None, }
+        match object { Object::DvsHostInfrastructureTrafficResource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsHostInfrastructureTrafficResource(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsHostInfrastructureTrafficResource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -788,15 +788,15 @@ impl x::ObjectType for DvsHostInfrastructureTrafficResourceAllocation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsHostInfrastructureTrafficResourceAllocation(v) => Some(v), _ => None, }
+        match object { Object::DvsHostInfrastructureTrafficResourceAllocation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsHostInfrastructureTrafficResourceAllocation(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsHostInfrastructureTrafficResourceAllocation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsHostJoinedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsHostJoinedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -804,15 +804,15 @@ impl x::ObjectType for DvsHostJoinedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsHostJoinedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsHostJoinedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsHostJoinedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsHostJoinedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsHostLeftEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsHostLeftEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -820,15 +820,15 @@ impl x::ObjectType for DvsHostLeftEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsHostLeftEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsHostLeftEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsHostLeftEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsHostLeftEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsHostStatusUpdated {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsHostStatusUpdated {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -836,11 +836,11 @@ impl x::ObjectType for DvsHostStatusUpdated {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsHostStatusUpdated(v) => Some(v), _ => None, }
+        match object { Object::DvsHostStatusUpdated(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsHostStatusUpdated(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsHostStatusUpdated(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -852,15 +852,15 @@ impl x::ObjectType for DvsHostVNicProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsHostVNicProfile(v) => Some(v), _ => None, }
+        match object { Object::DvsHostVNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsHostVNicProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsHostVNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsHostWentOutOfSyncEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsHostWentOutOfSyncEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -868,15 +868,15 @@ impl x::ObjectType for DvsHostWentOutOfSyncEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsHostWentOutOfSyncEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsHostWentOutOfSyncEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsHostWentOutOfSyncEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsHostWentOutOfSyncEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsImportEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsImportEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -884,11 +884,11 @@ impl x::ObjectType for DvsImportEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsImportEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsImportEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsImportEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsImportEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -900,11 +900,11 @@ impl x::ObjectType for DvsIpNetworkRuleQualifier {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsIpNetworkRuleQualifier(v) => Some(v), _ => None, }
+        match object { Object::DvsIpNetworkRuleQualifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsIpNetworkRuleQualifier(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsIpNetworkRuleQualifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -916,11 +916,11 @@ impl x::ObjectType for DvsIpPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsIpPort(v) => Some(v), _ => None, }
+        match object { Object::DvsIpPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsIpPort(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsIpPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -932,11 +932,11 @@ impl x::ObjectType for DvsIpPortRange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsIpPortRange(v) => Some(v), _ => None, }
+        match object { Object::DvsIpPortRange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsIpPortRange(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsIpPortRange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -948,11 +948,11 @@ impl x::ObjectType for DvsLogNetworkRuleAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsLogNetworkRuleAction(v) => Some(v), _ => None, }
+        match object { Object::DvsLogNetworkRuleAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsLogNetworkRuleAction(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsLogNetworkRuleAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -964,11 +964,11 @@ impl x::ObjectType for DvsMacNetworkRuleQualifier {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsMacNetworkRuleQualifier(v) => Some(v), _ => None, }
+        match object { Object::DvsMacNetworkRuleQualifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsMacNetworkRuleQualifier(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsMacNetworkRuleQualifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -980,15 +980,15 @@ impl x::ObjectType for DvsMacRewriteNetworkRuleAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsMacRewriteNetworkRuleAction(v) => Some(v), _ => None, }
+        match object { Object::DvsMacRewriteNetworkRuleAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsMacRewriteNetworkRuleAction(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsMacRewriteNetworkRuleAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsMergedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsMergedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -996,11 +996,11 @@ impl x::ObjectType for DvsMergedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsMergedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsMergedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsMergedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsMergedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1012,11 +1012,11 @@ impl x::ObjectType for DvsNetworkRuleAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsNetworkRuleAction(v) => Some(v), _ => None, }
+        match object { Object::DvsNetworkRuleAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsNetworkRuleAction(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsNetworkRuleAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1028,11 +1028,11 @@ impl x::ObjectType for DvsNetworkRuleDirectionType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsNetworkRuleDirectionType(v) => Some(v), _ => None, }
+        match object { Object::DvsNetworkRuleDirectionType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsNetworkRuleDirectionType(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsNetworkRuleDirectionType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1044,15 +1044,15 @@ impl x::ObjectType for DvsNetworkRuleQualifier {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsNetworkRuleQualifier(v) => Some(v), _ => None, }
+        match object { Object::DvsNetworkRuleQualifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsNetworkRuleQualifier(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsNetworkRuleQualifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsNotAuthorized {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DvsNotAuthorized {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1060,15 +1060,15 @@ impl x::ObjectType for DvsNotAuthorized {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsNotAuthorized(v) => Some(v), _ => None, }
+        match object { Object::DvsNotAuthorized(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsNotAuthorized(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsNotAuthorized(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsOperationBulkFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DvsOperationBulkFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1076,15 +1076,15 @@ impl x::ObjectType for DvsOperationBulkFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsOperationBulkFault(v) => Some(v), _ => None, }
+        match object { Object::DvsOperationBulkFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsOperationBulkFault(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsOperationBulkFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsOperationBulkFaultFaultOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DvsOperationBulkFaultFaultOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1092,15 +1092,15 @@ impl x::ObjectType for DvsOperationBulkFaultFaultOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsOperationBulkFaultFaultOnHost(v) => Some(v), _ => None, }
+        match object { Object::DvsOperationBulkFaultFaultOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsOperationBulkFaultFaultOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsOperationBulkFaultFaultOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsOutOfSyncHostArgument {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsOutOfSyncHostArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1108,15 +1108,15 @@ impl x::ObjectType for DvsOutOfSyncHostArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsOutOfSyncHostArgument(v) => Some(v), _ => None, }
+        match object { Object::DvsOutOfSyncHostArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsOutOfSyncHostArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsOutOfSyncHostArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortBlockedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortBlockedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1124,15 +1124,15 @@ impl x::ObjectType for DvsPortBlockedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortBlockedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortBlockedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortBlockedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortBlockedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortConnectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortConnectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1140,15 +1140,15 @@ impl x::ObjectType for DvsPortConnectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortConnectedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortConnectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortConnectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortConnectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1156,15 +1156,15 @@ impl x::ObjectType for DvsPortCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortDeletedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortDeletedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1172,15 +1172,15 @@ impl x::ObjectType for DvsPortDeletedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortDeletedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortDeletedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortDeletedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortDeletedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortDisconnectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortDisconnectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1188,15 +1188,15 @@ impl x::ObjectType for DvsPortDisconnectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortDisconnectedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortDisconnectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortDisconnectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortDisconnectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortEnteredPassthruEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortEnteredPassthruEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1204,15 +1204,15 @@ impl x::ObjectType for DvsPortEnteredPassthruEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortEnteredPassthruEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortEnteredPassthruEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortEnteredPassthruEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortEnteredPassthruEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortExitedPassthruEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortExitedPassthruEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1220,15 +1220,15 @@ impl x::ObjectType for DvsPortExitedPassthruEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortExitedPassthruEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortExitedPassthruEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortExitedPassthruEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortExitedPassthruEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortJoinPortgroupEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortJoinPortgroupEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1236,15 +1236,15 @@ impl x::ObjectType for DvsPortJoinPortgroupEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortJoinPortgroupEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortJoinPortgroupEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortJoinPortgroupEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortJoinPortgroupEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortLeavePortgroupEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortLeavePortgroupEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1252,15 +1252,15 @@ impl x::ObjectType for DvsPortLeavePortgroupEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortLeavePortgroupEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortLeavePortgroupEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortLeavePortgroupEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortLeavePortgroupEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortLinkDownEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortLinkDownEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1268,15 +1268,15 @@ impl x::ObjectType for DvsPortLinkDownEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortLinkDownEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortLinkDownEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortLinkDownEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortLinkDownEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortLinkUpEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortLinkUpEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1284,15 +1284,15 @@ impl x::ObjectType for DvsPortLinkUpEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortLinkUpEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortLinkUpEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortLinkUpEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortLinkUpEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortReconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortReconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1300,15 +1300,15 @@ impl x::ObjectType for DvsPortReconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortReconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortReconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortRuntimeChangeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortRuntimeChangeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1316,15 +1316,15 @@ impl x::ObjectType for DvsPortRuntimeChangeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortRuntimeChangeEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortRuntimeChangeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortRuntimeChangeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortRuntimeChangeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortUnblockedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortUnblockedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1332,15 +1332,15 @@ impl x::ObjectType for DvsPortUnblockedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortUnblockedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortUnblockedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortUnblockedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortUnblockedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsPortVendorSpecificStateChangeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsPortVendorSpecificStateChangeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1348,11 +1348,11 @@ impl x::ObjectType for DvsPortVendorSpecificStateChangeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPortVendorSpecificStateChangeEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsPortVendorSpecificStateChangeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPortVendorSpecificStateChangeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPortVendorSpecificStateChangeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1364,11 +1364,11 @@ impl x::ObjectType for DvsProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsProfile(v) => Some(v), _ => None, }
+        match object { Object::DvsProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1380,11 +1380,11 @@ impl x::ObjectType for DvsPuntNetworkRuleAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsPuntNetworkRuleAction(v) => Some(v), _ => None, }
+        match object { Object::DvsPuntNetworkRuleAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsPuntNetworkRuleAction(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsPuntNetworkRuleAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1396,15 +1396,15 @@ impl x::ObjectType for DvsRateLimitNetworkRuleAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsRateLimitNetworkRuleAction(v) => Some(v), _ => None, }
+        match object { Object::DvsRateLimitNetworkRuleAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsRateLimitNetworkRuleAction(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsRateLimitNetworkRuleAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsReconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsReconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1412,15 +1412,15 @@ impl x::ObjectType for DvsReconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsReconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsReconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsRenamedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsRenamedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1428,11 +1428,11 @@ impl x::ObjectType for DvsRenamedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsRenamedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsRenamedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsRenamedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsRenamedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1444,15 +1444,15 @@ impl x::ObjectType for DvsResourceRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsResourceRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::DvsResourceRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsResourceRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsResourceRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsRestoreEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsRestoreEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1460,15 +1460,15 @@ impl x::ObjectType for DvsRestoreEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsRestoreEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsRestoreEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsRestoreEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsRestoreEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsScopeViolated {
+#[cfg(feature = "all-faults")] impl x::ObjectType for DvsScopeViolated {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1476,11 +1476,11 @@ impl x::ObjectType for DvsScopeViolated {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsScopeViolated(v) => Some(v), _ => None, }
+        match object { Object::DvsScopeViolated(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsScopeViolated(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsScopeViolated(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1492,11 +1492,11 @@ impl x::ObjectType for DvsServiceConsoleVNicProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsServiceConsoleVNicProfile(v) => Some(v), _ => None, }
+        match object { Object::DvsServiceConsoleVNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsServiceConsoleVNicProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsServiceConsoleVNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1508,11 +1508,11 @@ impl x::ObjectType for DvsSingleIpPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsSingleIpPort(v) => Some(v), _ => None, }
+        match object { Object::DvsSingleIpPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsSingleIpPort(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsSingleIpPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1524,11 +1524,11 @@ impl x::ObjectType for DvsSystemTrafficNetworkRuleQualifier {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsSystemTrafficNetworkRuleQualifier(v) => Some(v), _ => None, }
+        match object { Object::DvsSystemTrafficNetworkRuleQualifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsSystemTrafficNetworkRuleQualifier(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsSystemTrafficNetworkRuleQualifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1540,11 +1540,11 @@ impl x::ObjectType for DvsTrafficFilterConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsTrafficFilterConfig(v) => Some(v), _ => None, }
+        match object { Object::DvsTrafficFilterConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsTrafficFilterConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsTrafficFilterConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1556,11 +1556,11 @@ impl x::ObjectType for DvsTrafficFilterConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsTrafficFilterConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::DvsTrafficFilterConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsTrafficFilterConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsTrafficFilterConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1572,11 +1572,11 @@ impl x::ObjectType for DvsTrafficRule {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsTrafficRule(v) => Some(v), _ => None, }
+        match object { Object::DvsTrafficRule(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsTrafficRule(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsTrafficRule(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1588,11 +1588,11 @@ impl x::ObjectType for DvsTrafficRuleset {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsTrafficRuleset(v) => Some(v), _ => None, }
+        match object { Object::DvsTrafficRuleset(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsTrafficRuleset(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsTrafficRuleset(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1604,15 +1604,15 @@ impl x::ObjectType for DvsUpdateTagNetworkRuleAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsUpdateTagNetworkRuleAction(v) => Some(v), _ => None, }
+        match object { Object::DvsUpdateTagNetworkRuleAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsUpdateTagNetworkRuleAction(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsUpdateTagNetworkRuleAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsUpgradeAvailableEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsUpgradeAvailableEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1620,15 +1620,15 @@ impl x::ObjectType for DvsUpgradeAvailableEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsUpgradeAvailableEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsUpgradeAvailableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsUpgradeAvailableEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsUpgradeAvailableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsUpgradeInProgressEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsUpgradeInProgressEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1636,15 +1636,15 @@ impl x::ObjectType for DvsUpgradeInProgressEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsUpgradeInProgressEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsUpgradeInProgressEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsUpgradeInProgressEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsUpgradeInProgressEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsUpgradeRejectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsUpgradeRejectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1652,15 +1652,15 @@ impl x::ObjectType for DvsUpgradeRejectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsUpgradeRejectedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsUpgradeRejectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsUpgradeRejectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsUpgradeRejectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for DvsUpgradedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for DvsUpgradedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1668,11 +1668,11 @@ impl x::ObjectType for DvsUpgradedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsUpgradedEvent(v) => Some(v), _ => None, }
+        match object { Object::DvsUpgradedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsUpgradedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsUpgradedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1684,11 +1684,11 @@ impl x::ObjectType for DvsVNicProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsVNicProfile(v) => Some(v), _ => None, }
+        match object { Object::DvsVNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsVNicProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsVNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1700,11 +1700,11 @@ impl x::ObjectType for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1716,11 +1716,11 @@ impl x::ObjectType for DvsVmVnicResourceAllocation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsVmVnicResourceAllocation(v) => Some(v), _ => None, }
+        match object { Object::DvsVmVnicResourceAllocation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsVmVnicResourceAllocation(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsVmVnicResourceAllocation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1732,11 +1732,11 @@ impl x::ObjectType for DvsVmVnicResourcePoolConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsVmVnicResourcePoolConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::DvsVmVnicResourcePoolConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsVmVnicResourcePoolConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsVmVnicResourcePoolConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1748,11 +1748,11 @@ impl x::ObjectType for DvsVnicAllocatedResource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DvsVnicAllocatedResource(v) => Some(v), _ => None, }
+        match object { Object::DvsVnicAllocatedResource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DvsVnicAllocatedResource(v) => Ok(v), other => Err(other), }
+        match object { Object::DvsVnicAllocatedResource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1764,11 +1764,11 @@ impl x::ObjectType for DynamicArray {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DynamicArray(v) => Some(v), _ => None, }
+        match object { Object::DynamicArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DynamicArray(v) => Ok(v), other => Err(other), }
+        match object { Object::DynamicArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1780,11 +1780,11 @@ impl x::ObjectType for DynamicData {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DynamicData(v) => Some(v), _ => None, }
+        match object { Object::DynamicData(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DynamicData(v) => Ok(v), other => Err(other), }
+        match object { Object::DynamicData(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1796,10 +1796,10 @@ impl x::ObjectType for DynamicProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::DynamicProperty(v) => Some(v), _ => None, }
+        match object { Object::DynamicProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::DynamicProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::DynamicProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -352,29 +352,29 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    EVCAdmissionFailed(Box<EVCAdmissionFailed>),
-    EVCAdmissionFailedCPUFeaturesForMode(Box<EVCAdmissionFailedCPUFeaturesForMode>),
-    EVCAdmissionFailedCPUModel(Box<EVCAdmissionFailedCPUModel>),
-    EVCAdmissionFailedCPUModelForMode(Box<EVCAdmissionFailedCPUModelForMode>),
-    EVCAdmissionFailedCPUVendor(Box<EVCAdmissionFailedCPUVendor>),
-    EVCAdmissionFailedCPUVendorUnknown(Box<EVCAdmissionFailedCPUVendorUnknown>),
-    EVCAdmissionFailedHostDisconnected(Box<EVCAdmissionFailedHostDisconnected>),
-    EVCAdmissionFailedHostSoftware(Box<EVCAdmissionFailedHostSoftware>),
-    EVCAdmissionFailedHostSoftwareForMode(Box<EVCAdmissionFailedHostSoftwareForMode>),
-    EVCAdmissionFailedVmActive(Box<EVCAdmissionFailedVmActive>),
-    EVCConfigFault(Box<EVCConfigFault>),
+    #[cfg(feature = "all-faults")] EVCAdmissionFailed(Box<EVCAdmissionFailed>),
+    #[cfg(feature = "all-faults")] EVCAdmissionFailedCPUFeaturesForMode(Box<EVCAdmissionFailedCPUFeaturesForMode>),
+    #[cfg(feature = "all-faults")] EVCAdmissionFailedCPUModel(Box<EVCAdmissionFailedCPUModel>),
+    #[cfg(feature = "all-faults")] EVCAdmissionFailedCPUModelForMode(Box<EVCAdmissionFailedCPUModelForMode>),
+    #[cfg(feature = "all-faults")] EVCAdmissionFailedCPUVendor(Box<EVCAdmissionFailedCPUVendor>),
+    #[cfg(feature = "all-faults")] EVCAdmissionFailedCPUVendorUnknown(Box<EVCAdmissionFailedCPUVendorUnknown>),
+    #[cfg(feature = "all-faults")] EVCAdmissionFailedHostDisconnected(Box<EVCAdmissionFailedHostDisconnected>),
+    #[cfg(feature = "all-faults")] EVCAdmissionFailedHostSoftware(Box<EVCAdmissionFailedHostSoftware>),
+    #[cfg(feature = "all-faults")] EVCAdmissionFailedHostSoftwareForMode(Box<EVCAdmissionFailedHostSoftwareForMode>),
+    #[cfg(feature = "all-faults")] EVCAdmissionFailedVmActive(Box<EVCAdmissionFailedVmActive>),
+    #[cfg(feature = "all-faults")] EVCConfigFault(Box<EVCConfigFault>),
     EVCMode(Box<EVCMode>),
-    EVCModeIllegalByVendor(Box<EVCModeIllegalByVendor>),
-    EVCModeUnsupportedByHosts(Box<EVCModeUnsupportedByHosts>),
-    EVCUnsupportedByHostHardware(Box<EVCUnsupportedByHostHardware>),
-    EVCUnsupportedByHostSoftware(Box<EVCUnsupportedByHostSoftware>),
-    EightHostLimitViolated(Box<EightHostLimitViolated>),
+    #[cfg(feature = "all-faults")] EVCModeIllegalByVendor(Box<EVCModeIllegalByVendor>),
+    #[cfg(feature = "all-faults")] EVCModeUnsupportedByHosts(Box<EVCModeUnsupportedByHosts>),
+    #[cfg(feature = "all-faults")] EVCUnsupportedByHostHardware(Box<EVCUnsupportedByHostHardware>),
+    #[cfg(feature = "all-faults")] EVCUnsupportedByHostSoftware(Box<EVCUnsupportedByHostSoftware>),
+    #[cfg(feature = "all-faults")] EightHostLimitViolated(Box<EightHostLimitViolated>),
     ElementDescription(Box<ElementDescription>),
-    EncryptionKeyRequired(Box<EncryptionKeyRequired>),
-    EnteredMaintenanceModeEvent(Box<EnteredMaintenanceModeEvent>),
-    EnteredStandbyModeEvent(Box<EnteredStandbyModeEvent>),
-    EnteringMaintenanceModeEvent(Box<EnteringMaintenanceModeEvent>),
-    EnteringStandbyModeEvent(Box<EnteringStandbyModeEvent>),
+    #[cfg(feature = "all-faults")] EncryptionKeyRequired(Box<EncryptionKeyRequired>),
+    #[cfg(feature = "all-events")] EnteredMaintenanceModeEvent(Box<EnteredMaintenanceModeEvent>),
+    #[cfg(feature = "all-events")] EnteredStandbyModeEvent(Box<EnteredStandbyModeEvent>),
+    #[cfg(feature = "all-events")] EnteringMaintenanceModeEvent(Box<EnteringMaintenanceModeEvent>),
+    #[cfg(feature = "all-events")] EnteringStandbyModeEvent(Box<EnteringStandbyModeEvent>),
     EntityBackup(Box<EntityBackup>),
     EntityBackupConfig(Box<EntityBackupConfig>),
     EntityEventArgument(Box<EntityEventArgument>),
@@ -383,7 +383,7 @@ pub enum Object {
     EntityType(Box<EntityType>),
     EnumDescription(Box<EnumDescription>),
     EnvironmentBrowserConfigOptionQuerySpec(Box<EnvironmentBrowserConfigOptionQuerySpec>),
-    ErrorUpgradeEvent(Box<ErrorUpgradeEvent>),
+    #[cfg(feature = "all-events")] ErrorUpgradeEvent(Box<ErrorUpgradeEvent>),
     EvaluationLicenseSource(Box<EvaluationLicenseSource>),
     Event(Box<Event>),
     EventAlarmExpression(Box<EventAlarmExpression>),
@@ -395,7 +395,7 @@ pub enum Object {
     EventDescription(Box<EventDescription>),
     EventDescriptionEventDetail(Box<EventDescriptionEventDetail>),
     EventEventSeverity(Box<EventEventSeverity>),
-    EventEx(Box<EventEx>),
+    #[cfg(feature = "all-events")] EventEx(Box<EventEx>),
     EventFilterSpec(Box<EventFilterSpec>),
     EventFilterSpecByEntity(Box<EventFilterSpecByEntity>),
     EventFilterSpecByTime(Box<EventFilterSpecByTime>),
@@ -403,13 +403,13 @@ pub enum Object {
     EventFilterSpecRecursionOption(Box<EventFilterSpecRecursionOption>),
     EventManagerEventViewSpec(Box<EventManagerEventViewSpec>),
     EventManagerViewByStartId(Box<EventManagerViewByStartId>),
-    ExitMaintenanceModeEvent(Box<ExitMaintenanceModeEvent>),
-    ExitStandbyModeFailedEvent(Box<ExitStandbyModeFailedEvent>),
-    ExitedStandbyModeEvent(Box<ExitedStandbyModeEvent>),
-    ExitingStandbyModeEvent(Box<ExitingStandbyModeEvent>),
-    ExpiredAddonLicense(Box<ExpiredAddonLicense>),
-    ExpiredEditionLicense(Box<ExpiredEditionLicense>),
-    ExpiredFeatureLicense(Box<ExpiredFeatureLicense>),
+    #[cfg(feature = "all-events")] ExitMaintenanceModeEvent(Box<ExitMaintenanceModeEvent>),
+    #[cfg(feature = "all-events")] ExitStandbyModeFailedEvent(Box<ExitStandbyModeFailedEvent>),
+    #[cfg(feature = "all-events")] ExitedStandbyModeEvent(Box<ExitedStandbyModeEvent>),
+    #[cfg(feature = "all-events")] ExitingStandbyModeEvent(Box<ExitingStandbyModeEvent>),
+    #[cfg(feature = "all-faults")] ExpiredAddonLicense(Box<ExpiredAddonLicense>),
+    #[cfg(feature = "all-faults")] ExpiredEditionLicense(Box<ExpiredEditionLicense>),
+    #[cfg(feature = "all-faults")] ExpiredFeatureLicense(Box<ExpiredFeatureLicense>),
     ExtExtendedProductInfo(Box<ExtExtendedProductInfo>),
     ExtManagedEntityInfo(Box<ExtManagedEntityInfo>),
     ExtSolutionManagerInfo(Box<ExtSolutionManagerInfo>),
@@ -430,29 +430,29 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailed(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUFeaturesForMode(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUModel(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUModelForMode(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUVendor(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUVendorUnknown(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedHostDisconnected(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedHostSoftware(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedHostSoftwareForMode(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedVmActive(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCConfigFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUFeaturesForMode(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUModel(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUModelForMode(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUVendor(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedCPUVendorUnknown(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedHostDisconnected(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedHostSoftware(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedHostSoftwareForMode(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCAdmissionFailedVmActive(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCConfigFault(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCMode(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCModeIllegalByVendor(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCModeUnsupportedByHosts(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCUnsupportedByHostHardware(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCUnsupportedByHostSoftware(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EightHostLimitViolated(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCModeIllegalByVendor(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCModeUnsupportedByHosts(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCUnsupportedByHostHardware(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EVCUnsupportedByHostSoftware(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EightHostLimitViolated(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ElementDescription(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EncryptionKeyRequired(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteredMaintenanceModeEvent(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteredStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteringMaintenanceModeEvent(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteringStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EncryptionKeyRequired(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteredMaintenanceModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteredStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteringMaintenanceModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnteringStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityBackup(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityBackupConfig(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityEventArgument(v), Err(e) => return Some(Err(e)) },
@@ -461,7 +461,7 @@ fn decode(
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityType(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnumDescription(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnvironmentBrowserConfigOptionQuerySpec(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ErrorUpgradeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ErrorUpgradeEvent(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EvaluationLicenseSource(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Event(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventAlarmExpression(v), Err(e) => return Some(Err(e)) },
@@ -473,7 +473,7 @@ fn decode(
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventDescription(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventDescriptionEventDetail(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventEventSeverity(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventEx(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventEx(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventFilterSpec(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventFilterSpecByEntity(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventFilterSpecByTime(v), Err(e) => return Some(Err(e)) },
@@ -481,13 +481,13 @@ fn decode(
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventFilterSpecRecursionOption(v), Err(e) => return Some(Err(e)) },
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventManagerEventViewSpec(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EventManagerViewByStartId(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitMaintenanceModeEvent(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitStandbyModeFailedEvent(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitedStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitingStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredAddonLicense(v), Err(e) => return Some(Err(e)) },
-        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredEditionLicense(v), Err(e) => return Some(Err(e)) },
-        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredFeatureLicense(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitMaintenanceModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitStandbyModeFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitedStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExitingStandbyModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredAddonLicense(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredEditionLicense(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredFeatureLicense(v), Err(e) => return Some(Err(e)) },
         90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtExtendedProductInfo(v), Err(e) => return Some(Err(e)) },
         91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtManagedEntityInfo(v), Err(e) => return Some(Err(e)) },
         92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtSolutionManagerInfo(v), Err(e) => return Some(Err(e)) },
@@ -502,29 +502,29 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::EVCAdmissionFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCAdmissionFailedCPUFeaturesForMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCAdmissionFailedCPUModel(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCAdmissionFailedCPUModelForMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCAdmissionFailedCPUVendor(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCAdmissionFailedCPUVendorUnknown(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCAdmissionFailedHostDisconnected(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCAdmissionFailedHostSoftware(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCAdmissionFailedHostSoftwareForMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCAdmissionFailedVmActive(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUFeaturesForMode(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModel(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModelForMode(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendor(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendorUnknown(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostDisconnected(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftware(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftwareForMode(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedVmActive(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EVCMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCModeIllegalByVendor(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCModeUnsupportedByHosts(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCUnsupportedByHostHardware(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EVCUnsupportedByHostSoftware(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EightHostLimitViolated(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCModeIllegalByVendor(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCModeUnsupportedByHosts(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostHardware(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostSoftware(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EightHostLimitViolated(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ElementDescription(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EncryptionKeyRequired(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EnteredMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EnteredStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EnteringMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EnteringStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::EncryptionKeyRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::EnteredMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::EnteredStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::EnteringMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::EnteringStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EntityBackup(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EntityBackupConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EntityEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
@@ -533,7 +533,7 @@ impl std::fmt::Debug for Object {
             Object::EntityType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EnumDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EnvironmentBrowserConfigOptionQuerySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ErrorUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ErrorUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EvaluationLicenseSource(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Event(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EventAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
@@ -545,7 +545,7 @@ impl std::fmt::Debug for Object {
             Object::EventDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EventDescriptionEventDetail(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EventEventSeverity(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EventEx(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::EventEx(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EventFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EventFilterSpecByEntity(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EventFilterSpecByTime(v) => std::fmt::Debug::fmt(&**v, f),
@@ -553,13 +553,13 @@ impl std::fmt::Debug for Object {
             Object::EventFilterSpecRecursionOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EventManagerEventViewSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EventManagerViewByStartId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExitMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExitStandbyModeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExitedStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExitingStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExpiredAddonLicense(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExpiredEditionLicense(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExpiredFeatureLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ExitMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ExitStandbyModeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ExitedStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ExitingStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ExpiredAddonLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ExpiredEditionLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ExpiredFeatureLicense(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ExtExtendedProductInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ExtManagedEntityInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ExtSolutionManagerInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -573,29 +573,29 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::EVCAdmissionFailed(a), Object::EVCAdmissionFailed(b)) => **a == **b,
-            (Object::EVCAdmissionFailedCPUFeaturesForMode(a), Object::EVCAdmissionFailedCPUFeaturesForMode(b)) => **a == **b,
-            (Object::EVCAdmissionFailedCPUModel(a), Object::EVCAdmissionFailedCPUModel(b)) => **a == **b,
-            (Object::EVCAdmissionFailedCPUModelForMode(a), Object::EVCAdmissionFailedCPUModelForMode(b)) => **a == **b,
-            (Object::EVCAdmissionFailedCPUVendor(a), Object::EVCAdmissionFailedCPUVendor(b)) => **a == **b,
-            (Object::EVCAdmissionFailedCPUVendorUnknown(a), Object::EVCAdmissionFailedCPUVendorUnknown(b)) => **a == **b,
-            (Object::EVCAdmissionFailedHostDisconnected(a), Object::EVCAdmissionFailedHostDisconnected(b)) => **a == **b,
-            (Object::EVCAdmissionFailedHostSoftware(a), Object::EVCAdmissionFailedHostSoftware(b)) => **a == **b,
-            (Object::EVCAdmissionFailedHostSoftwareForMode(a), Object::EVCAdmissionFailedHostSoftwareForMode(b)) => **a == **b,
-            (Object::EVCAdmissionFailedVmActive(a), Object::EVCAdmissionFailedVmActive(b)) => **a == **b,
-            (Object::EVCConfigFault(a), Object::EVCConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCAdmissionFailed(a), Object::EVCAdmissionFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCAdmissionFailedCPUFeaturesForMode(a), Object::EVCAdmissionFailedCPUFeaturesForMode(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCAdmissionFailedCPUModel(a), Object::EVCAdmissionFailedCPUModel(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCAdmissionFailedCPUModelForMode(a), Object::EVCAdmissionFailedCPUModelForMode(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCAdmissionFailedCPUVendor(a), Object::EVCAdmissionFailedCPUVendor(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCAdmissionFailedCPUVendorUnknown(a), Object::EVCAdmissionFailedCPUVendorUnknown(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCAdmissionFailedHostDisconnected(a), Object::EVCAdmissionFailedHostDisconnected(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCAdmissionFailedHostSoftware(a), Object::EVCAdmissionFailedHostSoftware(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCAdmissionFailedHostSoftwareForMode(a), Object::EVCAdmissionFailedHostSoftwareForMode(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCAdmissionFailedVmActive(a), Object::EVCAdmissionFailedVmActive(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCConfigFault(a), Object::EVCConfigFault(b)) => **a == **b,
             (Object::EVCMode(a), Object::EVCMode(b)) => **a == **b,
-            (Object::EVCModeIllegalByVendor(a), Object::EVCModeIllegalByVendor(b)) => **a == **b,
-            (Object::EVCModeUnsupportedByHosts(a), Object::EVCModeUnsupportedByHosts(b)) => **a == **b,
-            (Object::EVCUnsupportedByHostHardware(a), Object::EVCUnsupportedByHostHardware(b)) => **a == **b,
-            (Object::EVCUnsupportedByHostSoftware(a), Object::EVCUnsupportedByHostSoftware(b)) => **a == **b,
-            (Object::EightHostLimitViolated(a), Object::EightHostLimitViolated(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCModeIllegalByVendor(a), Object::EVCModeIllegalByVendor(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCModeUnsupportedByHosts(a), Object::EVCModeUnsupportedByHosts(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCUnsupportedByHostHardware(a), Object::EVCUnsupportedByHostHardware(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EVCUnsupportedByHostSoftware(a), Object::EVCUnsupportedByHostSoftware(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EightHostLimitViolated(a), Object::EightHostLimitViolated(b)) => **a == **b,
             (Object::ElementDescription(a), Object::ElementDescription(b)) => **a == **b,
-            (Object::EncryptionKeyRequired(a), Object::EncryptionKeyRequired(b)) => **a == **b,
-            (Object::EnteredMaintenanceModeEvent(a), Object::EnteredMaintenanceModeEvent(b)) => **a == **b,
-            (Object::EnteredStandbyModeEvent(a), Object::EnteredStandbyModeEvent(b)) => **a == **b,
-            (Object::EnteringMaintenanceModeEvent(a), Object::EnteringMaintenanceModeEvent(b)) => **a == **b,
-            (Object::EnteringStandbyModeEvent(a), Object::EnteringStandbyModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::EncryptionKeyRequired(a), Object::EncryptionKeyRequired(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::EnteredMaintenanceModeEvent(a), Object::EnteredMaintenanceModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::EnteredStandbyModeEvent(a), Object::EnteredStandbyModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::EnteringMaintenanceModeEvent(a), Object::EnteringMaintenanceModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::EnteringStandbyModeEvent(a), Object::EnteringStandbyModeEvent(b)) => **a == **b,
             (Object::EntityBackup(a), Object::EntityBackup(b)) => **a == **b,
             (Object::EntityBackupConfig(a), Object::EntityBackupConfig(b)) => **a == **b,
             (Object::EntityEventArgument(a), Object::EntityEventArgument(b)) => **a == **b,
@@ -604,7 +604,7 @@ impl PartialEq for Object {
             (Object::EntityType(a), Object::EntityType(b)) => **a == **b,
             (Object::EnumDescription(a), Object::EnumDescription(b)) => **a == **b,
             (Object::EnvironmentBrowserConfigOptionQuerySpec(a), Object::EnvironmentBrowserConfigOptionQuerySpec(b)) => **a == **b,
-            (Object::ErrorUpgradeEvent(a), Object::ErrorUpgradeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ErrorUpgradeEvent(a), Object::ErrorUpgradeEvent(b)) => **a == **b,
             (Object::EvaluationLicenseSource(a), Object::EvaluationLicenseSource(b)) => **a == **b,
             (Object::Event(a), Object::Event(b)) => **a == **b,
             (Object::EventAlarmExpression(a), Object::EventAlarmExpression(b)) => **a == **b,
@@ -616,7 +616,7 @@ impl PartialEq for Object {
             (Object::EventDescription(a), Object::EventDescription(b)) => **a == **b,
             (Object::EventDescriptionEventDetail(a), Object::EventDescriptionEventDetail(b)) => **a == **b,
             (Object::EventEventSeverity(a), Object::EventEventSeverity(b)) => **a == **b,
-            (Object::EventEx(a), Object::EventEx(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::EventEx(a), Object::EventEx(b)) => **a == **b,
             (Object::EventFilterSpec(a), Object::EventFilterSpec(b)) => **a == **b,
             (Object::EventFilterSpecByEntity(a), Object::EventFilterSpecByEntity(b)) => **a == **b,
             (Object::EventFilterSpecByTime(a), Object::EventFilterSpecByTime(b)) => **a == **b,
@@ -624,20 +624,20 @@ impl PartialEq for Object {
             (Object::EventFilterSpecRecursionOption(a), Object::EventFilterSpecRecursionOption(b)) => **a == **b,
             (Object::EventManagerEventViewSpec(a), Object::EventManagerEventViewSpec(b)) => **a == **b,
             (Object::EventManagerViewByStartId(a), Object::EventManagerViewByStartId(b)) => **a == **b,
-            (Object::ExitMaintenanceModeEvent(a), Object::ExitMaintenanceModeEvent(b)) => **a == **b,
-            (Object::ExitStandbyModeFailedEvent(a), Object::ExitStandbyModeFailedEvent(b)) => **a == **b,
-            (Object::ExitedStandbyModeEvent(a), Object::ExitedStandbyModeEvent(b)) => **a == **b,
-            (Object::ExitingStandbyModeEvent(a), Object::ExitingStandbyModeEvent(b)) => **a == **b,
-            (Object::ExpiredAddonLicense(a), Object::ExpiredAddonLicense(b)) => **a == **b,
-            (Object::ExpiredEditionLicense(a), Object::ExpiredEditionLicense(b)) => **a == **b,
-            (Object::ExpiredFeatureLicense(a), Object::ExpiredFeatureLicense(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ExitMaintenanceModeEvent(a), Object::ExitMaintenanceModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ExitStandbyModeFailedEvent(a), Object::ExitStandbyModeFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ExitedStandbyModeEvent(a), Object::ExitedStandbyModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ExitingStandbyModeEvent(a), Object::ExitingStandbyModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ExpiredAddonLicense(a), Object::ExpiredAddonLicense(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ExpiredEditionLicense(a), Object::ExpiredEditionLicense(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ExpiredFeatureLicense(a), Object::ExpiredFeatureLicense(b)) => **a == **b,
             (Object::ExtExtendedProductInfo(a), Object::ExtExtendedProductInfo(b)) => **a == **b,
             (Object::ExtManagedEntityInfo(a), Object::ExtManagedEntityInfo(b)) => **a == **b,
             (Object::ExtSolutionManagerInfo(a), Object::ExtSolutionManagerInfo(b)) => **a == **b,
             (Object::ExtSolutionManagerInfoTabInfo(a), Object::ExtSolutionManagerInfoTabInfo(b)) => **a == **b,
             (Object::ExtendedDescription(a), Object::ExtendedDescription(b)) => **a == **b,
             (Object::ExtendedElementDescription(a), Object::ExtendedElementDescription(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -645,29 +645,29 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::EVCAdmissionFailed(v) => Object::EVCAdmissionFailed(Box::new((**v).clone())),
-            Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Object::EVCAdmissionFailedCPUFeaturesForMode(Box::new((**v).clone())),
-            Object::EVCAdmissionFailedCPUModel(v) => Object::EVCAdmissionFailedCPUModel(Box::new((**v).clone())),
-            Object::EVCAdmissionFailedCPUModelForMode(v) => Object::EVCAdmissionFailedCPUModelForMode(Box::new((**v).clone())),
-            Object::EVCAdmissionFailedCPUVendor(v) => Object::EVCAdmissionFailedCPUVendor(Box::new((**v).clone())),
-            Object::EVCAdmissionFailedCPUVendorUnknown(v) => Object::EVCAdmissionFailedCPUVendorUnknown(Box::new((**v).clone())),
-            Object::EVCAdmissionFailedHostDisconnected(v) => Object::EVCAdmissionFailedHostDisconnected(Box::new((**v).clone())),
-            Object::EVCAdmissionFailedHostSoftware(v) => Object::EVCAdmissionFailedHostSoftware(Box::new((**v).clone())),
-            Object::EVCAdmissionFailedHostSoftwareForMode(v) => Object::EVCAdmissionFailedHostSoftwareForMode(Box::new((**v).clone())),
-            Object::EVCAdmissionFailedVmActive(v) => Object::EVCAdmissionFailedVmActive(Box::new((**v).clone())),
-            Object::EVCConfigFault(v) => Object::EVCConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailed(v) => Object::EVCAdmissionFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Object::EVCAdmissionFailedCPUFeaturesForMode(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModel(v) => Object::EVCAdmissionFailedCPUModel(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModelForMode(v) => Object::EVCAdmissionFailedCPUModelForMode(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendor(v) => Object::EVCAdmissionFailedCPUVendor(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendorUnknown(v) => Object::EVCAdmissionFailedCPUVendorUnknown(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostDisconnected(v) => Object::EVCAdmissionFailedHostDisconnected(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftware(v) => Object::EVCAdmissionFailedHostSoftware(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftwareForMode(v) => Object::EVCAdmissionFailedHostSoftwareForMode(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedVmActive(v) => Object::EVCAdmissionFailedVmActive(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCConfigFault(v) => Object::EVCConfigFault(Box::new((**v).clone())),
             Object::EVCMode(v) => Object::EVCMode(Box::new((**v).clone())),
-            Object::EVCModeIllegalByVendor(v) => Object::EVCModeIllegalByVendor(Box::new((**v).clone())),
-            Object::EVCModeUnsupportedByHosts(v) => Object::EVCModeUnsupportedByHosts(Box::new((**v).clone())),
-            Object::EVCUnsupportedByHostHardware(v) => Object::EVCUnsupportedByHostHardware(Box::new((**v).clone())),
-            Object::EVCUnsupportedByHostSoftware(v) => Object::EVCUnsupportedByHostSoftware(Box::new((**v).clone())),
-            Object::EightHostLimitViolated(v) => Object::EightHostLimitViolated(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCModeIllegalByVendor(v) => Object::EVCModeIllegalByVendor(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCModeUnsupportedByHosts(v) => Object::EVCModeUnsupportedByHosts(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostHardware(v) => Object::EVCUnsupportedByHostHardware(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostSoftware(v) => Object::EVCUnsupportedByHostSoftware(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EightHostLimitViolated(v) => Object::EightHostLimitViolated(Box::new((**v).clone())),
             Object::ElementDescription(v) => Object::ElementDescription(Box::new((**v).clone())),
-            Object::EncryptionKeyRequired(v) => Object::EncryptionKeyRequired(Box::new((**v).clone())),
-            Object::EnteredMaintenanceModeEvent(v) => Object::EnteredMaintenanceModeEvent(Box::new((**v).clone())),
-            Object::EnteredStandbyModeEvent(v) => Object::EnteredStandbyModeEvent(Box::new((**v).clone())),
-            Object::EnteringMaintenanceModeEvent(v) => Object::EnteringMaintenanceModeEvent(Box::new((**v).clone())),
-            Object::EnteringStandbyModeEvent(v) => Object::EnteringStandbyModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::EncryptionKeyRequired(v) => Object::EncryptionKeyRequired(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::EnteredMaintenanceModeEvent(v) => Object::EnteredMaintenanceModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::EnteredStandbyModeEvent(v) => Object::EnteredStandbyModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::EnteringMaintenanceModeEvent(v) => Object::EnteringMaintenanceModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::EnteringStandbyModeEvent(v) => Object::EnteringStandbyModeEvent(Box::new((**v).clone())),
             Object::EntityBackup(v) => Object::EntityBackup(Box::new((**v).clone())),
             Object::EntityBackupConfig(v) => Object::EntityBackupConfig(Box::new((**v).clone())),
             Object::EntityEventArgument(v) => Object::EntityEventArgument(Box::new((**v).clone())),
@@ -676,7 +676,7 @@ impl Clone for Object {
             Object::EntityType(v) => Object::EntityType(Box::new((**v).clone())),
             Object::EnumDescription(v) => Object::EnumDescription(Box::new((**v).clone())),
             Object::EnvironmentBrowserConfigOptionQuerySpec(v) => Object::EnvironmentBrowserConfigOptionQuerySpec(Box::new((**v).clone())),
-            Object::ErrorUpgradeEvent(v) => Object::ErrorUpgradeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ErrorUpgradeEvent(v) => Object::ErrorUpgradeEvent(Box::new((**v).clone())),
             Object::EvaluationLicenseSource(v) => Object::EvaluationLicenseSource(Box::new((**v).clone())),
             Object::Event(v) => Object::Event(Box::new((**v).clone())),
             Object::EventAlarmExpression(v) => Object::EventAlarmExpression(Box::new((**v).clone())),
@@ -688,7 +688,7 @@ impl Clone for Object {
             Object::EventDescription(v) => Object::EventDescription(Box::new((**v).clone())),
             Object::EventDescriptionEventDetail(v) => Object::EventDescriptionEventDetail(Box::new((**v).clone())),
             Object::EventEventSeverity(v) => Object::EventEventSeverity(Box::new((**v).clone())),
-            Object::EventEx(v) => Object::EventEx(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::EventEx(v) => Object::EventEx(Box::new((**v).clone())),
             Object::EventFilterSpec(v) => Object::EventFilterSpec(Box::new((**v).clone())),
             Object::EventFilterSpecByEntity(v) => Object::EventFilterSpecByEntity(Box::new((**v).clone())),
             Object::EventFilterSpecByTime(v) => Object::EventFilterSpecByTime(Box::new((**v).clone())),
@@ -696,13 +696,13 @@ impl Clone for Object {
             Object::EventFilterSpecRecursionOption(v) => Object::EventFilterSpecRecursionOption(Box::new((**v).clone())),
             Object::EventManagerEventViewSpec(v) => Object::EventManagerEventViewSpec(Box::new((**v).clone())),
             Object::EventManagerViewByStartId(v) => Object::EventManagerViewByStartId(Box::new((**v).clone())),
-            Object::ExitMaintenanceModeEvent(v) => Object::ExitMaintenanceModeEvent(Box::new((**v).clone())),
-            Object::ExitStandbyModeFailedEvent(v) => Object::ExitStandbyModeFailedEvent(Box::new((**v).clone())),
-            Object::ExitedStandbyModeEvent(v) => Object::ExitedStandbyModeEvent(Box::new((**v).clone())),
-            Object::ExitingStandbyModeEvent(v) => Object::ExitingStandbyModeEvent(Box::new((**v).clone())),
-            Object::ExpiredAddonLicense(v) => Object::ExpiredAddonLicense(Box::new((**v).clone())),
-            Object::ExpiredEditionLicense(v) => Object::ExpiredEditionLicense(Box::new((**v).clone())),
-            Object::ExpiredFeatureLicense(v) => Object::ExpiredFeatureLicense(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ExitMaintenanceModeEvent(v) => Object::ExitMaintenanceModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ExitStandbyModeFailedEvent(v) => Object::ExitStandbyModeFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ExitedStandbyModeEvent(v) => Object::ExitedStandbyModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ExitingStandbyModeEvent(v) => Object::ExitingStandbyModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ExpiredAddonLicense(v) => Object::ExpiredAddonLicense(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ExpiredEditionLicense(v) => Object::ExpiredEditionLicense(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ExpiredFeatureLicense(v) => Object::ExpiredFeatureLicense(Box::new((**v).clone())),
             Object::ExtExtendedProductInfo(v) => Object::ExtExtendedProductInfo(Box::new((**v).clone())),
             Object::ExtManagedEntityInfo(v) => Object::ExtManagedEntityInfo(Box::new((**v).clone())),
             Object::ExtSolutionManagerInfo(v) => Object::ExtSolutionManagerInfo(Box::new((**v).clone())),
@@ -716,29 +716,29 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::EVCAdmissionFailed(_) => "EVCAdmissionFailed",
-            Object::EVCAdmissionFailedCPUFeaturesForMode(_) => "EVCAdmissionFailedCPUFeaturesForMode",
-            Object::EVCAdmissionFailedCPUModel(_) => "EVCAdmissionFailedCPUModel",
-            Object::EVCAdmissionFailedCPUModelForMode(_) => "EVCAdmissionFailedCPUModelForMode",
-            Object::EVCAdmissionFailedCPUVendor(_) => "EVCAdmissionFailedCPUVendor",
-            Object::EVCAdmissionFailedCPUVendorUnknown(_) => "EVCAdmissionFailedCPUVendorUnknown",
-            Object::EVCAdmissionFailedHostDisconnected(_) => "EVCAdmissionFailedHostDisconnected",
-            Object::EVCAdmissionFailedHostSoftware(_) => "EVCAdmissionFailedHostSoftware",
-            Object::EVCAdmissionFailedHostSoftwareForMode(_) => "EVCAdmissionFailedHostSoftwareForMode",
-            Object::EVCAdmissionFailedVmActive(_) => "EVCAdmissionFailedVmActive",
-            Object::EVCConfigFault(_) => "EVCConfigFault",
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailed(_) => "EVCAdmissionFailed",
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUFeaturesForMode(_) => "EVCAdmissionFailedCPUFeaturesForMode",
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModel(_) => "EVCAdmissionFailedCPUModel",
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModelForMode(_) => "EVCAdmissionFailedCPUModelForMode",
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendor(_) => "EVCAdmissionFailedCPUVendor",
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendorUnknown(_) => "EVCAdmissionFailedCPUVendorUnknown",
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostDisconnected(_) => "EVCAdmissionFailedHostDisconnected",
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftware(_) => "EVCAdmissionFailedHostSoftware",
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftwareForMode(_) => "EVCAdmissionFailedHostSoftwareForMode",
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedVmActive(_) => "EVCAdmissionFailedVmActive",
+            #[cfg(feature = "all-faults")] Object::EVCConfigFault(_) => "EVCConfigFault",
             Object::EVCMode(_) => "EVCMode",
-            Object::EVCModeIllegalByVendor(_) => "EVCModeIllegalByVendor",
-            Object::EVCModeUnsupportedByHosts(_) => "EVCModeUnsupportedByHosts",
-            Object::EVCUnsupportedByHostHardware(_) => "EVCUnsupportedByHostHardware",
-            Object::EVCUnsupportedByHostSoftware(_) => "EVCUnsupportedByHostSoftware",
-            Object::EightHostLimitViolated(_) => "EightHostLimitViolated",
+            #[cfg(feature = "all-faults")] Object::EVCModeIllegalByVendor(_) => "EVCModeIllegalByVendor",
+            #[cfg(feature = "all-faults")] Object::EVCModeUnsupportedByHosts(_) => "EVCModeUnsupportedByHosts",
+            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostHardware(_) => "EVCUnsupportedByHostHardware",
+            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostSoftware(_) => "EVCUnsupportedByHostSoftware",
+            #[cfg(feature = "all-faults")] Object::EightHostLimitViolated(_) => "EightHostLimitViolated",
             Object::ElementDescription(_) => "ElementDescription",
-            Object::EncryptionKeyRequired(_) => "EncryptionKeyRequired",
-            Object::EnteredMaintenanceModeEvent(_) => "EnteredMaintenanceModeEvent",
-            Object::EnteredStandbyModeEvent(_) => "EnteredStandbyModeEvent",
-            Object::EnteringMaintenanceModeEvent(_) => "EnteringMaintenanceModeEvent",
-            Object::EnteringStandbyModeEvent(_) => "EnteringStandbyModeEvent",
+            #[cfg(feature = "all-faults")] Object::EncryptionKeyRequired(_) => "EncryptionKeyRequired",
+            #[cfg(feature = "all-events")] Object::EnteredMaintenanceModeEvent(_) => "EnteredMaintenanceModeEvent",
+            #[cfg(feature = "all-events")] Object::EnteredStandbyModeEvent(_) => "EnteredStandbyModeEvent",
+            #[cfg(feature = "all-events")] Object::EnteringMaintenanceModeEvent(_) => "EnteringMaintenanceModeEvent",
+            #[cfg(feature = "all-events")] Object::EnteringStandbyModeEvent(_) => "EnteringStandbyModeEvent",
             Object::EntityBackup(_) => "EntityBackup",
             Object::EntityBackupConfig(_) => "EntityBackupConfig",
             Object::EntityEventArgument(_) => "EntityEventArgument",
@@ -747,7 +747,7 @@ impl x::DataObject for Object {
             Object::EntityType(_) => "EntityType",
             Object::EnumDescription(_) => "EnumDescription",
             Object::EnvironmentBrowserConfigOptionQuerySpec(_) => "EnvironmentBrowserConfigOptionQuerySpec",
-            Object::ErrorUpgradeEvent(_) => "ErrorUpgradeEvent",
+            #[cfg(feature = "all-events")] Object::ErrorUpgradeEvent(_) => "ErrorUpgradeEvent",
             Object::EvaluationLicenseSource(_) => "EvaluationLicenseSource",
             Object::Event(_) => "Event",
             Object::EventAlarmExpression(_) => "EventAlarmExpression",
@@ -759,7 +759,7 @@ impl x::DataObject for Object {
             Object::EventDescription(_) => "EventDescription",
             Object::EventDescriptionEventDetail(_) => "EventDescriptionEventDetail",
             Object::EventEventSeverity(_) => "EventEventSeverity",
-            Object::EventEx(_) => "EventEx",
+            #[cfg(feature = "all-events")] Object::EventEx(_) => "EventEx",
             Object::EventFilterSpec(_) => "EventFilterSpec",
             Object::EventFilterSpecByEntity(_) => "EventFilterSpecByEntity",
             Object::EventFilterSpecByTime(_) => "EventFilterSpecByTime",
@@ -767,13 +767,13 @@ impl x::DataObject for Object {
             Object::EventFilterSpecRecursionOption(_) => "EventFilterSpecRecursionOption",
             Object::EventManagerEventViewSpec(_) => "EventManagerEventViewSpec",
             Object::EventManagerViewByStartId(_) => "EventManagerViewByStartId",
-            Object::ExitMaintenanceModeEvent(_) => "ExitMaintenanceModeEvent",
-            Object::ExitStandbyModeFailedEvent(_) => "ExitStandbyModeFailedEvent",
-            Object::ExitedStandbyModeEvent(_) => "ExitedStandbyModeEvent",
-            Object::ExitingStandbyModeEvent(_) => "ExitingStandbyModeEvent",
-            Object::ExpiredAddonLicense(_) => "ExpiredAddonLicense",
-            Object::ExpiredEditionLicense(_) => "ExpiredEditionLicense",
-            Object::ExpiredFeatureLicense(_) => "ExpiredFeatureLicense",
+            #[cfg(feature = "all-events")] Object::ExitMaintenanceModeEvent(_) => "ExitMaintenanceModeEvent",
+            #[cfg(feature = "all-events")] Object::ExitStandbyModeFailedEvent(_) => "ExitStandbyModeFailedEvent",
+            #[cfg(feature = "all-events")] Object::ExitedStandbyModeEvent(_) => "ExitedStandbyModeEvent",
+            #[cfg(feature = "all-events")] Object::ExitingStandbyModeEvent(_) => "ExitingStandbyModeEvent",
+            #[cfg(feature = "all-faults")] Object::ExpiredAddonLicense(_) => "ExpiredAddonLicense",
+            #[cfg(feature = "all-faults")] Object::ExpiredEditionLicense(_) => "ExpiredEditionLicense",
+            #[cfg(feature = "all-faults")] Object::ExpiredFeatureLicense(_) => "ExpiredFeatureLicense",
             Object::ExtExtendedProductInfo(_) => "ExtExtendedProductInfo",
             Object::ExtManagedEntityInfo(_) => "ExtManagedEntityInfo",
             Object::ExtSolutionManagerInfo(_) => "ExtSolutionManagerInfo",
@@ -799,29 +799,29 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::EVCAdmissionFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCAdmissionFailedCPUFeaturesForMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCAdmissionFailedCPUModel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCAdmissionFailedCPUModelForMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCAdmissionFailedCPUVendor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCAdmissionFailedCPUVendorUnknown(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCAdmissionFailedHostDisconnected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCAdmissionFailedHostSoftware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCAdmissionFailedHostSoftwareForMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCAdmissionFailedVmActive(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUFeaturesForMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModelForMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendorUnknown(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostDisconnected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftwareForMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedVmActive(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EVCMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCModeIllegalByVendor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCModeUnsupportedByHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCUnsupportedByHostHardware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EVCUnsupportedByHostSoftware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EightHostLimitViolated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCModeIllegalByVendor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCModeUnsupportedByHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostHardware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostSoftware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EightHostLimitViolated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ElementDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EncryptionKeyRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EnteredMaintenanceModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EnteredStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EnteringMaintenanceModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EnteringStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::EncryptionKeyRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::EnteredMaintenanceModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::EnteredStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::EnteringMaintenanceModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::EnteringStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EntityBackup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EntityBackupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EntityEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -830,7 +830,7 @@ impl x::DataObject for Object {
             Object::EntityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EnumDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EnvironmentBrowserConfigOptionQuerySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ErrorUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ErrorUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EvaluationLicenseSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Event(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EventAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -842,7 +842,7 @@ impl x::DataObject for Object {
             Object::EventDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EventDescriptionEventDetail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EventEventSeverity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EventEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::EventEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EventFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EventFilterSpecByEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EventFilterSpecByTime(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -850,13 +850,13 @@ impl x::DataObject for Object {
             Object::EventFilterSpecRecursionOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EventManagerEventViewSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EventManagerViewByStartId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExitMaintenanceModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExitStandbyModeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExitedStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExitingStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExpiredAddonLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExpiredEditionLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExpiredFeatureLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ExitMaintenanceModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ExitStandbyModeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ExitedStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ExitingStandbyModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ExpiredAddonLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ExpiredEditionLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ExpiredFeatureLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ExtExtendedProductInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ExtManagedEntityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ExtSolutionManagerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -868,7 +868,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for EVCAdmissionFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCAdmissionFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -876,15 +876,15 @@ impl x::ObjectType for EVCAdmissionFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCAdmissionFailed(v) => Some(v), _ => None, }
+        match object { Object::EVCAdmissionFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCAdmissionFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCAdmissionFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCAdmissionFailedCPUFeaturesForMode {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCAdmissionFailedCPUFeaturesForMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -892,15 +892,15 @@ impl x::ObjectType for EVCAdmissionFailedCPUFeaturesForMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Some(v), _ => None, }
+        match object { Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCAdmissionFailedCPUModel {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCAdmissionFailedCPUModel {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -908,15 +908,15 @@ impl x::ObjectType for EVCAdmissionFailedCPUModel {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCAdmissionFailedCPUModel(v) => Some(v), _ => None, }
+        match object { Object::EVCAdmissionFailedCPUModel(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCAdmissionFailedCPUModel(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCAdmissionFailedCPUModel(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCAdmissionFailedCPUModelForMode {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCAdmissionFailedCPUModelForMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -924,15 +924,15 @@ impl x::ObjectType for EVCAdmissionFailedCPUModelForMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCAdmissionFailedCPUModelForMode(v) => Some(v), _ => None, }
+        match object { Object::EVCAdmissionFailedCPUModelForMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCAdmissionFailedCPUModelForMode(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCAdmissionFailedCPUModelForMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCAdmissionFailedCPUVendor {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCAdmissionFailedCPUVendor {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -940,15 +940,15 @@ impl x::ObjectType for EVCAdmissionFailedCPUVendor {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCAdmissionFailedCPUVendor(v) => Some(v), _ => None, }
+        match object { Object::EVCAdmissionFailedCPUVendor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCAdmissionFailedCPUVendor(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCAdmissionFailedCPUVendor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCAdmissionFailedCPUVendorUnknown {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCAdmissionFailedCPUVendorUnknown {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -956,15 +956,15 @@ impl x::ObjectType for EVCAdmissionFailedCPUVendorUnknown {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCAdmissionFailedCPUVendorUnknown(v) => Some(v), _ => None, }
+        match object { Object::EVCAdmissionFailedCPUVendorUnknown(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCAdmissionFailedCPUVendorUnknown(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCAdmissionFailedCPUVendorUnknown(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCAdmissionFailedHostDisconnected {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCAdmissionFailedHostDisconnected {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -972,15 +972,15 @@ impl x::ObjectType for EVCAdmissionFailedHostDisconnected {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCAdmissionFailedHostDisconnected(v) => Some(v), _ => None, }
+        match object { Object::EVCAdmissionFailedHostDisconnected(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCAdmissionFailedHostDisconnected(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCAdmissionFailedHostDisconnected(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCAdmissionFailedHostSoftware {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCAdmissionFailedHostSoftware {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -988,15 +988,15 @@ impl x::ObjectType for EVCAdmissionFailedHostSoftware {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCAdmissionFailedHostSoftware(v) => Some(v), _ => None, }
+        match object { Object::EVCAdmissionFailedHostSoftware(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCAdmissionFailedHostSoftware(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCAdmissionFailedHostSoftware(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCAdmissionFailedHostSoftwareForMode {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCAdmissionFailedHostSoftwareForMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1004,15 +1004,15 @@ impl x::ObjectType for EVCAdmissionFailedHostSoftwareForMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCAdmissionFailedHostSoftwareForMode(v) => Some(v), _ => None, }
+        match object { Object::EVCAdmissionFailedHostSoftwareForMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCAdmissionFailedHostSoftwareForMode(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCAdmissionFailedHostSoftwareForMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCAdmissionFailedVmActive {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCAdmissionFailedVmActive {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1020,15 +1020,15 @@ impl x::ObjectType for EVCAdmissionFailedVmActive {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCAdmissionFailedVmActive(v) => Some(v), _ => None, }
+        match object { Object::EVCAdmissionFailedVmActive(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCAdmissionFailedVmActive(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCAdmissionFailedVmActive(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCConfigFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCConfigFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1036,11 +1036,11 @@ impl x::ObjectType for EVCConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCConfigFault(v) => Some(v), _ => None, }
+        match object { Object::EVCConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1052,15 +1052,15 @@ impl x::ObjectType for EVCMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCMode(v) => Some(v), _ => None, }
+        match object { Object::EVCMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCMode(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCModeIllegalByVendor {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCModeIllegalByVendor {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1068,15 +1068,15 @@ impl x::ObjectType for EVCModeIllegalByVendor {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCModeIllegalByVendor(v) => Some(v), _ => None, }
+        match object { Object::EVCModeIllegalByVendor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCModeIllegalByVendor(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCModeIllegalByVendor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCModeUnsupportedByHosts {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCModeUnsupportedByHosts {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1084,15 +1084,15 @@ impl x::ObjectType for EVCModeUnsupportedByHosts {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCModeUnsupportedByHosts(v) => Some(v), _ => None, }
+        match object { Object::EVCModeUnsupportedByHosts(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCModeUnsupportedByHosts(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCModeUnsupportedByHosts(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCUnsupportedByHostHardware {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCUnsupportedByHostHardware {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1100,15 +1100,15 @@ impl x::ObjectType for EVCUnsupportedByHostHardware {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCUnsupportedByHostHardware(v) => Some(v), _ => None, }
+        match object { Object::EVCUnsupportedByHostHardware(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCUnsupportedByHostHardware(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCUnsupportedByHostHardware(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EVCUnsupportedByHostSoftware {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EVCUnsupportedByHostSoftware {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1116,15 +1116,15 @@ impl x::ObjectType for EVCUnsupportedByHostSoftware {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EVCUnsupportedByHostSoftware(v) => Some(v), _ => None, }
+        match object { Object::EVCUnsupportedByHostSoftware(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EVCUnsupportedByHostSoftware(v) => Ok(v), other => Err(other), }
+        match object { Object::EVCUnsupportedByHostSoftware(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EightHostLimitViolated {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EightHostLimitViolated {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1132,11 +1132,11 @@ impl x::ObjectType for EightHostLimitViolated {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EightHostLimitViolated(v) => Some(v), _ => None, }
+        match object { Object::EightHostLimitViolated(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EightHostLimitViolated(v) => Ok(v), other => Err(other), }
+        match object { Object::EightHostLimitViolated(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1148,15 +1148,15 @@ impl x::ObjectType for ElementDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ElementDescription(v) => Some(v), _ => None, }
+        match object { Object::ElementDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ElementDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::ElementDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EncryptionKeyRequired {
+#[cfg(feature = "all-faults")] impl x::ObjectType for EncryptionKeyRequired {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1164,15 +1164,15 @@ impl x::ObjectType for EncryptionKeyRequired {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EncryptionKeyRequired(v) => Some(v), _ => None, }
+        match object { Object::EncryptionKeyRequired(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EncryptionKeyRequired(v) => Ok(v), other => Err(other), }
+        match object { Object::EncryptionKeyRequired(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EnteredMaintenanceModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for EnteredMaintenanceModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1180,15 +1180,15 @@ impl x::ObjectType for EnteredMaintenanceModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EnteredMaintenanceModeEvent(v) => Some(v), _ => None, }
+        match object { Object::EnteredMaintenanceModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EnteredMaintenanceModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::EnteredMaintenanceModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EnteredStandbyModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for EnteredStandbyModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1196,15 +1196,15 @@ impl x::ObjectType for EnteredStandbyModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EnteredStandbyModeEvent(v) => Some(v), _ => None, }
+        match object { Object::EnteredStandbyModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EnteredStandbyModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::EnteredStandbyModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EnteringMaintenanceModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for EnteringMaintenanceModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1212,15 +1212,15 @@ impl x::ObjectType for EnteringMaintenanceModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EnteringMaintenanceModeEvent(v) => Some(v), _ => None, }
+        match object { Object::EnteringMaintenanceModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EnteringMaintenanceModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::EnteringMaintenanceModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EnteringStandbyModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for EnteringStandbyModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1228,11 +1228,11 @@ impl x::ObjectType for EnteringStandbyModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EnteringStandbyModeEvent(v) => Some(v), _ => None, }
+        match object { Object::EnteringStandbyModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EnteringStandbyModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::EnteringStandbyModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1244,11 +1244,11 @@ impl x::ObjectType for EntityBackup {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EntityBackup(v) => Some(v), _ => None, }
+        match object { Object::EntityBackup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EntityBackup(v) => Ok(v), other => Err(other), }
+        match object { Object::EntityBackup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1260,11 +1260,11 @@ impl x::ObjectType for EntityBackupConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EntityBackupConfig(v) => Some(v), _ => None, }
+        match object { Object::EntityBackupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EntityBackupConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::EntityBackupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1276,11 +1276,11 @@ impl x::ObjectType for EntityEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EntityEventArgument(v) => Some(v), _ => None, }
+        match object { Object::EntityEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EntityEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::EntityEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1292,11 +1292,11 @@ impl x::ObjectType for EntityImportType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EntityImportType(v) => Some(v), _ => None, }
+        match object { Object::EntityImportType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EntityImportType(v) => Ok(v), other => Err(other), }
+        match object { Object::EntityImportType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1308,11 +1308,11 @@ impl x::ObjectType for EntityPrivilege {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EntityPrivilege(v) => Some(v), _ => None, }
+        match object { Object::EntityPrivilege(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EntityPrivilege(v) => Ok(v), other => Err(other), }
+        match object { Object::EntityPrivilege(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1324,11 +1324,11 @@ impl x::ObjectType for EntityType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EntityType(v) => Some(v), _ => None, }
+        match object { Object::EntityType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EntityType(v) => Ok(v), other => Err(other), }
+        match object { Object::EntityType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1340,11 +1340,11 @@ impl x::ObjectType for EnumDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EnumDescription(v) => Some(v), _ => None, }
+        match object { Object::EnumDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EnumDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::EnumDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1356,15 +1356,15 @@ impl x::ObjectType for EnvironmentBrowserConfigOptionQuerySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EnvironmentBrowserConfigOptionQuerySpec(v) => Some(v), _ => None, }
+        match object { Object::EnvironmentBrowserConfigOptionQuerySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EnvironmentBrowserConfigOptionQuerySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::EnvironmentBrowserConfigOptionQuerySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ErrorUpgradeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ErrorUpgradeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1372,11 +1372,11 @@ impl x::ObjectType for ErrorUpgradeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ErrorUpgradeEvent(v) => Some(v), _ => None, }
+        match object { Object::ErrorUpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ErrorUpgradeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ErrorUpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1388,11 +1388,11 @@ impl x::ObjectType for EvaluationLicenseSource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EvaluationLicenseSource(v) => Some(v), _ => None, }
+        match object { Object::EvaluationLicenseSource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EvaluationLicenseSource(v) => Ok(v), other => Err(other), }
+        match object { Object::EvaluationLicenseSource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1404,11 +1404,11 @@ impl x::ObjectType for Event {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Event(v) => Some(v), _ => None, }
+        match object { Object::Event(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Event(v) => Ok(v), other => Err(other), }
+        match object { Object::Event(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1420,11 +1420,11 @@ impl x::ObjectType for EventAlarmExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventAlarmExpression(v) => Some(v), _ => None, }
+        match object { Object::EventAlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventAlarmExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::EventAlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1436,11 +1436,11 @@ impl x::ObjectType for EventAlarmExpressionComparison {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventAlarmExpressionComparison(v) => Some(v), _ => None, }
+        match object { Object::EventAlarmExpressionComparison(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventAlarmExpressionComparison(v) => Ok(v), other => Err(other), }
+        match object { Object::EventAlarmExpressionComparison(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1452,11 +1452,11 @@ impl x::ObjectType for EventAlarmExpressionComparisonOperator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventAlarmExpressionComparisonOperator(v) => Some(v), _ => None, }
+        match object { Object::EventAlarmExpressionComparisonOperator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventAlarmExpressionComparisonOperator(v) => Ok(v), other => Err(other), }
+        match object { Object::EventAlarmExpressionComparisonOperator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1468,11 +1468,11 @@ impl x::ObjectType for EventArgDesc {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventArgDesc(v) => Some(v), _ => None, }
+        match object { Object::EventArgDesc(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventArgDesc(v) => Ok(v), other => Err(other), }
+        match object { Object::EventArgDesc(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1484,11 +1484,11 @@ impl x::ObjectType for EventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventArgument(v) => Some(v), _ => None, }
+        match object { Object::EventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::EventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1500,11 +1500,11 @@ impl x::ObjectType for EventCategory {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventCategory(v) => Some(v), _ => None, }
+        match object { Object::EventCategory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventCategory(v) => Ok(v), other => Err(other), }
+        match object { Object::EventCategory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1516,11 +1516,11 @@ impl x::ObjectType for EventDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventDescription(v) => Some(v), _ => None, }
+        match object { Object::EventDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::EventDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1532,11 +1532,11 @@ impl x::ObjectType for EventDescriptionEventDetail {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventDescriptionEventDetail(v) => Some(v), _ => None, }
+        match object { Object::EventDescriptionEventDetail(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventDescriptionEventDetail(v) => Ok(v), other => Err(other), }
+        match object { Object::EventDescriptionEventDetail(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1548,15 +1548,15 @@ impl x::ObjectType for EventEventSeverity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventEventSeverity(v) => Some(v), _ => None, }
+        match object { Object::EventEventSeverity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventEventSeverity(v) => Ok(v), other => Err(other), }
+        match object { Object::EventEventSeverity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for EventEx {
+#[cfg(feature = "all-events")] impl x::ObjectType for EventEx {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1564,11 +1564,11 @@ impl x::ObjectType for EventEx {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventEx(v) => Some(v), _ => None, }
+        match object { Object::EventEx(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventEx(v) => Ok(v), other => Err(other), }
+        match object { Object::EventEx(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1580,11 +1580,11 @@ impl x::ObjectType for EventFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::EventFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::EventFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1596,11 +1596,11 @@ impl x::ObjectType for EventFilterSpecByEntity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventFilterSpecByEntity(v) => Some(v), _ => None, }
+        match object { Object::EventFilterSpecByEntity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventFilterSpecByEntity(v) => Ok(v), other => Err(other), }
+        match object { Object::EventFilterSpecByEntity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1612,11 +1612,11 @@ impl x::ObjectType for EventFilterSpecByTime {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventFilterSpecByTime(v) => Some(v), _ => None, }
+        match object { Object::EventFilterSpecByTime(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventFilterSpecByTime(v) => Ok(v), other => Err(other), }
+        match object { Object::EventFilterSpecByTime(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1628,11 +1628,11 @@ impl x::ObjectType for EventFilterSpecByUsername {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventFilterSpecByUsername(v) => Some(v), _ => None, }
+        match object { Object::EventFilterSpecByUsername(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventFilterSpecByUsername(v) => Ok(v), other => Err(other), }
+        match object { Object::EventFilterSpecByUsername(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1644,11 +1644,11 @@ impl x::ObjectType for EventFilterSpecRecursionOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventFilterSpecRecursionOption(v) => Some(v), _ => None, }
+        match object { Object::EventFilterSpecRecursionOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventFilterSpecRecursionOption(v) => Ok(v), other => Err(other), }
+        match object { Object::EventFilterSpecRecursionOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1660,11 +1660,11 @@ impl x::ObjectType for EventManagerEventViewSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventManagerEventViewSpec(v) => Some(v), _ => None, }
+        match object { Object::EventManagerEventViewSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventManagerEventViewSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::EventManagerEventViewSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1676,15 +1676,15 @@ impl x::ObjectType for EventManagerViewByStartId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::EventManagerViewByStartId(v) => Some(v), _ => None, }
+        match object { Object::EventManagerViewByStartId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::EventManagerViewByStartId(v) => Ok(v), other => Err(other), }
+        match object { Object::EventManagerViewByStartId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ExitMaintenanceModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ExitMaintenanceModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1692,15 +1692,15 @@ impl x::ObjectType for ExitMaintenanceModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExitMaintenanceModeEvent(v) => Some(v), _ => None, }
+        match object { Object::ExitMaintenanceModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExitMaintenanceModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ExitMaintenanceModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ExitStandbyModeFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ExitStandbyModeFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1708,15 +1708,15 @@ impl x::ObjectType for ExitStandbyModeFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExitStandbyModeFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::ExitStandbyModeFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExitStandbyModeFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ExitStandbyModeFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ExitedStandbyModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ExitedStandbyModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1724,15 +1724,15 @@ impl x::ObjectType for ExitedStandbyModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExitedStandbyModeEvent(v) => Some(v), _ => None, }
+        match object { Object::ExitedStandbyModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExitedStandbyModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ExitedStandbyModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ExitingStandbyModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ExitingStandbyModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1740,15 +1740,15 @@ impl x::ObjectType for ExitingStandbyModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExitingStandbyModeEvent(v) => Some(v), _ => None, }
+        match object { Object::ExitingStandbyModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExitingStandbyModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ExitingStandbyModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ExpiredAddonLicense {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ExpiredAddonLicense {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1756,15 +1756,15 @@ impl x::ObjectType for ExpiredAddonLicense {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExpiredAddonLicense(v) => Some(v), _ => None, }
+        match object { Object::ExpiredAddonLicense(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExpiredAddonLicense(v) => Ok(v), other => Err(other), }
+        match object { Object::ExpiredAddonLicense(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ExpiredEditionLicense {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ExpiredEditionLicense {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1772,15 +1772,15 @@ impl x::ObjectType for ExpiredEditionLicense {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExpiredEditionLicense(v) => Some(v), _ => None, }
+        match object { Object::ExpiredEditionLicense(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExpiredEditionLicense(v) => Ok(v), other => Err(other), }
+        match object { Object::ExpiredEditionLicense(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ExpiredFeatureLicense {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ExpiredFeatureLicense {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1788,11 +1788,11 @@ impl x::ObjectType for ExpiredFeatureLicense {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExpiredFeatureLicense(v) => Some(v), _ => None, }
+        match object { Object::ExpiredFeatureLicense(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExpiredFeatureLicense(v) => Ok(v), other => Err(other), }
+        match object { Object::ExpiredFeatureLicense(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1804,11 +1804,11 @@ impl x::ObjectType for ExtExtendedProductInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtExtendedProductInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtExtendedProductInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtExtendedProductInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtExtendedProductInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1820,11 +1820,11 @@ impl x::ObjectType for ExtManagedEntityInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtManagedEntityInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtManagedEntityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtManagedEntityInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtManagedEntityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1836,11 +1836,11 @@ impl x::ObjectType for ExtSolutionManagerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtSolutionManagerInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtSolutionManagerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtSolutionManagerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtSolutionManagerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1852,11 +1852,11 @@ impl x::ObjectType for ExtSolutionManagerInfoTabInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtSolutionManagerInfoTabInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtSolutionManagerInfoTabInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtSolutionManagerInfoTabInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtSolutionManagerInfoTabInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1868,11 +1868,11 @@ impl x::ObjectType for ExtendedDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtendedDescription(v) => Some(v), _ => None, }
+        match object { Object::ExtendedDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtendedDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtendedDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1884,10 +1884,10 @@ impl x::ObjectType for ExtendedElementDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtendedElementDescription(v) => Some(v), _ => None, }
+        match object { Object::ExtendedElementDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtendedElementDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtendedElementDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -320,9 +320,9 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ExtendedEvent(Box<ExtendedEvent>),
-    ExtendedEventPair(Box<ExtendedEventPair>),
-    ExtendedFault(Box<ExtendedFault>),
+    #[cfg(feature = "all-events")] ExtendedEvent(Box<ExtendedEvent>),
+    #[cfg(feature = "all-events")] ExtendedEventPair(Box<ExtendedEventPair>),
+    #[cfg(feature = "all-faults")] ExtendedFault(Box<ExtendedFault>),
     Extension(Box<Extension>),
     ExtensionClientInfo(Box<ExtensionClientInfo>),
     ExtensionEventTypeInfo(Box<ExtensionEventTypeInfo>),
@@ -334,56 +334,56 @@ pub enum Object {
     ExtensionResourceInfo(Box<ExtensionResourceInfo>),
     ExtensionServerInfo(Box<ExtensionServerInfo>),
     ExtensionTaskTypeInfo(Box<ExtensionTaskTypeInfo>),
-    FailToEnableSPBM(Box<FailToEnableSPBM>),
-    FailToLockFaultToleranceVMs(Box<FailToLockFaultToleranceVMs>),
-    FailoverLevelRestored(Box<FailoverLevelRestored>),
+    #[cfg(feature = "all-faults")] FailToEnableSPBM(Box<FailToEnableSPBM>),
+    #[cfg(feature = "all-faults")] FailToLockFaultToleranceVMs(Box<FailToLockFaultToleranceVMs>),
+    #[cfg(feature = "all-events")] FailoverLevelRestored(Box<FailoverLevelRestored>),
     FailoverNodeInfo(Box<FailoverNodeInfo>),
     FaultDomainId(Box<FaultDomainId>),
-    FaultToleranceAntiAffinityViolated(Box<FaultToleranceAntiAffinityViolated>),
-    FaultToleranceCannotEditMem(Box<FaultToleranceCannotEditMem>),
+    #[cfg(feature = "all-faults")] FaultToleranceAntiAffinityViolated(Box<FaultToleranceAntiAffinityViolated>),
+    #[cfg(feature = "all-faults")] FaultToleranceCannotEditMem(Box<FaultToleranceCannotEditMem>),
     FaultToleranceConfigInfo(Box<FaultToleranceConfigInfo>),
     FaultToleranceConfigSpec(Box<FaultToleranceConfigSpec>),
-    FaultToleranceCpuIncompatible(Box<FaultToleranceCpuIncompatible>),
+    #[cfg(feature = "all-faults")] FaultToleranceCpuIncompatible(Box<FaultToleranceCpuIncompatible>),
     FaultToleranceDiskSpec(Box<FaultToleranceDiskSpec>),
     FaultToleranceMetaSpec(Box<FaultToleranceMetaSpec>),
-    FaultToleranceNeedsThickDisk(Box<FaultToleranceNeedsThickDisk>),
-    FaultToleranceNotLicensed(Box<FaultToleranceNotLicensed>),
-    FaultToleranceNotSameBuild(Box<FaultToleranceNotSameBuild>),
+    #[cfg(feature = "all-faults")] FaultToleranceNeedsThickDisk(Box<FaultToleranceNeedsThickDisk>),
+    #[cfg(feature = "all-faults")] FaultToleranceNotLicensed(Box<FaultToleranceNotLicensed>),
+    #[cfg(feature = "all-faults")] FaultToleranceNotSameBuild(Box<FaultToleranceNotSameBuild>),
     FaultTolerancePrimaryConfigInfo(Box<FaultTolerancePrimaryConfigInfo>),
-    FaultTolerancePrimaryPowerOnNotAttempted(Box<FaultTolerancePrimaryPowerOnNotAttempted>),
+    #[cfg(feature = "all-faults")] FaultTolerancePrimaryPowerOnNotAttempted(Box<FaultTolerancePrimaryPowerOnNotAttempted>),
     FaultToleranceSecondaryConfigInfo(Box<FaultToleranceSecondaryConfigInfo>),
     FaultToleranceSecondaryOpResult(Box<FaultToleranceSecondaryOpResult>),
     FaultToleranceVMConfigSpec(Box<FaultToleranceVMConfigSpec>),
-    FaultToleranceVmNotDasProtected(Box<FaultToleranceVmNotDasProtected>),
+    #[cfg(feature = "all-faults")] FaultToleranceVmNotDasProtected(Box<FaultToleranceVmNotDasProtected>),
     FaultsByHost(Box<FaultsByHost>),
     FaultsByVM(Box<FaultsByVM>),
     FcoeConfig(Box<FcoeConfig>),
     FcoeConfigFcoeCapabilities(Box<FcoeConfigFcoeCapabilities>),
     FcoeConfigFcoeSpecification(Box<FcoeConfigFcoeSpecification>),
     FcoeConfigVlanRange(Box<FcoeConfigVlanRange>),
-    FcoeFault(Box<FcoeFault>),
-    FcoeFaultPnicHasNoPortSet(Box<FcoeFaultPnicHasNoPortSet>),
+    #[cfg(feature = "all-faults")] FcoeFault(Box<FcoeFault>),
+    #[cfg(feature = "all-faults")] FcoeFaultPnicHasNoPortSet(Box<FcoeFaultPnicHasNoPortSet>),
     FeatureEVCMode(Box<FeatureEVCMode>),
-    FeatureRequirementsNotMet(Box<FeatureRequirementsNotMet>),
+    #[cfg(feature = "all-faults")] FeatureRequirementsNotMet(Box<FeatureRequirementsNotMet>),
     FibreChannelPortType(Box<FibreChannelPortType>),
     FileAlreadyExists(Box<FileAlreadyExists>),
-    FileBackedPortNotSupported(Box<FileBackedPortNotSupported>),
+    #[cfg(feature = "all-faults")] FileBackedPortNotSupported(Box<FileBackedPortNotSupported>),
     FileBackedVirtualDiskSpec(Box<FileBackedVirtualDiskSpec>),
     FileFault(Box<FileFault>),
     FileInfo(Box<FileInfo>),
     FileLockInfo(Box<FileLockInfo>),
     FileLockInfoResult(Box<FileLockInfoResult>),
     FileLocked(Box<FileLocked>),
-    FileNameTooLong(Box<FileNameTooLong>),
+    #[cfg(feature = "all-faults")] FileNameTooLong(Box<FileNameTooLong>),
     FileNotFound(Box<FileNotFound>),
-    FileNotWritable(Box<FileNotWritable>),
+    #[cfg(feature = "all-faults")] FileNotWritable(Box<FileNotWritable>),
     FileQuery(Box<FileQuery>),
     FileQueryFlags(Box<FileQueryFlags>),
     FileSystemMountInfoVStorageSupportStatus(Box<FileSystemMountInfoVStorageSupportStatus>),
-    FileTooLarge(Box<FileTooLarge>),
+    #[cfg(feature = "all-faults")] FileTooLarge(Box<FileTooLarge>),
     FileTransferInformation(Box<FileTransferInformation>),
-    FilesystemQuiesceFault(Box<FilesystemQuiesceFault>),
-    FilterInUse(Box<FilterInUse>),
+    #[cfg(feature = "all-faults")] FilesystemQuiesceFault(Box<FilesystemQuiesceFault>),
+    #[cfg(feature = "all-faults")] FilterInUse(Box<FilterInUse>),
     FirewallProfile(Box<FirewallProfile>),
     FirewallProfileRulesetProfile(Box<FirewallProfileRulesetProfile>),
     FloatOption(Box<FloatOption>),
@@ -402,9 +402,9 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedEvent(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedEventPair(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedEventPair(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedFault(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Extension(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionClientInfo(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionEventTypeInfo(v), Err(e) => return Some(Err(e)) },
@@ -416,56 +416,56 @@ fn decode(
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionResourceInfo(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionServerInfo(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionTaskTypeInfo(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailToEnableSPBM(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailToLockFaultToleranceVMs(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailoverLevelRestored(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailToEnableSPBM(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailToLockFaultToleranceVMs(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailoverLevelRestored(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailoverNodeInfo(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultDomainId(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceAntiAffinityViolated(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceCannotEditMem(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceAntiAffinityViolated(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceCannotEditMem(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceConfigInfo(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceConfigSpec(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceCpuIncompatible(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceCpuIncompatible(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceDiskSpec(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceMetaSpec(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceNeedsThickDisk(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceNotLicensed(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceNotSameBuild(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceNeedsThickDisk(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceNotLicensed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceNotSameBuild(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultTolerancePrimaryConfigInfo(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultTolerancePrimaryPowerOnNotAttempted(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultTolerancePrimaryPowerOnNotAttempted(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceSecondaryConfigInfo(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceSecondaryOpResult(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceVMConfigSpec(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceVmNotDasProtected(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceVmNotDasProtected(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultsByHost(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultsByVM(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeConfig(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeConfigFcoeCapabilities(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeConfigFcoeSpecification(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeConfigVlanRange(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeFault(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeFaultPnicHasNoPortSet(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeFaultPnicHasNoPortSet(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FeatureEVCMode(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FeatureRequirementsNotMet(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FeatureRequirementsNotMet(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FibreChannelPortType(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileAlreadyExists(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileBackedPortNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileBackedPortNotSupported(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileBackedVirtualDiskSpec(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileFault(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileInfo(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileLockInfo(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileLockInfoResult(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileLocked(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileNameTooLong(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileNameTooLong(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileNotFound(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileNotWritable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileNotWritable(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileQuery(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileQueryFlags(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileSystemMountInfoVStorageSupportStatus(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileTooLarge(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileTooLarge(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileTransferInformation(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FilesystemQuiesceFault(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FilterInUse(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FilesystemQuiesceFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FilterInUse(v), Err(e) => return Some(Err(e)) },
         82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FirewallProfile(v), Err(e) => return Some(Err(e)) },
         83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FirewallProfileRulesetProfile(v), Err(e) => return Some(Err(e)) },
         84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FloatOption(v), Err(e) => return Some(Err(e)) },
@@ -478,9 +478,9 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtendedEventPair(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtendedFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ExtendedEventPair(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ExtendedFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Extension(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ExtensionClientInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ExtensionEventTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -492,56 +492,56 @@ impl std::fmt::Debug for Object {
             Object::ExtensionResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ExtensionServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ExtensionTaskTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FailToEnableSPBM(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FailToLockFaultToleranceVMs(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FailoverLevelRestored(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FailToEnableSPBM(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FailToLockFaultToleranceVMs(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::FailoverLevelRestored(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FailoverNodeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultDomainId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FaultToleranceAntiAffinityViolated(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FaultToleranceCannotEditMem(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceAntiAffinityViolated(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceCannotEditMem(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultToleranceConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultToleranceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FaultToleranceCpuIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceCpuIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultToleranceDiskSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultToleranceMetaSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FaultToleranceNeedsThickDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FaultToleranceNotLicensed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FaultToleranceNotSameBuild(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNeedsThickDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNotLicensed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNotSameBuild(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultTolerancePrimaryConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultToleranceSecondaryConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultToleranceSecondaryOpResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultToleranceVMConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FaultToleranceVmNotDasProtected(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceVmNotDasProtected(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultsByHost(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultsByVM(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FcoeConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FcoeConfigFcoeCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FcoeConfigFcoeSpecification(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FcoeConfigVlanRange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FcoeFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FcoeFaultPnicHasNoPortSet(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FcoeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FeatureEVCMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FeatureRequirementsNotMet(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FeatureRequirementsNotMet(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FibreChannelPortType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileAlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FileBackedPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FileBackedPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileBackedVirtualDiskSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileLockInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileLockInfoResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileLocked(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FileNameTooLong(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FileNameTooLong(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FileNotWritable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FileNotWritable(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileQuery(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileQueryFlags(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileSystemMountInfoVStorageSupportStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FileTooLarge(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FileTooLarge(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileTransferInformation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FilesystemQuiesceFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FilterInUse(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FilesystemQuiesceFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FilterInUse(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FirewallProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FirewallProfileRulesetProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FloatOption(v) => std::fmt::Debug::fmt(&**v, f),
@@ -553,9 +553,9 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::ExtendedEvent(a), Object::ExtendedEvent(b)) => **a == **b,
-            (Object::ExtendedEventPair(a), Object::ExtendedEventPair(b)) => **a == **b,
-            (Object::ExtendedFault(a), Object::ExtendedFault(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ExtendedEvent(a), Object::ExtendedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ExtendedEventPair(a), Object::ExtendedEventPair(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ExtendedFault(a), Object::ExtendedFault(b)) => **a == **b,
             (Object::Extension(a), Object::Extension(b)) => **a == **b,
             (Object::ExtensionClientInfo(a), Object::ExtensionClientInfo(b)) => **a == **b,
             (Object::ExtensionEventTypeInfo(a), Object::ExtensionEventTypeInfo(b)) => **a == **b,
@@ -567,61 +567,61 @@ impl PartialEq for Object {
             (Object::ExtensionResourceInfo(a), Object::ExtensionResourceInfo(b)) => **a == **b,
             (Object::ExtensionServerInfo(a), Object::ExtensionServerInfo(b)) => **a == **b,
             (Object::ExtensionTaskTypeInfo(a), Object::ExtensionTaskTypeInfo(b)) => **a == **b,
-            (Object::FailToEnableSPBM(a), Object::FailToEnableSPBM(b)) => **a == **b,
-            (Object::FailToLockFaultToleranceVMs(a), Object::FailToLockFaultToleranceVMs(b)) => **a == **b,
-            (Object::FailoverLevelRestored(a), Object::FailoverLevelRestored(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FailToEnableSPBM(a), Object::FailToEnableSPBM(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FailToLockFaultToleranceVMs(a), Object::FailToLockFaultToleranceVMs(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::FailoverLevelRestored(a), Object::FailoverLevelRestored(b)) => **a == **b,
             (Object::FailoverNodeInfo(a), Object::FailoverNodeInfo(b)) => **a == **b,
             (Object::FaultDomainId(a), Object::FaultDomainId(b)) => **a == **b,
-            (Object::FaultToleranceAntiAffinityViolated(a), Object::FaultToleranceAntiAffinityViolated(b)) => **a == **b,
-            (Object::FaultToleranceCannotEditMem(a), Object::FaultToleranceCannotEditMem(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FaultToleranceAntiAffinityViolated(a), Object::FaultToleranceAntiAffinityViolated(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FaultToleranceCannotEditMem(a), Object::FaultToleranceCannotEditMem(b)) => **a == **b,
             (Object::FaultToleranceConfigInfo(a), Object::FaultToleranceConfigInfo(b)) => **a == **b,
             (Object::FaultToleranceConfigSpec(a), Object::FaultToleranceConfigSpec(b)) => **a == **b,
-            (Object::FaultToleranceCpuIncompatible(a), Object::FaultToleranceCpuIncompatible(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FaultToleranceCpuIncompatible(a), Object::FaultToleranceCpuIncompatible(b)) => **a == **b,
             (Object::FaultToleranceDiskSpec(a), Object::FaultToleranceDiskSpec(b)) => **a == **b,
             (Object::FaultToleranceMetaSpec(a), Object::FaultToleranceMetaSpec(b)) => **a == **b,
-            (Object::FaultToleranceNeedsThickDisk(a), Object::FaultToleranceNeedsThickDisk(b)) => **a == **b,
-            (Object::FaultToleranceNotLicensed(a), Object::FaultToleranceNotLicensed(b)) => **a == **b,
-            (Object::FaultToleranceNotSameBuild(a), Object::FaultToleranceNotSameBuild(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FaultToleranceNeedsThickDisk(a), Object::FaultToleranceNeedsThickDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FaultToleranceNotLicensed(a), Object::FaultToleranceNotLicensed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FaultToleranceNotSameBuild(a), Object::FaultToleranceNotSameBuild(b)) => **a == **b,
             (Object::FaultTolerancePrimaryConfigInfo(a), Object::FaultTolerancePrimaryConfigInfo(b)) => **a == **b,
-            (Object::FaultTolerancePrimaryPowerOnNotAttempted(a), Object::FaultTolerancePrimaryPowerOnNotAttempted(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FaultTolerancePrimaryPowerOnNotAttempted(a), Object::FaultTolerancePrimaryPowerOnNotAttempted(b)) => **a == **b,
             (Object::FaultToleranceSecondaryConfigInfo(a), Object::FaultToleranceSecondaryConfigInfo(b)) => **a == **b,
             (Object::FaultToleranceSecondaryOpResult(a), Object::FaultToleranceSecondaryOpResult(b)) => **a == **b,
             (Object::FaultToleranceVMConfigSpec(a), Object::FaultToleranceVMConfigSpec(b)) => **a == **b,
-            (Object::FaultToleranceVmNotDasProtected(a), Object::FaultToleranceVmNotDasProtected(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FaultToleranceVmNotDasProtected(a), Object::FaultToleranceVmNotDasProtected(b)) => **a == **b,
             (Object::FaultsByHost(a), Object::FaultsByHost(b)) => **a == **b,
             (Object::FaultsByVM(a), Object::FaultsByVM(b)) => **a == **b,
             (Object::FcoeConfig(a), Object::FcoeConfig(b)) => **a == **b,
             (Object::FcoeConfigFcoeCapabilities(a), Object::FcoeConfigFcoeCapabilities(b)) => **a == **b,
             (Object::FcoeConfigFcoeSpecification(a), Object::FcoeConfigFcoeSpecification(b)) => **a == **b,
             (Object::FcoeConfigVlanRange(a), Object::FcoeConfigVlanRange(b)) => **a == **b,
-            (Object::FcoeFault(a), Object::FcoeFault(b)) => **a == **b,
-            (Object::FcoeFaultPnicHasNoPortSet(a), Object::FcoeFaultPnicHasNoPortSet(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FcoeFault(a), Object::FcoeFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FcoeFaultPnicHasNoPortSet(a), Object::FcoeFaultPnicHasNoPortSet(b)) => **a == **b,
             (Object::FeatureEVCMode(a), Object::FeatureEVCMode(b)) => **a == **b,
-            (Object::FeatureRequirementsNotMet(a), Object::FeatureRequirementsNotMet(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FeatureRequirementsNotMet(a), Object::FeatureRequirementsNotMet(b)) => **a == **b,
             (Object::FibreChannelPortType(a), Object::FibreChannelPortType(b)) => **a == **b,
             (Object::FileAlreadyExists(a), Object::FileAlreadyExists(b)) => **a == **b,
-            (Object::FileBackedPortNotSupported(a), Object::FileBackedPortNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FileBackedPortNotSupported(a), Object::FileBackedPortNotSupported(b)) => **a == **b,
             (Object::FileBackedVirtualDiskSpec(a), Object::FileBackedVirtualDiskSpec(b)) => **a == **b,
             (Object::FileFault(a), Object::FileFault(b)) => **a == **b,
             (Object::FileInfo(a), Object::FileInfo(b)) => **a == **b,
             (Object::FileLockInfo(a), Object::FileLockInfo(b)) => **a == **b,
             (Object::FileLockInfoResult(a), Object::FileLockInfoResult(b)) => **a == **b,
             (Object::FileLocked(a), Object::FileLocked(b)) => **a == **b,
-            (Object::FileNameTooLong(a), Object::FileNameTooLong(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FileNameTooLong(a), Object::FileNameTooLong(b)) => **a == **b,
             (Object::FileNotFound(a), Object::FileNotFound(b)) => **a == **b,
-            (Object::FileNotWritable(a), Object::FileNotWritable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FileNotWritable(a), Object::FileNotWritable(b)) => **a == **b,
             (Object::FileQuery(a), Object::FileQuery(b)) => **a == **b,
             (Object::FileQueryFlags(a), Object::FileQueryFlags(b)) => **a == **b,
             (Object::FileSystemMountInfoVStorageSupportStatus(a), Object::FileSystemMountInfoVStorageSupportStatus(b)) => **a == **b,
-            (Object::FileTooLarge(a), Object::FileTooLarge(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FileTooLarge(a), Object::FileTooLarge(b)) => **a == **b,
             (Object::FileTransferInformation(a), Object::FileTransferInformation(b)) => **a == **b,
-            (Object::FilesystemQuiesceFault(a), Object::FilesystemQuiesceFault(b)) => **a == **b,
-            (Object::FilterInUse(a), Object::FilterInUse(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FilesystemQuiesceFault(a), Object::FilesystemQuiesceFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FilterInUse(a), Object::FilterInUse(b)) => **a == **b,
             (Object::FirewallProfile(a), Object::FirewallProfile(b)) => **a == **b,
             (Object::FirewallProfileRulesetProfile(a), Object::FirewallProfileRulesetProfile(b)) => **a == **b,
             (Object::FloatOption(a), Object::FloatOption(b)) => **a == **b,
             (Object::FloppyImageFileInfo(a), Object::FloppyImageFileInfo(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -629,9 +629,9 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::ExtendedEvent(v) => Object::ExtendedEvent(Box::new((**v).clone())),
-            Object::ExtendedEventPair(v) => Object::ExtendedEventPair(Box::new((**v).clone())),
-            Object::ExtendedFault(v) => Object::ExtendedFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ExtendedEvent(v) => Object::ExtendedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ExtendedEventPair(v) => Object::ExtendedEventPair(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ExtendedFault(v) => Object::ExtendedFault(Box::new((**v).clone())),
             Object::Extension(v) => Object::Extension(Box::new((**v).clone())),
             Object::ExtensionClientInfo(v) => Object::ExtensionClientInfo(Box::new((**v).clone())),
             Object::ExtensionEventTypeInfo(v) => Object::ExtensionEventTypeInfo(Box::new((**v).clone())),
@@ -643,56 +643,56 @@ impl Clone for Object {
             Object::ExtensionResourceInfo(v) => Object::ExtensionResourceInfo(Box::new((**v).clone())),
             Object::ExtensionServerInfo(v) => Object::ExtensionServerInfo(Box::new((**v).clone())),
             Object::ExtensionTaskTypeInfo(v) => Object::ExtensionTaskTypeInfo(Box::new((**v).clone())),
-            Object::FailToEnableSPBM(v) => Object::FailToEnableSPBM(Box::new((**v).clone())),
-            Object::FailToLockFaultToleranceVMs(v) => Object::FailToLockFaultToleranceVMs(Box::new((**v).clone())),
-            Object::FailoverLevelRestored(v) => Object::FailoverLevelRestored(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FailToEnableSPBM(v) => Object::FailToEnableSPBM(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FailToLockFaultToleranceVMs(v) => Object::FailToLockFaultToleranceVMs(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::FailoverLevelRestored(v) => Object::FailoverLevelRestored(Box::new((**v).clone())),
             Object::FailoverNodeInfo(v) => Object::FailoverNodeInfo(Box::new((**v).clone())),
             Object::FaultDomainId(v) => Object::FaultDomainId(Box::new((**v).clone())),
-            Object::FaultToleranceAntiAffinityViolated(v) => Object::FaultToleranceAntiAffinityViolated(Box::new((**v).clone())),
-            Object::FaultToleranceCannotEditMem(v) => Object::FaultToleranceCannotEditMem(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceAntiAffinityViolated(v) => Object::FaultToleranceAntiAffinityViolated(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceCannotEditMem(v) => Object::FaultToleranceCannotEditMem(Box::new((**v).clone())),
             Object::FaultToleranceConfigInfo(v) => Object::FaultToleranceConfigInfo(Box::new((**v).clone())),
             Object::FaultToleranceConfigSpec(v) => Object::FaultToleranceConfigSpec(Box::new((**v).clone())),
-            Object::FaultToleranceCpuIncompatible(v) => Object::FaultToleranceCpuIncompatible(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceCpuIncompatible(v) => Object::FaultToleranceCpuIncompatible(Box::new((**v).clone())),
             Object::FaultToleranceDiskSpec(v) => Object::FaultToleranceDiskSpec(Box::new((**v).clone())),
             Object::FaultToleranceMetaSpec(v) => Object::FaultToleranceMetaSpec(Box::new((**v).clone())),
-            Object::FaultToleranceNeedsThickDisk(v) => Object::FaultToleranceNeedsThickDisk(Box::new((**v).clone())),
-            Object::FaultToleranceNotLicensed(v) => Object::FaultToleranceNotLicensed(Box::new((**v).clone())),
-            Object::FaultToleranceNotSameBuild(v) => Object::FaultToleranceNotSameBuild(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNeedsThickDisk(v) => Object::FaultToleranceNeedsThickDisk(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNotLicensed(v) => Object::FaultToleranceNotLicensed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNotSameBuild(v) => Object::FaultToleranceNotSameBuild(Box::new((**v).clone())),
             Object::FaultTolerancePrimaryConfigInfo(v) => Object::FaultTolerancePrimaryConfigInfo(Box::new((**v).clone())),
-            Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => Object::FaultTolerancePrimaryPowerOnNotAttempted(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => Object::FaultTolerancePrimaryPowerOnNotAttempted(Box::new((**v).clone())),
             Object::FaultToleranceSecondaryConfigInfo(v) => Object::FaultToleranceSecondaryConfigInfo(Box::new((**v).clone())),
             Object::FaultToleranceSecondaryOpResult(v) => Object::FaultToleranceSecondaryOpResult(Box::new((**v).clone())),
             Object::FaultToleranceVMConfigSpec(v) => Object::FaultToleranceVMConfigSpec(Box::new((**v).clone())),
-            Object::FaultToleranceVmNotDasProtected(v) => Object::FaultToleranceVmNotDasProtected(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceVmNotDasProtected(v) => Object::FaultToleranceVmNotDasProtected(Box::new((**v).clone())),
             Object::FaultsByHost(v) => Object::FaultsByHost(Box::new((**v).clone())),
             Object::FaultsByVM(v) => Object::FaultsByVM(Box::new((**v).clone())),
             Object::FcoeConfig(v) => Object::FcoeConfig(Box::new((**v).clone())),
             Object::FcoeConfigFcoeCapabilities(v) => Object::FcoeConfigFcoeCapabilities(Box::new((**v).clone())),
             Object::FcoeConfigFcoeSpecification(v) => Object::FcoeConfigFcoeSpecification(Box::new((**v).clone())),
             Object::FcoeConfigVlanRange(v) => Object::FcoeConfigVlanRange(Box::new((**v).clone())),
-            Object::FcoeFault(v) => Object::FcoeFault(Box::new((**v).clone())),
-            Object::FcoeFaultPnicHasNoPortSet(v) => Object::FcoeFaultPnicHasNoPortSet(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FcoeFault(v) => Object::FcoeFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(v) => Object::FcoeFaultPnicHasNoPortSet(Box::new((**v).clone())),
             Object::FeatureEVCMode(v) => Object::FeatureEVCMode(Box::new((**v).clone())),
-            Object::FeatureRequirementsNotMet(v) => Object::FeatureRequirementsNotMet(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FeatureRequirementsNotMet(v) => Object::FeatureRequirementsNotMet(Box::new((**v).clone())),
             Object::FibreChannelPortType(v) => Object::FibreChannelPortType(Box::new((**v).clone())),
             Object::FileAlreadyExists(v) => Object::FileAlreadyExists(Box::new((**v).clone())),
-            Object::FileBackedPortNotSupported(v) => Object::FileBackedPortNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FileBackedPortNotSupported(v) => Object::FileBackedPortNotSupported(Box::new((**v).clone())),
             Object::FileBackedVirtualDiskSpec(v) => Object::FileBackedVirtualDiskSpec(Box::new((**v).clone())),
             Object::FileFault(v) => Object::FileFault(Box::new((**v).clone())),
             Object::FileInfo(v) => Object::FileInfo(Box::new((**v).clone())),
             Object::FileLockInfo(v) => Object::FileLockInfo(Box::new((**v).clone())),
             Object::FileLockInfoResult(v) => Object::FileLockInfoResult(Box::new((**v).clone())),
             Object::FileLocked(v) => Object::FileLocked(Box::new((**v).clone())),
-            Object::FileNameTooLong(v) => Object::FileNameTooLong(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FileNameTooLong(v) => Object::FileNameTooLong(Box::new((**v).clone())),
             Object::FileNotFound(v) => Object::FileNotFound(Box::new((**v).clone())),
-            Object::FileNotWritable(v) => Object::FileNotWritable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FileNotWritable(v) => Object::FileNotWritable(Box::new((**v).clone())),
             Object::FileQuery(v) => Object::FileQuery(Box::new((**v).clone())),
             Object::FileQueryFlags(v) => Object::FileQueryFlags(Box::new((**v).clone())),
             Object::FileSystemMountInfoVStorageSupportStatus(v) => Object::FileSystemMountInfoVStorageSupportStatus(Box::new((**v).clone())),
-            Object::FileTooLarge(v) => Object::FileTooLarge(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FileTooLarge(v) => Object::FileTooLarge(Box::new((**v).clone())),
             Object::FileTransferInformation(v) => Object::FileTransferInformation(Box::new((**v).clone())),
-            Object::FilesystemQuiesceFault(v) => Object::FilesystemQuiesceFault(Box::new((**v).clone())),
-            Object::FilterInUse(v) => Object::FilterInUse(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FilesystemQuiesceFault(v) => Object::FilesystemQuiesceFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FilterInUse(v) => Object::FilterInUse(Box::new((**v).clone())),
             Object::FirewallProfile(v) => Object::FirewallProfile(Box::new((**v).clone())),
             Object::FirewallProfileRulesetProfile(v) => Object::FirewallProfileRulesetProfile(Box::new((**v).clone())),
             Object::FloatOption(v) => Object::FloatOption(Box::new((**v).clone())),
@@ -704,9 +704,9 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ExtendedEvent(_) => "ExtendedEvent",
-            Object::ExtendedEventPair(_) => "ExtendedEventPair",
-            Object::ExtendedFault(_) => "ExtendedFault",
+            #[cfg(feature = "all-events")] Object::ExtendedEvent(_) => "ExtendedEvent",
+            #[cfg(feature = "all-events")] Object::ExtendedEventPair(_) => "ExtendedEventPair",
+            #[cfg(feature = "all-faults")] Object::ExtendedFault(_) => "ExtendedFault",
             Object::Extension(_) => "Extension",
             Object::ExtensionClientInfo(_) => "ExtensionClientInfo",
             Object::ExtensionEventTypeInfo(_) => "ExtensionEventTypeInfo",
@@ -718,56 +718,56 @@ impl x::DataObject for Object {
             Object::ExtensionResourceInfo(_) => "ExtensionResourceInfo",
             Object::ExtensionServerInfo(_) => "ExtensionServerInfo",
             Object::ExtensionTaskTypeInfo(_) => "ExtensionTaskTypeInfo",
-            Object::FailToEnableSPBM(_) => "FailToEnableSPBM",
-            Object::FailToLockFaultToleranceVMs(_) => "FailToLockFaultToleranceVMs",
-            Object::FailoverLevelRestored(_) => "FailoverLevelRestored",
+            #[cfg(feature = "all-faults")] Object::FailToEnableSPBM(_) => "FailToEnableSPBM",
+            #[cfg(feature = "all-faults")] Object::FailToLockFaultToleranceVMs(_) => "FailToLockFaultToleranceVMs",
+            #[cfg(feature = "all-events")] Object::FailoverLevelRestored(_) => "FailoverLevelRestored",
             Object::FailoverNodeInfo(_) => "FailoverNodeInfo",
             Object::FaultDomainId(_) => "FaultDomainId",
-            Object::FaultToleranceAntiAffinityViolated(_) => "FaultToleranceAntiAffinityViolated",
-            Object::FaultToleranceCannotEditMem(_) => "FaultToleranceCannotEditMem",
+            #[cfg(feature = "all-faults")] Object::FaultToleranceAntiAffinityViolated(_) => "FaultToleranceAntiAffinityViolated",
+            #[cfg(feature = "all-faults")] Object::FaultToleranceCannotEditMem(_) => "FaultToleranceCannotEditMem",
             Object::FaultToleranceConfigInfo(_) => "FaultToleranceConfigInfo",
             Object::FaultToleranceConfigSpec(_) => "FaultToleranceConfigSpec",
-            Object::FaultToleranceCpuIncompatible(_) => "FaultToleranceCpuIncompatible",
+            #[cfg(feature = "all-faults")] Object::FaultToleranceCpuIncompatible(_) => "FaultToleranceCpuIncompatible",
             Object::FaultToleranceDiskSpec(_) => "FaultToleranceDiskSpec",
             Object::FaultToleranceMetaSpec(_) => "FaultToleranceMetaSpec",
-            Object::FaultToleranceNeedsThickDisk(_) => "FaultToleranceNeedsThickDisk",
-            Object::FaultToleranceNotLicensed(_) => "FaultToleranceNotLicensed",
-            Object::FaultToleranceNotSameBuild(_) => "FaultToleranceNotSameBuild",
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNeedsThickDisk(_) => "FaultToleranceNeedsThickDisk",
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNotLicensed(_) => "FaultToleranceNotLicensed",
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNotSameBuild(_) => "FaultToleranceNotSameBuild",
             Object::FaultTolerancePrimaryConfigInfo(_) => "FaultTolerancePrimaryConfigInfo",
-            Object::FaultTolerancePrimaryPowerOnNotAttempted(_) => "FaultTolerancePrimaryPowerOnNotAttempted",
+            #[cfg(feature = "all-faults")] Object::FaultTolerancePrimaryPowerOnNotAttempted(_) => "FaultTolerancePrimaryPowerOnNotAttempted",
             Object::FaultToleranceSecondaryConfigInfo(_) => "FaultToleranceSecondaryConfigInfo",
             Object::FaultToleranceSecondaryOpResult(_) => "FaultToleranceSecondaryOpResult",
             Object::FaultToleranceVMConfigSpec(_) => "FaultToleranceVMConfigSpec",
-            Object::FaultToleranceVmNotDasProtected(_) => "FaultToleranceVmNotDasProtected",
+            #[cfg(feature = "all-faults")] Object::FaultToleranceVmNotDasProtected(_) => "FaultToleranceVmNotDasProtected",
             Object::FaultsByHost(_) => "FaultsByHost",
             Object::FaultsByVM(_) => "FaultsByVM",
             Object::FcoeConfig(_) => "FcoeConfig",
             Object::FcoeConfigFcoeCapabilities(_) => "FcoeConfigFcoeCapabilities",
             Object::FcoeConfigFcoeSpecification(_) => "FcoeConfigFcoeSpecification",
             Object::FcoeConfigVlanRange(_) => "FcoeConfigVlanRange",
-            Object::FcoeFault(_) => "FcoeFault",
-            Object::FcoeFaultPnicHasNoPortSet(_) => "FcoeFaultPnicHasNoPortSet",
+            #[cfg(feature = "all-faults")] Object::FcoeFault(_) => "FcoeFault",
+            #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(_) => "FcoeFaultPnicHasNoPortSet",
             Object::FeatureEVCMode(_) => "FeatureEVCMode",
-            Object::FeatureRequirementsNotMet(_) => "FeatureRequirementsNotMet",
+            #[cfg(feature = "all-faults")] Object::FeatureRequirementsNotMet(_) => "FeatureRequirementsNotMet",
             Object::FibreChannelPortType(_) => "FibreChannelPortType",
             Object::FileAlreadyExists(_) => "FileAlreadyExists",
-            Object::FileBackedPortNotSupported(_) => "FileBackedPortNotSupported",
+            #[cfg(feature = "all-faults")] Object::FileBackedPortNotSupported(_) => "FileBackedPortNotSupported",
             Object::FileBackedVirtualDiskSpec(_) => "FileBackedVirtualDiskSpec",
             Object::FileFault(_) => "FileFault",
             Object::FileInfo(_) => "FileInfo",
             Object::FileLockInfo(_) => "FileLockInfo",
             Object::FileLockInfoResult(_) => "FileLockInfoResult",
             Object::FileLocked(_) => "FileLocked",
-            Object::FileNameTooLong(_) => "FileNameTooLong",
+            #[cfg(feature = "all-faults")] Object::FileNameTooLong(_) => "FileNameTooLong",
             Object::FileNotFound(_) => "FileNotFound",
-            Object::FileNotWritable(_) => "FileNotWritable",
+            #[cfg(feature = "all-faults")] Object::FileNotWritable(_) => "FileNotWritable",
             Object::FileQuery(_) => "FileQuery",
             Object::FileQueryFlags(_) => "FileQueryFlags",
             Object::FileSystemMountInfoVStorageSupportStatus(_) => "FileSystemMountInfoVStorageSupportStatus",
-            Object::FileTooLarge(_) => "FileTooLarge",
+            #[cfg(feature = "all-faults")] Object::FileTooLarge(_) => "FileTooLarge",
             Object::FileTransferInformation(_) => "FileTransferInformation",
-            Object::FilesystemQuiesceFault(_) => "FilesystemQuiesceFault",
-            Object::FilterInUse(_) => "FilterInUse",
+            #[cfg(feature = "all-faults")] Object::FilesystemQuiesceFault(_) => "FilesystemQuiesceFault",
+            #[cfg(feature = "all-faults")] Object::FilterInUse(_) => "FilterInUse",
             Object::FirewallProfile(_) => "FirewallProfile",
             Object::FirewallProfileRulesetProfile(_) => "FirewallProfileRulesetProfile",
             Object::FloatOption(_) => "FloatOption",
@@ -791,9 +791,9 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ExtendedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtendedEventPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtendedFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ExtendedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ExtendedEventPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ExtendedFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Extension(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ExtensionClientInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ExtensionEventTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -805,56 +805,56 @@ impl x::DataObject for Object {
             Object::ExtensionResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ExtensionServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ExtensionTaskTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FailToEnableSPBM(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FailToLockFaultToleranceVMs(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FailoverLevelRestored(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FailToEnableSPBM(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FailToLockFaultToleranceVMs(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::FailoverLevelRestored(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FailoverNodeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultDomainId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FaultToleranceAntiAffinityViolated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FaultToleranceCannotEditMem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceAntiAffinityViolated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceCannotEditMem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultToleranceConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultToleranceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FaultToleranceCpuIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceCpuIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultToleranceDiskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultToleranceMetaSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FaultToleranceNeedsThickDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FaultToleranceNotLicensed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FaultToleranceNotSameBuild(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNeedsThickDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNotLicensed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceNotSameBuild(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultTolerancePrimaryConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultToleranceSecondaryConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultToleranceSecondaryOpResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultToleranceVMConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FaultToleranceVmNotDasProtected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FaultToleranceVmNotDasProtected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultsByHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultsByVM(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FcoeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FcoeConfigFcoeCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FcoeConfigFcoeSpecification(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FcoeConfigVlanRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FcoeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FcoeFaultPnicHasNoPortSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FcoeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FeatureEVCMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FeatureRequirementsNotMet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FeatureRequirementsNotMet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FibreChannelPortType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileAlreadyExists(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FileBackedPortNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FileBackedPortNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileBackedVirtualDiskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileLockInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileLockInfoResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileLocked(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FileNameTooLong(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FileNameTooLong(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FileNotWritable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FileNotWritable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileQueryFlags(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileSystemMountInfoVStorageSupportStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FileTooLarge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FileTooLarge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileTransferInformation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FilesystemQuiesceFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FilterInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FilesystemQuiesceFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FilterInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FirewallProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FirewallProfileRulesetProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FloatOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -864,7 +864,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for ExtendedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ExtendedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -872,15 +872,15 @@ impl x::ObjectType for ExtendedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtendedEvent(v) => Some(v), _ => None, }
+        match object { Object::ExtendedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtendedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtendedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ExtendedEventPair {
+#[cfg(feature = "all-events")] impl x::ObjectType for ExtendedEventPair {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -888,15 +888,15 @@ impl x::ObjectType for ExtendedEventPair {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtendedEventPair(v) => Some(v), _ => None, }
+        match object { Object::ExtendedEventPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtendedEventPair(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtendedEventPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ExtendedFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ExtendedFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -904,11 +904,11 @@ impl x::ObjectType for ExtendedFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtendedFault(v) => Some(v), _ => None, }
+        match object { Object::ExtendedFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtendedFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtendedFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -920,11 +920,11 @@ impl x::ObjectType for Extension {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Extension(v) => Some(v), _ => None, }
+        match object { Object::Extension(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Extension(v) => Ok(v), other => Err(other), }
+        match object { Object::Extension(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -936,11 +936,11 @@ impl x::ObjectType for ExtensionClientInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtensionClientInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtensionClientInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtensionClientInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtensionClientInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -952,11 +952,11 @@ impl x::ObjectType for ExtensionEventTypeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtensionEventTypeInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtensionEventTypeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtensionEventTypeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtensionEventTypeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -968,11 +968,11 @@ impl x::ObjectType for ExtensionFaultTypeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtensionFaultTypeInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtensionFaultTypeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtensionFaultTypeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtensionFaultTypeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -984,11 +984,11 @@ impl x::ObjectType for ExtensionHealthInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtensionHealthInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtensionHealthInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtensionHealthInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtensionHealthInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1000,11 +1000,11 @@ impl x::ObjectType for ExtensionManagerIpAllocationUsage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtensionManagerIpAllocationUsage(v) => Some(v), _ => None, }
+        match object { Object::ExtensionManagerIpAllocationUsage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtensionManagerIpAllocationUsage(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtensionManagerIpAllocationUsage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1016,11 +1016,11 @@ impl x::ObjectType for ExtensionOvfConsumerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtensionOvfConsumerInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtensionOvfConsumerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtensionOvfConsumerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtensionOvfConsumerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1032,11 +1032,11 @@ impl x::ObjectType for ExtensionPrivilegeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtensionPrivilegeInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtensionPrivilegeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtensionPrivilegeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtensionPrivilegeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1048,11 +1048,11 @@ impl x::ObjectType for ExtensionResourceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtensionResourceInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtensionResourceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtensionResourceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtensionResourceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1064,11 +1064,11 @@ impl x::ObjectType for ExtensionServerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtensionServerInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtensionServerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtensionServerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtensionServerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1080,15 +1080,15 @@ impl x::ObjectType for ExtensionTaskTypeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ExtensionTaskTypeInfo(v) => Some(v), _ => None, }
+        match object { Object::ExtensionTaskTypeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ExtensionTaskTypeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ExtensionTaskTypeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FailToEnableSPBM {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FailToEnableSPBM {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1096,15 +1096,15 @@ impl x::ObjectType for FailToEnableSPBM {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FailToEnableSPBM(v) => Some(v), _ => None, }
+        match object { Object::FailToEnableSPBM(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FailToEnableSPBM(v) => Ok(v), other => Err(other), }
+        match object { Object::FailToEnableSPBM(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FailToLockFaultToleranceVMs {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FailToLockFaultToleranceVMs {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1112,15 +1112,15 @@ impl x::ObjectType for FailToLockFaultToleranceVMs {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FailToLockFaultToleranceVMs(v) => Some(v), _ => None, }
+        match object { Object::FailToLockFaultToleranceVMs(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FailToLockFaultToleranceVMs(v) => Ok(v), other => Err(other), }
+        match object { Object::FailToLockFaultToleranceVMs(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FailoverLevelRestored {
+#[cfg(feature = "all-events")] impl x::ObjectType for FailoverLevelRestored {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1128,11 +1128,11 @@ impl x::ObjectType for FailoverLevelRestored {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FailoverLevelRestored(v) => Some(v), _ => None, }
+        match object { Object::FailoverLevelRestored(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FailoverLevelRestored(v) => Ok(v), other => Err(other), }
+        match object { Object::FailoverLevelRestored(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1144,11 +1144,11 @@ impl x::ObjectType for FailoverNodeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FailoverNodeInfo(v) => Some(v), _ => None, }
+        match object { Object::FailoverNodeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FailoverNodeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::FailoverNodeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1160,15 +1160,15 @@ impl x::ObjectType for FaultDomainId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultDomainId(v) => Some(v), _ => None, }
+        match object { Object::FaultDomainId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultDomainId(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultDomainId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FaultToleranceAntiAffinityViolated {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FaultToleranceAntiAffinityViolated {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1176,15 +1176,15 @@ impl x::ObjectType for FaultToleranceAntiAffinityViolated {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceAntiAffinityViolated(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceAntiAffinityViolated(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceAntiAffinityViolated(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceAntiAffinityViolated(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FaultToleranceCannotEditMem {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FaultToleranceCannotEditMem {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1192,11 +1192,11 @@ impl x::ObjectType for FaultToleranceCannotEditMem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceCannotEditMem(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceCannotEditMem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceCannotEditMem(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceCannotEditMem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1208,11 +1208,11 @@ impl x::ObjectType for FaultToleranceConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1224,15 +1224,15 @@ impl x::ObjectType for FaultToleranceConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FaultToleranceCpuIncompatible {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FaultToleranceCpuIncompatible {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1240,11 +1240,11 @@ impl x::ObjectType for FaultToleranceCpuIncompatible {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceCpuIncompatible(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceCpuIncompatible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceCpuIncompatible(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceCpuIncompatible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1256,11 +1256,11 @@ impl x::ObjectType for FaultToleranceDiskSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceDiskSpec(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceDiskSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceDiskSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceDiskSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1272,15 +1272,15 @@ impl x::ObjectType for FaultToleranceMetaSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceMetaSpec(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceMetaSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceMetaSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceMetaSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FaultToleranceNeedsThickDisk {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FaultToleranceNeedsThickDisk {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1288,15 +1288,15 @@ impl x::ObjectType for FaultToleranceNeedsThickDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceNeedsThickDisk(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceNeedsThickDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceNeedsThickDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceNeedsThickDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FaultToleranceNotLicensed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FaultToleranceNotLicensed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1304,15 +1304,15 @@ impl x::ObjectType for FaultToleranceNotLicensed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceNotLicensed(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceNotLicensed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceNotLicensed(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceNotLicensed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FaultToleranceNotSameBuild {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FaultToleranceNotSameBuild {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1320,11 +1320,11 @@ impl x::ObjectType for FaultToleranceNotSameBuild {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceNotSameBuild(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceNotSameBuild(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceNotSameBuild(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceNotSameBuild(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1336,15 +1336,15 @@ impl x::ObjectType for FaultTolerancePrimaryConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultTolerancePrimaryConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::FaultTolerancePrimaryConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultTolerancePrimaryConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultTolerancePrimaryConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FaultTolerancePrimaryPowerOnNotAttempted {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FaultTolerancePrimaryPowerOnNotAttempted {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1352,11 +1352,11 @@ impl x::ObjectType for FaultTolerancePrimaryPowerOnNotAttempted {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => Some(v), _ => None, }
+        match object { Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1368,11 +1368,11 @@ impl x::ObjectType for FaultToleranceSecondaryConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceSecondaryConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceSecondaryConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceSecondaryConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceSecondaryConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1384,11 +1384,11 @@ impl x::ObjectType for FaultToleranceSecondaryOpResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceSecondaryOpResult(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceSecondaryOpResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceSecondaryOpResult(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceSecondaryOpResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1400,15 +1400,15 @@ impl x::ObjectType for FaultToleranceVMConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceVMConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceVMConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceVMConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceVMConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FaultToleranceVmNotDasProtected {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FaultToleranceVmNotDasProtected {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1416,11 +1416,11 @@ impl x::ObjectType for FaultToleranceVmNotDasProtected {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultToleranceVmNotDasProtected(v) => Some(v), _ => None, }
+        match object { Object::FaultToleranceVmNotDasProtected(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultToleranceVmNotDasProtected(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultToleranceVmNotDasProtected(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1432,11 +1432,11 @@ impl x::ObjectType for FaultsByHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultsByHost(v) => Some(v), _ => None, }
+        match object { Object::FaultsByHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultsByHost(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultsByHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1448,11 +1448,11 @@ impl x::ObjectType for FaultsByVM {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FaultsByVM(v) => Some(v), _ => None, }
+        match object { Object::FaultsByVM(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FaultsByVM(v) => Ok(v), other => Err(other), }
+        match object { Object::FaultsByVM(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1464,11 +1464,11 @@ impl x::ObjectType for FcoeConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FcoeConfig(v) => Some(v), _ => None, }
+        match object { Object::FcoeConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FcoeConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::FcoeConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1480,11 +1480,11 @@ impl x::ObjectType for FcoeConfigFcoeCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FcoeConfigFcoeCapabilities(v) => Some(v), _ => None, }
+        match object { Object::FcoeConfigFcoeCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FcoeConfigFcoeCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::FcoeConfigFcoeCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1496,11 +1496,11 @@ impl x::ObjectType for FcoeConfigFcoeSpecification {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FcoeConfigFcoeSpecification(v) => Some(v), _ => None, }
+        match object { Object::FcoeConfigFcoeSpecification(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FcoeConfigFcoeSpecification(v) => Ok(v), other => Err(other), }
+        match object { Object::FcoeConfigFcoeSpecification(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1512,15 +1512,15 @@ impl x::ObjectType for FcoeConfigVlanRange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FcoeConfigVlanRange(v) => Some(v), _ => None, }
+        match object { Object::FcoeConfigVlanRange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FcoeConfigVlanRange(v) => Ok(v), other => Err(other), }
+        match object { Object::FcoeConfigVlanRange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FcoeFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FcoeFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1528,15 +1528,15 @@ impl x::ObjectType for FcoeFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FcoeFault(v) => Some(v), _ => None, }
+        match object { Object::FcoeFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FcoeFault(v) => Ok(v), other => Err(other), }
+        match object { Object::FcoeFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FcoeFaultPnicHasNoPortSet {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FcoeFaultPnicHasNoPortSet {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1544,11 +1544,11 @@ impl x::ObjectType for FcoeFaultPnicHasNoPortSet {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FcoeFaultPnicHasNoPortSet(v) => Some(v), _ => None, }
+        match object { Object::FcoeFaultPnicHasNoPortSet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FcoeFaultPnicHasNoPortSet(v) => Ok(v), other => Err(other), }
+        match object { Object::FcoeFaultPnicHasNoPortSet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1560,15 +1560,15 @@ impl x::ObjectType for FeatureEVCMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FeatureEVCMode(v) => Some(v), _ => None, }
+        match object { Object::FeatureEVCMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FeatureEVCMode(v) => Ok(v), other => Err(other), }
+        match object { Object::FeatureEVCMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FeatureRequirementsNotMet {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FeatureRequirementsNotMet {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1576,11 +1576,11 @@ impl x::ObjectType for FeatureRequirementsNotMet {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FeatureRequirementsNotMet(v) => Some(v), _ => None, }
+        match object { Object::FeatureRequirementsNotMet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FeatureRequirementsNotMet(v) => Ok(v), other => Err(other), }
+        match object { Object::FeatureRequirementsNotMet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1592,11 +1592,11 @@ impl x::ObjectType for FibreChannelPortType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FibreChannelPortType(v) => Some(v), _ => None, }
+        match object { Object::FibreChannelPortType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FibreChannelPortType(v) => Ok(v), other => Err(other), }
+        match object { Object::FibreChannelPortType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1608,15 +1608,15 @@ impl x::ObjectType for FileAlreadyExists {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileAlreadyExists(v) => Some(v), _ => None, }
+        match object { Object::FileAlreadyExists(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileAlreadyExists(v) => Ok(v), other => Err(other), }
+        match object { Object::FileAlreadyExists(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FileBackedPortNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FileBackedPortNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1624,11 +1624,11 @@ impl x::ObjectType for FileBackedPortNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileBackedPortNotSupported(v) => Some(v), _ => None, }
+        match object { Object::FileBackedPortNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileBackedPortNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::FileBackedPortNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1640,11 +1640,11 @@ impl x::ObjectType for FileBackedVirtualDiskSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileBackedVirtualDiskSpec(v) => Some(v), _ => None, }
+        match object { Object::FileBackedVirtualDiskSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileBackedVirtualDiskSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::FileBackedVirtualDiskSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1656,11 +1656,11 @@ impl x::ObjectType for FileFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileFault(v) => Some(v), _ => None, }
+        match object { Object::FileFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileFault(v) => Ok(v), other => Err(other), }
+        match object { Object::FileFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1672,11 +1672,11 @@ impl x::ObjectType for FileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileInfo(v) => Some(v), _ => None, }
+        match object { Object::FileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::FileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1688,11 +1688,11 @@ impl x::ObjectType for FileLockInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileLockInfo(v) => Some(v), _ => None, }
+        match object { Object::FileLockInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileLockInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::FileLockInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1704,11 +1704,11 @@ impl x::ObjectType for FileLockInfoResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileLockInfoResult(v) => Some(v), _ => None, }
+        match object { Object::FileLockInfoResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileLockInfoResult(v) => Ok(v), other => Err(other), }
+        match object { Object::FileLockInfoResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1720,15 +1720,15 @@ impl x::ObjectType for FileLocked {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileLocked(v) => Some(v), _ => None, }
+        match object { Object::FileLocked(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileLocked(v) => Ok(v), other => Err(other), }
+        match object { Object::FileLocked(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FileNameTooLong {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FileNameTooLong {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1736,11 +1736,11 @@ impl x::ObjectType for FileNameTooLong {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileNameTooLong(v) => Some(v), _ => None, }
+        match object { Object::FileNameTooLong(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileNameTooLong(v) => Ok(v), other => Err(other), }
+        match object { Object::FileNameTooLong(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1752,15 +1752,15 @@ impl x::ObjectType for FileNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileNotFound(v) => Some(v), _ => None, }
+        match object { Object::FileNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::FileNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FileNotWritable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FileNotWritable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1768,11 +1768,11 @@ impl x::ObjectType for FileNotWritable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileNotWritable(v) => Some(v), _ => None, }
+        match object { Object::FileNotWritable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileNotWritable(v) => Ok(v), other => Err(other), }
+        match object { Object::FileNotWritable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1784,11 +1784,11 @@ impl x::ObjectType for FileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileQuery(v) => Some(v), _ => None, }
+        match object { Object::FileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::FileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1800,11 +1800,11 @@ impl x::ObjectType for FileQueryFlags {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileQueryFlags(v) => Some(v), _ => None, }
+        match object { Object::FileQueryFlags(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileQueryFlags(v) => Ok(v), other => Err(other), }
+        match object { Object::FileQueryFlags(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1816,15 +1816,15 @@ impl x::ObjectType for FileSystemMountInfoVStorageSupportStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileSystemMountInfoVStorageSupportStatus(v) => Some(v), _ => None, }
+        match object { Object::FileSystemMountInfoVStorageSupportStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileSystemMountInfoVStorageSupportStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::FileSystemMountInfoVStorageSupportStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FileTooLarge {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FileTooLarge {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1832,11 +1832,11 @@ impl x::ObjectType for FileTooLarge {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileTooLarge(v) => Some(v), _ => None, }
+        match object { Object::FileTooLarge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileTooLarge(v) => Ok(v), other => Err(other), }
+        match object { Object::FileTooLarge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1848,15 +1848,15 @@ impl x::ObjectType for FileTransferInformation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FileTransferInformation(v) => Some(v), _ => None, }
+        match object { Object::FileTransferInformation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FileTransferInformation(v) => Ok(v), other => Err(other), }
+        match object { Object::FileTransferInformation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FilesystemQuiesceFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FilesystemQuiesceFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1864,15 +1864,15 @@ impl x::ObjectType for FilesystemQuiesceFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FilesystemQuiesceFault(v) => Some(v), _ => None, }
+        match object { Object::FilesystemQuiesceFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FilesystemQuiesceFault(v) => Ok(v), other => Err(other), }
+        match object { Object::FilesystemQuiesceFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FilterInUse {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FilterInUse {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1880,11 +1880,11 @@ impl x::ObjectType for FilterInUse {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FilterInUse(v) => Some(v), _ => None, }
+        match object { Object::FilterInUse(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FilterInUse(v) => Ok(v), other => Err(other), }
+        match object { Object::FilterInUse(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1896,11 +1896,11 @@ impl x::ObjectType for FirewallProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FirewallProfile(v) => Some(v), _ => None, }
+        match object { Object::FirewallProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FirewallProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::FirewallProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1912,11 +1912,11 @@ impl x::ObjectType for FirewallProfileRulesetProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FirewallProfileRulesetProfile(v) => Some(v), _ => None, }
+        match object { Object::FirewallProfileRulesetProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FirewallProfileRulesetProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::FirewallProfileRulesetProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1928,11 +1928,11 @@ impl x::ObjectType for FloatOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FloatOption(v) => Some(v), _ => None, }
+        match object { Object::FloatOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FloatOption(v) => Ok(v), other => Err(other), }
+        match object { Object::FloatOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1944,10 +1944,10 @@ impl x::ObjectType for FloppyImageFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FloppyImageFileInfo(v) => Some(v), _ => None, }
+        match object { Object::FloppyImageFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FloppyImageFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::FloppyImageFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

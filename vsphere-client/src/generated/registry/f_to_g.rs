@@ -364,38 +364,38 @@ pub enum Object {
     FolderBatchAddHostsToClusterResult(Box<FolderBatchAddHostsToClusterResult>),
     FolderBatchAddStandaloneHostsResult(Box<FolderBatchAddStandaloneHostsResult>),
     FolderDesiredHostState(Box<FolderDesiredHostState>),
-    FolderEventArgument(Box<FolderEventArgument>),
+    #[cfg(feature = "all-events")] FolderEventArgument(Box<FolderEventArgument>),
     FolderExternallyManagedFolderInfo(Box<FolderExternallyManagedFolderInfo>),
     FolderExternallyManagedFolderType(Box<FolderExternallyManagedFolderType>),
     FolderFailedHostResult(Box<FolderFailedHostResult>),
     FolderFileInfo(Box<FolderFileInfo>),
     FolderFileQuery(Box<FolderFileQuery>),
     FolderNewHostSpec(Box<FolderNewHostSpec>),
-    FtIssuesOnHost(Box<FtIssuesOnHost>),
-    FtIssuesOnHostHostSelectionType(Box<FtIssuesOnHostHostSelectionType>),
-    FtVmHostRuleViolation(Box<FtVmHostRuleViolation>),
-    FullStorageVMotionNotSupported(Box<FullStorageVMotionNotSupported>),
-    GatewayConnectFault(Box<GatewayConnectFault>),
-    GatewayHostNotReachable(Box<GatewayHostNotReachable>),
-    GatewayNotFound(Box<GatewayNotFound>),
-    GatewayNotReachable(Box<GatewayNotReachable>),
-    GatewayOperationRefused(Box<GatewayOperationRefused>),
-    GatewayToHostAuthFault(Box<GatewayToHostAuthFault>),
-    GatewayToHostConnectFault(Box<GatewayToHostConnectFault>),
-    GatewayToHostTrustVerifyFault(Box<GatewayToHostTrustVerifyFault>),
-    GeneralEvent(Box<GeneralEvent>),
-    GeneralHostErrorEvent(Box<GeneralHostErrorEvent>),
-    GeneralHostInfoEvent(Box<GeneralHostInfoEvent>),
-    GeneralHostWarningEvent(Box<GeneralHostWarningEvent>),
-    GeneralUserEvent(Box<GeneralUserEvent>),
-    GeneralVmErrorEvent(Box<GeneralVmErrorEvent>),
-    GeneralVmInfoEvent(Box<GeneralVmInfoEvent>),
-    GeneralVmWarningEvent(Box<GeneralVmWarningEvent>),
-    GenericDrsFault(Box<GenericDrsFault>),
-    GenericVmConfigFault(Box<GenericVmConfigFault>),
-    GhostDvsProxySwitchDetectedEvent(Box<GhostDvsProxySwitchDetectedEvent>),
-    GhostDvsProxySwitchRemovedEvent(Box<GhostDvsProxySwitchRemovedEvent>),
-    GlobalMessageChangedEvent(Box<GlobalMessageChangedEvent>),
+    #[cfg(feature = "all-faults")] FtIssuesOnHost(Box<FtIssuesOnHost>),
+    #[cfg(feature = "all-faults")] FtIssuesOnHostHostSelectionType(Box<FtIssuesOnHostHostSelectionType>),
+    #[cfg(feature = "all-faults")] FtVmHostRuleViolation(Box<FtVmHostRuleViolation>),
+    #[cfg(feature = "all-faults")] FullStorageVMotionNotSupported(Box<FullStorageVMotionNotSupported>),
+    #[cfg(feature = "all-faults")] GatewayConnectFault(Box<GatewayConnectFault>),
+    #[cfg(feature = "all-faults")] GatewayHostNotReachable(Box<GatewayHostNotReachable>),
+    #[cfg(feature = "all-faults")] GatewayNotFound(Box<GatewayNotFound>),
+    #[cfg(feature = "all-faults")] GatewayNotReachable(Box<GatewayNotReachable>),
+    #[cfg(feature = "all-faults")] GatewayOperationRefused(Box<GatewayOperationRefused>),
+    #[cfg(feature = "all-faults")] GatewayToHostAuthFault(Box<GatewayToHostAuthFault>),
+    #[cfg(feature = "all-faults")] GatewayToHostConnectFault(Box<GatewayToHostConnectFault>),
+    #[cfg(feature = "all-faults")] GatewayToHostTrustVerifyFault(Box<GatewayToHostTrustVerifyFault>),
+    #[cfg(feature = "all-events")] GeneralEvent(Box<GeneralEvent>),
+    #[cfg(feature = "all-events")] GeneralHostErrorEvent(Box<GeneralHostErrorEvent>),
+    #[cfg(feature = "all-events")] GeneralHostInfoEvent(Box<GeneralHostInfoEvent>),
+    #[cfg(feature = "all-events")] GeneralHostWarningEvent(Box<GeneralHostWarningEvent>),
+    #[cfg(feature = "all-events")] GeneralUserEvent(Box<GeneralUserEvent>),
+    #[cfg(feature = "all-events")] GeneralVmErrorEvent(Box<GeneralVmErrorEvent>),
+    #[cfg(feature = "all-events")] GeneralVmInfoEvent(Box<GeneralVmInfoEvent>),
+    #[cfg(feature = "all-events")] GeneralVmWarningEvent(Box<GeneralVmWarningEvent>),
+    #[cfg(feature = "all-faults")] GenericDrsFault(Box<GenericDrsFault>),
+    #[cfg(feature = "all-faults")] GenericVmConfigFault(Box<GenericVmConfigFault>),
+    #[cfg(feature = "all-events")] GhostDvsProxySwitchDetectedEvent(Box<GhostDvsProxySwitchDetectedEvent>),
+    #[cfg(feature = "all-events")] GhostDvsProxySwitchRemovedEvent(Box<GhostDvsProxySwitchRemovedEvent>),
+    #[cfg(feature = "all-events")] GlobalMessageChangedEvent(Box<GlobalMessageChangedEvent>),
     GroupAlarmAction(Box<GroupAlarmAction>),
     GuestAliases(Box<GuestAliases>),
     GuestAuthAliasInfo(Box<GuestAuthAliasInfo>),
@@ -403,8 +403,8 @@ pub enum Object {
     GuestAuthNamedSubject(Box<GuestAuthNamedSubject>),
     GuestAuthSubject(Box<GuestAuthSubject>),
     GuestAuthentication(Box<GuestAuthentication>),
-    GuestAuthenticationChallenge(Box<GuestAuthenticationChallenge>),
-    GuestComponentsOutOfDate(Box<GuestComponentsOutOfDate>),
+    #[cfg(feature = "all-faults")] GuestAuthenticationChallenge(Box<GuestAuthenticationChallenge>),
+    #[cfg(feature = "all-faults")] GuestComponentsOutOfDate(Box<GuestComponentsOutOfDate>),
     GuestDiskInfo(Box<GuestDiskInfo>),
     GuestFileAttributes(Box<GuestFileAttributes>),
     GuestFileInfo(Box<GuestFileInfo>),
@@ -417,7 +417,7 @@ pub enum Object {
     GuestInfoVirtualDiskMapping(Box<GuestInfoVirtualDiskMapping>),
     GuestListFileInfo(Box<GuestListFileInfo>),
     GuestMappedAliases(Box<GuestMappedAliases>),
-    GuestMultipleMappings(Box<GuestMultipleMappings>),
+    #[cfg(feature = "all-faults")] GuestMultipleMappings(Box<GuestMultipleMappings>),
     GuestNicInfo(Box<GuestNicInfo>),
     GuestOperationsFault(Box<GuestOperationsFault>),
     GuestOperationsUnavailable(Box<GuestOperationsUnavailable>),
@@ -442,38 +442,38 @@ fn decode(
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderBatchAddHostsToClusterResult(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderBatchAddStandaloneHostsResult(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderDesiredHostState(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderEventArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderEventArgument(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderExternallyManagedFolderInfo(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderExternallyManagedFolderType(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderFailedHostResult(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderFileInfo(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderFileQuery(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FolderNewHostSpec(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FtIssuesOnHost(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FtIssuesOnHostHostSelectionType(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FtVmHostRuleViolation(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FullStorageVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayConnectFault(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayHostNotReachable(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayNotFound(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayNotReachable(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayOperationRefused(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayToHostAuthFault(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayToHostConnectFault(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayToHostTrustVerifyFault(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralEvent(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralHostErrorEvent(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralHostInfoEvent(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralHostWarningEvent(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralUserEvent(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralVmErrorEvent(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralVmInfoEvent(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralVmWarningEvent(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GenericDrsFault(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GenericVmConfigFault(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GhostDvsProxySwitchDetectedEvent(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GhostDvsProxySwitchRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GlobalMessageChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FtIssuesOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FtIssuesOnHostHostSelectionType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FtVmHostRuleViolation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FullStorageVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayConnectFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayHostNotReachable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayNotReachable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayOperationRefused(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayToHostAuthFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayToHostConnectFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GatewayToHostTrustVerifyFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralHostErrorEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralHostInfoEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralHostWarningEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralUserEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralVmErrorEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralVmInfoEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GeneralVmWarningEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GenericDrsFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GenericVmConfigFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GhostDvsProxySwitchDetectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GhostDvsProxySwitchRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GlobalMessageChangedEvent(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GroupAlarmAction(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAliases(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthAliasInfo(v), Err(e) => return Some(Err(e)) },
@@ -481,8 +481,8 @@ fn decode(
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthNamedSubject(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthSubject(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthentication(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthenticationChallenge(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestComponentsOutOfDate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestAuthenticationChallenge(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestComponentsOutOfDate(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestDiskInfo(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestFileAttributes(v), Err(e) => return Some(Err(e)) },
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestFileInfo(v), Err(e) => return Some(Err(e)) },
@@ -495,7 +495,7 @@ fn decode(
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestInfoVirtualDiskMapping(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestListFileInfo(v), Err(e) => return Some(Err(e)) },
         79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestMappedAliases(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestMultipleMappings(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestMultipleMappings(v), Err(e) => return Some(Err(e)) },
         81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestNicInfo(v), Err(e) => return Some(Err(e)) },
         82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestOperationsFault(v), Err(e) => return Some(Err(e)) },
         83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestOperationsUnavailable(v), Err(e) => return Some(Err(e)) },
@@ -514,38 +514,38 @@ impl std::fmt::Debug for Object {
             Object::FolderBatchAddHostsToClusterResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FolderBatchAddStandaloneHostsResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FolderDesiredHostState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FolderEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::FolderEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FolderExternallyManagedFolderInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FolderExternallyManagedFolderType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FolderFailedHostResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FolderFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FolderFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FolderNewHostSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FtIssuesOnHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FtIssuesOnHostHostSelectionType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FtVmHostRuleViolation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FullStorageVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GatewayConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GatewayHostNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GatewayNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GatewayNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GatewayOperationRefused(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GatewayToHostAuthFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GatewayToHostConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GatewayToHostTrustVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GeneralEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GeneralHostErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GeneralHostInfoEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GeneralHostWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GeneralUserEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GeneralVmErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GeneralVmInfoEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GeneralVmWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GenericDrsFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GenericVmConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GhostDvsProxySwitchDetectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GhostDvsProxySwitchRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GlobalMessageChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FtIssuesOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FtIssuesOnHostHostSelectionType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FtVmHostRuleViolation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::FullStorageVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GatewayConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GatewayHostNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GatewayNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GatewayNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GatewayOperationRefused(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GatewayToHostAuthFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GatewayToHostConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GatewayToHostTrustVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GeneralEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GeneralHostErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GeneralHostInfoEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GeneralHostWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GeneralUserEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GeneralVmErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GeneralVmInfoEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GeneralVmWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GenericDrsFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GenericVmConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GhostDvsProxySwitchDetectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GhostDvsProxySwitchRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::GlobalMessageChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GroupAlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestAliases(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestAuthAliasInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -553,8 +553,8 @@ impl std::fmt::Debug for Object {
             Object::GuestAuthNamedSubject(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestAuthSubject(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestAuthentication(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestAuthenticationChallenge(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestComponentsOutOfDate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestAuthenticationChallenge(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestComponentsOutOfDate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestDiskInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestFileAttributes(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -567,7 +567,7 @@ impl std::fmt::Debug for Object {
             Object::GuestInfoVirtualDiskMapping(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestListFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestMappedAliases(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestMultipleMappings(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestMultipleMappings(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestOperationsFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestOperationsUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
@@ -585,38 +585,38 @@ impl PartialEq for Object {
             (Object::FolderBatchAddHostsToClusterResult(a), Object::FolderBatchAddHostsToClusterResult(b)) => **a == **b,
             (Object::FolderBatchAddStandaloneHostsResult(a), Object::FolderBatchAddStandaloneHostsResult(b)) => **a == **b,
             (Object::FolderDesiredHostState(a), Object::FolderDesiredHostState(b)) => **a == **b,
-            (Object::FolderEventArgument(a), Object::FolderEventArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::FolderEventArgument(a), Object::FolderEventArgument(b)) => **a == **b,
             (Object::FolderExternallyManagedFolderInfo(a), Object::FolderExternallyManagedFolderInfo(b)) => **a == **b,
             (Object::FolderExternallyManagedFolderType(a), Object::FolderExternallyManagedFolderType(b)) => **a == **b,
             (Object::FolderFailedHostResult(a), Object::FolderFailedHostResult(b)) => **a == **b,
             (Object::FolderFileInfo(a), Object::FolderFileInfo(b)) => **a == **b,
             (Object::FolderFileQuery(a), Object::FolderFileQuery(b)) => **a == **b,
             (Object::FolderNewHostSpec(a), Object::FolderNewHostSpec(b)) => **a == **b,
-            (Object::FtIssuesOnHost(a), Object::FtIssuesOnHost(b)) => **a == **b,
-            (Object::FtIssuesOnHostHostSelectionType(a), Object::FtIssuesOnHostHostSelectionType(b)) => **a == **b,
-            (Object::FtVmHostRuleViolation(a), Object::FtVmHostRuleViolation(b)) => **a == **b,
-            (Object::FullStorageVMotionNotSupported(a), Object::FullStorageVMotionNotSupported(b)) => **a == **b,
-            (Object::GatewayConnectFault(a), Object::GatewayConnectFault(b)) => **a == **b,
-            (Object::GatewayHostNotReachable(a), Object::GatewayHostNotReachable(b)) => **a == **b,
-            (Object::GatewayNotFound(a), Object::GatewayNotFound(b)) => **a == **b,
-            (Object::GatewayNotReachable(a), Object::GatewayNotReachable(b)) => **a == **b,
-            (Object::GatewayOperationRefused(a), Object::GatewayOperationRefused(b)) => **a == **b,
-            (Object::GatewayToHostAuthFault(a), Object::GatewayToHostAuthFault(b)) => **a == **b,
-            (Object::GatewayToHostConnectFault(a), Object::GatewayToHostConnectFault(b)) => **a == **b,
-            (Object::GatewayToHostTrustVerifyFault(a), Object::GatewayToHostTrustVerifyFault(b)) => **a == **b,
-            (Object::GeneralEvent(a), Object::GeneralEvent(b)) => **a == **b,
-            (Object::GeneralHostErrorEvent(a), Object::GeneralHostErrorEvent(b)) => **a == **b,
-            (Object::GeneralHostInfoEvent(a), Object::GeneralHostInfoEvent(b)) => **a == **b,
-            (Object::GeneralHostWarningEvent(a), Object::GeneralHostWarningEvent(b)) => **a == **b,
-            (Object::GeneralUserEvent(a), Object::GeneralUserEvent(b)) => **a == **b,
-            (Object::GeneralVmErrorEvent(a), Object::GeneralVmErrorEvent(b)) => **a == **b,
-            (Object::GeneralVmInfoEvent(a), Object::GeneralVmInfoEvent(b)) => **a == **b,
-            (Object::GeneralVmWarningEvent(a), Object::GeneralVmWarningEvent(b)) => **a == **b,
-            (Object::GenericDrsFault(a), Object::GenericDrsFault(b)) => **a == **b,
-            (Object::GenericVmConfigFault(a), Object::GenericVmConfigFault(b)) => **a == **b,
-            (Object::GhostDvsProxySwitchDetectedEvent(a), Object::GhostDvsProxySwitchDetectedEvent(b)) => **a == **b,
-            (Object::GhostDvsProxySwitchRemovedEvent(a), Object::GhostDvsProxySwitchRemovedEvent(b)) => **a == **b,
-            (Object::GlobalMessageChangedEvent(a), Object::GlobalMessageChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FtIssuesOnHost(a), Object::FtIssuesOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FtIssuesOnHostHostSelectionType(a), Object::FtIssuesOnHostHostSelectionType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FtVmHostRuleViolation(a), Object::FtVmHostRuleViolation(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::FullStorageVMotionNotSupported(a), Object::FullStorageVMotionNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GatewayConnectFault(a), Object::GatewayConnectFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GatewayHostNotReachable(a), Object::GatewayHostNotReachable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GatewayNotFound(a), Object::GatewayNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GatewayNotReachable(a), Object::GatewayNotReachable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GatewayOperationRefused(a), Object::GatewayOperationRefused(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GatewayToHostAuthFault(a), Object::GatewayToHostAuthFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GatewayToHostConnectFault(a), Object::GatewayToHostConnectFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GatewayToHostTrustVerifyFault(a), Object::GatewayToHostTrustVerifyFault(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GeneralEvent(a), Object::GeneralEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GeneralHostErrorEvent(a), Object::GeneralHostErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GeneralHostInfoEvent(a), Object::GeneralHostInfoEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GeneralHostWarningEvent(a), Object::GeneralHostWarningEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GeneralUserEvent(a), Object::GeneralUserEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GeneralVmErrorEvent(a), Object::GeneralVmErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GeneralVmInfoEvent(a), Object::GeneralVmInfoEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GeneralVmWarningEvent(a), Object::GeneralVmWarningEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GenericDrsFault(a), Object::GenericDrsFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GenericVmConfigFault(a), Object::GenericVmConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GhostDvsProxySwitchDetectedEvent(a), Object::GhostDvsProxySwitchDetectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GhostDvsProxySwitchRemovedEvent(a), Object::GhostDvsProxySwitchRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::GlobalMessageChangedEvent(a), Object::GlobalMessageChangedEvent(b)) => **a == **b,
             (Object::GroupAlarmAction(a), Object::GroupAlarmAction(b)) => **a == **b,
             (Object::GuestAliases(a), Object::GuestAliases(b)) => **a == **b,
             (Object::GuestAuthAliasInfo(a), Object::GuestAuthAliasInfo(b)) => **a == **b,
@@ -624,8 +624,8 @@ impl PartialEq for Object {
             (Object::GuestAuthNamedSubject(a), Object::GuestAuthNamedSubject(b)) => **a == **b,
             (Object::GuestAuthSubject(a), Object::GuestAuthSubject(b)) => **a == **b,
             (Object::GuestAuthentication(a), Object::GuestAuthentication(b)) => **a == **b,
-            (Object::GuestAuthenticationChallenge(a), Object::GuestAuthenticationChallenge(b)) => **a == **b,
-            (Object::GuestComponentsOutOfDate(a), Object::GuestComponentsOutOfDate(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestAuthenticationChallenge(a), Object::GuestAuthenticationChallenge(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestComponentsOutOfDate(a), Object::GuestComponentsOutOfDate(b)) => **a == **b,
             (Object::GuestDiskInfo(a), Object::GuestDiskInfo(b)) => **a == **b,
             (Object::GuestFileAttributes(a), Object::GuestFileAttributes(b)) => **a == **b,
             (Object::GuestFileInfo(a), Object::GuestFileInfo(b)) => **a == **b,
@@ -638,14 +638,14 @@ impl PartialEq for Object {
             (Object::GuestInfoVirtualDiskMapping(a), Object::GuestInfoVirtualDiskMapping(b)) => **a == **b,
             (Object::GuestListFileInfo(a), Object::GuestListFileInfo(b)) => **a == **b,
             (Object::GuestMappedAliases(a), Object::GuestMappedAliases(b)) => **a == **b,
-            (Object::GuestMultipleMappings(a), Object::GuestMultipleMappings(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestMultipleMappings(a), Object::GuestMultipleMappings(b)) => **a == **b,
             (Object::GuestNicInfo(a), Object::GuestNicInfo(b)) => **a == **b,
             (Object::GuestOperationsFault(a), Object::GuestOperationsFault(b)) => **a == **b,
             (Object::GuestOperationsUnavailable(a), Object::GuestOperationsUnavailable(b)) => **a == **b,
             (Object::GuestOsDescriptor(a), Object::GuestOsDescriptor(b)) => **a == **b,
             (Object::GuestOsDescriptorFirmwareType(a), Object::GuestOsDescriptorFirmwareType(b)) => **a == **b,
             (Object::GuestOsDescriptorSupportLevel(a), Object::GuestOsDescriptorSupportLevel(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -657,38 +657,38 @@ impl Clone for Object {
             Object::FolderBatchAddHostsToClusterResult(v) => Object::FolderBatchAddHostsToClusterResult(Box::new((**v).clone())),
             Object::FolderBatchAddStandaloneHostsResult(v) => Object::FolderBatchAddStandaloneHostsResult(Box::new((**v).clone())),
             Object::FolderDesiredHostState(v) => Object::FolderDesiredHostState(Box::new((**v).clone())),
-            Object::FolderEventArgument(v) => Object::FolderEventArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::FolderEventArgument(v) => Object::FolderEventArgument(Box::new((**v).clone())),
             Object::FolderExternallyManagedFolderInfo(v) => Object::FolderExternallyManagedFolderInfo(Box::new((**v).clone())),
             Object::FolderExternallyManagedFolderType(v) => Object::FolderExternallyManagedFolderType(Box::new((**v).clone())),
             Object::FolderFailedHostResult(v) => Object::FolderFailedHostResult(Box::new((**v).clone())),
             Object::FolderFileInfo(v) => Object::FolderFileInfo(Box::new((**v).clone())),
             Object::FolderFileQuery(v) => Object::FolderFileQuery(Box::new((**v).clone())),
             Object::FolderNewHostSpec(v) => Object::FolderNewHostSpec(Box::new((**v).clone())),
-            Object::FtIssuesOnHost(v) => Object::FtIssuesOnHost(Box::new((**v).clone())),
-            Object::FtIssuesOnHostHostSelectionType(v) => Object::FtIssuesOnHostHostSelectionType(Box::new((**v).clone())),
-            Object::FtVmHostRuleViolation(v) => Object::FtVmHostRuleViolation(Box::new((**v).clone())),
-            Object::FullStorageVMotionNotSupported(v) => Object::FullStorageVMotionNotSupported(Box::new((**v).clone())),
-            Object::GatewayConnectFault(v) => Object::GatewayConnectFault(Box::new((**v).clone())),
-            Object::GatewayHostNotReachable(v) => Object::GatewayHostNotReachable(Box::new((**v).clone())),
-            Object::GatewayNotFound(v) => Object::GatewayNotFound(Box::new((**v).clone())),
-            Object::GatewayNotReachable(v) => Object::GatewayNotReachable(Box::new((**v).clone())),
-            Object::GatewayOperationRefused(v) => Object::GatewayOperationRefused(Box::new((**v).clone())),
-            Object::GatewayToHostAuthFault(v) => Object::GatewayToHostAuthFault(Box::new((**v).clone())),
-            Object::GatewayToHostConnectFault(v) => Object::GatewayToHostConnectFault(Box::new((**v).clone())),
-            Object::GatewayToHostTrustVerifyFault(v) => Object::GatewayToHostTrustVerifyFault(Box::new((**v).clone())),
-            Object::GeneralEvent(v) => Object::GeneralEvent(Box::new((**v).clone())),
-            Object::GeneralHostErrorEvent(v) => Object::GeneralHostErrorEvent(Box::new((**v).clone())),
-            Object::GeneralHostInfoEvent(v) => Object::GeneralHostInfoEvent(Box::new((**v).clone())),
-            Object::GeneralHostWarningEvent(v) => Object::GeneralHostWarningEvent(Box::new((**v).clone())),
-            Object::GeneralUserEvent(v) => Object::GeneralUserEvent(Box::new((**v).clone())),
-            Object::GeneralVmErrorEvent(v) => Object::GeneralVmErrorEvent(Box::new((**v).clone())),
-            Object::GeneralVmInfoEvent(v) => Object::GeneralVmInfoEvent(Box::new((**v).clone())),
-            Object::GeneralVmWarningEvent(v) => Object::GeneralVmWarningEvent(Box::new((**v).clone())),
-            Object::GenericDrsFault(v) => Object::GenericDrsFault(Box::new((**v).clone())),
-            Object::GenericVmConfigFault(v) => Object::GenericVmConfigFault(Box::new((**v).clone())),
-            Object::GhostDvsProxySwitchDetectedEvent(v) => Object::GhostDvsProxySwitchDetectedEvent(Box::new((**v).clone())),
-            Object::GhostDvsProxySwitchRemovedEvent(v) => Object::GhostDvsProxySwitchRemovedEvent(Box::new((**v).clone())),
-            Object::GlobalMessageChangedEvent(v) => Object::GlobalMessageChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FtIssuesOnHost(v) => Object::FtIssuesOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FtIssuesOnHostHostSelectionType(v) => Object::FtIssuesOnHostHostSelectionType(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FtVmHostRuleViolation(v) => Object::FtVmHostRuleViolation(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::FullStorageVMotionNotSupported(v) => Object::FullStorageVMotionNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GatewayConnectFault(v) => Object::GatewayConnectFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GatewayHostNotReachable(v) => Object::GatewayHostNotReachable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GatewayNotFound(v) => Object::GatewayNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GatewayNotReachable(v) => Object::GatewayNotReachable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GatewayOperationRefused(v) => Object::GatewayOperationRefused(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GatewayToHostAuthFault(v) => Object::GatewayToHostAuthFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GatewayToHostConnectFault(v) => Object::GatewayToHostConnectFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GatewayToHostTrustVerifyFault(v) => Object::GatewayToHostTrustVerifyFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GeneralEvent(v) => Object::GeneralEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GeneralHostErrorEvent(v) => Object::GeneralHostErrorEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GeneralHostInfoEvent(v) => Object::GeneralHostInfoEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GeneralHostWarningEvent(v) => Object::GeneralHostWarningEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GeneralUserEvent(v) => Object::GeneralUserEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GeneralVmErrorEvent(v) => Object::GeneralVmErrorEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GeneralVmInfoEvent(v) => Object::GeneralVmInfoEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GeneralVmWarningEvent(v) => Object::GeneralVmWarningEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GenericDrsFault(v) => Object::GenericDrsFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GenericVmConfigFault(v) => Object::GenericVmConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GhostDvsProxySwitchDetectedEvent(v) => Object::GhostDvsProxySwitchDetectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GhostDvsProxySwitchRemovedEvent(v) => Object::GhostDvsProxySwitchRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::GlobalMessageChangedEvent(v) => Object::GlobalMessageChangedEvent(Box::new((**v).clone())),
             Object::GroupAlarmAction(v) => Object::GroupAlarmAction(Box::new((**v).clone())),
             Object::GuestAliases(v) => Object::GuestAliases(Box::new((**v).clone())),
             Object::GuestAuthAliasInfo(v) => Object::GuestAuthAliasInfo(Box::new((**v).clone())),
@@ -696,8 +696,8 @@ impl Clone for Object {
             Object::GuestAuthNamedSubject(v) => Object::GuestAuthNamedSubject(Box::new((**v).clone())),
             Object::GuestAuthSubject(v) => Object::GuestAuthSubject(Box::new((**v).clone())),
             Object::GuestAuthentication(v) => Object::GuestAuthentication(Box::new((**v).clone())),
-            Object::GuestAuthenticationChallenge(v) => Object::GuestAuthenticationChallenge(Box::new((**v).clone())),
-            Object::GuestComponentsOutOfDate(v) => Object::GuestComponentsOutOfDate(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestAuthenticationChallenge(v) => Object::GuestAuthenticationChallenge(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestComponentsOutOfDate(v) => Object::GuestComponentsOutOfDate(Box::new((**v).clone())),
             Object::GuestDiskInfo(v) => Object::GuestDiskInfo(Box::new((**v).clone())),
             Object::GuestFileAttributes(v) => Object::GuestFileAttributes(Box::new((**v).clone())),
             Object::GuestFileInfo(v) => Object::GuestFileInfo(Box::new((**v).clone())),
@@ -710,7 +710,7 @@ impl Clone for Object {
             Object::GuestInfoVirtualDiskMapping(v) => Object::GuestInfoVirtualDiskMapping(Box::new((**v).clone())),
             Object::GuestListFileInfo(v) => Object::GuestListFileInfo(Box::new((**v).clone())),
             Object::GuestMappedAliases(v) => Object::GuestMappedAliases(Box::new((**v).clone())),
-            Object::GuestMultipleMappings(v) => Object::GuestMultipleMappings(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestMultipleMappings(v) => Object::GuestMultipleMappings(Box::new((**v).clone())),
             Object::GuestNicInfo(v) => Object::GuestNicInfo(Box::new((**v).clone())),
             Object::GuestOperationsFault(v) => Object::GuestOperationsFault(Box::new((**v).clone())),
             Object::GuestOperationsUnavailable(v) => Object::GuestOperationsUnavailable(Box::new((**v).clone())),
@@ -728,38 +728,38 @@ impl x::DataObject for Object {
             Object::FolderBatchAddHostsToClusterResult(_) => "FolderBatchAddHostsToClusterResult",
             Object::FolderBatchAddStandaloneHostsResult(_) => "FolderBatchAddStandaloneHostsResult",
             Object::FolderDesiredHostState(_) => "FolderDesiredHostState",
-            Object::FolderEventArgument(_) => "FolderEventArgument",
+            #[cfg(feature = "all-events")] Object::FolderEventArgument(_) => "FolderEventArgument",
             Object::FolderExternallyManagedFolderInfo(_) => "FolderExternallyManagedFolderInfo",
             Object::FolderExternallyManagedFolderType(_) => "FolderExternallyManagedFolderType",
             Object::FolderFailedHostResult(_) => "FolderFailedHostResult",
             Object::FolderFileInfo(_) => "FolderFileInfo",
             Object::FolderFileQuery(_) => "FolderFileQuery",
             Object::FolderNewHostSpec(_) => "FolderNewHostSpec",
-            Object::FtIssuesOnHost(_) => "FtIssuesOnHost",
-            Object::FtIssuesOnHostHostSelectionType(_) => "FtIssuesOnHostHostSelectionType",
-            Object::FtVmHostRuleViolation(_) => "FtVmHostRuleViolation",
-            Object::FullStorageVMotionNotSupported(_) => "FullStorageVMotionNotSupported",
-            Object::GatewayConnectFault(_) => "GatewayConnectFault",
-            Object::GatewayHostNotReachable(_) => "GatewayHostNotReachable",
-            Object::GatewayNotFound(_) => "GatewayNotFound",
-            Object::GatewayNotReachable(_) => "GatewayNotReachable",
-            Object::GatewayOperationRefused(_) => "GatewayOperationRefused",
-            Object::GatewayToHostAuthFault(_) => "GatewayToHostAuthFault",
-            Object::GatewayToHostConnectFault(_) => "GatewayToHostConnectFault",
-            Object::GatewayToHostTrustVerifyFault(_) => "GatewayToHostTrustVerifyFault",
-            Object::GeneralEvent(_) => "GeneralEvent",
-            Object::GeneralHostErrorEvent(_) => "GeneralHostErrorEvent",
-            Object::GeneralHostInfoEvent(_) => "GeneralHostInfoEvent",
-            Object::GeneralHostWarningEvent(_) => "GeneralHostWarningEvent",
-            Object::GeneralUserEvent(_) => "GeneralUserEvent",
-            Object::GeneralVmErrorEvent(_) => "GeneralVmErrorEvent",
-            Object::GeneralVmInfoEvent(_) => "GeneralVmInfoEvent",
-            Object::GeneralVmWarningEvent(_) => "GeneralVmWarningEvent",
-            Object::GenericDrsFault(_) => "GenericDrsFault",
-            Object::GenericVmConfigFault(_) => "GenericVmConfigFault",
-            Object::GhostDvsProxySwitchDetectedEvent(_) => "GhostDvsProxySwitchDetectedEvent",
-            Object::GhostDvsProxySwitchRemovedEvent(_) => "GhostDvsProxySwitchRemovedEvent",
-            Object::GlobalMessageChangedEvent(_) => "GlobalMessageChangedEvent",
+            #[cfg(feature = "all-faults")] Object::FtIssuesOnHost(_) => "FtIssuesOnHost",
+            #[cfg(feature = "all-faults")] Object::FtIssuesOnHostHostSelectionType(_) => "FtIssuesOnHostHostSelectionType",
+            #[cfg(feature = "all-faults")] Object::FtVmHostRuleViolation(_) => "FtVmHostRuleViolation",
+            #[cfg(feature = "all-faults")] Object::FullStorageVMotionNotSupported(_) => "FullStorageVMotionNotSupported",
+            #[cfg(feature = "all-faults")] Object::GatewayConnectFault(_) => "GatewayConnectFault",
+            #[cfg(feature = "all-faults")] Object::GatewayHostNotReachable(_) => "GatewayHostNotReachable",
+            #[cfg(feature = "all-faults")] Object::GatewayNotFound(_) => "GatewayNotFound",
+            #[cfg(feature = "all-faults")] Object::GatewayNotReachable(_) => "GatewayNotReachable",
+            #[cfg(feature = "all-faults")] Object::GatewayOperationRefused(_) => "GatewayOperationRefused",
+            #[cfg(feature = "all-faults")] Object::GatewayToHostAuthFault(_) => "GatewayToHostAuthFault",
+            #[cfg(feature = "all-faults")] Object::GatewayToHostConnectFault(_) => "GatewayToHostConnectFault",
+            #[cfg(feature = "all-faults")] Object::GatewayToHostTrustVerifyFault(_) => "GatewayToHostTrustVerifyFault",
+            #[cfg(feature = "all-events")] Object::GeneralEvent(_) => "GeneralEvent",
+            #[cfg(feature = "all-events")] Object::GeneralHostErrorEvent(_) => "GeneralHostErrorEvent",
+            #[cfg(feature = "all-events")] Object::GeneralHostInfoEvent(_) => "GeneralHostInfoEvent",
+            #[cfg(feature = "all-events")] Object::GeneralHostWarningEvent(_) => "GeneralHostWarningEvent",
+            #[cfg(feature = "all-events")] Object::GeneralUserEvent(_) => "GeneralUserEvent",
+            #[cfg(feature = "all-events")] Object::GeneralVmErrorEvent(_) => "GeneralVmErrorEvent",
+            #[cfg(feature = "all-events")] Object::GeneralVmInfoEvent(_) => "GeneralVmInfoEvent",
+            #[cfg(feature = "all-events")] Object::GeneralVmWarningEvent(_) => "GeneralVmWarningEvent",
+            #[cfg(feature = "all-faults")] Object::GenericDrsFault(_) => "GenericDrsFault",
+            #[cfg(feature = "all-faults")] Object::GenericVmConfigFault(_) => "GenericVmConfigFault",
+            #[cfg(feature = "all-events")] Object::GhostDvsProxySwitchDetectedEvent(_) => "GhostDvsProxySwitchDetectedEvent",
+            #[cfg(feature = "all-events")] Object::GhostDvsProxySwitchRemovedEvent(_) => "GhostDvsProxySwitchRemovedEvent",
+            #[cfg(feature = "all-events")] Object::GlobalMessageChangedEvent(_) => "GlobalMessageChangedEvent",
             Object::GroupAlarmAction(_) => "GroupAlarmAction",
             Object::GuestAliases(_) => "GuestAliases",
             Object::GuestAuthAliasInfo(_) => "GuestAuthAliasInfo",
@@ -767,8 +767,8 @@ impl x::DataObject for Object {
             Object::GuestAuthNamedSubject(_) => "GuestAuthNamedSubject",
             Object::GuestAuthSubject(_) => "GuestAuthSubject",
             Object::GuestAuthentication(_) => "GuestAuthentication",
-            Object::GuestAuthenticationChallenge(_) => "GuestAuthenticationChallenge",
-            Object::GuestComponentsOutOfDate(_) => "GuestComponentsOutOfDate",
+            #[cfg(feature = "all-faults")] Object::GuestAuthenticationChallenge(_) => "GuestAuthenticationChallenge",
+            #[cfg(feature = "all-faults")] Object::GuestComponentsOutOfDate(_) => "GuestComponentsOutOfDate",
             Object::GuestDiskInfo(_) => "GuestDiskInfo",
             Object::GuestFileAttributes(_) => "GuestFileAttributes",
             Object::GuestFileInfo(_) => "GuestFileInfo",
@@ -781,7 +781,7 @@ impl x::DataObject for Object {
             Object::GuestInfoVirtualDiskMapping(_) => "GuestInfoVirtualDiskMapping",
             Object::GuestListFileInfo(_) => "GuestListFileInfo",
             Object::GuestMappedAliases(_) => "GuestMappedAliases",
-            Object::GuestMultipleMappings(_) => "GuestMultipleMappings",
+            #[cfg(feature = "all-faults")] Object::GuestMultipleMappings(_) => "GuestMultipleMappings",
             Object::GuestNicInfo(_) => "GuestNicInfo",
             Object::GuestOperationsFault(_) => "GuestOperationsFault",
             Object::GuestOperationsUnavailable(_) => "GuestOperationsUnavailable",
@@ -811,38 +811,38 @@ impl x::DataObject for Object {
             Object::FolderBatchAddHostsToClusterResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FolderBatchAddStandaloneHostsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FolderDesiredHostState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FolderEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::FolderEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FolderExternallyManagedFolderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FolderExternallyManagedFolderType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FolderFailedHostResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FolderFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FolderFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FolderNewHostSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FtIssuesOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FtIssuesOnHostHostSelectionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FtVmHostRuleViolation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FullStorageVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GatewayConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GatewayHostNotReachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GatewayNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GatewayNotReachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GatewayOperationRefused(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GatewayToHostAuthFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GatewayToHostConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GatewayToHostTrustVerifyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GeneralEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GeneralHostErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GeneralHostInfoEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GeneralHostWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GeneralUserEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GeneralVmErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GeneralVmInfoEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GeneralVmWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GenericDrsFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GenericVmConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GhostDvsProxySwitchDetectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GhostDvsProxySwitchRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GlobalMessageChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FtIssuesOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FtIssuesOnHostHostSelectionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FtVmHostRuleViolation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::FullStorageVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GatewayConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GatewayHostNotReachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GatewayNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GatewayNotReachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GatewayOperationRefused(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GatewayToHostAuthFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GatewayToHostConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GatewayToHostTrustVerifyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GeneralEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GeneralHostErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GeneralHostInfoEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GeneralHostWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GeneralUserEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GeneralVmErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GeneralVmInfoEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GeneralVmWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GenericDrsFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GenericVmConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GhostDvsProxySwitchDetectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GhostDvsProxySwitchRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::GlobalMessageChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GroupAlarmAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestAliases(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestAuthAliasInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -850,8 +850,8 @@ impl x::DataObject for Object {
             Object::GuestAuthNamedSubject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestAuthSubject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestAuthentication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestAuthenticationChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestComponentsOutOfDate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestAuthenticationChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestComponentsOutOfDate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestDiskInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestFileAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -864,7 +864,7 @@ impl x::DataObject for Object {
             Object::GuestInfoVirtualDiskMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestListFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestMappedAliases(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestMultipleMappings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestMultipleMappings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestOperationsFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestOperationsUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -884,11 +884,11 @@ impl x::ObjectType for FloppyImageFileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FloppyImageFileQuery(v) => Some(v), _ => None, }
+        match object { Object::FloppyImageFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FloppyImageFileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::FloppyImageFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -900,11 +900,11 @@ impl x::ObjectType for FolderBatchAddHostsToClusterResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FolderBatchAddHostsToClusterResult(v) => Some(v), _ => None, }
+        match object { Object::FolderBatchAddHostsToClusterResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FolderBatchAddHostsToClusterResult(v) => Ok(v), other => Err(other), }
+        match object { Object::FolderBatchAddHostsToClusterResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -916,11 +916,11 @@ impl x::ObjectType for FolderBatchAddStandaloneHostsResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FolderBatchAddStandaloneHostsResult(v) => Some(v), _ => None, }
+        match object { Object::FolderBatchAddStandaloneHostsResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FolderBatchAddStandaloneHostsResult(v) => Ok(v), other => Err(other), }
+        match object { Object::FolderBatchAddStandaloneHostsResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -932,15 +932,15 @@ impl x::ObjectType for FolderDesiredHostState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FolderDesiredHostState(v) => Some(v), _ => None, }
+        match object { Object::FolderDesiredHostState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FolderDesiredHostState(v) => Ok(v), other => Err(other), }
+        match object { Object::FolderDesiredHostState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FolderEventArgument {
+#[cfg(feature = "all-events")] impl x::ObjectType for FolderEventArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -948,11 +948,11 @@ impl x::ObjectType for FolderEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FolderEventArgument(v) => Some(v), _ => None, }
+        match object { Object::FolderEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FolderEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::FolderEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -964,11 +964,11 @@ impl x::ObjectType for FolderExternallyManagedFolderInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FolderExternallyManagedFolderInfo(v) => Some(v), _ => None, }
+        match object { Object::FolderExternallyManagedFolderInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FolderExternallyManagedFolderInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::FolderExternallyManagedFolderInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -980,11 +980,11 @@ impl x::ObjectType for FolderExternallyManagedFolderType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FolderExternallyManagedFolderType(v) => Some(v), _ => None, }
+        match object { Object::FolderExternallyManagedFolderType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FolderExternallyManagedFolderType(v) => Ok(v), other => Err(other), }
+        match object { Object::FolderExternallyManagedFolderType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -996,11 +996,11 @@ impl x::ObjectType for FolderFailedHostResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FolderFailedHostResult(v) => Some(v), _ => None, }
+        match object { Object::FolderFailedHostResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FolderFailedHostResult(v) => Ok(v), other => Err(other), }
+        match object { Object::FolderFailedHostResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1012,11 +1012,11 @@ impl x::ObjectType for FolderFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FolderFileInfo(v) => Some(v), _ => None, }
+        match object { Object::FolderFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FolderFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::FolderFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1028,11 +1028,11 @@ impl x::ObjectType for FolderFileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FolderFileQuery(v) => Some(v), _ => None, }
+        match object { Object::FolderFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FolderFileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::FolderFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1044,15 +1044,15 @@ impl x::ObjectType for FolderNewHostSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FolderNewHostSpec(v) => Some(v), _ => None, }
+        match object { Object::FolderNewHostSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FolderNewHostSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::FolderNewHostSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FtIssuesOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FtIssuesOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1060,15 +1060,15 @@ impl x::ObjectType for FtIssuesOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FtIssuesOnHost(v) => Some(v), _ => None, }
+        match object { Object::FtIssuesOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FtIssuesOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::FtIssuesOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FtIssuesOnHostHostSelectionType {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FtIssuesOnHostHostSelectionType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1076,15 +1076,15 @@ impl x::ObjectType for FtIssuesOnHostHostSelectionType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FtIssuesOnHostHostSelectionType(v) => Some(v), _ => None, }
+        match object { Object::FtIssuesOnHostHostSelectionType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FtIssuesOnHostHostSelectionType(v) => Ok(v), other => Err(other), }
+        match object { Object::FtIssuesOnHostHostSelectionType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FtVmHostRuleViolation {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FtVmHostRuleViolation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1092,15 +1092,15 @@ impl x::ObjectType for FtVmHostRuleViolation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FtVmHostRuleViolation(v) => Some(v), _ => None, }
+        match object { Object::FtVmHostRuleViolation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FtVmHostRuleViolation(v) => Ok(v), other => Err(other), }
+        match object { Object::FtVmHostRuleViolation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for FullStorageVMotionNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for FullStorageVMotionNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1108,15 +1108,15 @@ impl x::ObjectType for FullStorageVMotionNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::FullStorageVMotionNotSupported(v) => Some(v), _ => None, }
+        match object { Object::FullStorageVMotionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::FullStorageVMotionNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::FullStorageVMotionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GatewayConnectFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GatewayConnectFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1124,15 +1124,15 @@ impl x::ObjectType for GatewayConnectFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GatewayConnectFault(v) => Some(v), _ => None, }
+        match object { Object::GatewayConnectFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GatewayConnectFault(v) => Ok(v), other => Err(other), }
+        match object { Object::GatewayConnectFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GatewayHostNotReachable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GatewayHostNotReachable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1140,15 +1140,15 @@ impl x::ObjectType for GatewayHostNotReachable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GatewayHostNotReachable(v) => Some(v), _ => None, }
+        match object { Object::GatewayHostNotReachable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GatewayHostNotReachable(v) => Ok(v), other => Err(other), }
+        match object { Object::GatewayHostNotReachable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GatewayNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GatewayNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1156,15 +1156,15 @@ impl x::ObjectType for GatewayNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GatewayNotFound(v) => Some(v), _ => None, }
+        match object { Object::GatewayNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GatewayNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::GatewayNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GatewayNotReachable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GatewayNotReachable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1172,15 +1172,15 @@ impl x::ObjectType for GatewayNotReachable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GatewayNotReachable(v) => Some(v), _ => None, }
+        match object { Object::GatewayNotReachable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GatewayNotReachable(v) => Ok(v), other => Err(other), }
+        match object { Object::GatewayNotReachable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GatewayOperationRefused {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GatewayOperationRefused {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1188,15 +1188,15 @@ impl x::ObjectType for GatewayOperationRefused {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GatewayOperationRefused(v) => Some(v), _ => None, }
+        match object { Object::GatewayOperationRefused(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GatewayOperationRefused(v) => Ok(v), other => Err(other), }
+        match object { Object::GatewayOperationRefused(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GatewayToHostAuthFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GatewayToHostAuthFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1204,15 +1204,15 @@ impl x::ObjectType for GatewayToHostAuthFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GatewayToHostAuthFault(v) => Some(v), _ => None, }
+        match object { Object::GatewayToHostAuthFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GatewayToHostAuthFault(v) => Ok(v), other => Err(other), }
+        match object { Object::GatewayToHostAuthFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GatewayToHostConnectFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GatewayToHostConnectFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1220,15 +1220,15 @@ impl x::ObjectType for GatewayToHostConnectFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GatewayToHostConnectFault(v) => Some(v), _ => None, }
+        match object { Object::GatewayToHostConnectFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GatewayToHostConnectFault(v) => Ok(v), other => Err(other), }
+        match object { Object::GatewayToHostConnectFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GatewayToHostTrustVerifyFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GatewayToHostTrustVerifyFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1236,15 +1236,15 @@ impl x::ObjectType for GatewayToHostTrustVerifyFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GatewayToHostTrustVerifyFault(v) => Some(v), _ => None, }
+        match object { Object::GatewayToHostTrustVerifyFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GatewayToHostTrustVerifyFault(v) => Ok(v), other => Err(other), }
+        match object { Object::GatewayToHostTrustVerifyFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GeneralEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GeneralEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1252,15 +1252,15 @@ impl x::ObjectType for GeneralEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GeneralEvent(v) => Some(v), _ => None, }
+        match object { Object::GeneralEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GeneralEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GeneralEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GeneralHostErrorEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GeneralHostErrorEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1268,15 +1268,15 @@ impl x::ObjectType for GeneralHostErrorEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GeneralHostErrorEvent(v) => Some(v), _ => None, }
+        match object { Object::GeneralHostErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GeneralHostErrorEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GeneralHostErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GeneralHostInfoEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GeneralHostInfoEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1284,15 +1284,15 @@ impl x::ObjectType for GeneralHostInfoEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GeneralHostInfoEvent(v) => Some(v), _ => None, }
+        match object { Object::GeneralHostInfoEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GeneralHostInfoEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GeneralHostInfoEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GeneralHostWarningEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GeneralHostWarningEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1300,15 +1300,15 @@ impl x::ObjectType for GeneralHostWarningEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GeneralHostWarningEvent(v) => Some(v), _ => None, }
+        match object { Object::GeneralHostWarningEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GeneralHostWarningEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GeneralHostWarningEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GeneralUserEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GeneralUserEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1316,15 +1316,15 @@ impl x::ObjectType for GeneralUserEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GeneralUserEvent(v) => Some(v), _ => None, }
+        match object { Object::GeneralUserEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GeneralUserEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GeneralUserEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GeneralVmErrorEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GeneralVmErrorEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1332,15 +1332,15 @@ impl x::ObjectType for GeneralVmErrorEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GeneralVmErrorEvent(v) => Some(v), _ => None, }
+        match object { Object::GeneralVmErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GeneralVmErrorEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GeneralVmErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GeneralVmInfoEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GeneralVmInfoEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1348,15 +1348,15 @@ impl x::ObjectType for GeneralVmInfoEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GeneralVmInfoEvent(v) => Some(v), _ => None, }
+        match object { Object::GeneralVmInfoEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GeneralVmInfoEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GeneralVmInfoEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GeneralVmWarningEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GeneralVmWarningEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1364,15 +1364,15 @@ impl x::ObjectType for GeneralVmWarningEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GeneralVmWarningEvent(v) => Some(v), _ => None, }
+        match object { Object::GeneralVmWarningEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GeneralVmWarningEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GeneralVmWarningEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GenericDrsFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GenericDrsFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1380,15 +1380,15 @@ impl x::ObjectType for GenericDrsFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GenericDrsFault(v) => Some(v), _ => None, }
+        match object { Object::GenericDrsFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GenericDrsFault(v) => Ok(v), other => Err(other), }
+        match object { Object::GenericDrsFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GenericVmConfigFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GenericVmConfigFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1396,15 +1396,15 @@ impl x::ObjectType for GenericVmConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GenericVmConfigFault(v) => Some(v), _ => None, }
+        match object { Object::GenericVmConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GenericVmConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::GenericVmConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GhostDvsProxySwitchDetectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GhostDvsProxySwitchDetectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1412,15 +1412,15 @@ impl x::ObjectType for GhostDvsProxySwitchDetectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GhostDvsProxySwitchDetectedEvent(v) => Some(v), _ => None, }
+        match object { Object::GhostDvsProxySwitchDetectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GhostDvsProxySwitchDetectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GhostDvsProxySwitchDetectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GhostDvsProxySwitchRemovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GhostDvsProxySwitchRemovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1428,15 +1428,15 @@ impl x::ObjectType for GhostDvsProxySwitchRemovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GhostDvsProxySwitchRemovedEvent(v) => Some(v), _ => None, }
+        match object { Object::GhostDvsProxySwitchRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GhostDvsProxySwitchRemovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GhostDvsProxySwitchRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GlobalMessageChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for GlobalMessageChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1444,11 +1444,11 @@ impl x::ObjectType for GlobalMessageChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GlobalMessageChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::GlobalMessageChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GlobalMessageChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::GlobalMessageChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1460,11 +1460,11 @@ impl x::ObjectType for GroupAlarmAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GroupAlarmAction(v) => Some(v), _ => None, }
+        match object { Object::GroupAlarmAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GroupAlarmAction(v) => Ok(v), other => Err(other), }
+        match object { Object::GroupAlarmAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1476,11 +1476,11 @@ impl x::ObjectType for GuestAliases {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestAliases(v) => Some(v), _ => None, }
+        match object { Object::GuestAliases(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestAliases(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestAliases(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1492,11 +1492,11 @@ impl x::ObjectType for GuestAuthAliasInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestAuthAliasInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestAuthAliasInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestAuthAliasInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestAuthAliasInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1508,11 +1508,11 @@ impl x::ObjectType for GuestAuthAnySubject {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestAuthAnySubject(v) => Some(v), _ => None, }
+        match object { Object::GuestAuthAnySubject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestAuthAnySubject(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestAuthAnySubject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1524,11 +1524,11 @@ impl x::ObjectType for GuestAuthNamedSubject {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestAuthNamedSubject(v) => Some(v), _ => None, }
+        match object { Object::GuestAuthNamedSubject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestAuthNamedSubject(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestAuthNamedSubject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1540,11 +1540,11 @@ impl x::ObjectType for GuestAuthSubject {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestAuthSubject(v) => Some(v), _ => None, }
+        match object { Object::GuestAuthSubject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestAuthSubject(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestAuthSubject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1556,15 +1556,15 @@ impl x::ObjectType for GuestAuthentication {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestAuthentication(v) => Some(v), _ => None, }
+        match object { Object::GuestAuthentication(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestAuthentication(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestAuthentication(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestAuthenticationChallenge {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestAuthenticationChallenge {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1572,15 +1572,15 @@ impl x::ObjectType for GuestAuthenticationChallenge {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestAuthenticationChallenge(v) => Some(v), _ => None, }
+        match object { Object::GuestAuthenticationChallenge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestAuthenticationChallenge(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestAuthenticationChallenge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestComponentsOutOfDate {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestComponentsOutOfDate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1588,11 +1588,11 @@ impl x::ObjectType for GuestComponentsOutOfDate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestComponentsOutOfDate(v) => Some(v), _ => None, }
+        match object { Object::GuestComponentsOutOfDate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestComponentsOutOfDate(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestComponentsOutOfDate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1604,11 +1604,11 @@ impl x::ObjectType for GuestDiskInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestDiskInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestDiskInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestDiskInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestDiskInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1620,11 +1620,11 @@ impl x::ObjectType for GuestFileAttributes {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestFileAttributes(v) => Some(v), _ => None, }
+        match object { Object::GuestFileAttributes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestFileAttributes(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestFileAttributes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1636,11 +1636,11 @@ impl x::ObjectType for GuestFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestFileInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1652,11 +1652,11 @@ impl x::ObjectType for GuestFileType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestFileType(v) => Some(v), _ => None, }
+        match object { Object::GuestFileType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestFileType(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestFileType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1668,11 +1668,11 @@ impl x::ObjectType for GuestInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1684,11 +1684,11 @@ impl x::ObjectType for GuestInfoAppStateType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestInfoAppStateType(v) => Some(v), _ => None, }
+        match object { Object::GuestInfoAppStateType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestInfoAppStateType(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestInfoAppStateType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1700,11 +1700,11 @@ impl x::ObjectType for GuestInfoCustomizationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestInfoCustomizationInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestInfoCustomizationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestInfoCustomizationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestInfoCustomizationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1716,11 +1716,11 @@ impl x::ObjectType for GuestInfoCustomizationStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestInfoCustomizationStatus(v) => Some(v), _ => None, }
+        match object { Object::GuestInfoCustomizationStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestInfoCustomizationStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestInfoCustomizationStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1732,11 +1732,11 @@ impl x::ObjectType for GuestInfoNamespaceGenerationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestInfoNamespaceGenerationInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestInfoNamespaceGenerationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestInfoNamespaceGenerationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestInfoNamespaceGenerationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1748,11 +1748,11 @@ impl x::ObjectType for GuestInfoVirtualDiskMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestInfoVirtualDiskMapping(v) => Some(v), _ => None, }
+        match object { Object::GuestInfoVirtualDiskMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestInfoVirtualDiskMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestInfoVirtualDiskMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1764,11 +1764,11 @@ impl x::ObjectType for GuestListFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestListFileInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestListFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestListFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestListFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1780,15 +1780,15 @@ impl x::ObjectType for GuestMappedAliases {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestMappedAliases(v) => Some(v), _ => None, }
+        match object { Object::GuestMappedAliases(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestMappedAliases(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestMappedAliases(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestMultipleMappings {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestMultipleMappings {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1796,11 +1796,11 @@ impl x::ObjectType for GuestMultipleMappings {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestMultipleMappings(v) => Some(v), _ => None, }
+        match object { Object::GuestMultipleMappings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestMultipleMappings(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestMultipleMappings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1812,11 +1812,11 @@ impl x::ObjectType for GuestNicInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestNicInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestNicInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestNicInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestNicInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1828,11 +1828,11 @@ impl x::ObjectType for GuestOperationsFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestOperationsFault(v) => Some(v), _ => None, }
+        match object { Object::GuestOperationsFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestOperationsFault(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestOperationsFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1844,11 +1844,11 @@ impl x::ObjectType for GuestOperationsUnavailable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestOperationsUnavailable(v) => Some(v), _ => None, }
+        match object { Object::GuestOperationsUnavailable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestOperationsUnavailable(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestOperationsUnavailable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1860,11 +1860,11 @@ impl x::ObjectType for GuestOsDescriptor {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestOsDescriptor(v) => Some(v), _ => None, }
+        match object { Object::GuestOsDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestOsDescriptor(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestOsDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1876,11 +1876,11 @@ impl x::ObjectType for GuestOsDescriptorFirmwareType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestOsDescriptorFirmwareType(v) => Some(v), _ => None, }
+        match object { Object::GuestOsDescriptorFirmwareType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestOsDescriptorFirmwareType(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestOsDescriptorFirmwareType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1892,10 +1892,10 @@ impl x::ObjectType for GuestOsDescriptorSupportLevel {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestOsDescriptorSupportLevel(v) => Some(v), _ => None, }
+        match object { Object::GuestOsDescriptorSupportLevel(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestOsDescriptorSupportLevel(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestOsDescriptorSupportLevel(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

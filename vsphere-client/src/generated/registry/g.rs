@@ -102,7 +102,7 @@ pub enum Object {
     GuestPermissionDenied(Box<GuestPermissionDenied>),
     GuestPosixFileAttributes(Box<GuestPosixFileAttributes>),
     GuestProcessInfo(Box<GuestProcessInfo>),
-    GuestProcessNotFound(Box<GuestProcessNotFound>),
+    #[cfg(feature = "all-faults")] GuestProcessNotFound(Box<GuestProcessNotFound>),
     GuestProgramSpec(Box<GuestProgramSpec>),
     GuestQuiesceEndGuestQuiesceError(Box<GuestQuiesceEndGuestQuiesceError>),
     GuestRegKeyNameSpec(Box<GuestRegKeyNameSpec>),
@@ -118,14 +118,14 @@ pub enum Object {
     GuestRegValueQwordSpec(Box<GuestRegValueQwordSpec>),
     GuestRegValueSpec(Box<GuestRegValueSpec>),
     GuestRegValueStringSpec(Box<GuestRegValueStringSpec>),
-    GuestRegistryFault(Box<GuestRegistryFault>),
-    GuestRegistryKeyAlreadyExists(Box<GuestRegistryKeyAlreadyExists>),
-    GuestRegistryKeyFault(Box<GuestRegistryKeyFault>),
-    GuestRegistryKeyHasSubkeys(Box<GuestRegistryKeyHasSubkeys>),
-    GuestRegistryKeyInvalid(Box<GuestRegistryKeyInvalid>),
-    GuestRegistryKeyParentVolatile(Box<GuestRegistryKeyParentVolatile>),
-    GuestRegistryValueFault(Box<GuestRegistryValueFault>),
-    GuestRegistryValueNotFound(Box<GuestRegistryValueNotFound>),
+    #[cfg(feature = "all-faults")] GuestRegistryFault(Box<GuestRegistryFault>),
+    #[cfg(feature = "all-faults")] GuestRegistryKeyAlreadyExists(Box<GuestRegistryKeyAlreadyExists>),
+    #[cfg(feature = "all-faults")] GuestRegistryKeyFault(Box<GuestRegistryKeyFault>),
+    #[cfg(feature = "all-faults")] GuestRegistryKeyHasSubkeys(Box<GuestRegistryKeyHasSubkeys>),
+    #[cfg(feature = "all-faults")] GuestRegistryKeyInvalid(Box<GuestRegistryKeyInvalid>),
+    #[cfg(feature = "all-faults")] GuestRegistryKeyParentVolatile(Box<GuestRegistryKeyParentVolatile>),
+    #[cfg(feature = "all-faults")] GuestRegistryValueFault(Box<GuestRegistryValueFault>),
+    #[cfg(feature = "all-faults")] GuestRegistryValueNotFound(Box<GuestRegistryValueNotFound>),
     GuestScreenInfo(Box<GuestScreenInfo>),
     GuestStackInfo(Box<GuestStackInfo>),
     GuestWindowsFileAttributes(Box<GuestWindowsFileAttributes>),
@@ -147,7 +147,7 @@ fn decode(
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestPermissionDenied(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestPosixFileAttributes(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestProcessInfo(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestProcessNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestProcessNotFound(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestProgramSpec(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestQuiesceEndGuestQuiesceError(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegKeyNameSpec(v), Err(e) => return Some(Err(e)) },
@@ -163,14 +163,14 @@ fn decode(
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueQwordSpec(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueSpec(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegValueStringSpec(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryFault(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyAlreadyExists(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyFault(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyHasSubkeys(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyInvalid(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyParentVolatile(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryValueFault(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryValueNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyAlreadyExists(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyHasSubkeys(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyInvalid(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryKeyParentVolatile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryValueFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestRegistryValueNotFound(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestScreenInfo(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestStackInfo(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::GuestWindowsFileAttributes(v), Err(e) => return Some(Err(e)) },
@@ -186,7 +186,7 @@ impl std::fmt::Debug for Object {
             Object::GuestPermissionDenied(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestPosixFileAttributes(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestProcessInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestProcessNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestProcessNotFound(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestProgramSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestQuiesceEndGuestQuiesceError(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestRegKeyNameSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -202,14 +202,14 @@ impl std::fmt::Debug for Object {
             Object::GuestRegValueQwordSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestRegValueSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestRegValueStringSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegistryFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegistryKeyAlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegistryKeyFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegistryKeyHasSubkeys(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegistryKeyInvalid(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegistryKeyParentVolatile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegistryValueFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::GuestRegistryValueNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyAlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyHasSubkeys(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyInvalid(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyParentVolatile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryValueFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryValueNotFound(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestScreenInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestStackInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::GuestWindowsFileAttributes(v) => std::fmt::Debug::fmt(&**v, f),
@@ -224,7 +224,7 @@ impl PartialEq for Object {
             (Object::GuestPermissionDenied(a), Object::GuestPermissionDenied(b)) => **a == **b,
             (Object::GuestPosixFileAttributes(a), Object::GuestPosixFileAttributes(b)) => **a == **b,
             (Object::GuestProcessInfo(a), Object::GuestProcessInfo(b)) => **a == **b,
-            (Object::GuestProcessNotFound(a), Object::GuestProcessNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestProcessNotFound(a), Object::GuestProcessNotFound(b)) => **a == **b,
             (Object::GuestProgramSpec(a), Object::GuestProgramSpec(b)) => **a == **b,
             (Object::GuestQuiesceEndGuestQuiesceError(a), Object::GuestQuiesceEndGuestQuiesceError(b)) => **a == **b,
             (Object::GuestRegKeyNameSpec(a), Object::GuestRegKeyNameSpec(b)) => **a == **b,
@@ -240,19 +240,19 @@ impl PartialEq for Object {
             (Object::GuestRegValueQwordSpec(a), Object::GuestRegValueQwordSpec(b)) => **a == **b,
             (Object::GuestRegValueSpec(a), Object::GuestRegValueSpec(b)) => **a == **b,
             (Object::GuestRegValueStringSpec(a), Object::GuestRegValueStringSpec(b)) => **a == **b,
-            (Object::GuestRegistryFault(a), Object::GuestRegistryFault(b)) => **a == **b,
-            (Object::GuestRegistryKeyAlreadyExists(a), Object::GuestRegistryKeyAlreadyExists(b)) => **a == **b,
-            (Object::GuestRegistryKeyFault(a), Object::GuestRegistryKeyFault(b)) => **a == **b,
-            (Object::GuestRegistryKeyHasSubkeys(a), Object::GuestRegistryKeyHasSubkeys(b)) => **a == **b,
-            (Object::GuestRegistryKeyInvalid(a), Object::GuestRegistryKeyInvalid(b)) => **a == **b,
-            (Object::GuestRegistryKeyParentVolatile(a), Object::GuestRegistryKeyParentVolatile(b)) => **a == **b,
-            (Object::GuestRegistryValueFault(a), Object::GuestRegistryValueFault(b)) => **a == **b,
-            (Object::GuestRegistryValueNotFound(a), Object::GuestRegistryValueNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestRegistryFault(a), Object::GuestRegistryFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestRegistryKeyAlreadyExists(a), Object::GuestRegistryKeyAlreadyExists(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestRegistryKeyFault(a), Object::GuestRegistryKeyFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestRegistryKeyHasSubkeys(a), Object::GuestRegistryKeyHasSubkeys(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestRegistryKeyInvalid(a), Object::GuestRegistryKeyInvalid(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestRegistryKeyParentVolatile(a), Object::GuestRegistryKeyParentVolatile(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestRegistryValueFault(a), Object::GuestRegistryValueFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::GuestRegistryValueNotFound(a), Object::GuestRegistryValueNotFound(b)) => **a == **b,
             (Object::GuestScreenInfo(a), Object::GuestScreenInfo(b)) => **a == **b,
             (Object::GuestStackInfo(a), Object::GuestStackInfo(b)) => **a == **b,
             (Object::GuestWindowsFileAttributes(a), Object::GuestWindowsFileAttributes(b)) => **a == **b,
             (Object::GuestWindowsProgramSpec(a), Object::GuestWindowsProgramSpec(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -263,7 +263,7 @@ impl Clone for Object {
             Object::GuestPermissionDenied(v) => Object::GuestPermissionDenied(Box::new((**v).clone())),
             Object::GuestPosixFileAttributes(v) => Object::GuestPosixFileAttributes(Box::new((**v).clone())),
             Object::GuestProcessInfo(v) => Object::GuestProcessInfo(Box::new((**v).clone())),
-            Object::GuestProcessNotFound(v) => Object::GuestProcessNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestProcessNotFound(v) => Object::GuestProcessNotFound(Box::new((**v).clone())),
             Object::GuestProgramSpec(v) => Object::GuestProgramSpec(Box::new((**v).clone())),
             Object::GuestQuiesceEndGuestQuiesceError(v) => Object::GuestQuiesceEndGuestQuiesceError(Box::new((**v).clone())),
             Object::GuestRegKeyNameSpec(v) => Object::GuestRegKeyNameSpec(Box::new((**v).clone())),
@@ -279,14 +279,14 @@ impl Clone for Object {
             Object::GuestRegValueQwordSpec(v) => Object::GuestRegValueQwordSpec(Box::new((**v).clone())),
             Object::GuestRegValueSpec(v) => Object::GuestRegValueSpec(Box::new((**v).clone())),
             Object::GuestRegValueStringSpec(v) => Object::GuestRegValueStringSpec(Box::new((**v).clone())),
-            Object::GuestRegistryFault(v) => Object::GuestRegistryFault(Box::new((**v).clone())),
-            Object::GuestRegistryKeyAlreadyExists(v) => Object::GuestRegistryKeyAlreadyExists(Box::new((**v).clone())),
-            Object::GuestRegistryKeyFault(v) => Object::GuestRegistryKeyFault(Box::new((**v).clone())),
-            Object::GuestRegistryKeyHasSubkeys(v) => Object::GuestRegistryKeyHasSubkeys(Box::new((**v).clone())),
-            Object::GuestRegistryKeyInvalid(v) => Object::GuestRegistryKeyInvalid(Box::new((**v).clone())),
-            Object::GuestRegistryKeyParentVolatile(v) => Object::GuestRegistryKeyParentVolatile(Box::new((**v).clone())),
-            Object::GuestRegistryValueFault(v) => Object::GuestRegistryValueFault(Box::new((**v).clone())),
-            Object::GuestRegistryValueNotFound(v) => Object::GuestRegistryValueNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryFault(v) => Object::GuestRegistryFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyAlreadyExists(v) => Object::GuestRegistryKeyAlreadyExists(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyFault(v) => Object::GuestRegistryKeyFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyHasSubkeys(v) => Object::GuestRegistryKeyHasSubkeys(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyInvalid(v) => Object::GuestRegistryKeyInvalid(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyParentVolatile(v) => Object::GuestRegistryKeyParentVolatile(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryValueFault(v) => Object::GuestRegistryValueFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryValueNotFound(v) => Object::GuestRegistryValueNotFound(Box::new((**v).clone())),
             Object::GuestScreenInfo(v) => Object::GuestScreenInfo(Box::new((**v).clone())),
             Object::GuestStackInfo(v) => Object::GuestStackInfo(Box::new((**v).clone())),
             Object::GuestWindowsFileAttributes(v) => Object::GuestWindowsFileAttributes(Box::new((**v).clone())),
@@ -301,7 +301,7 @@ impl x::DataObject for Object {
             Object::GuestPermissionDenied(_) => "GuestPermissionDenied",
             Object::GuestPosixFileAttributes(_) => "GuestPosixFileAttributes",
             Object::GuestProcessInfo(_) => "GuestProcessInfo",
-            Object::GuestProcessNotFound(_) => "GuestProcessNotFound",
+            #[cfg(feature = "all-faults")] Object::GuestProcessNotFound(_) => "GuestProcessNotFound",
             Object::GuestProgramSpec(_) => "GuestProgramSpec",
             Object::GuestQuiesceEndGuestQuiesceError(_) => "GuestQuiesceEndGuestQuiesceError",
             Object::GuestRegKeyNameSpec(_) => "GuestRegKeyNameSpec",
@@ -317,14 +317,14 @@ impl x::DataObject for Object {
             Object::GuestRegValueQwordSpec(_) => "GuestRegValueQwordSpec",
             Object::GuestRegValueSpec(_) => "GuestRegValueSpec",
             Object::GuestRegValueStringSpec(_) => "GuestRegValueStringSpec",
-            Object::GuestRegistryFault(_) => "GuestRegistryFault",
-            Object::GuestRegistryKeyAlreadyExists(_) => "GuestRegistryKeyAlreadyExists",
-            Object::GuestRegistryKeyFault(_) => "GuestRegistryKeyFault",
-            Object::GuestRegistryKeyHasSubkeys(_) => "GuestRegistryKeyHasSubkeys",
-            Object::GuestRegistryKeyInvalid(_) => "GuestRegistryKeyInvalid",
-            Object::GuestRegistryKeyParentVolatile(_) => "GuestRegistryKeyParentVolatile",
-            Object::GuestRegistryValueFault(_) => "GuestRegistryValueFault",
-            Object::GuestRegistryValueNotFound(_) => "GuestRegistryValueNotFound",
+            #[cfg(feature = "all-faults")] Object::GuestRegistryFault(_) => "GuestRegistryFault",
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyAlreadyExists(_) => "GuestRegistryKeyAlreadyExists",
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyFault(_) => "GuestRegistryKeyFault",
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyHasSubkeys(_) => "GuestRegistryKeyHasSubkeys",
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyInvalid(_) => "GuestRegistryKeyInvalid",
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyParentVolatile(_) => "GuestRegistryKeyParentVolatile",
+            #[cfg(feature = "all-faults")] Object::GuestRegistryValueFault(_) => "GuestRegistryValueFault",
+            #[cfg(feature = "all-faults")] Object::GuestRegistryValueNotFound(_) => "GuestRegistryValueNotFound",
             Object::GuestScreenInfo(_) => "GuestScreenInfo",
             Object::GuestStackInfo(_) => "GuestStackInfo",
             Object::GuestWindowsFileAttributes(_) => "GuestWindowsFileAttributes",
@@ -351,7 +351,7 @@ impl x::DataObject for Object {
             Object::GuestPermissionDenied(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestPosixFileAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestProcessInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestProcessNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestProcessNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestProgramSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestQuiesceEndGuestQuiesceError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestRegKeyNameSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -367,14 +367,14 @@ impl x::DataObject for Object {
             Object::GuestRegValueQwordSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestRegValueSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestRegValueStringSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegistryFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegistryKeyAlreadyExists(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegistryKeyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegistryKeyHasSubkeys(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegistryKeyInvalid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegistryKeyParentVolatile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegistryValueFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::GuestRegistryValueNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyAlreadyExists(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyHasSubkeys(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyInvalid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyParentVolatile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryValueFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::GuestRegistryValueNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestScreenInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestStackInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::GuestWindowsFileAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -392,11 +392,11 @@ impl x::ObjectType for GuestPermissionDenied {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestPermissionDenied(v) => Some(v), _ => None, }
+        match object { Object::GuestPermissionDenied(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestPermissionDenied(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestPermissionDenied(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -408,11 +408,11 @@ impl x::ObjectType for GuestPosixFileAttributes {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestPosixFileAttributes(v) => Some(v), _ => None, }
+        match object { Object::GuestPosixFileAttributes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestPosixFileAttributes(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestPosixFileAttributes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -424,15 +424,15 @@ impl x::ObjectType for GuestProcessInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestProcessInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestProcessInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestProcessInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestProcessInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestProcessNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestProcessNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -440,11 +440,11 @@ impl x::ObjectType for GuestProcessNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestProcessNotFound(v) => Some(v), _ => None, }
+        match object { Object::GuestProcessNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestProcessNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestProcessNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -456,11 +456,11 @@ impl x::ObjectType for GuestProgramSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestProgramSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestProgramSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestProgramSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestProgramSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -472,11 +472,11 @@ impl x::ObjectType for GuestQuiesceEndGuestQuiesceError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestQuiesceEndGuestQuiesceError(v) => Some(v), _ => None, }
+        match object { Object::GuestQuiesceEndGuestQuiesceError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestQuiesceEndGuestQuiesceError(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestQuiesceEndGuestQuiesceError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -488,11 +488,11 @@ impl x::ObjectType for GuestRegKeyNameSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegKeyNameSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegKeyNameSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegKeyNameSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegKeyNameSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -504,11 +504,11 @@ impl x::ObjectType for GuestRegKeyRecordSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegKeyRecordSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegKeyRecordSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegKeyRecordSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegKeyRecordSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -520,11 +520,11 @@ impl x::ObjectType for GuestRegKeySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegKeySpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegKeySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegKeySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegKeySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -536,11 +536,11 @@ impl x::ObjectType for GuestRegKeyWowSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegKeyWowSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegKeyWowSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegKeyWowSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegKeyWowSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -552,11 +552,11 @@ impl x::ObjectType for GuestRegValueBinarySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueBinarySpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegValueBinarySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueBinarySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegValueBinarySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -568,11 +568,11 @@ impl x::ObjectType for GuestRegValueDataSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueDataSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegValueDataSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueDataSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegValueDataSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -584,11 +584,11 @@ impl x::ObjectType for GuestRegValueDwordSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueDwordSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegValueDwordSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueDwordSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegValueDwordSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -600,11 +600,11 @@ impl x::ObjectType for GuestRegValueExpandStringSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueExpandStringSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegValueExpandStringSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueExpandStringSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegValueExpandStringSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -616,11 +616,11 @@ impl x::ObjectType for GuestRegValueMultiStringSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueMultiStringSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegValueMultiStringSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueMultiStringSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegValueMultiStringSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -632,11 +632,11 @@ impl x::ObjectType for GuestRegValueNameSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueNameSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegValueNameSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueNameSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegValueNameSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -648,11 +648,11 @@ impl x::ObjectType for GuestRegValueQwordSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueQwordSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegValueQwordSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueQwordSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegValueQwordSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -664,11 +664,11 @@ impl x::ObjectType for GuestRegValueSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegValueSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegValueSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -680,15 +680,15 @@ impl x::ObjectType for GuestRegValueStringSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegValueStringSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestRegValueStringSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegValueStringSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegValueStringSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestRegistryFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -696,15 +696,15 @@ impl x::ObjectType for GuestRegistryFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryFault(v) => Some(v), _ => None, }
+        match object { Object::GuestRegistryFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryFault(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegistryFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestRegistryKeyAlreadyExists {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryKeyAlreadyExists {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -712,15 +712,15 @@ impl x::ObjectType for GuestRegistryKeyAlreadyExists {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryKeyAlreadyExists(v) => Some(v), _ => None, }
+        match object { Object::GuestRegistryKeyAlreadyExists(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryKeyAlreadyExists(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegistryKeyAlreadyExists(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestRegistryKeyFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryKeyFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -728,15 +728,15 @@ impl x::ObjectType for GuestRegistryKeyFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryKeyFault(v) => Some(v), _ => None, }
+        match object { Object::GuestRegistryKeyFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryKeyFault(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegistryKeyFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestRegistryKeyHasSubkeys {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryKeyHasSubkeys {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -744,15 +744,15 @@ impl x::ObjectType for GuestRegistryKeyHasSubkeys {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryKeyHasSubkeys(v) => Some(v), _ => None, }
+        match object { Object::GuestRegistryKeyHasSubkeys(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryKeyHasSubkeys(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegistryKeyHasSubkeys(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestRegistryKeyInvalid {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryKeyInvalid {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -760,15 +760,15 @@ impl x::ObjectType for GuestRegistryKeyInvalid {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryKeyInvalid(v) => Some(v), _ => None, }
+        match object { Object::GuestRegistryKeyInvalid(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryKeyInvalid(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegistryKeyInvalid(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestRegistryKeyParentVolatile {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryKeyParentVolatile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -776,15 +776,15 @@ impl x::ObjectType for GuestRegistryKeyParentVolatile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryKeyParentVolatile(v) => Some(v), _ => None, }
+        match object { Object::GuestRegistryKeyParentVolatile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryKeyParentVolatile(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegistryKeyParentVolatile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestRegistryValueFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryValueFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -792,15 +792,15 @@ impl x::ObjectType for GuestRegistryValueFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryValueFault(v) => Some(v), _ => None, }
+        match object { Object::GuestRegistryValueFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryValueFault(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegistryValueFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for GuestRegistryValueNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for GuestRegistryValueNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -808,11 +808,11 @@ impl x::ObjectType for GuestRegistryValueNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestRegistryValueNotFound(v) => Some(v), _ => None, }
+        match object { Object::GuestRegistryValueNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestRegistryValueNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestRegistryValueNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -824,11 +824,11 @@ impl x::ObjectType for GuestScreenInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestScreenInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestScreenInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestScreenInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestScreenInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -840,11 +840,11 @@ impl x::ObjectType for GuestStackInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestStackInfo(v) => Some(v), _ => None, }
+        match object { Object::GuestStackInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestStackInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestStackInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -856,11 +856,11 @@ impl x::ObjectType for GuestWindowsFileAttributes {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestWindowsFileAttributes(v) => Some(v), _ => None, }
+        match object { Object::GuestWindowsFileAttributes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestWindowsFileAttributes(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestWindowsFileAttributes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -872,10 +872,10 @@ impl x::ObjectType for GuestWindowsProgramSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::GuestWindowsProgramSpec(v) => Some(v), _ => None, }
+        match object { Object::GuestWindowsProgramSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::GuestWindowsProgramSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::GuestWindowsProgramSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -437,32 +437,32 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    HAErrorsAtDest(Box<HAErrorsAtDest>),
+    #[cfg(feature = "all-faults")] HAErrorsAtDest(Box<HAErrorsAtDest>),
     HbrDiskMigrationAction(Box<HbrDiskMigrationAction>),
     HbrManagerReplicationVmInfo(Box<HbrManagerReplicationVmInfo>),
     HbrManagerVmReplicationCapability(Box<HbrManagerVmReplicationCapability>),
     HbrReplicationTargetSpec(Box<HbrReplicationTargetSpec>),
     HbrTargetSpec(Box<HbrTargetSpec>),
     HbrTargetSpecReplacement(Box<HbrTargetSpecReplacement>),
-    HealthStatusChangedEvent(Box<HealthStatusChangedEvent>),
+    #[cfg(feature = "all-events")] HealthStatusChangedEvent(Box<HealthStatusChangedEvent>),
     HealthSystemRuntime(Box<HealthSystemRuntime>),
     HealthUpdate(Box<HealthUpdate>),
     HealthUpdateInfo(Box<HealthUpdateInfo>),
     HealthUpdateInfoComponentType(Box<HealthUpdateInfoComponentType>),
-    HeterogenousHostsBlockingEVC(Box<HeterogenousHostsBlockingEVC>),
+    #[cfg(feature = "all-faults")] HeterogenousHostsBlockingEVC(Box<HeterogenousHostsBlockingEVC>),
     HostAccessControlEntry(Box<HostAccessControlEntry>),
     HostAccessMode(Box<HostAccessMode>),
-    HostAccessRestrictedToManagementServer(Box<HostAccessRestrictedToManagementServer>),
+    #[cfg(feature = "all-faults")] HostAccessRestrictedToManagementServer(Box<HostAccessRestrictedToManagementServer>),
     HostAccountSpec(Box<HostAccountSpec>),
     HostActiveDirectory(Box<HostActiveDirectory>),
     HostActiveDirectoryAuthenticationCertificateDigest(Box<HostActiveDirectoryAuthenticationCertificateDigest>),
     HostActiveDirectoryInfo(Box<HostActiveDirectoryInfo>),
     HostActiveDirectoryInfoDomainMembershipStatus(Box<HostActiveDirectoryInfoDomainMembershipStatus>),
     HostActiveDirectorySpec(Box<HostActiveDirectorySpec>),
-    HostAddFailedEvent(Box<HostAddFailedEvent>),
-    HostAddedEvent(Box<HostAddedEvent>),
-    HostAdminDisableEvent(Box<HostAdminDisableEvent>),
-    HostAdminEnableEvent(Box<HostAdminEnableEvent>),
+    #[cfg(feature = "all-events")] HostAddFailedEvent(Box<HostAddFailedEvent>),
+    #[cfg(feature = "all-events")] HostAddedEvent(Box<HostAddedEvent>),
+    #[cfg(feature = "all-events")] HostAdminDisableEvent(Box<HostAdminDisableEvent>),
+    #[cfg(feature = "all-events")] HostAdminEnableEvent(Box<HostAdminEnableEvent>),
     HostApplyProfile(Box<HostApplyProfile>),
     HostAssignableHardwareBinding(Box<HostAssignableHardwareBinding>),
     HostAssignableHardwareConfig(Box<HostAssignableHardwareConfig>),
@@ -489,12 +489,12 @@ pub enum Object {
     HostCertificateManagerCertificateKind(Box<HostCertificateManagerCertificateKind>),
     HostCertificateManagerCertificateSpec(Box<HostCertificateManagerCertificateSpec>),
     HostCertificateManagerCryptoAlgorithm(Box<HostCertificateManagerCryptoAlgorithm>),
-    HostCnxFailedAccountFailedEvent(Box<HostCnxFailedAccountFailedEvent>),
-    HostCnxFailedAlreadyManagedEvent(Box<HostCnxFailedAlreadyManagedEvent>),
-    HostCnxFailedBadCcagentEvent(Box<HostCnxFailedBadCcagentEvent>),
-    HostCnxFailedBadUsernameEvent(Box<HostCnxFailedBadUsernameEvent>),
-    HostCnxFailedBadVersionEvent(Box<HostCnxFailedBadVersionEvent>),
-    HostCnxFailedCcagentUpgradeEvent(Box<HostCnxFailedCcagentUpgradeEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedAccountFailedEvent(Box<HostCnxFailedAccountFailedEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedAlreadyManagedEvent(Box<HostCnxFailedAlreadyManagedEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedBadCcagentEvent(Box<HostCnxFailedBadCcagentEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedBadUsernameEvent(Box<HostCnxFailedBadUsernameEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedBadVersionEvent(Box<HostCnxFailedBadVersionEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedCcagentUpgradeEvent(Box<HostCnxFailedCcagentUpgradeEvent>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -509,32 +509,32 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HAErrorsAtDest(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HAErrorsAtDest(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrDiskMigrationAction(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrManagerReplicationVmInfo(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrManagerVmReplicationCapability(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrReplicationTargetSpec(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrTargetSpec(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrTargetSpecReplacement(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthSystemRuntime(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdate(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdateInfo(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdateInfoComponentType(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HeterogenousHostsBlockingEVC(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HeterogenousHostsBlockingEVC(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessControlEntry(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessMode(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessRestrictedToManagementServer(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessRestrictedToManagementServer(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccountSpec(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectory(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryAuthenticationCertificateDigest(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryInfo(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryInfoDomainMembershipStatus(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectorySpec(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAddFailedEvent(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAddedEvent(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAdminDisableEvent(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAdminEnableEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAddFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAddedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAdminDisableEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAdminEnableEvent(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostApplyProfile(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareBinding(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareConfig(v), Err(e) => return Some(Err(e)) },
@@ -561,12 +561,12 @@ fn decode(
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateKind(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateSpec(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCryptoAlgorithm(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedAccountFailedEvent(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedAlreadyManagedEvent(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadCcagentEvent(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadUsernameEvent(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadVersionEvent(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedCcagentUpgradeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedAccountFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedAlreadyManagedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadCcagentEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadUsernameEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedBadVersionEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedCcagentUpgradeEvent(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -575,32 +575,32 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::HAErrorsAtDest(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HAErrorsAtDest(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HbrDiskMigrationAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HbrManagerReplicationVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HbrManagerVmReplicationCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HbrReplicationTargetSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HbrTargetSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HbrTargetSpecReplacement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HealthStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HealthSystemRuntime(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HealthUpdate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HealthUpdateInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HealthUpdateInfoComponentType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HeterogenousHostsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostAccessControlEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostAccessMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAccessRestrictedToManagementServer(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostActiveDirectoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostActiveDirectorySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAddFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAdminDisableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAdminEnableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostAddFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostAssignableHardwareBinding(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostAssignableHardwareConfig(v) => std::fmt::Debug::fmt(&**v, f),
@@ -627,12 +627,12 @@ impl std::fmt::Debug for Object {
             Object::HostCertificateManagerCertificateKind(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCertificateManagerCertificateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCertificateManagerCryptoAlgorithm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedAccountFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedAlreadyManagedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedBadCcagentEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedBadUsernameEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedBadVersionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedCcagentUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadCcagentEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadUsernameEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadVersionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedCcagentUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -640,32 +640,32 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::HAErrorsAtDest(a), Object::HAErrorsAtDest(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HAErrorsAtDest(a), Object::HAErrorsAtDest(b)) => **a == **b,
             (Object::HbrDiskMigrationAction(a), Object::HbrDiskMigrationAction(b)) => **a == **b,
             (Object::HbrManagerReplicationVmInfo(a), Object::HbrManagerReplicationVmInfo(b)) => **a == **b,
             (Object::HbrManagerVmReplicationCapability(a), Object::HbrManagerVmReplicationCapability(b)) => **a == **b,
             (Object::HbrReplicationTargetSpec(a), Object::HbrReplicationTargetSpec(b)) => **a == **b,
             (Object::HbrTargetSpec(a), Object::HbrTargetSpec(b)) => **a == **b,
             (Object::HbrTargetSpecReplacement(a), Object::HbrTargetSpecReplacement(b)) => **a == **b,
-            (Object::HealthStatusChangedEvent(a), Object::HealthStatusChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HealthStatusChangedEvent(a), Object::HealthStatusChangedEvent(b)) => **a == **b,
             (Object::HealthSystemRuntime(a), Object::HealthSystemRuntime(b)) => **a == **b,
             (Object::HealthUpdate(a), Object::HealthUpdate(b)) => **a == **b,
             (Object::HealthUpdateInfo(a), Object::HealthUpdateInfo(b)) => **a == **b,
             (Object::HealthUpdateInfoComponentType(a), Object::HealthUpdateInfoComponentType(b)) => **a == **b,
-            (Object::HeterogenousHostsBlockingEVC(a), Object::HeterogenousHostsBlockingEVC(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HeterogenousHostsBlockingEVC(a), Object::HeterogenousHostsBlockingEVC(b)) => **a == **b,
             (Object::HostAccessControlEntry(a), Object::HostAccessControlEntry(b)) => **a == **b,
             (Object::HostAccessMode(a), Object::HostAccessMode(b)) => **a == **b,
-            (Object::HostAccessRestrictedToManagementServer(a), Object::HostAccessRestrictedToManagementServer(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostAccessRestrictedToManagementServer(a), Object::HostAccessRestrictedToManagementServer(b)) => **a == **b,
             (Object::HostAccountSpec(a), Object::HostAccountSpec(b)) => **a == **b,
             (Object::HostActiveDirectory(a), Object::HostActiveDirectory(b)) => **a == **b,
             (Object::HostActiveDirectoryAuthenticationCertificateDigest(a), Object::HostActiveDirectoryAuthenticationCertificateDigest(b)) => **a == **b,
             (Object::HostActiveDirectoryInfo(a), Object::HostActiveDirectoryInfo(b)) => **a == **b,
             (Object::HostActiveDirectoryInfoDomainMembershipStatus(a), Object::HostActiveDirectoryInfoDomainMembershipStatus(b)) => **a == **b,
             (Object::HostActiveDirectorySpec(a), Object::HostActiveDirectorySpec(b)) => **a == **b,
-            (Object::HostAddFailedEvent(a), Object::HostAddFailedEvent(b)) => **a == **b,
-            (Object::HostAddedEvent(a), Object::HostAddedEvent(b)) => **a == **b,
-            (Object::HostAdminDisableEvent(a), Object::HostAdminDisableEvent(b)) => **a == **b,
-            (Object::HostAdminEnableEvent(a), Object::HostAdminEnableEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostAddFailedEvent(a), Object::HostAddFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostAddedEvent(a), Object::HostAddedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostAdminDisableEvent(a), Object::HostAdminDisableEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostAdminEnableEvent(a), Object::HostAdminEnableEvent(b)) => **a == **b,
             (Object::HostApplyProfile(a), Object::HostApplyProfile(b)) => **a == **b,
             (Object::HostAssignableHardwareBinding(a), Object::HostAssignableHardwareBinding(b)) => **a == **b,
             (Object::HostAssignableHardwareConfig(a), Object::HostAssignableHardwareConfig(b)) => **a == **b,
@@ -692,13 +692,13 @@ impl PartialEq for Object {
             (Object::HostCertificateManagerCertificateKind(a), Object::HostCertificateManagerCertificateKind(b)) => **a == **b,
             (Object::HostCertificateManagerCertificateSpec(a), Object::HostCertificateManagerCertificateSpec(b)) => **a == **b,
             (Object::HostCertificateManagerCryptoAlgorithm(a), Object::HostCertificateManagerCryptoAlgorithm(b)) => **a == **b,
-            (Object::HostCnxFailedAccountFailedEvent(a), Object::HostCnxFailedAccountFailedEvent(b)) => **a == **b,
-            (Object::HostCnxFailedAlreadyManagedEvent(a), Object::HostCnxFailedAlreadyManagedEvent(b)) => **a == **b,
-            (Object::HostCnxFailedBadCcagentEvent(a), Object::HostCnxFailedBadCcagentEvent(b)) => **a == **b,
-            (Object::HostCnxFailedBadUsernameEvent(a), Object::HostCnxFailedBadUsernameEvent(b)) => **a == **b,
-            (Object::HostCnxFailedBadVersionEvent(a), Object::HostCnxFailedBadVersionEvent(b)) => **a == **b,
-            (Object::HostCnxFailedCcagentUpgradeEvent(a), Object::HostCnxFailedCcagentUpgradeEvent(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedAccountFailedEvent(a), Object::HostCnxFailedAccountFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedAlreadyManagedEvent(a), Object::HostCnxFailedAlreadyManagedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedBadCcagentEvent(a), Object::HostCnxFailedBadCcagentEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedBadUsernameEvent(a), Object::HostCnxFailedBadUsernameEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedBadVersionEvent(a), Object::HostCnxFailedBadVersionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedCcagentUpgradeEvent(a), Object::HostCnxFailedCcagentUpgradeEvent(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -706,32 +706,32 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::HAErrorsAtDest(v) => Object::HAErrorsAtDest(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HAErrorsAtDest(v) => Object::HAErrorsAtDest(Box::new((**v).clone())),
             Object::HbrDiskMigrationAction(v) => Object::HbrDiskMigrationAction(Box::new((**v).clone())),
             Object::HbrManagerReplicationVmInfo(v) => Object::HbrManagerReplicationVmInfo(Box::new((**v).clone())),
             Object::HbrManagerVmReplicationCapability(v) => Object::HbrManagerVmReplicationCapability(Box::new((**v).clone())),
             Object::HbrReplicationTargetSpec(v) => Object::HbrReplicationTargetSpec(Box::new((**v).clone())),
             Object::HbrTargetSpec(v) => Object::HbrTargetSpec(Box::new((**v).clone())),
             Object::HbrTargetSpecReplacement(v) => Object::HbrTargetSpecReplacement(Box::new((**v).clone())),
-            Object::HealthStatusChangedEvent(v) => Object::HealthStatusChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(v) => Object::HealthStatusChangedEvent(Box::new((**v).clone())),
             Object::HealthSystemRuntime(v) => Object::HealthSystemRuntime(Box::new((**v).clone())),
             Object::HealthUpdate(v) => Object::HealthUpdate(Box::new((**v).clone())),
             Object::HealthUpdateInfo(v) => Object::HealthUpdateInfo(Box::new((**v).clone())),
             Object::HealthUpdateInfoComponentType(v) => Object::HealthUpdateInfoComponentType(Box::new((**v).clone())),
-            Object::HeterogenousHostsBlockingEVC(v) => Object::HeterogenousHostsBlockingEVC(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(v) => Object::HeterogenousHostsBlockingEVC(Box::new((**v).clone())),
             Object::HostAccessControlEntry(v) => Object::HostAccessControlEntry(Box::new((**v).clone())),
             Object::HostAccessMode(v) => Object::HostAccessMode(Box::new((**v).clone())),
-            Object::HostAccessRestrictedToManagementServer(v) => Object::HostAccessRestrictedToManagementServer(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => Object::HostAccessRestrictedToManagementServer(Box::new((**v).clone())),
             Object::HostAccountSpec(v) => Object::HostAccountSpec(Box::new((**v).clone())),
             Object::HostActiveDirectory(v) => Object::HostActiveDirectory(Box::new((**v).clone())),
             Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Object::HostActiveDirectoryAuthenticationCertificateDigest(Box::new((**v).clone())),
             Object::HostActiveDirectoryInfo(v) => Object::HostActiveDirectoryInfo(Box::new((**v).clone())),
             Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => Object::HostActiveDirectoryInfoDomainMembershipStatus(Box::new((**v).clone())),
             Object::HostActiveDirectorySpec(v) => Object::HostActiveDirectorySpec(Box::new((**v).clone())),
-            Object::HostAddFailedEvent(v) => Object::HostAddFailedEvent(Box::new((**v).clone())),
-            Object::HostAddedEvent(v) => Object::HostAddedEvent(Box::new((**v).clone())),
-            Object::HostAdminDisableEvent(v) => Object::HostAdminDisableEvent(Box::new((**v).clone())),
-            Object::HostAdminEnableEvent(v) => Object::HostAdminEnableEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostAddFailedEvent(v) => Object::HostAddFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostAddedEvent(v) => Object::HostAddedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(v) => Object::HostAdminDisableEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(v) => Object::HostAdminEnableEvent(Box::new((**v).clone())),
             Object::HostApplyProfile(v) => Object::HostApplyProfile(Box::new((**v).clone())),
             Object::HostAssignableHardwareBinding(v) => Object::HostAssignableHardwareBinding(Box::new((**v).clone())),
             Object::HostAssignableHardwareConfig(v) => Object::HostAssignableHardwareConfig(Box::new((**v).clone())),
@@ -758,12 +758,12 @@ impl Clone for Object {
             Object::HostCertificateManagerCertificateKind(v) => Object::HostCertificateManagerCertificateKind(Box::new((**v).clone())),
             Object::HostCertificateManagerCertificateSpec(v) => Object::HostCertificateManagerCertificateSpec(Box::new((**v).clone())),
             Object::HostCertificateManagerCryptoAlgorithm(v) => Object::HostCertificateManagerCryptoAlgorithm(Box::new((**v).clone())),
-            Object::HostCnxFailedAccountFailedEvent(v) => Object::HostCnxFailedAccountFailedEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedAlreadyManagedEvent(v) => Object::HostCnxFailedAlreadyManagedEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedBadCcagentEvent(v) => Object::HostCnxFailedBadCcagentEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedBadUsernameEvent(v) => Object::HostCnxFailedBadUsernameEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedBadVersionEvent(v) => Object::HostCnxFailedBadVersionEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedCcagentUpgradeEvent(v) => Object::HostCnxFailedCcagentUpgradeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(v) => Object::HostCnxFailedAccountFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(v) => Object::HostCnxFailedAlreadyManagedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadCcagentEvent(v) => Object::HostCnxFailedBadCcagentEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadUsernameEvent(v) => Object::HostCnxFailedBadUsernameEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadVersionEvent(v) => Object::HostCnxFailedBadVersionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedCcagentUpgradeEvent(v) => Object::HostCnxFailedCcagentUpgradeEvent(Box::new((**v).clone())),
         }
     }
 }
@@ -771,32 +771,32 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::HAErrorsAtDest(_) => "HAErrorsAtDest",
+            #[cfg(feature = "all-faults")] Object::HAErrorsAtDest(_) => "HAErrorsAtDest",
             Object::HbrDiskMigrationAction(_) => "HbrDiskMigrationAction",
             Object::HbrManagerReplicationVmInfo(_) => "HbrManagerReplicationVmInfo",
             Object::HbrManagerVmReplicationCapability(_) => "HbrManagerVmReplicationCapability",
             Object::HbrReplicationTargetSpec(_) => "HbrReplicationTargetSpec",
             Object::HbrTargetSpec(_) => "HbrTargetSpec",
             Object::HbrTargetSpecReplacement(_) => "HbrTargetSpecReplacement",
-            Object::HealthStatusChangedEvent(_) => "HealthStatusChangedEvent",
+            #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(_) => "HealthStatusChangedEvent",
             Object::HealthSystemRuntime(_) => "HealthSystemRuntime",
             Object::HealthUpdate(_) => "HealthUpdate",
             Object::HealthUpdateInfo(_) => "HealthUpdateInfo",
             Object::HealthUpdateInfoComponentType(_) => "HealthUpdateInfoComponentType",
-            Object::HeterogenousHostsBlockingEVC(_) => "HeterogenousHostsBlockingEVC",
+            #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(_) => "HeterogenousHostsBlockingEVC",
             Object::HostAccessControlEntry(_) => "HostAccessControlEntry",
             Object::HostAccessMode(_) => "HostAccessMode",
-            Object::HostAccessRestrictedToManagementServer(_) => "HostAccessRestrictedToManagementServer",
+            #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(_) => "HostAccessRestrictedToManagementServer",
             Object::HostAccountSpec(_) => "HostAccountSpec",
             Object::HostActiveDirectory(_) => "HostActiveDirectory",
             Object::HostActiveDirectoryAuthenticationCertificateDigest(_) => "HostActiveDirectoryAuthenticationCertificateDigest",
             Object::HostActiveDirectoryInfo(_) => "HostActiveDirectoryInfo",
             Object::HostActiveDirectoryInfoDomainMembershipStatus(_) => "HostActiveDirectoryInfoDomainMembershipStatus",
             Object::HostActiveDirectorySpec(_) => "HostActiveDirectorySpec",
-            Object::HostAddFailedEvent(_) => "HostAddFailedEvent",
-            Object::HostAddedEvent(_) => "HostAddedEvent",
-            Object::HostAdminDisableEvent(_) => "HostAdminDisableEvent",
-            Object::HostAdminEnableEvent(_) => "HostAdminEnableEvent",
+            #[cfg(feature = "all-events")] Object::HostAddFailedEvent(_) => "HostAddFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostAddedEvent(_) => "HostAddedEvent",
+            #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(_) => "HostAdminDisableEvent",
+            #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(_) => "HostAdminEnableEvent",
             Object::HostApplyProfile(_) => "HostApplyProfile",
             Object::HostAssignableHardwareBinding(_) => "HostAssignableHardwareBinding",
             Object::HostAssignableHardwareConfig(_) => "HostAssignableHardwareConfig",
@@ -823,12 +823,12 @@ impl x::DataObject for Object {
             Object::HostCertificateManagerCertificateKind(_) => "HostCertificateManagerCertificateKind",
             Object::HostCertificateManagerCertificateSpec(_) => "HostCertificateManagerCertificateSpec",
             Object::HostCertificateManagerCryptoAlgorithm(_) => "HostCertificateManagerCryptoAlgorithm",
-            Object::HostCnxFailedAccountFailedEvent(_) => "HostCnxFailedAccountFailedEvent",
-            Object::HostCnxFailedAlreadyManagedEvent(_) => "HostCnxFailedAlreadyManagedEvent",
-            Object::HostCnxFailedBadCcagentEvent(_) => "HostCnxFailedBadCcagentEvent",
-            Object::HostCnxFailedBadUsernameEvent(_) => "HostCnxFailedBadUsernameEvent",
-            Object::HostCnxFailedBadVersionEvent(_) => "HostCnxFailedBadVersionEvent",
-            Object::HostCnxFailedCcagentUpgradeEvent(_) => "HostCnxFailedCcagentUpgradeEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(_) => "HostCnxFailedAccountFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(_) => "HostCnxFailedAlreadyManagedEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadCcagentEvent(_) => "HostCnxFailedBadCcagentEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadUsernameEvent(_) => "HostCnxFailedBadUsernameEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadVersionEvent(_) => "HostCnxFailedBadVersionEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedCcagentUpgradeEvent(_) => "HostCnxFailedCcagentUpgradeEvent",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -848,32 +848,32 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::HAErrorsAtDest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HAErrorsAtDest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HbrDiskMigrationAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HbrManagerReplicationVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HbrManagerVmReplicationCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HbrReplicationTargetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HbrTargetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HbrTargetSpecReplacement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HealthStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HealthSystemRuntime(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HealthUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HealthUpdateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HealthUpdateInfoComponentType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HeterogenousHostsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostAccessControlEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostAccessMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAccessRestrictedToManagementServer(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostActiveDirectoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostActiveDirectorySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAddFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAdminDisableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAdminEnableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostAddFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostAssignableHardwareBinding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostAssignableHardwareConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -900,18 +900,18 @@ impl x::DataObject for Object {
             Object::HostCertificateManagerCertificateKind(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCertificateManagerCertificateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCertificateManagerCryptoAlgorithm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedAccountFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedAlreadyManagedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedBadCcagentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedBadUsernameEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedBadVersionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedCcagentUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadCcagentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadUsernameEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedBadVersionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedCcagentUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for HAErrorsAtDest {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HAErrorsAtDest {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -919,11 +919,11 @@ impl x::ObjectType for HAErrorsAtDest {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HAErrorsAtDest(v) => Some(v), _ => None, }
+        match object { Object::HAErrorsAtDest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HAErrorsAtDest(v) => Ok(v), other => Err(other), }
+        match object { Object::HAErrorsAtDest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -935,11 +935,11 @@ impl x::ObjectType for HbrDiskMigrationAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrDiskMigrationAction(v) => Some(v), _ => None, }
+        match object { Object::HbrDiskMigrationAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrDiskMigrationAction(v) => Ok(v), other => Err(other), }
+        match object { Object::HbrDiskMigrationAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -951,11 +951,11 @@ impl x::ObjectType for HbrManagerReplicationVmInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrManagerReplicationVmInfo(v) => Some(v), _ => None, }
+        match object { Object::HbrManagerReplicationVmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrManagerReplicationVmInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HbrManagerReplicationVmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -967,11 +967,11 @@ impl x::ObjectType for HbrManagerVmReplicationCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrManagerVmReplicationCapability(v) => Some(v), _ => None, }
+        match object { Object::HbrManagerVmReplicationCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrManagerVmReplicationCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::HbrManagerVmReplicationCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -983,11 +983,11 @@ impl x::ObjectType for HbrReplicationTargetSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrReplicationTargetSpec(v) => Some(v), _ => None, }
+        match object { Object::HbrReplicationTargetSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrReplicationTargetSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HbrReplicationTargetSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -999,11 +999,11 @@ impl x::ObjectType for HbrTargetSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrTargetSpec(v) => Some(v), _ => None, }
+        match object { Object::HbrTargetSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrTargetSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HbrTargetSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1015,15 +1015,15 @@ impl x::ObjectType for HbrTargetSpecReplacement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HbrTargetSpecReplacement(v) => Some(v), _ => None, }
+        match object { Object::HbrTargetSpecReplacement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HbrTargetSpecReplacement(v) => Ok(v), other => Err(other), }
+        match object { Object::HbrTargetSpecReplacement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HealthStatusChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HealthStatusChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1031,11 +1031,11 @@ impl x::ObjectType for HealthStatusChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HealthStatusChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::HealthStatusChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HealthStatusChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HealthStatusChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1047,11 +1047,11 @@ impl x::ObjectType for HealthSystemRuntime {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HealthSystemRuntime(v) => Some(v), _ => None, }
+        match object { Object::HealthSystemRuntime(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HealthSystemRuntime(v) => Ok(v), other => Err(other), }
+        match object { Object::HealthSystemRuntime(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1063,11 +1063,11 @@ impl x::ObjectType for HealthUpdate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HealthUpdate(v) => Some(v), _ => None, }
+        match object { Object::HealthUpdate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HealthUpdate(v) => Ok(v), other => Err(other), }
+        match object { Object::HealthUpdate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1079,11 +1079,11 @@ impl x::ObjectType for HealthUpdateInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HealthUpdateInfo(v) => Some(v), _ => None, }
+        match object { Object::HealthUpdateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HealthUpdateInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HealthUpdateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1095,15 +1095,15 @@ impl x::ObjectType for HealthUpdateInfoComponentType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HealthUpdateInfoComponentType(v) => Some(v), _ => None, }
+        match object { Object::HealthUpdateInfoComponentType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HealthUpdateInfoComponentType(v) => Ok(v), other => Err(other), }
+        match object { Object::HealthUpdateInfoComponentType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HeterogenousHostsBlockingEVC {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HeterogenousHostsBlockingEVC {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1111,11 +1111,11 @@ impl x::ObjectType for HeterogenousHostsBlockingEVC {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HeterogenousHostsBlockingEVC(v) => Some(v), _ => None, }
+        match object { Object::HeterogenousHostsBlockingEVC(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HeterogenousHostsBlockingEVC(v) => Ok(v), other => Err(other), }
+        match object { Object::HeterogenousHostsBlockingEVC(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1127,11 +1127,11 @@ impl x::ObjectType for HostAccessControlEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAccessControlEntry(v) => Some(v), _ => None, }
+        match object { Object::HostAccessControlEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAccessControlEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAccessControlEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1143,15 +1143,15 @@ impl x::ObjectType for HostAccessMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAccessMode(v) => Some(v), _ => None, }
+        match object { Object::HostAccessMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAccessMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAccessMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostAccessRestrictedToManagementServer {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostAccessRestrictedToManagementServer {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1159,11 +1159,11 @@ impl x::ObjectType for HostAccessRestrictedToManagementServer {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAccessRestrictedToManagementServer(v) => Some(v), _ => None, }
+        match object { Object::HostAccessRestrictedToManagementServer(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAccessRestrictedToManagementServer(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAccessRestrictedToManagementServer(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1175,11 +1175,11 @@ impl x::ObjectType for HostAccountSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAccountSpec(v) => Some(v), _ => None, }
+        match object { Object::HostAccountSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAccountSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAccountSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1191,11 +1191,11 @@ impl x::ObjectType for HostActiveDirectory {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostActiveDirectory(v) => Some(v), _ => None, }
+        match object { Object::HostActiveDirectory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostActiveDirectory(v) => Ok(v), other => Err(other), }
+        match object { Object::HostActiveDirectory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1207,11 +1207,11 @@ impl x::ObjectType for HostActiveDirectoryAuthenticationCertificateDigest {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Some(v), _ => None, }
+        match object { Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Ok(v), other => Err(other), }
+        match object { Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1223,11 +1223,11 @@ impl x::ObjectType for HostActiveDirectoryInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostActiveDirectoryInfo(v) => Some(v), _ => None, }
+        match object { Object::HostActiveDirectoryInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostActiveDirectoryInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostActiveDirectoryInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1239,11 +1239,11 @@ impl x::ObjectType for HostActiveDirectoryInfoDomainMembershipStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => Some(v), _ => None, }
+        match object { Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1255,15 +1255,15 @@ impl x::ObjectType for HostActiveDirectorySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostActiveDirectorySpec(v) => Some(v), _ => None, }
+        match object { Object::HostActiveDirectorySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostActiveDirectorySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostActiveDirectorySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostAddFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostAddFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1271,15 +1271,15 @@ impl x::ObjectType for HostAddFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAddFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostAddFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAddFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAddFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostAddedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostAddedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1287,15 +1287,15 @@ impl x::ObjectType for HostAddedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAddedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostAddedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAddedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAddedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostAdminDisableEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostAdminDisableEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1303,15 +1303,15 @@ impl x::ObjectType for HostAdminDisableEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAdminDisableEvent(v) => Some(v), _ => None, }
+        match object { Object::HostAdminDisableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAdminDisableEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAdminDisableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostAdminEnableEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostAdminEnableEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1319,11 +1319,11 @@ impl x::ObjectType for HostAdminEnableEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAdminEnableEvent(v) => Some(v), _ => None, }
+        match object { Object::HostAdminEnableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAdminEnableEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAdminEnableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1335,11 +1335,11 @@ impl x::ObjectType for HostApplyProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostApplyProfile(v) => Some(v), _ => None, }
+        match object { Object::HostApplyProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostApplyProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::HostApplyProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1351,11 +1351,11 @@ impl x::ObjectType for HostAssignableHardwareBinding {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAssignableHardwareBinding(v) => Some(v), _ => None, }
+        match object { Object::HostAssignableHardwareBinding(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAssignableHardwareBinding(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAssignableHardwareBinding(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1367,11 +1367,11 @@ impl x::ObjectType for HostAssignableHardwareConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAssignableHardwareConfig(v) => Some(v), _ => None, }
+        match object { Object::HostAssignableHardwareConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAssignableHardwareConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAssignableHardwareConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1383,11 +1383,11 @@ impl x::ObjectType for HostAssignableHardwareConfigAttributeOverride {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAssignableHardwareConfigAttributeOverride(v) => Some(v), _ => None, }
+        match object { Object::HostAssignableHardwareConfigAttributeOverride(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAssignableHardwareConfigAttributeOverride(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAssignableHardwareConfigAttributeOverride(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1399,11 +1399,11 @@ impl x::ObjectType for HostAuthenticationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAuthenticationInfo(v) => Some(v), _ => None, }
+        match object { Object::HostAuthenticationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAuthenticationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAuthenticationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1415,11 +1415,11 @@ impl x::ObjectType for HostAuthenticationManagerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAuthenticationManagerInfo(v) => Some(v), _ => None, }
+        match object { Object::HostAuthenticationManagerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAuthenticationManagerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAuthenticationManagerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1431,11 +1431,11 @@ impl x::ObjectType for HostAuthenticationStoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAuthenticationStoreInfo(v) => Some(v), _ => None, }
+        match object { Object::HostAuthenticationStoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAuthenticationStoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAuthenticationStoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1447,11 +1447,11 @@ impl x::ObjectType for HostAutoStartManagerConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostAutoStartManagerConfig(v) => Some(v), _ => None, }
+        match object { Object::HostAutoStartManagerConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostAutoStartManagerConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostAutoStartManagerConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1463,11 +1463,11 @@ impl x::ObjectType for HostBIOSInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBIOSInfo(v) => Some(v), _ => None, }
+        match object { Object::HostBIOSInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBIOSInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostBIOSInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1479,11 +1479,11 @@ impl x::ObjectType for HostBIOSInfoFirmwareType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBIOSInfoFirmwareType(v) => Some(v), _ => None, }
+        match object { Object::HostBIOSInfoFirmwareType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBIOSInfoFirmwareType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostBIOSInfoFirmwareType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1495,11 +1495,11 @@ impl x::ObjectType for HostBlockAdapterTargetTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBlockAdapterTargetTransport(v) => Some(v), _ => None, }
+        match object { Object::HostBlockAdapterTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBlockAdapterTargetTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostBlockAdapterTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1511,11 +1511,11 @@ impl x::ObjectType for HostBlockHba {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBlockHba(v) => Some(v), _ => None, }
+        match object { Object::HostBlockHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBlockHba(v) => Ok(v), other => Err(other), }
+        match object { Object::HostBlockHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1527,11 +1527,11 @@ impl x::ObjectType for HostBootDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBootDevice(v) => Some(v), _ => None, }
+        match object { Object::HostBootDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBootDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::HostBootDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1543,11 +1543,11 @@ impl x::ObjectType for HostBootDeviceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostBootDeviceInfo(v) => Some(v), _ => None, }
+        match object { Object::HostBootDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostBootDeviceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostBootDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1559,11 +1559,11 @@ impl x::ObjectType for HostCacheConfigurationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCacheConfigurationInfo(v) => Some(v), _ => None, }
+        match object { Object::HostCacheConfigurationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCacheConfigurationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCacheConfigurationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1575,11 +1575,11 @@ impl x::ObjectType for HostCacheConfigurationSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCacheConfigurationSpec(v) => Some(v), _ => None, }
+        match object { Object::HostCacheConfigurationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCacheConfigurationSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCacheConfigurationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1591,11 +1591,11 @@ impl x::ObjectType for HostCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCapability(v) => Some(v), _ => None, }
+        match object { Object::HostCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1607,11 +1607,11 @@ impl x::ObjectType for HostCapabilityDRTMTypes {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCapabilityDRTMTypes(v) => Some(v), _ => None, }
+        match object { Object::HostCapabilityDRTMTypes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCapabilityDRTMTypes(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCapabilityDRTMTypes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1623,11 +1623,11 @@ impl x::ObjectType for HostCapabilityFtUnsupportedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCapabilityFtUnsupportedReason(v) => Some(v), _ => None, }
+        match object { Object::HostCapabilityFtUnsupportedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCapabilityFtUnsupportedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCapabilityFtUnsupportedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1639,11 +1639,11 @@ impl x::ObjectType for HostCapabilityUnmapMethodSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCapabilityUnmapMethodSupported(v) => Some(v), _ => None, }
+        match object { Object::HostCapabilityUnmapMethodSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCapabilityUnmapMethodSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCapabilityUnmapMethodSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1655,11 +1655,11 @@ impl x::ObjectType for HostCapabilityVmDirectPathGen2UnsupportedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => Some(v), _ => None, }
+        match object { Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1671,11 +1671,11 @@ impl x::ObjectType for HostCertificateManagerCertificateInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCertificateManagerCertificateInfo(v) => Some(v), _ => None, }
+        match object { Object::HostCertificateManagerCertificateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCertificateManagerCertificateInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCertificateManagerCertificateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1687,11 +1687,11 @@ impl x::ObjectType for HostCertificateManagerCertificateInfoCertificateStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => Some(v), _ => None, }
+        match object { Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1703,11 +1703,11 @@ impl x::ObjectType for HostCertificateManagerCertificateKind {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCertificateManagerCertificateKind(v) => Some(v), _ => None, }
+        match object { Object::HostCertificateManagerCertificateKind(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCertificateManagerCertificateKind(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCertificateManagerCertificateKind(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1719,11 +1719,11 @@ impl x::ObjectType for HostCertificateManagerCertificateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCertificateManagerCertificateSpec(v) => Some(v), _ => None, }
+        match object { Object::HostCertificateManagerCertificateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCertificateManagerCertificateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCertificateManagerCertificateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1735,15 +1735,15 @@ impl x::ObjectType for HostCertificateManagerCryptoAlgorithm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCertificateManagerCryptoAlgorithm(v) => Some(v), _ => None, }
+        match object { Object::HostCertificateManagerCryptoAlgorithm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCertificateManagerCryptoAlgorithm(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCertificateManagerCryptoAlgorithm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedAccountFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedAccountFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1751,15 +1751,15 @@ impl x::ObjectType for HostCnxFailedAccountFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedAccountFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedAccountFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedAccountFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedAccountFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedAlreadyManagedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedAlreadyManagedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1767,15 +1767,15 @@ impl x::ObjectType for HostCnxFailedAlreadyManagedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedAlreadyManagedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedAlreadyManagedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedAlreadyManagedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedAlreadyManagedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedBadCcagentEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedBadCcagentEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1783,15 +1783,15 @@ impl x::ObjectType for HostCnxFailedBadCcagentEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedBadCcagentEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedBadCcagentEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedBadCcagentEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedBadCcagentEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedBadUsernameEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedBadUsernameEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1799,15 +1799,15 @@ impl x::ObjectType for HostCnxFailedBadUsernameEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedBadUsernameEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedBadUsernameEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedBadUsernameEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedBadUsernameEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedBadVersionEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedBadVersionEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1815,15 +1815,15 @@ impl x::ObjectType for HostCnxFailedBadVersionEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedBadVersionEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedBadVersionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedBadVersionEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedBadVersionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedCcagentUpgradeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedCcagentUpgradeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1831,10 +1831,10 @@ impl x::ObjectType for HostCnxFailedCcagentUpgradeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedCcagentUpgradeEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedCcagentUpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedCcagentUpgradeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedCcagentUpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

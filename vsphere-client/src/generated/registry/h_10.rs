@@ -308,7 +308,7 @@ pub enum Object {
     HostVmfsVolume(Box<HostVmfsVolume>),
     HostVmfsVolumeUnmapBandwidthPolicy(Box<HostVmfsVolumeUnmapBandwidthPolicy>),
     HostVmfsVolumeUnmapPriority(Box<HostVmfsVolumeUnmapPriority>),
-    HostVnicConnectedToCustomizedDVPortEvent(Box<HostVnicConnectedToCustomizedDVPortEvent>),
+    #[cfg(feature = "all-events")] HostVnicConnectedToCustomizedDVPortEvent(Box<HostVnicConnectedToCustomizedDVPortEvent>),
     HostVsanInternalSystemCmmdsQuery(Box<HostVsanInternalSystemCmmdsQuery>),
     HostVsanInternalSystemDeleteVsanObjectsResult(Box<HostVsanInternalSystemDeleteVsanObjectsResult>),
     HostVsanInternalSystemVsanObjectOperationResult(Box<HostVsanInternalSystemVsanObjectOperationResult>),
@@ -317,11 +317,11 @@ pub enum Object {
     HostVvolVolume(Box<HostVvolVolume>),
     HostVvolVolumeHostVvolNQN(Box<HostVvolVolumeHostVvolNQN>),
     HostVvolVolumeSpecification(Box<HostVvolVolumeSpecification>),
-    HostWwnChangedEvent(Box<HostWwnChangedEvent>),
-    HostWwnConflictEvent(Box<HostWwnConflictEvent>),
-    HotSnapshotMoveNotSupported(Box<HotSnapshotMoveNotSupported>),
+    #[cfg(feature = "all-events")] HostWwnChangedEvent(Box<HostWwnChangedEvent>),
+    #[cfg(feature = "all-events")] HostWwnConflictEvent(Box<HostWwnConflictEvent>),
+    #[cfg(feature = "all-faults")] HotSnapshotMoveNotSupported(Box<HotSnapshotMoveNotSupported>),
     HourlyTaskScheduler(Box<HourlyTaskScheduler>),
-    HttpFault(Box<HttpFault>),
+    #[cfg(feature = "all-faults")] HttpFault(Box<HttpFault>),
     HttpNfcLeaseCapabilities(Box<HttpNfcLeaseCapabilities>),
     HttpNfcLeaseDatastoreLeaseInfo(Box<HttpNfcLeaseDatastoreLeaseInfo>),
     HttpNfcLeaseDeviceUrl(Box<HttpNfcLeaseDeviceUrl>),
@@ -372,7 +372,7 @@ fn decode(
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmfsVolume(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmfsVolumeUnmapBandwidthPolicy(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmfsVolumeUnmapPriority(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVnicConnectedToCustomizedDVPortEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVnicConnectedToCustomizedDVPortEvent(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemCmmdsQuery(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemDeleteVsanObjectsResult(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemVsanObjectOperationResult(v), Err(e) => return Some(Err(e)) },
@@ -381,11 +381,11 @@ fn decode(
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVvolVolume(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVvolVolumeHostVvolNQN(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVvolVolumeSpecification(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostWwnChangedEvent(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostWwnConflictEvent(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HotSnapshotMoveNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostWwnChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostWwnConflictEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HotSnapshotMoveNotSupported(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HourlyTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HttpFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HttpFault(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HttpNfcLeaseCapabilities(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HttpNfcLeaseDatastoreLeaseInfo(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HttpNfcLeaseDeviceUrl(v), Err(e) => return Some(Err(e)) },
@@ -430,7 +430,7 @@ impl std::fmt::Debug for Object {
             Object::HostVmfsVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVmfsVolumeUnmapPriority(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVnicConnectedToCustomizedDVPortEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostVnicConnectedToCustomizedDVPortEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVsanInternalSystemCmmdsQuery(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVsanInternalSystemVsanObjectOperationResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -439,11 +439,11 @@ impl std::fmt::Debug for Object {
             Object::HostVvolVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVvolVolumeHostVvolNQN(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVvolVolumeSpecification(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostWwnChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HotSnapshotMoveNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostWwnChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HotSnapshotMoveNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HourlyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HttpFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HttpFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HttpNfcLeaseCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HttpNfcLeaseDatastoreLeaseInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HttpNfcLeaseDeviceUrl(v) => std::fmt::Debug::fmt(&**v, f),
@@ -487,7 +487,7 @@ impl PartialEq for Object {
             (Object::HostVmfsVolume(a), Object::HostVmfsVolume(b)) => **a == **b,
             (Object::HostVmfsVolumeUnmapBandwidthPolicy(a), Object::HostVmfsVolumeUnmapBandwidthPolicy(b)) => **a == **b,
             (Object::HostVmfsVolumeUnmapPriority(a), Object::HostVmfsVolumeUnmapPriority(b)) => **a == **b,
-            (Object::HostVnicConnectedToCustomizedDVPortEvent(a), Object::HostVnicConnectedToCustomizedDVPortEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostVnicConnectedToCustomizedDVPortEvent(a), Object::HostVnicConnectedToCustomizedDVPortEvent(b)) => **a == **b,
             (Object::HostVsanInternalSystemCmmdsQuery(a), Object::HostVsanInternalSystemCmmdsQuery(b)) => **a == **b,
             (Object::HostVsanInternalSystemDeleteVsanObjectsResult(a), Object::HostVsanInternalSystemDeleteVsanObjectsResult(b)) => **a == **b,
             (Object::HostVsanInternalSystemVsanObjectOperationResult(a), Object::HostVsanInternalSystemVsanObjectOperationResult(b)) => **a == **b,
@@ -496,11 +496,11 @@ impl PartialEq for Object {
             (Object::HostVvolVolume(a), Object::HostVvolVolume(b)) => **a == **b,
             (Object::HostVvolVolumeHostVvolNQN(a), Object::HostVvolVolumeHostVvolNQN(b)) => **a == **b,
             (Object::HostVvolVolumeSpecification(a), Object::HostVvolVolumeSpecification(b)) => **a == **b,
-            (Object::HostWwnChangedEvent(a), Object::HostWwnChangedEvent(b)) => **a == **b,
-            (Object::HostWwnConflictEvent(a), Object::HostWwnConflictEvent(b)) => **a == **b,
-            (Object::HotSnapshotMoveNotSupported(a), Object::HotSnapshotMoveNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostWwnChangedEvent(a), Object::HostWwnChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostWwnConflictEvent(a), Object::HostWwnConflictEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HotSnapshotMoveNotSupported(a), Object::HotSnapshotMoveNotSupported(b)) => **a == **b,
             (Object::HourlyTaskScheduler(a), Object::HourlyTaskScheduler(b)) => **a == **b,
-            (Object::HttpFault(a), Object::HttpFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HttpFault(a), Object::HttpFault(b)) => **a == **b,
             (Object::HttpNfcLeaseCapabilities(a), Object::HttpNfcLeaseCapabilities(b)) => **a == **b,
             (Object::HttpNfcLeaseDatastoreLeaseInfo(a), Object::HttpNfcLeaseDatastoreLeaseInfo(b)) => **a == **b,
             (Object::HttpNfcLeaseDeviceUrl(a), Object::HttpNfcLeaseDeviceUrl(b)) => **a == **b,
@@ -512,7 +512,7 @@ impl PartialEq for Object {
             (Object::HttpNfcLeaseProbeResult(a), Object::HttpNfcLeaseProbeResult(b)) => **a == **b,
             (Object::HttpNfcLeaseSourceFile(a), Object::HttpNfcLeaseSourceFile(b)) => **a == **b,
             (Object::HttpNfcLeaseState(a), Object::HttpNfcLeaseState(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -545,7 +545,7 @@ impl Clone for Object {
             Object::HostVmfsVolume(v) => Object::HostVmfsVolume(Box::new((**v).clone())),
             Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => Object::HostVmfsVolumeUnmapBandwidthPolicy(Box::new((**v).clone())),
             Object::HostVmfsVolumeUnmapPriority(v) => Object::HostVmfsVolumeUnmapPriority(Box::new((**v).clone())),
-            Object::HostVnicConnectedToCustomizedDVPortEvent(v) => Object::HostVnicConnectedToCustomizedDVPortEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostVnicConnectedToCustomizedDVPortEvent(v) => Object::HostVnicConnectedToCustomizedDVPortEvent(Box::new((**v).clone())),
             Object::HostVsanInternalSystemCmmdsQuery(v) => Object::HostVsanInternalSystemCmmdsQuery(Box::new((**v).clone())),
             Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => Object::HostVsanInternalSystemDeleteVsanObjectsResult(Box::new((**v).clone())),
             Object::HostVsanInternalSystemVsanObjectOperationResult(v) => Object::HostVsanInternalSystemVsanObjectOperationResult(Box::new((**v).clone())),
@@ -554,11 +554,11 @@ impl Clone for Object {
             Object::HostVvolVolume(v) => Object::HostVvolVolume(Box::new((**v).clone())),
             Object::HostVvolVolumeHostVvolNQN(v) => Object::HostVvolVolumeHostVvolNQN(Box::new((**v).clone())),
             Object::HostVvolVolumeSpecification(v) => Object::HostVvolVolumeSpecification(Box::new((**v).clone())),
-            Object::HostWwnChangedEvent(v) => Object::HostWwnChangedEvent(Box::new((**v).clone())),
-            Object::HostWwnConflictEvent(v) => Object::HostWwnConflictEvent(Box::new((**v).clone())),
-            Object::HotSnapshotMoveNotSupported(v) => Object::HotSnapshotMoveNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostWwnChangedEvent(v) => Object::HostWwnChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostWwnConflictEvent(v) => Object::HostWwnConflictEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HotSnapshotMoveNotSupported(v) => Object::HotSnapshotMoveNotSupported(Box::new((**v).clone())),
             Object::HourlyTaskScheduler(v) => Object::HourlyTaskScheduler(Box::new((**v).clone())),
-            Object::HttpFault(v) => Object::HttpFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HttpFault(v) => Object::HttpFault(Box::new((**v).clone())),
             Object::HttpNfcLeaseCapabilities(v) => Object::HttpNfcLeaseCapabilities(Box::new((**v).clone())),
             Object::HttpNfcLeaseDatastoreLeaseInfo(v) => Object::HttpNfcLeaseDatastoreLeaseInfo(Box::new((**v).clone())),
             Object::HttpNfcLeaseDeviceUrl(v) => Object::HttpNfcLeaseDeviceUrl(Box::new((**v).clone())),
@@ -602,7 +602,7 @@ impl x::DataObject for Object {
             Object::HostVmfsVolume(_) => "HostVmfsVolume",
             Object::HostVmfsVolumeUnmapBandwidthPolicy(_) => "HostVmfsVolumeUnmapBandwidthPolicy",
             Object::HostVmfsVolumeUnmapPriority(_) => "HostVmfsVolumeUnmapPriority",
-            Object::HostVnicConnectedToCustomizedDVPortEvent(_) => "HostVnicConnectedToCustomizedDVPortEvent",
+            #[cfg(feature = "all-events")] Object::HostVnicConnectedToCustomizedDVPortEvent(_) => "HostVnicConnectedToCustomizedDVPortEvent",
             Object::HostVsanInternalSystemCmmdsQuery(_) => "HostVsanInternalSystemCmmdsQuery",
             Object::HostVsanInternalSystemDeleteVsanObjectsResult(_) => "HostVsanInternalSystemDeleteVsanObjectsResult",
             Object::HostVsanInternalSystemVsanObjectOperationResult(_) => "HostVsanInternalSystemVsanObjectOperationResult",
@@ -611,11 +611,11 @@ impl x::DataObject for Object {
             Object::HostVvolVolume(_) => "HostVvolVolume",
             Object::HostVvolVolumeHostVvolNQN(_) => "HostVvolVolumeHostVvolNQN",
             Object::HostVvolVolumeSpecification(_) => "HostVvolVolumeSpecification",
-            Object::HostWwnChangedEvent(_) => "HostWwnChangedEvent",
-            Object::HostWwnConflictEvent(_) => "HostWwnConflictEvent",
-            Object::HotSnapshotMoveNotSupported(_) => "HotSnapshotMoveNotSupported",
+            #[cfg(feature = "all-events")] Object::HostWwnChangedEvent(_) => "HostWwnChangedEvent",
+            #[cfg(feature = "all-events")] Object::HostWwnConflictEvent(_) => "HostWwnConflictEvent",
+            #[cfg(feature = "all-faults")] Object::HotSnapshotMoveNotSupported(_) => "HotSnapshotMoveNotSupported",
             Object::HourlyTaskScheduler(_) => "HourlyTaskScheduler",
-            Object::HttpFault(_) => "HttpFault",
+            #[cfg(feature = "all-faults")] Object::HttpFault(_) => "HttpFault",
             Object::HttpNfcLeaseCapabilities(_) => "HttpNfcLeaseCapabilities",
             Object::HttpNfcLeaseDatastoreLeaseInfo(_) => "HttpNfcLeaseDatastoreLeaseInfo",
             Object::HttpNfcLeaseDeviceUrl(_) => "HttpNfcLeaseDeviceUrl",
@@ -671,7 +671,7 @@ impl x::DataObject for Object {
             Object::HostVmfsVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVmfsVolumeUnmapPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVnicConnectedToCustomizedDVPortEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostVnicConnectedToCustomizedDVPortEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVsanInternalSystemCmmdsQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVsanInternalSystemVsanObjectOperationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -680,11 +680,11 @@ impl x::DataObject for Object {
             Object::HostVvolVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVvolVolumeHostVvolNQN(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVvolVolumeSpecification(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostWwnChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostWwnConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HotSnapshotMoveNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostWwnChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostWwnConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HotSnapshotMoveNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HourlyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HttpFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HttpFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HttpNfcLeaseCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HttpNfcLeaseDatastoreLeaseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HttpNfcLeaseDeviceUrl(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -709,11 +709,11 @@ impl x::ObjectType for HostVffsVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVffsVolume(v) => Some(v), _ => None, }
+        match object { Object::HostVffsVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVffsVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVffsVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -725,11 +725,11 @@ impl x::ObjectType for HostVirtualNic {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualNic(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualNic(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualNic(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualNic(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -741,11 +741,11 @@ impl x::ObjectType for HostVirtualNicConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualNicConfig(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualNicConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualNicConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualNicConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -757,11 +757,11 @@ impl x::ObjectType for HostVirtualNicConnection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualNicConnection(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualNicConnection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualNicConnection(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualNicConnection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -773,11 +773,11 @@ impl x::ObjectType for HostVirtualNicIpRouteSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualNicIpRouteSpec(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualNicIpRouteSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualNicIpRouteSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualNicIpRouteSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -789,11 +789,11 @@ impl x::ObjectType for HostVirtualNicManagerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualNicManagerInfo(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualNicManagerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualNicManagerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualNicManagerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -805,11 +805,11 @@ impl x::ObjectType for HostVirtualNicManagerNicType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualNicManagerNicType(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualNicManagerNicType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualNicManagerNicType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualNicManagerNicType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -821,11 +821,11 @@ impl x::ObjectType for HostVirtualNicManagerNicTypeSelection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualNicManagerNicTypeSelection(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualNicManagerNicTypeSelection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualNicManagerNicTypeSelection(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualNicManagerNicTypeSelection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -837,11 +837,11 @@ impl x::ObjectType for HostVirtualNicOpaqueNetworkSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualNicOpaqueNetworkSpec(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualNicOpaqueNetworkSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualNicOpaqueNetworkSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualNicOpaqueNetworkSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -853,11 +853,11 @@ impl x::ObjectType for HostVirtualNicSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualNicSpec(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualNicSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualNicSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualNicSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -869,11 +869,11 @@ impl x::ObjectType for HostVirtualSwitch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualSwitch(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualSwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualSwitch(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualSwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -885,11 +885,11 @@ impl x::ObjectType for HostVirtualSwitchAutoBridge {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualSwitchAutoBridge(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualSwitchAutoBridge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualSwitchAutoBridge(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualSwitchAutoBridge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -901,11 +901,11 @@ impl x::ObjectType for HostVirtualSwitchBeaconConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualSwitchBeaconConfig(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualSwitchBeaconConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualSwitchBeaconConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualSwitchBeaconConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -917,11 +917,11 @@ impl x::ObjectType for HostVirtualSwitchBondBridge {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualSwitchBondBridge(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualSwitchBondBridge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualSwitchBondBridge(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualSwitchBondBridge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -933,11 +933,11 @@ impl x::ObjectType for HostVirtualSwitchBridge {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualSwitchBridge(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualSwitchBridge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualSwitchBridge(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualSwitchBridge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -949,11 +949,11 @@ impl x::ObjectType for HostVirtualSwitchConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualSwitchConfig(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualSwitchConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualSwitchConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualSwitchConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -965,11 +965,11 @@ impl x::ObjectType for HostVirtualSwitchSimpleBridge {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualSwitchSimpleBridge(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualSwitchSimpleBridge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualSwitchSimpleBridge(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualSwitchSimpleBridge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -981,11 +981,11 @@ impl x::ObjectType for HostVirtualSwitchSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVirtualSwitchSpec(v) => Some(v), _ => None, }
+        match object { Object::HostVirtualSwitchSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVirtualSwitchSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVirtualSwitchSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -997,11 +997,11 @@ impl x::ObjectType for HostVmciAccessManagerAccessSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVmciAccessManagerAccessSpec(v) => Some(v), _ => None, }
+        match object { Object::HostVmciAccessManagerAccessSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVmciAccessManagerAccessSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVmciAccessManagerAccessSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1013,11 +1013,11 @@ impl x::ObjectType for HostVmciAccessManagerMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVmciAccessManagerMode(v) => Some(v), _ => None, }
+        match object { Object::HostVmciAccessManagerMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVmciAccessManagerMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVmciAccessManagerMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1029,11 +1029,11 @@ impl x::ObjectType for HostVmfsRescanResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVmfsRescanResult(v) => Some(v), _ => None, }
+        match object { Object::HostVmfsRescanResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVmfsRescanResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVmfsRescanResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1045,11 +1045,11 @@ impl x::ObjectType for HostVmfsSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVmfsSpec(v) => Some(v), _ => None, }
+        match object { Object::HostVmfsSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVmfsSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVmfsSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1061,11 +1061,11 @@ impl x::ObjectType for HostVmfsVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVmfsVolume(v) => Some(v), _ => None, }
+        match object { Object::HostVmfsVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVmfsVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVmfsVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1077,11 +1077,11 @@ impl x::ObjectType for HostVmfsVolumeUnmapBandwidthPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1093,15 +1093,15 @@ impl x::ObjectType for HostVmfsVolumeUnmapPriority {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVmfsVolumeUnmapPriority(v) => Some(v), _ => None, }
+        match object { Object::HostVmfsVolumeUnmapPriority(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVmfsVolumeUnmapPriority(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVmfsVolumeUnmapPriority(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostVnicConnectedToCustomizedDVPortEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostVnicConnectedToCustomizedDVPortEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1109,11 +1109,11 @@ impl x::ObjectType for HostVnicConnectedToCustomizedDVPortEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVnicConnectedToCustomizedDVPortEvent(v) => Some(v), _ => None, }
+        match object { Object::HostVnicConnectedToCustomizedDVPortEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVnicConnectedToCustomizedDVPortEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVnicConnectedToCustomizedDVPortEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1125,11 +1125,11 @@ impl x::ObjectType for HostVsanInternalSystemCmmdsQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVsanInternalSystemCmmdsQuery(v) => Some(v), _ => None, }
+        match object { Object::HostVsanInternalSystemCmmdsQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVsanInternalSystemCmmdsQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVsanInternalSystemCmmdsQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1141,11 +1141,11 @@ impl x::ObjectType for HostVsanInternalSystemDeleteVsanObjectsResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => Some(v), _ => None, }
+        match object { Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1157,11 +1157,11 @@ impl x::ObjectType for HostVsanInternalSystemVsanObjectOperationResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVsanInternalSystemVsanObjectOperationResult(v) => Some(v), _ => None, }
+        match object { Object::HostVsanInternalSystemVsanObjectOperationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVsanInternalSystemVsanObjectOperationResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVsanInternalSystemVsanObjectOperationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1173,11 +1173,11 @@ impl x::ObjectType for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Some(v), _ => None, }
+        match object { Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1189,11 +1189,11 @@ impl x::ObjectType for HostVvolNQN {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVvolNQN(v) => Some(v), _ => None, }
+        match object { Object::HostVvolNQN(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVvolNQN(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVvolNQN(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1205,11 +1205,11 @@ impl x::ObjectType for HostVvolVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVvolVolume(v) => Some(v), _ => None, }
+        match object { Object::HostVvolVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVvolVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVvolVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1221,11 +1221,11 @@ impl x::ObjectType for HostVvolVolumeHostVvolNQN {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVvolVolumeHostVvolNQN(v) => Some(v), _ => None, }
+        match object { Object::HostVvolVolumeHostVvolNQN(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVvolVolumeHostVvolNQN(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVvolVolumeHostVvolNQN(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1237,15 +1237,15 @@ impl x::ObjectType for HostVvolVolumeSpecification {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVvolVolumeSpecification(v) => Some(v), _ => None, }
+        match object { Object::HostVvolVolumeSpecification(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVvolVolumeSpecification(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVvolVolumeSpecification(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostWwnChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostWwnChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1253,15 +1253,15 @@ impl x::ObjectType for HostWwnChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostWwnChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostWwnChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostWwnChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostWwnChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostWwnConflictEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostWwnConflictEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1269,15 +1269,15 @@ impl x::ObjectType for HostWwnConflictEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostWwnConflictEvent(v) => Some(v), _ => None, }
+        match object { Object::HostWwnConflictEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostWwnConflictEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostWwnConflictEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HotSnapshotMoveNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HotSnapshotMoveNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1285,11 +1285,11 @@ impl x::ObjectType for HotSnapshotMoveNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HotSnapshotMoveNotSupported(v) => Some(v), _ => None, }
+        match object { Object::HotSnapshotMoveNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HotSnapshotMoveNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::HotSnapshotMoveNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1301,15 +1301,15 @@ impl x::ObjectType for HourlyTaskScheduler {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HourlyTaskScheduler(v) => Some(v), _ => None, }
+        match object { Object::HourlyTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HourlyTaskScheduler(v) => Ok(v), other => Err(other), }
+        match object { Object::HourlyTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HttpFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HttpFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1317,11 +1317,11 @@ impl x::ObjectType for HttpFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpFault(v) => Some(v), _ => None, }
+        match object { Object::HttpFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpFault(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1333,11 +1333,11 @@ impl x::ObjectType for HttpNfcLeaseCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseCapabilities(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1349,11 +1349,11 @@ impl x::ObjectType for HttpNfcLeaseDatastoreLeaseInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseDatastoreLeaseInfo(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseDatastoreLeaseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseDatastoreLeaseInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseDatastoreLeaseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1365,11 +1365,11 @@ impl x::ObjectType for HttpNfcLeaseDeviceUrl {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseDeviceUrl(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseDeviceUrl(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseDeviceUrl(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseDeviceUrl(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1381,11 +1381,11 @@ impl x::ObjectType for HttpNfcLeaseHostInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseHostInfo(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseHostInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseHostInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseHostInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1397,11 +1397,11 @@ impl x::ObjectType for HttpNfcLeaseInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseInfo(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1413,11 +1413,11 @@ impl x::ObjectType for HttpNfcLeaseManifestEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseManifestEntry(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseManifestEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseManifestEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseManifestEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1429,11 +1429,11 @@ impl x::ObjectType for HttpNfcLeaseManifestEntryChecksumType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseManifestEntryChecksumType(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseManifestEntryChecksumType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseManifestEntryChecksumType(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseManifestEntryChecksumType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1445,11 +1445,11 @@ impl x::ObjectType for HttpNfcLeaseMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseMode(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1461,11 +1461,11 @@ impl x::ObjectType for HttpNfcLeaseProbeResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseProbeResult(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseProbeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseProbeResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseProbeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1477,11 +1477,11 @@ impl x::ObjectType for HttpNfcLeaseSourceFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseSourceFile(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseSourceFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseSourceFile(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseSourceFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1493,10 +1493,10 @@ impl x::ObjectType for HttpNfcLeaseState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HttpNfcLeaseState(v) => Some(v), _ => None, }
+        match object { Object::HttpNfcLeaseState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HttpNfcLeaseState(v) => Ok(v), other => Err(other), }
+        match object { Object::HttpNfcLeaseState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -379,33 +379,33 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    HostCnxFailedEvent(Box<HostCnxFailedEvent>),
-    HostCnxFailedNetworkErrorEvent(Box<HostCnxFailedNetworkErrorEvent>),
-    HostCnxFailedNoAccessEvent(Box<HostCnxFailedNoAccessEvent>),
-    HostCnxFailedNoConnectionEvent(Box<HostCnxFailedNoConnectionEvent>),
-    HostCnxFailedNoLicenseEvent(Box<HostCnxFailedNoLicenseEvent>),
-    HostCnxFailedNotFoundEvent(Box<HostCnxFailedNotFoundEvent>),
-    HostCnxFailedTimeoutEvent(Box<HostCnxFailedTimeoutEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedEvent(Box<HostCnxFailedEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedNetworkErrorEvent(Box<HostCnxFailedNetworkErrorEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedNoAccessEvent(Box<HostCnxFailedNoAccessEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedNoConnectionEvent(Box<HostCnxFailedNoConnectionEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedNoLicenseEvent(Box<HostCnxFailedNoLicenseEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedNotFoundEvent(Box<HostCnxFailedNotFoundEvent>),
+    #[cfg(feature = "all-events")] HostCnxFailedTimeoutEvent(Box<HostCnxFailedTimeoutEvent>),
     HostCommunication(Box<HostCommunication>),
-    HostComplianceCheckedEvent(Box<HostComplianceCheckedEvent>),
-    HostCompliantEvent(Box<HostCompliantEvent>),
-    HostConfigAppliedEvent(Box<HostConfigAppliedEvent>),
+    #[cfg(feature = "all-events")] HostComplianceCheckedEvent(Box<HostComplianceCheckedEvent>),
+    #[cfg(feature = "all-events")] HostCompliantEvent(Box<HostCompliantEvent>),
+    #[cfg(feature = "all-events")] HostConfigAppliedEvent(Box<HostConfigAppliedEvent>),
     HostConfigChange(Box<HostConfigChange>),
     HostConfigChangeMode(Box<HostConfigChangeMode>),
     HostConfigChangeOperation(Box<HostConfigChangeOperation>),
     HostConfigChangeOwner(Box<HostConfigChangeOwner>),
-    HostConfigFailed(Box<HostConfigFailed>),
-    HostConfigFault(Box<HostConfigFault>),
+    #[cfg(feature = "all-faults")] HostConfigFailed(Box<HostConfigFailed>),
+    #[cfg(feature = "all-faults")] HostConfigFault(Box<HostConfigFault>),
     HostConfigInfo(Box<HostConfigInfo>),
     HostConfigManager(Box<HostConfigManager>),
     HostConfigSpec(Box<HostConfigSpec>),
     HostConfigSummary(Box<HostConfigSummary>),
-    HostConnectFault(Box<HostConnectFault>),
+    #[cfg(feature = "all-faults")] HostConnectFault(Box<HostConnectFault>),
     HostConnectInfo(Box<HostConnectInfo>),
     HostConnectInfoNetworkInfo(Box<HostConnectInfoNetworkInfo>),
     HostConnectSpec(Box<HostConnectSpec>),
-    HostConnectedEvent(Box<HostConnectedEvent>),
-    HostConnectionLostEvent(Box<HostConnectionLostEvent>),
+    #[cfg(feature = "all-events")] HostConnectedEvent(Box<HostConnectedEvent>),
+    #[cfg(feature = "all-events")] HostConnectionLostEvent(Box<HostConnectionLostEvent>),
     HostCpuIdInfo(Box<HostCpuIdInfo>),
     HostCpuInfo(Box<HostCpuInfo>),
     HostCpuPackage(Box<HostCpuPackage>),
@@ -416,14 +416,14 @@ pub enum Object {
     HostCpuSchedulerInfoCpuSchedulerPolicyInfo(Box<HostCpuSchedulerInfoCpuSchedulerPolicyInfo>),
     HostCryptoState(Box<HostCryptoState>),
     HostDVSConfigSpecSwitchMode(Box<HostDVSConfigSpecSwitchMode>),
-    HostDasDisabledEvent(Box<HostDasDisabledEvent>),
-    HostDasDisablingEvent(Box<HostDasDisablingEvent>),
-    HostDasEnabledEvent(Box<HostDasEnabledEvent>),
-    HostDasEnablingEvent(Box<HostDasEnablingEvent>),
-    HostDasErrorEvent(Box<HostDasErrorEvent>),
+    #[cfg(feature = "all-events")] HostDasDisabledEvent(Box<HostDasDisabledEvent>),
+    #[cfg(feature = "all-events")] HostDasDisablingEvent(Box<HostDasDisablingEvent>),
+    #[cfg(feature = "all-events")] HostDasEnabledEvent(Box<HostDasEnabledEvent>),
+    #[cfg(feature = "all-events")] HostDasEnablingEvent(Box<HostDasEnablingEvent>),
+    #[cfg(feature = "all-events")] HostDasErrorEvent(Box<HostDasErrorEvent>),
     HostDasErrorEventHostDasErrorReason(Box<HostDasErrorEventHostDasErrorReason>),
-    HostDasEvent(Box<HostDasEvent>),
-    HostDasOkEvent(Box<HostDasOkEvent>),
+    #[cfg(feature = "all-events")] HostDasEvent(Box<HostDasEvent>),
+    #[cfg(feature = "all-events")] HostDasOkEvent(Box<HostDasOkEvent>),
     HostDataTransportConnectionInfo(Box<HostDataTransportConnectionInfo>),
     HostDatastoreBrowserSearchResults(Box<HostDatastoreBrowserSearchResults>),
     HostDatastoreBrowserSearchSpec(Box<HostDatastoreBrowserSearchSpec>),
@@ -457,33 +457,33 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedEvent(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNetworkErrorEvent(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoAccessEvent(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoConnectionEvent(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoLicenseEvent(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNotFoundEvent(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedTimeoutEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNetworkErrorEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoAccessEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoConnectionEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNoLicenseEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedNotFoundEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedTimeoutEvent(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCommunication(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostComplianceCheckedEvent(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCompliantEvent(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigAppliedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostComplianceCheckedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCompliantEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigAppliedEvent(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChange(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeMode(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeOperation(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeOwner(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigFailed(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigFault(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigInfo(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigManager(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigSpec(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigSummary(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectFault(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectInfo(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectInfoNetworkInfo(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectSpec(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectedEvent(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectionLostEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectionLostEvent(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuIdInfo(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuInfo(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPackage(v), Err(e) => return Some(Err(e)) },
@@ -494,14 +494,14 @@ fn decode(
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCryptoState(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDVSConfigSpecSwitchMode(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasDisabledEvent(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasDisablingEvent(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEnablingEvent(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasErrorEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasDisabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasDisablingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEnablingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasErrorEvent(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasErrorEventHostDasErrorReason(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEvent(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasOkEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDasOkEvent(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDataTransportConnectionInfo(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreBrowserSearchResults(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreBrowserSearchSpec(v), Err(e) => return Some(Err(e)) },
@@ -529,33 +529,33 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::HostCnxFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedNetworkErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedNoAccessEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedNoConnectionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedNoLicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedNotFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCnxFailedTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNetworkErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoAccessEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoConnectionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoLicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNotFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCommunication(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCompliantEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostCompliantEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostConfigAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConfigChange(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConfigChangeMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConfigChangeOperation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConfigChangeOwner(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostConfigFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConfigManager(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConfigSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConnectInfoNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConnectionLostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCpuIdInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCpuInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCpuPackage(v) => std::fmt::Debug::fmt(&**v, f),
@@ -566,14 +566,14 @@ impl std::fmt::Debug for Object {
             Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCryptoState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDVSConfigSpecSwitchMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDasDisablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDasEnablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDasErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostDasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostDasDisablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostDasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostDasEnablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostDasErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDasErrorEventHostDasErrorReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDasEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDasOkEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostDasEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostDasOkEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDataTransportConnectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDatastoreBrowserSearchResults(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDatastoreBrowserSearchSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -600,33 +600,33 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::HostCnxFailedEvent(a), Object::HostCnxFailedEvent(b)) => **a == **b,
-            (Object::HostCnxFailedNetworkErrorEvent(a), Object::HostCnxFailedNetworkErrorEvent(b)) => **a == **b,
-            (Object::HostCnxFailedNoAccessEvent(a), Object::HostCnxFailedNoAccessEvent(b)) => **a == **b,
-            (Object::HostCnxFailedNoConnectionEvent(a), Object::HostCnxFailedNoConnectionEvent(b)) => **a == **b,
-            (Object::HostCnxFailedNoLicenseEvent(a), Object::HostCnxFailedNoLicenseEvent(b)) => **a == **b,
-            (Object::HostCnxFailedNotFoundEvent(a), Object::HostCnxFailedNotFoundEvent(b)) => **a == **b,
-            (Object::HostCnxFailedTimeoutEvent(a), Object::HostCnxFailedTimeoutEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedEvent(a), Object::HostCnxFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedNetworkErrorEvent(a), Object::HostCnxFailedNetworkErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedNoAccessEvent(a), Object::HostCnxFailedNoAccessEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedNoConnectionEvent(a), Object::HostCnxFailedNoConnectionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedNoLicenseEvent(a), Object::HostCnxFailedNoLicenseEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedNotFoundEvent(a), Object::HostCnxFailedNotFoundEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCnxFailedTimeoutEvent(a), Object::HostCnxFailedTimeoutEvent(b)) => **a == **b,
             (Object::HostCommunication(a), Object::HostCommunication(b)) => **a == **b,
-            (Object::HostComplianceCheckedEvent(a), Object::HostComplianceCheckedEvent(b)) => **a == **b,
-            (Object::HostCompliantEvent(a), Object::HostCompliantEvent(b)) => **a == **b,
-            (Object::HostConfigAppliedEvent(a), Object::HostConfigAppliedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostComplianceCheckedEvent(a), Object::HostComplianceCheckedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostCompliantEvent(a), Object::HostCompliantEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostConfigAppliedEvent(a), Object::HostConfigAppliedEvent(b)) => **a == **b,
             (Object::HostConfigChange(a), Object::HostConfigChange(b)) => **a == **b,
             (Object::HostConfigChangeMode(a), Object::HostConfigChangeMode(b)) => **a == **b,
             (Object::HostConfigChangeOperation(a), Object::HostConfigChangeOperation(b)) => **a == **b,
             (Object::HostConfigChangeOwner(a), Object::HostConfigChangeOwner(b)) => **a == **b,
-            (Object::HostConfigFailed(a), Object::HostConfigFailed(b)) => **a == **b,
-            (Object::HostConfigFault(a), Object::HostConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostConfigFailed(a), Object::HostConfigFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostConfigFault(a), Object::HostConfigFault(b)) => **a == **b,
             (Object::HostConfigInfo(a), Object::HostConfigInfo(b)) => **a == **b,
             (Object::HostConfigManager(a), Object::HostConfigManager(b)) => **a == **b,
             (Object::HostConfigSpec(a), Object::HostConfigSpec(b)) => **a == **b,
             (Object::HostConfigSummary(a), Object::HostConfigSummary(b)) => **a == **b,
-            (Object::HostConnectFault(a), Object::HostConnectFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostConnectFault(a), Object::HostConnectFault(b)) => **a == **b,
             (Object::HostConnectInfo(a), Object::HostConnectInfo(b)) => **a == **b,
             (Object::HostConnectInfoNetworkInfo(a), Object::HostConnectInfoNetworkInfo(b)) => **a == **b,
             (Object::HostConnectSpec(a), Object::HostConnectSpec(b)) => **a == **b,
-            (Object::HostConnectedEvent(a), Object::HostConnectedEvent(b)) => **a == **b,
-            (Object::HostConnectionLostEvent(a), Object::HostConnectionLostEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostConnectedEvent(a), Object::HostConnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostConnectionLostEvent(a), Object::HostConnectionLostEvent(b)) => **a == **b,
             (Object::HostCpuIdInfo(a), Object::HostCpuIdInfo(b)) => **a == **b,
             (Object::HostCpuInfo(a), Object::HostCpuInfo(b)) => **a == **b,
             (Object::HostCpuPackage(a), Object::HostCpuPackage(b)) => **a == **b,
@@ -637,14 +637,14 @@ impl PartialEq for Object {
             (Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(a), Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(b)) => **a == **b,
             (Object::HostCryptoState(a), Object::HostCryptoState(b)) => **a == **b,
             (Object::HostDVSConfigSpecSwitchMode(a), Object::HostDVSConfigSpecSwitchMode(b)) => **a == **b,
-            (Object::HostDasDisabledEvent(a), Object::HostDasDisabledEvent(b)) => **a == **b,
-            (Object::HostDasDisablingEvent(a), Object::HostDasDisablingEvent(b)) => **a == **b,
-            (Object::HostDasEnabledEvent(a), Object::HostDasEnabledEvent(b)) => **a == **b,
-            (Object::HostDasEnablingEvent(a), Object::HostDasEnablingEvent(b)) => **a == **b,
-            (Object::HostDasErrorEvent(a), Object::HostDasErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostDasDisabledEvent(a), Object::HostDasDisabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostDasDisablingEvent(a), Object::HostDasDisablingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostDasEnabledEvent(a), Object::HostDasEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostDasEnablingEvent(a), Object::HostDasEnablingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostDasErrorEvent(a), Object::HostDasErrorEvent(b)) => **a == **b,
             (Object::HostDasErrorEventHostDasErrorReason(a), Object::HostDasErrorEventHostDasErrorReason(b)) => **a == **b,
-            (Object::HostDasEvent(a), Object::HostDasEvent(b)) => **a == **b,
-            (Object::HostDasOkEvent(a), Object::HostDasOkEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostDasEvent(a), Object::HostDasEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostDasOkEvent(a), Object::HostDasOkEvent(b)) => **a == **b,
             (Object::HostDataTransportConnectionInfo(a), Object::HostDataTransportConnectionInfo(b)) => **a == **b,
             (Object::HostDatastoreBrowserSearchResults(a), Object::HostDatastoreBrowserSearchResults(b)) => **a == **b,
             (Object::HostDatastoreBrowserSearchSpec(a), Object::HostDatastoreBrowserSearchSpec(b)) => **a == **b,
@@ -664,7 +664,7 @@ impl PartialEq for Object {
             (Object::HostDhcpService(a), Object::HostDhcpService(b)) => **a == **b,
             (Object::HostDhcpServiceConfig(a), Object::HostDhcpServiceConfig(b)) => **a == **b,
             (Object::HostDhcpServiceSpec(a), Object::HostDhcpServiceSpec(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -672,33 +672,33 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::HostCnxFailedEvent(v) => Object::HostCnxFailedEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedNetworkErrorEvent(v) => Object::HostCnxFailedNetworkErrorEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedNoAccessEvent(v) => Object::HostCnxFailedNoAccessEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedNoConnectionEvent(v) => Object::HostCnxFailedNoConnectionEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedNoLicenseEvent(v) => Object::HostCnxFailedNoLicenseEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedNotFoundEvent(v) => Object::HostCnxFailedNotFoundEvent(Box::new((**v).clone())),
-            Object::HostCnxFailedTimeoutEvent(v) => Object::HostCnxFailedTimeoutEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedEvent(v) => Object::HostCnxFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNetworkErrorEvent(v) => Object::HostCnxFailedNetworkErrorEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoAccessEvent(v) => Object::HostCnxFailedNoAccessEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoConnectionEvent(v) => Object::HostCnxFailedNoConnectionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoLicenseEvent(v) => Object::HostCnxFailedNoLicenseEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNotFoundEvent(v) => Object::HostCnxFailedNotFoundEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedTimeoutEvent(v) => Object::HostCnxFailedTimeoutEvent(Box::new((**v).clone())),
             Object::HostCommunication(v) => Object::HostCommunication(Box::new((**v).clone())),
-            Object::HostComplianceCheckedEvent(v) => Object::HostComplianceCheckedEvent(Box::new((**v).clone())),
-            Object::HostCompliantEvent(v) => Object::HostCompliantEvent(Box::new((**v).clone())),
-            Object::HostConfigAppliedEvent(v) => Object::HostConfigAppliedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostComplianceCheckedEvent(v) => Object::HostComplianceCheckedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostCompliantEvent(v) => Object::HostCompliantEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostConfigAppliedEvent(v) => Object::HostConfigAppliedEvent(Box::new((**v).clone())),
             Object::HostConfigChange(v) => Object::HostConfigChange(Box::new((**v).clone())),
             Object::HostConfigChangeMode(v) => Object::HostConfigChangeMode(Box::new((**v).clone())),
             Object::HostConfigChangeOperation(v) => Object::HostConfigChangeOperation(Box::new((**v).clone())),
             Object::HostConfigChangeOwner(v) => Object::HostConfigChangeOwner(Box::new((**v).clone())),
-            Object::HostConfigFailed(v) => Object::HostConfigFailed(Box::new((**v).clone())),
-            Object::HostConfigFault(v) => Object::HostConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostConfigFailed(v) => Object::HostConfigFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostConfigFault(v) => Object::HostConfigFault(Box::new((**v).clone())),
             Object::HostConfigInfo(v) => Object::HostConfigInfo(Box::new((**v).clone())),
             Object::HostConfigManager(v) => Object::HostConfigManager(Box::new((**v).clone())),
             Object::HostConfigSpec(v) => Object::HostConfigSpec(Box::new((**v).clone())),
             Object::HostConfigSummary(v) => Object::HostConfigSummary(Box::new((**v).clone())),
-            Object::HostConnectFault(v) => Object::HostConnectFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostConnectFault(v) => Object::HostConnectFault(Box::new((**v).clone())),
             Object::HostConnectInfo(v) => Object::HostConnectInfo(Box::new((**v).clone())),
             Object::HostConnectInfoNetworkInfo(v) => Object::HostConnectInfoNetworkInfo(Box::new((**v).clone())),
             Object::HostConnectSpec(v) => Object::HostConnectSpec(Box::new((**v).clone())),
-            Object::HostConnectedEvent(v) => Object::HostConnectedEvent(Box::new((**v).clone())),
-            Object::HostConnectionLostEvent(v) => Object::HostConnectionLostEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostConnectedEvent(v) => Object::HostConnectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(v) => Object::HostConnectionLostEvent(Box::new((**v).clone())),
             Object::HostCpuIdInfo(v) => Object::HostCpuIdInfo(Box::new((**v).clone())),
             Object::HostCpuInfo(v) => Object::HostCpuInfo(Box::new((**v).clone())),
             Object::HostCpuPackage(v) => Object::HostCpuPackage(Box::new((**v).clone())),
@@ -709,14 +709,14 @@ impl Clone for Object {
             Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(Box::new((**v).clone())),
             Object::HostCryptoState(v) => Object::HostCryptoState(Box::new((**v).clone())),
             Object::HostDVSConfigSpecSwitchMode(v) => Object::HostDVSConfigSpecSwitchMode(Box::new((**v).clone())),
-            Object::HostDasDisabledEvent(v) => Object::HostDasDisabledEvent(Box::new((**v).clone())),
-            Object::HostDasDisablingEvent(v) => Object::HostDasDisablingEvent(Box::new((**v).clone())),
-            Object::HostDasEnabledEvent(v) => Object::HostDasEnabledEvent(Box::new((**v).clone())),
-            Object::HostDasEnablingEvent(v) => Object::HostDasEnablingEvent(Box::new((**v).clone())),
-            Object::HostDasErrorEvent(v) => Object::HostDasErrorEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostDasDisabledEvent(v) => Object::HostDasDisabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostDasDisablingEvent(v) => Object::HostDasDisablingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostDasEnabledEvent(v) => Object::HostDasEnabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostDasEnablingEvent(v) => Object::HostDasEnablingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostDasErrorEvent(v) => Object::HostDasErrorEvent(Box::new((**v).clone())),
             Object::HostDasErrorEventHostDasErrorReason(v) => Object::HostDasErrorEventHostDasErrorReason(Box::new((**v).clone())),
-            Object::HostDasEvent(v) => Object::HostDasEvent(Box::new((**v).clone())),
-            Object::HostDasOkEvent(v) => Object::HostDasOkEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostDasEvent(v) => Object::HostDasEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostDasOkEvent(v) => Object::HostDasOkEvent(Box::new((**v).clone())),
             Object::HostDataTransportConnectionInfo(v) => Object::HostDataTransportConnectionInfo(Box::new((**v).clone())),
             Object::HostDatastoreBrowserSearchResults(v) => Object::HostDatastoreBrowserSearchResults(Box::new((**v).clone())),
             Object::HostDatastoreBrowserSearchSpec(v) => Object::HostDatastoreBrowserSearchSpec(Box::new((**v).clone())),
@@ -743,33 +743,33 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::HostCnxFailedEvent(_) => "HostCnxFailedEvent",
-            Object::HostCnxFailedNetworkErrorEvent(_) => "HostCnxFailedNetworkErrorEvent",
-            Object::HostCnxFailedNoAccessEvent(_) => "HostCnxFailedNoAccessEvent",
-            Object::HostCnxFailedNoConnectionEvent(_) => "HostCnxFailedNoConnectionEvent",
-            Object::HostCnxFailedNoLicenseEvent(_) => "HostCnxFailedNoLicenseEvent",
-            Object::HostCnxFailedNotFoundEvent(_) => "HostCnxFailedNotFoundEvent",
-            Object::HostCnxFailedTimeoutEvent(_) => "HostCnxFailedTimeoutEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedEvent(_) => "HostCnxFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNetworkErrorEvent(_) => "HostCnxFailedNetworkErrorEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoAccessEvent(_) => "HostCnxFailedNoAccessEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoConnectionEvent(_) => "HostCnxFailedNoConnectionEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoLicenseEvent(_) => "HostCnxFailedNoLicenseEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNotFoundEvent(_) => "HostCnxFailedNotFoundEvent",
+            #[cfg(feature = "all-events")] Object::HostCnxFailedTimeoutEvent(_) => "HostCnxFailedTimeoutEvent",
             Object::HostCommunication(_) => "HostCommunication",
-            Object::HostComplianceCheckedEvent(_) => "HostComplianceCheckedEvent",
-            Object::HostCompliantEvent(_) => "HostCompliantEvent",
-            Object::HostConfigAppliedEvent(_) => "HostConfigAppliedEvent",
+            #[cfg(feature = "all-events")] Object::HostComplianceCheckedEvent(_) => "HostComplianceCheckedEvent",
+            #[cfg(feature = "all-events")] Object::HostCompliantEvent(_) => "HostCompliantEvent",
+            #[cfg(feature = "all-events")] Object::HostConfigAppliedEvent(_) => "HostConfigAppliedEvent",
             Object::HostConfigChange(_) => "HostConfigChange",
             Object::HostConfigChangeMode(_) => "HostConfigChangeMode",
             Object::HostConfigChangeOperation(_) => "HostConfigChangeOperation",
             Object::HostConfigChangeOwner(_) => "HostConfigChangeOwner",
-            Object::HostConfigFailed(_) => "HostConfigFailed",
-            Object::HostConfigFault(_) => "HostConfigFault",
+            #[cfg(feature = "all-faults")] Object::HostConfigFailed(_) => "HostConfigFailed",
+            #[cfg(feature = "all-faults")] Object::HostConfigFault(_) => "HostConfigFault",
             Object::HostConfigInfo(_) => "HostConfigInfo",
             Object::HostConfigManager(_) => "HostConfigManager",
             Object::HostConfigSpec(_) => "HostConfigSpec",
             Object::HostConfigSummary(_) => "HostConfigSummary",
-            Object::HostConnectFault(_) => "HostConnectFault",
+            #[cfg(feature = "all-faults")] Object::HostConnectFault(_) => "HostConnectFault",
             Object::HostConnectInfo(_) => "HostConnectInfo",
             Object::HostConnectInfoNetworkInfo(_) => "HostConnectInfoNetworkInfo",
             Object::HostConnectSpec(_) => "HostConnectSpec",
-            Object::HostConnectedEvent(_) => "HostConnectedEvent",
-            Object::HostConnectionLostEvent(_) => "HostConnectionLostEvent",
+            #[cfg(feature = "all-events")] Object::HostConnectedEvent(_) => "HostConnectedEvent",
+            #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(_) => "HostConnectionLostEvent",
             Object::HostCpuIdInfo(_) => "HostCpuIdInfo",
             Object::HostCpuInfo(_) => "HostCpuInfo",
             Object::HostCpuPackage(_) => "HostCpuPackage",
@@ -780,14 +780,14 @@ impl x::DataObject for Object {
             Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(_) => "HostCpuSchedulerInfoCpuSchedulerPolicyInfo",
             Object::HostCryptoState(_) => "HostCryptoState",
             Object::HostDVSConfigSpecSwitchMode(_) => "HostDVSConfigSpecSwitchMode",
-            Object::HostDasDisabledEvent(_) => "HostDasDisabledEvent",
-            Object::HostDasDisablingEvent(_) => "HostDasDisablingEvent",
-            Object::HostDasEnabledEvent(_) => "HostDasEnabledEvent",
-            Object::HostDasEnablingEvent(_) => "HostDasEnablingEvent",
-            Object::HostDasErrorEvent(_) => "HostDasErrorEvent",
+            #[cfg(feature = "all-events")] Object::HostDasDisabledEvent(_) => "HostDasDisabledEvent",
+            #[cfg(feature = "all-events")] Object::HostDasDisablingEvent(_) => "HostDasDisablingEvent",
+            #[cfg(feature = "all-events")] Object::HostDasEnabledEvent(_) => "HostDasEnabledEvent",
+            #[cfg(feature = "all-events")] Object::HostDasEnablingEvent(_) => "HostDasEnablingEvent",
+            #[cfg(feature = "all-events")] Object::HostDasErrorEvent(_) => "HostDasErrorEvent",
             Object::HostDasErrorEventHostDasErrorReason(_) => "HostDasErrorEventHostDasErrorReason",
-            Object::HostDasEvent(_) => "HostDasEvent",
-            Object::HostDasOkEvent(_) => "HostDasOkEvent",
+            #[cfg(feature = "all-events")] Object::HostDasEvent(_) => "HostDasEvent",
+            #[cfg(feature = "all-events")] Object::HostDasOkEvent(_) => "HostDasOkEvent",
             Object::HostDataTransportConnectionInfo(_) => "HostDataTransportConnectionInfo",
             Object::HostDatastoreBrowserSearchResults(_) => "HostDatastoreBrowserSearchResults",
             Object::HostDatastoreBrowserSearchSpec(_) => "HostDatastoreBrowserSearchSpec",
@@ -826,33 +826,33 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::HostCnxFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedNetworkErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedNoAccessEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedNoConnectionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedNoLicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedNotFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCnxFailedTimeoutEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNetworkErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoAccessEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoConnectionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNoLicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedNotFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCnxFailedTimeoutEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCommunication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostComplianceCheckedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCompliantEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigAppliedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostComplianceCheckedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostCompliantEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostConfigAppliedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConfigChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConfigChangeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConfigChangeOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConfigChangeOwner(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostConfigFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConfigManager(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConfigSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConnectInfoNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConnectionLostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCpuIdInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCpuInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCpuPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -863,14 +863,14 @@ impl x::DataObject for Object {
             Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCryptoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDVSConfigSpecSwitchMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDasDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDasDisablingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDasEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDasEnablingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDasErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostDasDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostDasDisablingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostDasEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostDasEnablingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostDasErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDasErrorEventHostDasErrorReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDasEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDasOkEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostDasEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostDasOkEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDataTransportConnectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDatastoreBrowserSearchResults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDatastoreBrowserSearchSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -895,7 +895,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for HostCnxFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -903,15 +903,15 @@ impl x::ObjectType for HostCnxFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedNetworkErrorEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedNetworkErrorEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -919,15 +919,15 @@ impl x::ObjectType for HostCnxFailedNetworkErrorEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedNetworkErrorEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedNetworkErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedNetworkErrorEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedNetworkErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedNoAccessEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedNoAccessEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -935,15 +935,15 @@ impl x::ObjectType for HostCnxFailedNoAccessEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedNoAccessEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedNoAccessEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedNoAccessEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedNoAccessEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedNoConnectionEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedNoConnectionEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -951,15 +951,15 @@ impl x::ObjectType for HostCnxFailedNoConnectionEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedNoConnectionEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedNoConnectionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedNoConnectionEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedNoConnectionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedNoLicenseEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedNoLicenseEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -967,15 +967,15 @@ impl x::ObjectType for HostCnxFailedNoLicenseEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedNoLicenseEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedNoLicenseEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedNoLicenseEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedNoLicenseEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedNotFoundEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedNotFoundEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -983,15 +983,15 @@ impl x::ObjectType for HostCnxFailedNotFoundEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedNotFoundEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedNotFoundEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedNotFoundEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedNotFoundEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCnxFailedTimeoutEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCnxFailedTimeoutEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -999,11 +999,11 @@ impl x::ObjectType for HostCnxFailedTimeoutEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCnxFailedTimeoutEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCnxFailedTimeoutEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCnxFailedTimeoutEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCnxFailedTimeoutEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1015,15 +1015,15 @@ impl x::ObjectType for HostCommunication {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCommunication(v) => Some(v), _ => None, }
+        match object { Object::HostCommunication(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCommunication(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCommunication(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostComplianceCheckedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostComplianceCheckedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1031,15 +1031,15 @@ impl x::ObjectType for HostComplianceCheckedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostComplianceCheckedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostComplianceCheckedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostComplianceCheckedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostComplianceCheckedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostCompliantEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostCompliantEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1047,15 +1047,15 @@ impl x::ObjectType for HostCompliantEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCompliantEvent(v) => Some(v), _ => None, }
+        match object { Object::HostCompliantEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCompliantEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCompliantEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostConfigAppliedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostConfigAppliedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1063,11 +1063,11 @@ impl x::ObjectType for HostConfigAppliedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigAppliedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostConfigAppliedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigAppliedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigAppliedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1079,11 +1079,11 @@ impl x::ObjectType for HostConfigChange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigChange(v) => Some(v), _ => None, }
+        match object { Object::HostConfigChange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigChange(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigChange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1095,11 +1095,11 @@ impl x::ObjectType for HostConfigChangeMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigChangeMode(v) => Some(v), _ => None, }
+        match object { Object::HostConfigChangeMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigChangeMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigChangeMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1111,11 +1111,11 @@ impl x::ObjectType for HostConfigChangeOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigChangeOperation(v) => Some(v), _ => None, }
+        match object { Object::HostConfigChangeOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigChangeOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigChangeOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1127,15 +1127,15 @@ impl x::ObjectType for HostConfigChangeOwner {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigChangeOwner(v) => Some(v), _ => None, }
+        match object { Object::HostConfigChangeOwner(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigChangeOwner(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigChangeOwner(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostConfigFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostConfigFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1143,15 +1143,15 @@ impl x::ObjectType for HostConfigFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigFailed(v) => Some(v), _ => None, }
+        match object { Object::HostConfigFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostConfigFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostConfigFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1159,11 +1159,11 @@ impl x::ObjectType for HostConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigFault(v) => Some(v), _ => None, }
+        match object { Object::HostConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1175,11 +1175,11 @@ impl x::ObjectType for HostConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::HostConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1191,11 +1191,11 @@ impl x::ObjectType for HostConfigManager {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigManager(v) => Some(v), _ => None, }
+        match object { Object::HostConfigManager(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigManager(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigManager(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1207,11 +1207,11 @@ impl x::ObjectType for HostConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::HostConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1223,15 +1223,15 @@ impl x::ObjectType for HostConfigSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConfigSummary(v) => Some(v), _ => None, }
+        match object { Object::HostConfigSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConfigSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConfigSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostConnectFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostConnectFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1239,11 +1239,11 @@ impl x::ObjectType for HostConnectFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectFault(v) => Some(v), _ => None, }
+        match object { Object::HostConnectFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectFault(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConnectFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1255,11 +1255,11 @@ impl x::ObjectType for HostConnectInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectInfo(v) => Some(v), _ => None, }
+        match object { Object::HostConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1271,11 +1271,11 @@ impl x::ObjectType for HostConnectInfoNetworkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectInfoNetworkInfo(v) => Some(v), _ => None, }
+        match object { Object::HostConnectInfoNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectInfoNetworkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConnectInfoNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1287,15 +1287,15 @@ impl x::ObjectType for HostConnectSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectSpec(v) => Some(v), _ => None, }
+        match object { Object::HostConnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostConnectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostConnectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1303,15 +1303,15 @@ impl x::ObjectType for HostConnectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostConnectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConnectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostConnectionLostEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostConnectionLostEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1319,11 +1319,11 @@ impl x::ObjectType for HostConnectionLostEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostConnectionLostEvent(v) => Some(v), _ => None, }
+        match object { Object::HostConnectionLostEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostConnectionLostEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostConnectionLostEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1335,11 +1335,11 @@ impl x::ObjectType for HostCpuIdInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuIdInfo(v) => Some(v), _ => None, }
+        match object { Object::HostCpuIdInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuIdInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCpuIdInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1351,11 +1351,11 @@ impl x::ObjectType for HostCpuInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuInfo(v) => Some(v), _ => None, }
+        match object { Object::HostCpuInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCpuInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1367,11 +1367,11 @@ impl x::ObjectType for HostCpuPackage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuPackage(v) => Some(v), _ => None, }
+        match object { Object::HostCpuPackage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuPackage(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCpuPackage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1383,11 +1383,11 @@ impl x::ObjectType for HostCpuPackageVendor {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuPackageVendor(v) => Some(v), _ => None, }
+        match object { Object::HostCpuPackageVendor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuPackageVendor(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCpuPackageVendor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1399,11 +1399,11 @@ impl x::ObjectType for HostCpuPowerManagementInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuPowerManagementInfo(v) => Some(v), _ => None, }
+        match object { Object::HostCpuPowerManagementInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuPowerManagementInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCpuPowerManagementInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1415,11 +1415,11 @@ impl x::ObjectType for HostCpuPowerManagementInfoPolicyType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuPowerManagementInfoPolicyType(v) => Some(v), _ => None, }
+        match object { Object::HostCpuPowerManagementInfoPolicyType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuPowerManagementInfoPolicyType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCpuPowerManagementInfoPolicyType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1431,11 +1431,11 @@ impl x::ObjectType for HostCpuSchedulerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuSchedulerInfo(v) => Some(v), _ => None, }
+        match object { Object::HostCpuSchedulerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuSchedulerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCpuSchedulerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1447,11 +1447,11 @@ impl x::ObjectType for HostCpuSchedulerInfoCpuSchedulerPolicyInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Some(v), _ => None, }
+        match object { Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1463,11 +1463,11 @@ impl x::ObjectType for HostCryptoState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostCryptoState(v) => Some(v), _ => None, }
+        match object { Object::HostCryptoState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostCryptoState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostCryptoState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1479,15 +1479,15 @@ impl x::ObjectType for HostDVSConfigSpecSwitchMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDVSConfigSpecSwitchMode(v) => Some(v), _ => None, }
+        match object { Object::HostDVSConfigSpecSwitchMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDVSConfigSpecSwitchMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDVSConfigSpecSwitchMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDasDisabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostDasDisabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1495,15 +1495,15 @@ impl x::ObjectType for HostDasDisabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasDisabledEvent(v) => Some(v), _ => None, }
+        match object { Object::HostDasDisabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasDisabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDasDisabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDasDisablingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostDasDisablingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1511,15 +1511,15 @@ impl x::ObjectType for HostDasDisablingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasDisablingEvent(v) => Some(v), _ => None, }
+        match object { Object::HostDasDisablingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasDisablingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDasDisablingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDasEnabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostDasEnabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1527,15 +1527,15 @@ impl x::ObjectType for HostDasEnabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasEnabledEvent(v) => Some(v), _ => None, }
+        match object { Object::HostDasEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasEnabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDasEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDasEnablingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostDasEnablingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1543,15 +1543,15 @@ impl x::ObjectType for HostDasEnablingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasEnablingEvent(v) => Some(v), _ => None, }
+        match object { Object::HostDasEnablingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasEnablingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDasEnablingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDasErrorEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostDasErrorEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1559,11 +1559,11 @@ impl x::ObjectType for HostDasErrorEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasErrorEvent(v) => Some(v), _ => None, }
+        match object { Object::HostDasErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasErrorEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDasErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1575,15 +1575,15 @@ impl x::ObjectType for HostDasErrorEventHostDasErrorReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasErrorEventHostDasErrorReason(v) => Some(v), _ => None, }
+        match object { Object::HostDasErrorEventHostDasErrorReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasErrorEventHostDasErrorReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDasErrorEventHostDasErrorReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDasEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostDasEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1591,15 +1591,15 @@ impl x::ObjectType for HostDasEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasEvent(v) => Some(v), _ => None, }
+        match object { Object::HostDasEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDasEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDasOkEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostDasOkEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1607,11 +1607,11 @@ impl x::ObjectType for HostDasOkEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDasOkEvent(v) => Some(v), _ => None, }
+        match object { Object::HostDasOkEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDasOkEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDasOkEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1623,11 +1623,11 @@ impl x::ObjectType for HostDataTransportConnectionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDataTransportConnectionInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDataTransportConnectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDataTransportConnectionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDataTransportConnectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1639,11 +1639,11 @@ impl x::ObjectType for HostDatastoreBrowserSearchResults {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreBrowserSearchResults(v) => Some(v), _ => None, }
+        match object { Object::HostDatastoreBrowserSearchResults(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreBrowserSearchResults(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDatastoreBrowserSearchResults(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1655,11 +1655,11 @@ impl x::ObjectType for HostDatastoreBrowserSearchSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreBrowserSearchSpec(v) => Some(v), _ => None, }
+        match object { Object::HostDatastoreBrowserSearchSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreBrowserSearchSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDatastoreBrowserSearchSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1671,11 +1671,11 @@ impl x::ObjectType for HostDatastoreConnectInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreConnectInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDatastoreConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreConnectInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDatastoreConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1687,11 +1687,11 @@ impl x::ObjectType for HostDatastoreExistsConnectInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreExistsConnectInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDatastoreExistsConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreExistsConnectInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDatastoreExistsConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1703,11 +1703,11 @@ impl x::ObjectType for HostDatastoreNameConflictConnectInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreNameConflictConnectInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDatastoreNameConflictConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreNameConflictConnectInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDatastoreNameConflictConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1719,11 +1719,11 @@ impl x::ObjectType for HostDatastoreSystemCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreSystemCapabilities(v) => Some(v), _ => None, }
+        match object { Object::HostDatastoreSystemCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreSystemCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDatastoreSystemCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1735,11 +1735,11 @@ impl x::ObjectType for HostDatastoreSystemDatastoreResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreSystemDatastoreResult(v) => Some(v), _ => None, }
+        match object { Object::HostDatastoreSystemDatastoreResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreSystemDatastoreResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDatastoreSystemDatastoreResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1751,11 +1751,11 @@ impl x::ObjectType for HostDatastoreSystemVvolDatastoreSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDatastoreSystemVvolDatastoreSpec(v) => Some(v), _ => None, }
+        match object { Object::HostDatastoreSystemVvolDatastoreSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDatastoreSystemVvolDatastoreSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDatastoreSystemVvolDatastoreSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1767,11 +1767,11 @@ impl x::ObjectType for HostDateTimeConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDateTimeConfig(v) => Some(v), _ => None, }
+        match object { Object::HostDateTimeConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDateTimeConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDateTimeConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1783,11 +1783,11 @@ impl x::ObjectType for HostDateTimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDateTimeInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDateTimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDateTimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDateTimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1799,11 +1799,11 @@ impl x::ObjectType for HostDateTimeInfoProtocol {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDateTimeInfoProtocol(v) => Some(v), _ => None, }
+        match object { Object::HostDateTimeInfoProtocol(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDateTimeInfoProtocol(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDateTimeInfoProtocol(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1815,11 +1815,11 @@ impl x::ObjectType for HostDateTimeSystemServiceTestResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDateTimeSystemServiceTestResult(v) => Some(v), _ => None, }
+        match object { Object::HostDateTimeSystemServiceTestResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDateTimeSystemServiceTestResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDateTimeSystemServiceTestResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1831,11 +1831,11 @@ impl x::ObjectType for HostDateTimeSystemTimeZone {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDateTimeSystemTimeZone(v) => Some(v), _ => None, }
+        match object { Object::HostDateTimeSystemTimeZone(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDateTimeSystemTimeZone(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDateTimeSystemTimeZone(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1847,11 +1847,11 @@ impl x::ObjectType for HostDeploymentInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDeploymentInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDeploymentInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDeploymentInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDeploymentInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1863,11 +1863,11 @@ impl x::ObjectType for HostDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDevice(v) => Some(v), _ => None, }
+        match object { Object::HostDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1879,11 +1879,11 @@ impl x::ObjectType for HostDhcpService {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDhcpService(v) => Some(v), _ => None, }
+        match object { Object::HostDhcpService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDhcpService(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDhcpService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1895,11 +1895,11 @@ impl x::ObjectType for HostDhcpServiceConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDhcpServiceConfig(v) => Some(v), _ => None, }
+        match object { Object::HostDhcpServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDhcpServiceConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDhcpServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1911,10 +1911,10 @@ impl x::ObjectType for HostDhcpServiceSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDhcpServiceSpec(v) => Some(v), _ => None, }
+        match object { Object::HostDhcpServiceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDhcpServiceSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDhcpServiceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

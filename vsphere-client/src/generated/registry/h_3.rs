@@ -318,7 +318,7 @@ pub enum Object {
     HostDigestInfoDigestMethodType(Box<HostDigestInfoDigestMethodType>),
     HostDigestVerificationSetting(Box<HostDigestVerificationSetting>),
     HostDirectoryStoreInfo(Box<HostDirectoryStoreInfo>),
-    HostDisconnectedEvent(Box<HostDisconnectedEvent>),
+    #[cfg(feature = "all-events")] HostDisconnectedEvent(Box<HostDisconnectedEvent>),
     HostDisconnectedEventReasonCode(Box<HostDisconnectedEventReasonCode>),
     HostDiskConfigurationResult(Box<HostDiskConfigurationResult>),
     HostDiskDimensions(Box<HostDiskDimensions>),
@@ -340,12 +340,12 @@ pub enum Object {
     HostDnsConfig(Box<HostDnsConfig>),
     HostDnsConfigSpec(Box<HostDnsConfigSpec>),
     HostDvxClass(Box<HostDvxClass>),
-    HostEnableAdminFailedEvent(Box<HostEnableAdminFailedEvent>),
+    #[cfg(feature = "all-events")] HostEnableAdminFailedEvent(Box<HostEnableAdminFailedEvent>),
     HostEnterMaintenanceResult(Box<HostEnterMaintenanceResult>),
     HostEsxAgentHostManagerConfigInfo(Box<HostEsxAgentHostManagerConfigInfo>),
-    HostEvent(Box<HostEvent>),
+    #[cfg(feature = "all-events")] HostEvent(Box<HostEvent>),
     HostEventArgument(Box<HostEventArgument>),
-    HostExtraNetworksEvent(Box<HostExtraNetworksEvent>),
+    #[cfg(feature = "all-events")] HostExtraNetworksEvent(Box<HostExtraNetworksEvent>),
     HostFaultToleranceManagerComponentHealthInfo(Box<HostFaultToleranceManagerComponentHealthInfo>),
     HostFeatureCapability(Box<HostFeatureCapability>),
     HostFeatureMask(Box<HostFeatureMask>),
@@ -402,7 +402,7 @@ fn decode(
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestInfoDigestMethodType(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestVerificationSetting(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDirectoryStoreInfo(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDisconnectedEventReasonCode(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskConfigurationResult(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskDimensions(v), Err(e) => return Some(Err(e)) },
@@ -424,12 +424,12 @@ fn decode(
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDnsConfig(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDnsConfigSpec(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDvxClass(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnableAdminFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnableAdminFailedEvent(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnterMaintenanceResult(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEsxAgentHostManagerConfigInfo(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEvent(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEventArgument(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostExtraNetworksEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostExtraNetworksEvent(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFaultToleranceManagerComponentHealthInfo(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureCapability(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureMask(v), Err(e) => return Some(Err(e)) },
@@ -480,7 +480,7 @@ impl std::fmt::Debug for Object {
             Object::HostDigestInfoDigestMethodType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDigestVerificationSetting(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDirectoryStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDisconnectedEventReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDiskConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDiskDimensions(v) => std::fmt::Debug::fmt(&**v, f),
@@ -502,12 +502,12 @@ impl std::fmt::Debug for Object {
             Object::HostDnsConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDnsConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDvxClass(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostEnableAdminFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostEnterMaintenanceResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostEsxAgentHostManagerConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostExtraNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFaultToleranceManagerComponentHealthInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFeatureMask(v) => std::fmt::Debug::fmt(&**v, f),
@@ -557,7 +557,7 @@ impl PartialEq for Object {
             (Object::HostDigestInfoDigestMethodType(a), Object::HostDigestInfoDigestMethodType(b)) => **a == **b,
             (Object::HostDigestVerificationSetting(a), Object::HostDigestVerificationSetting(b)) => **a == **b,
             (Object::HostDirectoryStoreInfo(a), Object::HostDirectoryStoreInfo(b)) => **a == **b,
-            (Object::HostDisconnectedEvent(a), Object::HostDisconnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostDisconnectedEvent(a), Object::HostDisconnectedEvent(b)) => **a == **b,
             (Object::HostDisconnectedEventReasonCode(a), Object::HostDisconnectedEventReasonCode(b)) => **a == **b,
             (Object::HostDiskConfigurationResult(a), Object::HostDiskConfigurationResult(b)) => **a == **b,
             (Object::HostDiskDimensions(a), Object::HostDiskDimensions(b)) => **a == **b,
@@ -579,12 +579,12 @@ impl PartialEq for Object {
             (Object::HostDnsConfig(a), Object::HostDnsConfig(b)) => **a == **b,
             (Object::HostDnsConfigSpec(a), Object::HostDnsConfigSpec(b)) => **a == **b,
             (Object::HostDvxClass(a), Object::HostDvxClass(b)) => **a == **b,
-            (Object::HostEnableAdminFailedEvent(a), Object::HostEnableAdminFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostEnableAdminFailedEvent(a), Object::HostEnableAdminFailedEvent(b)) => **a == **b,
             (Object::HostEnterMaintenanceResult(a), Object::HostEnterMaintenanceResult(b)) => **a == **b,
             (Object::HostEsxAgentHostManagerConfigInfo(a), Object::HostEsxAgentHostManagerConfigInfo(b)) => **a == **b,
-            (Object::HostEvent(a), Object::HostEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostEvent(a), Object::HostEvent(b)) => **a == **b,
             (Object::HostEventArgument(a), Object::HostEventArgument(b)) => **a == **b,
-            (Object::HostExtraNetworksEvent(a), Object::HostExtraNetworksEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostExtraNetworksEvent(a), Object::HostExtraNetworksEvent(b)) => **a == **b,
             (Object::HostFaultToleranceManagerComponentHealthInfo(a), Object::HostFaultToleranceManagerComponentHealthInfo(b)) => **a == **b,
             (Object::HostFeatureCapability(a), Object::HostFeatureCapability(b)) => **a == **b,
             (Object::HostFeatureMask(a), Object::HostFeatureMask(b)) => **a == **b,
@@ -619,7 +619,7 @@ impl PartialEq for Object {
             (Object::HostFru(a), Object::HostFru(b)) => **a == **b,
             (Object::HostFruFruType(a), Object::HostFruFruType(b)) => **a == **b,
             (Object::HostGatewaySpec(a), Object::HostGatewaySpec(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -635,7 +635,7 @@ impl Clone for Object {
             Object::HostDigestInfoDigestMethodType(v) => Object::HostDigestInfoDigestMethodType(Box::new((**v).clone())),
             Object::HostDigestVerificationSetting(v) => Object::HostDigestVerificationSetting(Box::new((**v).clone())),
             Object::HostDirectoryStoreInfo(v) => Object::HostDirectoryStoreInfo(Box::new((**v).clone())),
-            Object::HostDisconnectedEvent(v) => Object::HostDisconnectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(v) => Object::HostDisconnectedEvent(Box::new((**v).clone())),
             Object::HostDisconnectedEventReasonCode(v) => Object::HostDisconnectedEventReasonCode(Box::new((**v).clone())),
             Object::HostDiskConfigurationResult(v) => Object::HostDiskConfigurationResult(Box::new((**v).clone())),
             Object::HostDiskDimensions(v) => Object::HostDiskDimensions(Box::new((**v).clone())),
@@ -657,12 +657,12 @@ impl Clone for Object {
             Object::HostDnsConfig(v) => Object::HostDnsConfig(Box::new((**v).clone())),
             Object::HostDnsConfigSpec(v) => Object::HostDnsConfigSpec(Box::new((**v).clone())),
             Object::HostDvxClass(v) => Object::HostDvxClass(Box::new((**v).clone())),
-            Object::HostEnableAdminFailedEvent(v) => Object::HostEnableAdminFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => Object::HostEnableAdminFailedEvent(Box::new((**v).clone())),
             Object::HostEnterMaintenanceResult(v) => Object::HostEnterMaintenanceResult(Box::new((**v).clone())),
             Object::HostEsxAgentHostManagerConfigInfo(v) => Object::HostEsxAgentHostManagerConfigInfo(Box::new((**v).clone())),
-            Object::HostEvent(v) => Object::HostEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostEvent(v) => Object::HostEvent(Box::new((**v).clone())),
             Object::HostEventArgument(v) => Object::HostEventArgument(Box::new((**v).clone())),
-            Object::HostExtraNetworksEvent(v) => Object::HostExtraNetworksEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(v) => Object::HostExtraNetworksEvent(Box::new((**v).clone())),
             Object::HostFaultToleranceManagerComponentHealthInfo(v) => Object::HostFaultToleranceManagerComponentHealthInfo(Box::new((**v).clone())),
             Object::HostFeatureCapability(v) => Object::HostFeatureCapability(Box::new((**v).clone())),
             Object::HostFeatureMask(v) => Object::HostFeatureMask(Box::new((**v).clone())),
@@ -712,7 +712,7 @@ impl x::DataObject for Object {
             Object::HostDigestInfoDigestMethodType(_) => "HostDigestInfoDigestMethodType",
             Object::HostDigestVerificationSetting(_) => "HostDigestVerificationSetting",
             Object::HostDirectoryStoreInfo(_) => "HostDirectoryStoreInfo",
-            Object::HostDisconnectedEvent(_) => "HostDisconnectedEvent",
+            #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(_) => "HostDisconnectedEvent",
             Object::HostDisconnectedEventReasonCode(_) => "HostDisconnectedEventReasonCode",
             Object::HostDiskConfigurationResult(_) => "HostDiskConfigurationResult",
             Object::HostDiskDimensions(_) => "HostDiskDimensions",
@@ -734,12 +734,12 @@ impl x::DataObject for Object {
             Object::HostDnsConfig(_) => "HostDnsConfig",
             Object::HostDnsConfigSpec(_) => "HostDnsConfigSpec",
             Object::HostDvxClass(_) => "HostDvxClass",
-            Object::HostEnableAdminFailedEvent(_) => "HostEnableAdminFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(_) => "HostEnableAdminFailedEvent",
             Object::HostEnterMaintenanceResult(_) => "HostEnterMaintenanceResult",
             Object::HostEsxAgentHostManagerConfigInfo(_) => "HostEsxAgentHostManagerConfigInfo",
-            Object::HostEvent(_) => "HostEvent",
+            #[cfg(feature = "all-events")] Object::HostEvent(_) => "HostEvent",
             Object::HostEventArgument(_) => "HostEventArgument",
-            Object::HostExtraNetworksEvent(_) => "HostExtraNetworksEvent",
+            #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(_) => "HostExtraNetworksEvent",
             Object::HostFaultToleranceManagerComponentHealthInfo(_) => "HostFaultToleranceManagerComponentHealthInfo",
             Object::HostFeatureCapability(_) => "HostFeatureCapability",
             Object::HostFeatureMask(_) => "HostFeatureMask",
@@ -801,7 +801,7 @@ impl x::DataObject for Object {
             Object::HostDigestInfoDigestMethodType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDigestVerificationSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDirectoryStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDisconnectedEventReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDiskConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDiskDimensions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -823,12 +823,12 @@ impl x::DataObject for Object {
             Object::HostDnsConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDnsConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDvxClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostEnableAdminFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostEnterMaintenanceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostEsxAgentHostManagerConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostExtraNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFaultToleranceManagerComponentHealthInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFeatureMask(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -876,11 +876,11 @@ impl x::ObjectType for HostDiagnosticPartition {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiagnosticPartition(v) => Some(v), _ => None, }
+        match object { Object::HostDiagnosticPartition(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiagnosticPartition(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiagnosticPartition(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -892,11 +892,11 @@ impl x::ObjectType for HostDiagnosticPartitionCreateDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiagnosticPartitionCreateDescription(v) => Some(v), _ => None, }
+        match object { Object::HostDiagnosticPartitionCreateDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiagnosticPartitionCreateDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiagnosticPartitionCreateDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -908,11 +908,11 @@ impl x::ObjectType for HostDiagnosticPartitionCreateOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiagnosticPartitionCreateOption(v) => Some(v), _ => None, }
+        match object { Object::HostDiagnosticPartitionCreateOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiagnosticPartitionCreateOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiagnosticPartitionCreateOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -924,11 +924,11 @@ impl x::ObjectType for HostDiagnosticPartitionCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiagnosticPartitionCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::HostDiagnosticPartitionCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiagnosticPartitionCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiagnosticPartitionCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -940,11 +940,11 @@ impl x::ObjectType for HostDigestInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDigestInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDigestInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDigestInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDigestInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -956,11 +956,11 @@ impl x::ObjectType for HostDigestInfoDigestMethodType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDigestInfoDigestMethodType(v) => Some(v), _ => None, }
+        match object { Object::HostDigestInfoDigestMethodType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDigestInfoDigestMethodType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDigestInfoDigestMethodType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -972,11 +972,11 @@ impl x::ObjectType for HostDigestVerificationSetting {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDigestVerificationSetting(v) => Some(v), _ => None, }
+        match object { Object::HostDigestVerificationSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDigestVerificationSetting(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDigestVerificationSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -988,15 +988,15 @@ impl x::ObjectType for HostDirectoryStoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDirectoryStoreInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDirectoryStoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDirectoryStoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDirectoryStoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostDisconnectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostDisconnectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1004,11 +1004,11 @@ impl x::ObjectType for HostDisconnectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDisconnectedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostDisconnectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDisconnectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDisconnectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1020,11 +1020,11 @@ impl x::ObjectType for HostDisconnectedEventReasonCode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDisconnectedEventReasonCode(v) => Some(v), _ => None, }
+        match object { Object::HostDisconnectedEventReasonCode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDisconnectedEventReasonCode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDisconnectedEventReasonCode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1036,11 +1036,11 @@ impl x::ObjectType for HostDiskConfigurationResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskConfigurationResult(v) => Some(v), _ => None, }
+        match object { Object::HostDiskConfigurationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskConfigurationResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskConfigurationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1052,11 +1052,11 @@ impl x::ObjectType for HostDiskDimensions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskDimensions(v) => Some(v), _ => None, }
+        match object { Object::HostDiskDimensions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskDimensions(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskDimensions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1068,11 +1068,11 @@ impl x::ObjectType for HostDiskDimensionsChs {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskDimensionsChs(v) => Some(v), _ => None, }
+        match object { Object::HostDiskDimensionsChs(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskDimensionsChs(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskDimensionsChs(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1084,11 +1084,11 @@ impl x::ObjectType for HostDiskDimensionsLba {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskDimensionsLba(v) => Some(v), _ => None, }
+        match object { Object::HostDiskDimensionsLba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskDimensionsLba(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskDimensionsLba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1100,11 +1100,11 @@ impl x::ObjectType for HostDiskMappingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskMappingInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDiskMappingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskMappingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskMappingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1116,11 +1116,11 @@ impl x::ObjectType for HostDiskMappingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskMappingOption(v) => Some(v), _ => None, }
+        match object { Object::HostDiskMappingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskMappingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskMappingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1132,11 +1132,11 @@ impl x::ObjectType for HostDiskMappingPartitionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskMappingPartitionInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDiskMappingPartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskMappingPartitionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskMappingPartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1148,11 +1148,11 @@ impl x::ObjectType for HostDiskMappingPartitionOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskMappingPartitionOption(v) => Some(v), _ => None, }
+        match object { Object::HostDiskMappingPartitionOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskMappingPartitionOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskMappingPartitionOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1164,11 +1164,11 @@ impl x::ObjectType for HostDiskPartitionAttributes {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionAttributes(v) => Some(v), _ => None, }
+        match object { Object::HostDiskPartitionAttributes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionAttributes(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskPartitionAttributes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1180,11 +1180,11 @@ impl x::ObjectType for HostDiskPartitionBlockRange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionBlockRange(v) => Some(v), _ => None, }
+        match object { Object::HostDiskPartitionBlockRange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionBlockRange(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskPartitionBlockRange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1196,11 +1196,11 @@ impl x::ObjectType for HostDiskPartitionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionInfo(v) => Some(v), _ => None, }
+        match object { Object::HostDiskPartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskPartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1212,11 +1212,11 @@ impl x::ObjectType for HostDiskPartitionInfoPartitionFormat {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionInfoPartitionFormat(v) => Some(v), _ => None, }
+        match object { Object::HostDiskPartitionInfoPartitionFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionInfoPartitionFormat(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskPartitionInfoPartitionFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1228,11 +1228,11 @@ impl x::ObjectType for HostDiskPartitionInfoType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionInfoType(v) => Some(v), _ => None, }
+        match object { Object::HostDiskPartitionInfoType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionInfoType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskPartitionInfoType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1244,11 +1244,11 @@ impl x::ObjectType for HostDiskPartitionLayout {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionLayout(v) => Some(v), _ => None, }
+        match object { Object::HostDiskPartitionLayout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionLayout(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskPartitionLayout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1260,11 +1260,11 @@ impl x::ObjectType for HostDiskPartitionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDiskPartitionSpec(v) => Some(v), _ => None, }
+        match object { Object::HostDiskPartitionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDiskPartitionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDiskPartitionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1276,11 +1276,11 @@ impl x::ObjectType for HostDistributedVirtualSwitchManagerFailoverReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Some(v), _ => None, }
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1292,11 +1292,11 @@ impl x::ObjectType for HostDistributedVirtualSwitchManagerFailoverStage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Some(v), _ => None, }
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1308,11 +1308,11 @@ impl x::ObjectType for HostDnsConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDnsConfig(v) => Some(v), _ => None, }
+        match object { Object::HostDnsConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDnsConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDnsConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1324,11 +1324,11 @@ impl x::ObjectType for HostDnsConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDnsConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::HostDnsConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDnsConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDnsConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1340,15 +1340,15 @@ impl x::ObjectType for HostDvxClass {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostDvxClass(v) => Some(v), _ => None, }
+        match object { Object::HostDvxClass(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostDvxClass(v) => Ok(v), other => Err(other), }
+        match object { Object::HostDvxClass(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostEnableAdminFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostEnableAdminFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1356,11 +1356,11 @@ impl x::ObjectType for HostEnableAdminFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostEnableAdminFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostEnableAdminFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostEnableAdminFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostEnableAdminFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1372,11 +1372,11 @@ impl x::ObjectType for HostEnterMaintenanceResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostEnterMaintenanceResult(v) => Some(v), _ => None, }
+        match object { Object::HostEnterMaintenanceResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostEnterMaintenanceResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostEnterMaintenanceResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1388,15 +1388,15 @@ impl x::ObjectType for HostEsxAgentHostManagerConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostEsxAgentHostManagerConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::HostEsxAgentHostManagerConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostEsxAgentHostManagerConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostEsxAgentHostManagerConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1404,11 +1404,11 @@ impl x::ObjectType for HostEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostEvent(v) => Some(v), _ => None, }
+        match object { Object::HostEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1420,15 +1420,15 @@ impl x::ObjectType for HostEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostEventArgument(v) => Some(v), _ => None, }
+        match object { Object::HostEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::HostEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostExtraNetworksEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostExtraNetworksEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1436,11 +1436,11 @@ impl x::ObjectType for HostExtraNetworksEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostExtraNetworksEvent(v) => Some(v), _ => None, }
+        match object { Object::HostExtraNetworksEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostExtraNetworksEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostExtraNetworksEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1452,11 +1452,11 @@ impl x::ObjectType for HostFaultToleranceManagerComponentHealthInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFaultToleranceManagerComponentHealthInfo(v) => Some(v), _ => None, }
+        match object { Object::HostFaultToleranceManagerComponentHealthInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFaultToleranceManagerComponentHealthInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFaultToleranceManagerComponentHealthInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1468,11 +1468,11 @@ impl x::ObjectType for HostFeatureCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFeatureCapability(v) => Some(v), _ => None, }
+        match object { Object::HostFeatureCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFeatureCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFeatureCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1484,11 +1484,11 @@ impl x::ObjectType for HostFeatureMask {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFeatureMask(v) => Some(v), _ => None, }
+        match object { Object::HostFeatureMask(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFeatureMask(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFeatureMask(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1500,11 +1500,11 @@ impl x::ObjectType for HostFeatureVersionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFeatureVersionInfo(v) => Some(v), _ => None, }
+        match object { Object::HostFeatureVersionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFeatureVersionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFeatureVersionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1516,11 +1516,11 @@ impl x::ObjectType for HostFeatureVersionKey {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFeatureVersionKey(v) => Some(v), _ => None, }
+        match object { Object::HostFeatureVersionKey(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFeatureVersionKey(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFeatureVersionKey(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1532,11 +1532,11 @@ impl x::ObjectType for HostFibreChannelHba {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFibreChannelHba(v) => Some(v), _ => None, }
+        match object { Object::HostFibreChannelHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFibreChannelHba(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFibreChannelHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1548,11 +1548,11 @@ impl x::ObjectType for HostFibreChannelOverEthernetHba {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFibreChannelOverEthernetHba(v) => Some(v), _ => None, }
+        match object { Object::HostFibreChannelOverEthernetHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFibreChannelOverEthernetHba(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFibreChannelOverEthernetHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1564,11 +1564,11 @@ impl x::ObjectType for HostFibreChannelOverEthernetHbaLinkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Some(v), _ => None, }
+        match object { Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1580,11 +1580,11 @@ impl x::ObjectType for HostFibreChannelOverEthernetTargetTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFibreChannelOverEthernetTargetTransport(v) => Some(v), _ => None, }
+        match object { Object::HostFibreChannelOverEthernetTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFibreChannelOverEthernetTargetTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFibreChannelOverEthernetTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1596,11 +1596,11 @@ impl x::ObjectType for HostFibreChannelTargetTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFibreChannelTargetTransport(v) => Some(v), _ => None, }
+        match object { Object::HostFibreChannelTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFibreChannelTargetTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFibreChannelTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1612,11 +1612,11 @@ impl x::ObjectType for HostFileAccess {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFileAccess(v) => Some(v), _ => None, }
+        match object { Object::HostFileAccess(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFileAccess(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFileAccess(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1628,11 +1628,11 @@ impl x::ObjectType for HostFileSystemMountInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFileSystemMountInfo(v) => Some(v), _ => None, }
+        match object { Object::HostFileSystemMountInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFileSystemMountInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFileSystemMountInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1644,11 +1644,11 @@ impl x::ObjectType for HostFileSystemVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFileSystemVolume(v) => Some(v), _ => None, }
+        match object { Object::HostFileSystemVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFileSystemVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFileSystemVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1660,11 +1660,11 @@ impl x::ObjectType for HostFileSystemVolumeFileSystemType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFileSystemVolumeFileSystemType(v) => Some(v), _ => None, }
+        match object { Object::HostFileSystemVolumeFileSystemType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFileSystemVolumeFileSystemType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFileSystemVolumeFileSystemType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1676,11 +1676,11 @@ impl x::ObjectType for HostFileSystemVolumeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFileSystemVolumeInfo(v) => Some(v), _ => None, }
+        match object { Object::HostFileSystemVolumeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFileSystemVolumeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFileSystemVolumeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1692,11 +1692,11 @@ impl x::ObjectType for HostFirewallConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallConfig(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1708,11 +1708,11 @@ impl x::ObjectType for HostFirewallConfigRuleSetConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallConfigRuleSetConfig(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallConfigRuleSetConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallConfigRuleSetConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallConfigRuleSetConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1724,11 +1724,11 @@ impl x::ObjectType for HostFirewallDefaultPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallDefaultPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallDefaultPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallDefaultPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallDefaultPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1740,11 +1740,11 @@ impl x::ObjectType for HostFirewallInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallInfo(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1756,11 +1756,11 @@ impl x::ObjectType for HostFirewallRule {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRule(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallRule(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRule(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallRule(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1772,11 +1772,11 @@ impl x::ObjectType for HostFirewallRuleDirection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRuleDirection(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallRuleDirection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRuleDirection(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallRuleDirection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1788,11 +1788,11 @@ impl x::ObjectType for HostFirewallRulePortType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRulePortType(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallRulePortType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRulePortType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallRulePortType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1804,11 +1804,11 @@ impl x::ObjectType for HostFirewallRuleProtocol {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRuleProtocol(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallRuleProtocol(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRuleProtocol(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallRuleProtocol(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1820,11 +1820,11 @@ impl x::ObjectType for HostFirewallRuleset {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRuleset(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallRuleset(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRuleset(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallRuleset(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1836,11 +1836,11 @@ impl x::ObjectType for HostFirewallRulesetIpList {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRulesetIpList(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallRulesetIpList(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRulesetIpList(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallRulesetIpList(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1852,11 +1852,11 @@ impl x::ObjectType for HostFirewallRulesetIpNetwork {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRulesetIpNetwork(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallRulesetIpNetwork(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRulesetIpNetwork(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallRulesetIpNetwork(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1868,11 +1868,11 @@ impl x::ObjectType for HostFirewallRulesetRulesetSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallRulesetRulesetSpec(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallRulesetRulesetSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallRulesetRulesetSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallRulesetRulesetSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1884,11 +1884,11 @@ impl x::ObjectType for HostFirewallSystemRuleSetId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallSystemRuleSetId(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallSystemRuleSetId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallSystemRuleSetId(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallSystemRuleSetId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1900,11 +1900,11 @@ impl x::ObjectType for HostFirewallSystemServiceName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFirewallSystemServiceName(v) => Some(v), _ => None, }
+        match object { Object::HostFirewallSystemServiceName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFirewallSystemServiceName(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFirewallSystemServiceName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1916,11 +1916,11 @@ impl x::ObjectType for HostFlagInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFlagInfo(v) => Some(v), _ => None, }
+        match object { Object::HostFlagInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFlagInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFlagInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1932,11 +1932,11 @@ impl x::ObjectType for HostForceMountedInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostForceMountedInfo(v) => Some(v), _ => None, }
+        match object { Object::HostForceMountedInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostForceMountedInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostForceMountedInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1948,11 +1948,11 @@ impl x::ObjectType for HostFru {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFru(v) => Some(v), _ => None, }
+        match object { Object::HostFru(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFru(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFru(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1964,11 +1964,11 @@ impl x::ObjectType for HostFruFruType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostFruFruType(v) => Some(v), _ => None, }
+        match object { Object::HostFruFruType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostFruFruType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostFruFruType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1980,10 +1980,10 @@ impl x::ObjectType for HostGatewaySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGatewaySpec(v) => Some(v), _ => None, }
+        match object { Object::HostGatewaySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGatewaySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostGatewaySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

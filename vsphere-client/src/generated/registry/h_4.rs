@@ -377,7 +377,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    HostGetShortNameFailedEvent(Box<HostGetShortNameFailedEvent>),
+    #[cfg(feature = "all-events")] HostGetShortNameFailedEvent(Box<HostGetShortNameFailedEvent>),
     HostGraphicsConfig(Box<HostGraphicsConfig>),
     HostGraphicsConfigDeviceType(Box<HostGraphicsConfigDeviceType>),
     HostGraphicsConfigGraphicsType(Box<HostGraphicsConfigGraphicsType>),
@@ -391,18 +391,18 @@ pub enum Object {
     HostHardwareInfo(Box<HostHardwareInfo>),
     HostHardwareStatusInfo(Box<HostHardwareStatusInfo>),
     HostHardwareSummary(Box<HostHardwareSummary>),
-    HostHasComponentFailure(Box<HostHasComponentFailure>),
+    #[cfg(feature = "all-faults")] HostHasComponentFailure(Box<HostHasComponentFailure>),
     HostHasComponentFailureHostComponentType(Box<HostHasComponentFailureHostComponentType>),
     HostHbaCreateSpec(Box<HostHbaCreateSpec>),
     HostHostBusAdapter(Box<HostHostBusAdapter>),
     HostHyperThreadScheduleInfo(Box<HostHyperThreadScheduleInfo>),
     HostImageAcceptanceLevel(Box<HostImageAcceptanceLevel>),
     HostImageProfileSummary(Box<HostImageProfileSummary>),
-    HostInAuditModeEvent(Box<HostInAuditModeEvent>),
-    HostInDomain(Box<HostInDomain>),
-    HostIncompatibleForFaultTolerance(Box<HostIncompatibleForFaultTolerance>),
+    #[cfg(feature = "all-events")] HostInAuditModeEvent(Box<HostInAuditModeEvent>),
+    #[cfg(feature = "all-faults")] HostInDomain(Box<HostInDomain>),
+    #[cfg(feature = "all-faults")] HostIncompatibleForFaultTolerance(Box<HostIncompatibleForFaultTolerance>),
     HostIncompatibleForFaultToleranceReason(Box<HostIncompatibleForFaultToleranceReason>),
-    HostIncompatibleForRecordReplay(Box<HostIncompatibleForRecordReplay>),
+    #[cfg(feature = "all-faults")] HostIncompatibleForRecordReplay(Box<HostIncompatibleForRecordReplay>),
     HostIncompatibleForRecordReplayReason(Box<HostIncompatibleForRecordReplayReason>),
     HostInternetScsiHba(Box<HostInternetScsiHba>),
     HostInternetScsiHbaAuthenticationCapabilities(Box<HostInternetScsiHbaAuthenticationCapabilities>),
@@ -426,17 +426,17 @@ pub enum Object {
     HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(Box<HostInternetScsiHbaStaticTargetTargetDiscoveryMethod>),
     HostInternetScsiHbaTargetSet(Box<HostInternetScsiHbaTargetSet>),
     HostInternetScsiTargetTransport(Box<HostInternetScsiTargetTransport>),
-    HostInventoryFull(Box<HostInventoryFull>),
-    HostInventoryFullEvent(Box<HostInventoryFullEvent>),
-    HostInventoryUnreadableEvent(Box<HostInventoryUnreadableEvent>),
+    #[cfg(feature = "all-faults")] HostInventoryFull(Box<HostInventoryFull>),
+    #[cfg(feature = "all-events")] HostInventoryFullEvent(Box<HostInventoryFullEvent>),
+    #[cfg(feature = "all-events")] HostInventoryUnreadableEvent(Box<HostInventoryUnreadableEvent>),
     HostIoFilterInfo(Box<HostIoFilterInfo>),
-    HostIpChangedEvent(Box<HostIpChangedEvent>),
+    #[cfg(feature = "all-events")] HostIpChangedEvent(Box<HostIpChangedEvent>),
     HostIpConfig(Box<HostIpConfig>),
     HostIpConfigIpV6Address(Box<HostIpConfigIpV6Address>),
     HostIpConfigIpV6AddressConfigType(Box<HostIpConfigIpV6AddressConfigType>),
     HostIpConfigIpV6AddressConfiguration(Box<HostIpConfigIpV6AddressConfiguration>),
     HostIpConfigIpV6AddressStatus(Box<HostIpConfigIpV6AddressStatus>),
-    HostIpInconsistentEvent(Box<HostIpInconsistentEvent>),
+    #[cfg(feature = "all-events")] HostIpInconsistentEvent(Box<HostIpInconsistentEvent>),
     HostIpRouteConfig(Box<HostIpRouteConfig>),
     HostIpRouteConfigSpec(Box<HostIpRouteConfigSpec>),
     HostIpRouteEntry(Box<HostIpRouteEntry>),
@@ -454,7 +454,7 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGetShortNameFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGetShortNameFailedEvent(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfig(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigDeviceType(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigGraphicsType(v), Err(e) => return Some(Err(e)) },
@@ -468,18 +468,18 @@ fn decode(
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareInfo(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareStatusInfo(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareSummary(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHasComponentFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHasComponentFailure(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHasComponentFailureHostComponentType(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHbaCreateSpec(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHostBusAdapter(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHyperThreadScheduleInfo(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostImageAcceptanceLevel(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostImageProfileSummary(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInAuditModeEvent(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInDomain(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForFaultTolerance(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInAuditModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInDomain(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForFaultTolerance(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForFaultToleranceReason(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForRecordReplay(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForRecordReplay(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForRecordReplayReason(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHba(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaAuthenticationCapabilities(v), Err(e) => return Some(Err(e)) },
@@ -503,17 +503,17 @@ fn decode(
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaTargetSet(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiTargetTransport(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryFull(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryFullEvent(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryUnreadableEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryFull(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryFullEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryUnreadableEvent(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIoFilterInfo(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpChangedEvent(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfig(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6Address(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6AddressConfigType(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6AddressConfiguration(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6AddressStatus(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpInconsistentEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpInconsistentEvent(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteConfig(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteConfigSpec(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteEntry(v), Err(e) => return Some(Err(e)) },
@@ -525,7 +525,7 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::HostGetShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostGraphicsConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostGraphicsConfigDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostGraphicsConfigGraphicsType(v) => std::fmt::Debug::fmt(&**v, f),
@@ -539,18 +539,18 @@ impl std::fmt::Debug for Object {
             Object::HostHardwareInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHardwareStatusInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHardwareSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostHasComponentFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHasComponentFailureHostComponentType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHbaCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHostBusAdapter(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHyperThreadScheduleInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostImageAcceptanceLevel(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostImageProfileSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInAuditModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInDomain(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIncompatibleForFaultTolerance(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostInDomain(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIncompatibleForFaultToleranceReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIncompatibleForRecordReplay(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIncompatibleForRecordReplayReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHba(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHbaAuthenticationCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
@@ -574,17 +574,17 @@ impl std::fmt::Debug for Object {
             Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHbaTargetSet(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInventoryFull(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInventoryFullEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInventoryUnreadableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostIpChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpConfigIpV6Address(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpConfigIpV6AddressConfigType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpConfigIpV6AddressConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpConfigIpV6AddressStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpRouteConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpRouteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpRouteEntry(v) => std::fmt::Debug::fmt(&**v, f),
@@ -595,7 +595,7 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::HostGetShortNameFailedEvent(a), Object::HostGetShortNameFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostGetShortNameFailedEvent(a), Object::HostGetShortNameFailedEvent(b)) => **a == **b,
             (Object::HostGraphicsConfig(a), Object::HostGraphicsConfig(b)) => **a == **b,
             (Object::HostGraphicsConfigDeviceType(a), Object::HostGraphicsConfigDeviceType(b)) => **a == **b,
             (Object::HostGraphicsConfigGraphicsType(a), Object::HostGraphicsConfigGraphicsType(b)) => **a == **b,
@@ -609,18 +609,18 @@ impl PartialEq for Object {
             (Object::HostHardwareInfo(a), Object::HostHardwareInfo(b)) => **a == **b,
             (Object::HostHardwareStatusInfo(a), Object::HostHardwareStatusInfo(b)) => **a == **b,
             (Object::HostHardwareSummary(a), Object::HostHardwareSummary(b)) => **a == **b,
-            (Object::HostHasComponentFailure(a), Object::HostHasComponentFailure(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostHasComponentFailure(a), Object::HostHasComponentFailure(b)) => **a == **b,
             (Object::HostHasComponentFailureHostComponentType(a), Object::HostHasComponentFailureHostComponentType(b)) => **a == **b,
             (Object::HostHbaCreateSpec(a), Object::HostHbaCreateSpec(b)) => **a == **b,
             (Object::HostHostBusAdapter(a), Object::HostHostBusAdapter(b)) => **a == **b,
             (Object::HostHyperThreadScheduleInfo(a), Object::HostHyperThreadScheduleInfo(b)) => **a == **b,
             (Object::HostImageAcceptanceLevel(a), Object::HostImageAcceptanceLevel(b)) => **a == **b,
             (Object::HostImageProfileSummary(a), Object::HostImageProfileSummary(b)) => **a == **b,
-            (Object::HostInAuditModeEvent(a), Object::HostInAuditModeEvent(b)) => **a == **b,
-            (Object::HostInDomain(a), Object::HostInDomain(b)) => **a == **b,
-            (Object::HostIncompatibleForFaultTolerance(a), Object::HostIncompatibleForFaultTolerance(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostInAuditModeEvent(a), Object::HostInAuditModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostInDomain(a), Object::HostInDomain(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostIncompatibleForFaultTolerance(a), Object::HostIncompatibleForFaultTolerance(b)) => **a == **b,
             (Object::HostIncompatibleForFaultToleranceReason(a), Object::HostIncompatibleForFaultToleranceReason(b)) => **a == **b,
-            (Object::HostIncompatibleForRecordReplay(a), Object::HostIncompatibleForRecordReplay(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostIncompatibleForRecordReplay(a), Object::HostIncompatibleForRecordReplay(b)) => **a == **b,
             (Object::HostIncompatibleForRecordReplayReason(a), Object::HostIncompatibleForRecordReplayReason(b)) => **a == **b,
             (Object::HostInternetScsiHba(a), Object::HostInternetScsiHba(b)) => **a == **b,
             (Object::HostInternetScsiHbaAuthenticationCapabilities(a), Object::HostInternetScsiHbaAuthenticationCapabilities(b)) => **a == **b,
@@ -644,21 +644,21 @@ impl PartialEq for Object {
             (Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(a), Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(b)) => **a == **b,
             (Object::HostInternetScsiHbaTargetSet(a), Object::HostInternetScsiHbaTargetSet(b)) => **a == **b,
             (Object::HostInternetScsiTargetTransport(a), Object::HostInternetScsiTargetTransport(b)) => **a == **b,
-            (Object::HostInventoryFull(a), Object::HostInventoryFull(b)) => **a == **b,
-            (Object::HostInventoryFullEvent(a), Object::HostInventoryFullEvent(b)) => **a == **b,
-            (Object::HostInventoryUnreadableEvent(a), Object::HostInventoryUnreadableEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostInventoryFull(a), Object::HostInventoryFull(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostInventoryFullEvent(a), Object::HostInventoryFullEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostInventoryUnreadableEvent(a), Object::HostInventoryUnreadableEvent(b)) => **a == **b,
             (Object::HostIoFilterInfo(a), Object::HostIoFilterInfo(b)) => **a == **b,
-            (Object::HostIpChangedEvent(a), Object::HostIpChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostIpChangedEvent(a), Object::HostIpChangedEvent(b)) => **a == **b,
             (Object::HostIpConfig(a), Object::HostIpConfig(b)) => **a == **b,
             (Object::HostIpConfigIpV6Address(a), Object::HostIpConfigIpV6Address(b)) => **a == **b,
             (Object::HostIpConfigIpV6AddressConfigType(a), Object::HostIpConfigIpV6AddressConfigType(b)) => **a == **b,
             (Object::HostIpConfigIpV6AddressConfiguration(a), Object::HostIpConfigIpV6AddressConfiguration(b)) => **a == **b,
             (Object::HostIpConfigIpV6AddressStatus(a), Object::HostIpConfigIpV6AddressStatus(b)) => **a == **b,
-            (Object::HostIpInconsistentEvent(a), Object::HostIpInconsistentEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostIpInconsistentEvent(a), Object::HostIpInconsistentEvent(b)) => **a == **b,
             (Object::HostIpRouteConfig(a), Object::HostIpRouteConfig(b)) => **a == **b,
             (Object::HostIpRouteConfigSpec(a), Object::HostIpRouteConfigSpec(b)) => **a == **b,
             (Object::HostIpRouteEntry(a), Object::HostIpRouteEntry(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -666,7 +666,7 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::HostGetShortNameFailedEvent(v) => Object::HostGetShortNameFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(v) => Object::HostGetShortNameFailedEvent(Box::new((**v).clone())),
             Object::HostGraphicsConfig(v) => Object::HostGraphicsConfig(Box::new((**v).clone())),
             Object::HostGraphicsConfigDeviceType(v) => Object::HostGraphicsConfigDeviceType(Box::new((**v).clone())),
             Object::HostGraphicsConfigGraphicsType(v) => Object::HostGraphicsConfigGraphicsType(Box::new((**v).clone())),
@@ -680,18 +680,18 @@ impl Clone for Object {
             Object::HostHardwareInfo(v) => Object::HostHardwareInfo(Box::new((**v).clone())),
             Object::HostHardwareStatusInfo(v) => Object::HostHardwareStatusInfo(Box::new((**v).clone())),
             Object::HostHardwareSummary(v) => Object::HostHardwareSummary(Box::new((**v).clone())),
-            Object::HostHasComponentFailure(v) => Object::HostHasComponentFailure(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => Object::HostHasComponentFailure(Box::new((**v).clone())),
             Object::HostHasComponentFailureHostComponentType(v) => Object::HostHasComponentFailureHostComponentType(Box::new((**v).clone())),
             Object::HostHbaCreateSpec(v) => Object::HostHbaCreateSpec(Box::new((**v).clone())),
             Object::HostHostBusAdapter(v) => Object::HostHostBusAdapter(Box::new((**v).clone())),
             Object::HostHyperThreadScheduleInfo(v) => Object::HostHyperThreadScheduleInfo(Box::new((**v).clone())),
             Object::HostImageAcceptanceLevel(v) => Object::HostImageAcceptanceLevel(Box::new((**v).clone())),
             Object::HostImageProfileSummary(v) => Object::HostImageProfileSummary(Box::new((**v).clone())),
-            Object::HostInAuditModeEvent(v) => Object::HostInAuditModeEvent(Box::new((**v).clone())),
-            Object::HostInDomain(v) => Object::HostInDomain(Box::new((**v).clone())),
-            Object::HostIncompatibleForFaultTolerance(v) => Object::HostIncompatibleForFaultTolerance(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => Object::HostInAuditModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostInDomain(v) => Object::HostInDomain(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(v) => Object::HostIncompatibleForFaultTolerance(Box::new((**v).clone())),
             Object::HostIncompatibleForFaultToleranceReason(v) => Object::HostIncompatibleForFaultToleranceReason(Box::new((**v).clone())),
-            Object::HostIncompatibleForRecordReplay(v) => Object::HostIncompatibleForRecordReplay(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(v) => Object::HostIncompatibleForRecordReplay(Box::new((**v).clone())),
             Object::HostIncompatibleForRecordReplayReason(v) => Object::HostIncompatibleForRecordReplayReason(Box::new((**v).clone())),
             Object::HostInternetScsiHba(v) => Object::HostInternetScsiHba(Box::new((**v).clone())),
             Object::HostInternetScsiHbaAuthenticationCapabilities(v) => Object::HostInternetScsiHbaAuthenticationCapabilities(Box::new((**v).clone())),
@@ -715,17 +715,17 @@ impl Clone for Object {
             Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(Box::new((**v).clone())),
             Object::HostInternetScsiHbaTargetSet(v) => Object::HostInternetScsiHbaTargetSet(Box::new((**v).clone())),
             Object::HostInternetScsiTargetTransport(v) => Object::HostInternetScsiTargetTransport(Box::new((**v).clone())),
-            Object::HostInventoryFull(v) => Object::HostInventoryFull(Box::new((**v).clone())),
-            Object::HostInventoryFullEvent(v) => Object::HostInventoryFullEvent(Box::new((**v).clone())),
-            Object::HostInventoryUnreadableEvent(v) => Object::HostInventoryUnreadableEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => Object::HostInventoryFull(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => Object::HostInventoryFullEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(v) => Object::HostInventoryUnreadableEvent(Box::new((**v).clone())),
             Object::HostIoFilterInfo(v) => Object::HostIoFilterInfo(Box::new((**v).clone())),
-            Object::HostIpChangedEvent(v) => Object::HostIpChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostIpChangedEvent(v) => Object::HostIpChangedEvent(Box::new((**v).clone())),
             Object::HostIpConfig(v) => Object::HostIpConfig(Box::new((**v).clone())),
             Object::HostIpConfigIpV6Address(v) => Object::HostIpConfigIpV6Address(Box::new((**v).clone())),
             Object::HostIpConfigIpV6AddressConfigType(v) => Object::HostIpConfigIpV6AddressConfigType(Box::new((**v).clone())),
             Object::HostIpConfigIpV6AddressConfiguration(v) => Object::HostIpConfigIpV6AddressConfiguration(Box::new((**v).clone())),
             Object::HostIpConfigIpV6AddressStatus(v) => Object::HostIpConfigIpV6AddressStatus(Box::new((**v).clone())),
-            Object::HostIpInconsistentEvent(v) => Object::HostIpInconsistentEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(v) => Object::HostIpInconsistentEvent(Box::new((**v).clone())),
             Object::HostIpRouteConfig(v) => Object::HostIpRouteConfig(Box::new((**v).clone())),
             Object::HostIpRouteConfigSpec(v) => Object::HostIpRouteConfigSpec(Box::new((**v).clone())),
             Object::HostIpRouteEntry(v) => Object::HostIpRouteEntry(Box::new((**v).clone())),
@@ -736,7 +736,7 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::HostGetShortNameFailedEvent(_) => "HostGetShortNameFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(_) => "HostGetShortNameFailedEvent",
             Object::HostGraphicsConfig(_) => "HostGraphicsConfig",
             Object::HostGraphicsConfigDeviceType(_) => "HostGraphicsConfigDeviceType",
             Object::HostGraphicsConfigGraphicsType(_) => "HostGraphicsConfigGraphicsType",
@@ -750,18 +750,18 @@ impl x::DataObject for Object {
             Object::HostHardwareInfo(_) => "HostHardwareInfo",
             Object::HostHardwareStatusInfo(_) => "HostHardwareStatusInfo",
             Object::HostHardwareSummary(_) => "HostHardwareSummary",
-            Object::HostHasComponentFailure(_) => "HostHasComponentFailure",
+            #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(_) => "HostHasComponentFailure",
             Object::HostHasComponentFailureHostComponentType(_) => "HostHasComponentFailureHostComponentType",
             Object::HostHbaCreateSpec(_) => "HostHbaCreateSpec",
             Object::HostHostBusAdapter(_) => "HostHostBusAdapter",
             Object::HostHyperThreadScheduleInfo(_) => "HostHyperThreadScheduleInfo",
             Object::HostImageAcceptanceLevel(_) => "HostImageAcceptanceLevel",
             Object::HostImageProfileSummary(_) => "HostImageProfileSummary",
-            Object::HostInAuditModeEvent(_) => "HostInAuditModeEvent",
-            Object::HostInDomain(_) => "HostInDomain",
-            Object::HostIncompatibleForFaultTolerance(_) => "HostIncompatibleForFaultTolerance",
+            #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(_) => "HostInAuditModeEvent",
+            #[cfg(feature = "all-faults")] Object::HostInDomain(_) => "HostInDomain",
+            #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(_) => "HostIncompatibleForFaultTolerance",
             Object::HostIncompatibleForFaultToleranceReason(_) => "HostIncompatibleForFaultToleranceReason",
-            Object::HostIncompatibleForRecordReplay(_) => "HostIncompatibleForRecordReplay",
+            #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(_) => "HostIncompatibleForRecordReplay",
             Object::HostIncompatibleForRecordReplayReason(_) => "HostIncompatibleForRecordReplayReason",
             Object::HostInternetScsiHba(_) => "HostInternetScsiHba",
             Object::HostInternetScsiHbaAuthenticationCapabilities(_) => "HostInternetScsiHbaAuthenticationCapabilities",
@@ -785,17 +785,17 @@ impl x::DataObject for Object {
             Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(_) => "HostInternetScsiHbaStaticTargetTargetDiscoveryMethod",
             Object::HostInternetScsiHbaTargetSet(_) => "HostInternetScsiHbaTargetSet",
             Object::HostInternetScsiTargetTransport(_) => "HostInternetScsiTargetTransport",
-            Object::HostInventoryFull(_) => "HostInventoryFull",
-            Object::HostInventoryFullEvent(_) => "HostInventoryFullEvent",
-            Object::HostInventoryUnreadableEvent(_) => "HostInventoryUnreadableEvent",
+            #[cfg(feature = "all-faults")] Object::HostInventoryFull(_) => "HostInventoryFull",
+            #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(_) => "HostInventoryFullEvent",
+            #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(_) => "HostInventoryUnreadableEvent",
             Object::HostIoFilterInfo(_) => "HostIoFilterInfo",
-            Object::HostIpChangedEvent(_) => "HostIpChangedEvent",
+            #[cfg(feature = "all-events")] Object::HostIpChangedEvent(_) => "HostIpChangedEvent",
             Object::HostIpConfig(_) => "HostIpConfig",
             Object::HostIpConfigIpV6Address(_) => "HostIpConfigIpV6Address",
             Object::HostIpConfigIpV6AddressConfigType(_) => "HostIpConfigIpV6AddressConfigType",
             Object::HostIpConfigIpV6AddressConfiguration(_) => "HostIpConfigIpV6AddressConfiguration",
             Object::HostIpConfigIpV6AddressStatus(_) => "HostIpConfigIpV6AddressStatus",
-            Object::HostIpInconsistentEvent(_) => "HostIpInconsistentEvent",
+            #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(_) => "HostIpInconsistentEvent",
             Object::HostIpRouteConfig(_) => "HostIpRouteConfig",
             Object::HostIpRouteConfigSpec(_) => "HostIpRouteConfigSpec",
             Object::HostIpRouteEntry(_) => "HostIpRouteEntry",
@@ -818,7 +818,7 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::HostGetShortNameFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostGraphicsConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostGraphicsConfigDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostGraphicsConfigGraphicsType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -832,18 +832,18 @@ impl x::DataObject for Object {
             Object::HostHardwareInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHardwareStatusInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHardwareSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostHasComponentFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHasComponentFailureHostComponentType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHbaCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHostBusAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHyperThreadScheduleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostImageAcceptanceLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostImageProfileSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInAuditModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInDomain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIncompatibleForFaultTolerance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostInDomain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIncompatibleForFaultToleranceReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIncompatibleForRecordReplay(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIncompatibleForRecordReplayReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHbaAuthenticationCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -867,17 +867,17 @@ impl x::DataObject for Object {
             Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHbaTargetSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInventoryFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInventoryFullEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInventoryUnreadableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostIpChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpConfigIpV6Address(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpConfigIpV6AddressConfigType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpConfigIpV6AddressConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpConfigIpV6AddressStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpInconsistentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpRouteConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpRouteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpRouteEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -886,7 +886,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for HostGetShortNameFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostGetShortNameFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -894,11 +894,11 @@ impl x::ObjectType for HostGetShortNameFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGetShortNameFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostGetShortNameFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGetShortNameFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostGetShortNameFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -910,11 +910,11 @@ impl x::ObjectType for HostGraphicsConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsConfig(v) => Some(v), _ => None, }
+        match object { Object::HostGraphicsConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostGraphicsConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -926,11 +926,11 @@ impl x::ObjectType for HostGraphicsConfigDeviceType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsConfigDeviceType(v) => Some(v), _ => None, }
+        match object { Object::HostGraphicsConfigDeviceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsConfigDeviceType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostGraphicsConfigDeviceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -942,11 +942,11 @@ impl x::ObjectType for HostGraphicsConfigGraphicsType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsConfigGraphicsType(v) => Some(v), _ => None, }
+        match object { Object::HostGraphicsConfigGraphicsType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsConfigGraphicsType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostGraphicsConfigGraphicsType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -958,11 +958,11 @@ impl x::ObjectType for HostGraphicsConfigSharedPassthruAssignmentPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -974,11 +974,11 @@ impl x::ObjectType for HostGraphicsConfigVgpuMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsConfigVgpuMode(v) => Some(v), _ => None, }
+        match object { Object::HostGraphicsConfigVgpuMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsConfigVgpuMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostGraphicsConfigVgpuMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -990,11 +990,11 @@ impl x::ObjectType for HostGraphicsInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsInfo(v) => Some(v), _ => None, }
+        match object { Object::HostGraphicsInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostGraphicsInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1006,11 +1006,11 @@ impl x::ObjectType for HostGraphicsInfoGraphicsType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsInfoGraphicsType(v) => Some(v), _ => None, }
+        match object { Object::HostGraphicsInfoGraphicsType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsInfoGraphicsType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostGraphicsInfoGraphicsType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1022,11 +1022,11 @@ impl x::ObjectType for HostGraphicsInfoVgpuMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostGraphicsInfoVgpuMode(v) => Some(v), _ => None, }
+        match object { Object::HostGraphicsInfoVgpuMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostGraphicsInfoVgpuMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostGraphicsInfoVgpuMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1038,11 +1038,11 @@ impl x::ObjectType for HostHardwareElementInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHardwareElementInfo(v) => Some(v), _ => None, }
+        match object { Object::HostHardwareElementInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHardwareElementInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostHardwareElementInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1054,11 +1054,11 @@ impl x::ObjectType for HostHardwareElementStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHardwareElementStatus(v) => Some(v), _ => None, }
+        match object { Object::HostHardwareElementStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHardwareElementStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostHardwareElementStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1070,11 +1070,11 @@ impl x::ObjectType for HostHardwareInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHardwareInfo(v) => Some(v), _ => None, }
+        match object { Object::HostHardwareInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHardwareInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostHardwareInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1086,11 +1086,11 @@ impl x::ObjectType for HostHardwareStatusInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHardwareStatusInfo(v) => Some(v), _ => None, }
+        match object { Object::HostHardwareStatusInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHardwareStatusInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostHardwareStatusInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1102,15 +1102,15 @@ impl x::ObjectType for HostHardwareSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHardwareSummary(v) => Some(v), _ => None, }
+        match object { Object::HostHardwareSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHardwareSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::HostHardwareSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostHasComponentFailure {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostHasComponentFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1118,11 +1118,11 @@ impl x::ObjectType for HostHasComponentFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHasComponentFailure(v) => Some(v), _ => None, }
+        match object { Object::HostHasComponentFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHasComponentFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::HostHasComponentFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1134,11 +1134,11 @@ impl x::ObjectType for HostHasComponentFailureHostComponentType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHasComponentFailureHostComponentType(v) => Some(v), _ => None, }
+        match object { Object::HostHasComponentFailureHostComponentType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHasComponentFailureHostComponentType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostHasComponentFailureHostComponentType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1150,11 +1150,11 @@ impl x::ObjectType for HostHbaCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHbaCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::HostHbaCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHbaCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostHbaCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1166,11 +1166,11 @@ impl x::ObjectType for HostHostBusAdapter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHostBusAdapter(v) => Some(v), _ => None, }
+        match object { Object::HostHostBusAdapter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHostBusAdapter(v) => Ok(v), other => Err(other), }
+        match object { Object::HostHostBusAdapter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1182,11 +1182,11 @@ impl x::ObjectType for HostHyperThreadScheduleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostHyperThreadScheduleInfo(v) => Some(v), _ => None, }
+        match object { Object::HostHyperThreadScheduleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostHyperThreadScheduleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostHyperThreadScheduleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1198,11 +1198,11 @@ impl x::ObjectType for HostImageAcceptanceLevel {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostImageAcceptanceLevel(v) => Some(v), _ => None, }
+        match object { Object::HostImageAcceptanceLevel(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostImageAcceptanceLevel(v) => Ok(v), other => Err(other), }
+        match object { Object::HostImageAcceptanceLevel(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1214,15 +1214,15 @@ impl x::ObjectType for HostImageProfileSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostImageProfileSummary(v) => Some(v), _ => None, }
+        match object { Object::HostImageProfileSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostImageProfileSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::HostImageProfileSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostInAuditModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostInAuditModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1230,15 +1230,15 @@ impl x::ObjectType for HostInAuditModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInAuditModeEvent(v) => Some(v), _ => None, }
+        match object { Object::HostInAuditModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInAuditModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInAuditModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostInDomain {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostInDomain {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1246,15 +1246,15 @@ impl x::ObjectType for HostInDomain {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInDomain(v) => Some(v), _ => None, }
+        match object { Object::HostInDomain(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInDomain(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInDomain(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostIncompatibleForFaultTolerance {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostIncompatibleForFaultTolerance {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1262,11 +1262,11 @@ impl x::ObjectType for HostIncompatibleForFaultTolerance {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIncompatibleForFaultTolerance(v) => Some(v), _ => None, }
+        match object { Object::HostIncompatibleForFaultTolerance(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIncompatibleForFaultTolerance(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIncompatibleForFaultTolerance(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1278,15 +1278,15 @@ impl x::ObjectType for HostIncompatibleForFaultToleranceReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIncompatibleForFaultToleranceReason(v) => Some(v), _ => None, }
+        match object { Object::HostIncompatibleForFaultToleranceReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIncompatibleForFaultToleranceReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIncompatibleForFaultToleranceReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostIncompatibleForRecordReplay {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostIncompatibleForRecordReplay {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1294,11 +1294,11 @@ impl x::ObjectType for HostIncompatibleForRecordReplay {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIncompatibleForRecordReplay(v) => Some(v), _ => None, }
+        match object { Object::HostIncompatibleForRecordReplay(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIncompatibleForRecordReplay(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIncompatibleForRecordReplay(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1310,11 +1310,11 @@ impl x::ObjectType for HostIncompatibleForRecordReplayReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIncompatibleForRecordReplayReason(v) => Some(v), _ => None, }
+        match object { Object::HostIncompatibleForRecordReplayReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIncompatibleForRecordReplayReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIncompatibleForRecordReplayReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1326,11 +1326,11 @@ impl x::ObjectType for HostInternetScsiHba {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHba(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHba(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1342,11 +1342,11 @@ impl x::ObjectType for HostInternetScsiHbaAuthenticationCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaAuthenticationCapabilities(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaAuthenticationCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaAuthenticationCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaAuthenticationCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1358,11 +1358,11 @@ impl x::ObjectType for HostInternetScsiHbaAuthenticationProperties {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaAuthenticationProperties(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaAuthenticationProperties(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaAuthenticationProperties(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaAuthenticationProperties(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1374,11 +1374,11 @@ impl x::ObjectType for HostInternetScsiHbaChapAuthenticationType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaChapAuthenticationType(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaChapAuthenticationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaChapAuthenticationType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaChapAuthenticationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1390,11 +1390,11 @@ impl x::ObjectType for HostInternetScsiHbaDigestCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaDigestCapabilities(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaDigestCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaDigestCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaDigestCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1406,11 +1406,11 @@ impl x::ObjectType for HostInternetScsiHbaDigestProperties {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaDigestProperties(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaDigestProperties(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaDigestProperties(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaDigestProperties(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1422,11 +1422,11 @@ impl x::ObjectType for HostInternetScsiHbaDigestType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaDigestType(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaDigestType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaDigestType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaDigestType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1438,11 +1438,11 @@ impl x::ObjectType for HostInternetScsiHbaDiscoveryCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaDiscoveryCapabilities(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaDiscoveryCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaDiscoveryCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaDiscoveryCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1454,11 +1454,11 @@ impl x::ObjectType for HostInternetScsiHbaDiscoveryProperties {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaDiscoveryProperties(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaDiscoveryProperties(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaDiscoveryProperties(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaDiscoveryProperties(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1470,11 +1470,11 @@ impl x::ObjectType for HostInternetScsiHbaIPCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIPCapabilities(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaIPCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIPCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaIPCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1486,11 +1486,11 @@ impl x::ObjectType for HostInternetScsiHbaIPProperties {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIPProperties(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaIPProperties(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIPProperties(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaIPProperties(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1502,11 +1502,11 @@ impl x::ObjectType for HostInternetScsiHbaIPv6Properties {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIPv6Properties(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaIPv6Properties(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIPv6Properties(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaIPv6Properties(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1518,11 +1518,11 @@ impl x::ObjectType for HostInternetScsiHbaIscsiIpv6Address {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6Address(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaIscsiIpv6Address(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6Address(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaIscsiIpv6Address(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1534,11 +1534,11 @@ impl x::ObjectType for HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationTy
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1550,11 +1550,11 @@ impl x::ObjectType for HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1566,11 +1566,11 @@ impl x::ObjectType for HostInternetScsiHbaNetworkBindingSupportType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaNetworkBindingSupportType(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaNetworkBindingSupportType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaNetworkBindingSupportType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaNetworkBindingSupportType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1582,11 +1582,11 @@ impl x::ObjectType for HostInternetScsiHbaParamValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaParamValue(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaParamValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaParamValue(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaParamValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1598,11 +1598,11 @@ impl x::ObjectType for HostInternetScsiHbaSendTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaSendTarget(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaSendTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaSendTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaSendTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1614,11 +1614,11 @@ impl x::ObjectType for HostInternetScsiHbaStaticTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaStaticTarget(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaStaticTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaStaticTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaStaticTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1630,11 +1630,11 @@ impl x::ObjectType for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1646,11 +1646,11 @@ impl x::ObjectType for HostInternetScsiHbaTargetSet {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiHbaTargetSet(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiHbaTargetSet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiHbaTargetSet(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiHbaTargetSet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1662,15 +1662,15 @@ impl x::ObjectType for HostInternetScsiTargetTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInternetScsiTargetTransport(v) => Some(v), _ => None, }
+        match object { Object::HostInternetScsiTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInternetScsiTargetTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInternetScsiTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostInventoryFull {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostInventoryFull {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1678,15 +1678,15 @@ impl x::ObjectType for HostInventoryFull {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInventoryFull(v) => Some(v), _ => None, }
+        match object { Object::HostInventoryFull(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInventoryFull(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInventoryFull(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostInventoryFullEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostInventoryFullEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1694,15 +1694,15 @@ impl x::ObjectType for HostInventoryFullEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInventoryFullEvent(v) => Some(v), _ => None, }
+        match object { Object::HostInventoryFullEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInventoryFullEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInventoryFullEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostInventoryUnreadableEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostInventoryUnreadableEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1710,11 +1710,11 @@ impl x::ObjectType for HostInventoryUnreadableEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostInventoryUnreadableEvent(v) => Some(v), _ => None, }
+        match object { Object::HostInventoryUnreadableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostInventoryUnreadableEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostInventoryUnreadableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1726,15 +1726,15 @@ impl x::ObjectType for HostIoFilterInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIoFilterInfo(v) => Some(v), _ => None, }
+        match object { Object::HostIoFilterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIoFilterInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIoFilterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostIpChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostIpChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1742,11 +1742,11 @@ impl x::ObjectType for HostIpChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostIpChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1758,11 +1758,11 @@ impl x::ObjectType for HostIpConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpConfig(v) => Some(v), _ => None, }
+        match object { Object::HostIpConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1774,11 +1774,11 @@ impl x::ObjectType for HostIpConfigIpV6Address {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpConfigIpV6Address(v) => Some(v), _ => None, }
+        match object { Object::HostIpConfigIpV6Address(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpConfigIpV6Address(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpConfigIpV6Address(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1790,11 +1790,11 @@ impl x::ObjectType for HostIpConfigIpV6AddressConfigType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpConfigIpV6AddressConfigType(v) => Some(v), _ => None, }
+        match object { Object::HostIpConfigIpV6AddressConfigType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpConfigIpV6AddressConfigType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpConfigIpV6AddressConfigType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1806,11 +1806,11 @@ impl x::ObjectType for HostIpConfigIpV6AddressConfiguration {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpConfigIpV6AddressConfiguration(v) => Some(v), _ => None, }
+        match object { Object::HostIpConfigIpV6AddressConfiguration(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpConfigIpV6AddressConfiguration(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpConfigIpV6AddressConfiguration(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1822,15 +1822,15 @@ impl x::ObjectType for HostIpConfigIpV6AddressStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpConfigIpV6AddressStatus(v) => Some(v), _ => None, }
+        match object { Object::HostIpConfigIpV6AddressStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpConfigIpV6AddressStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpConfigIpV6AddressStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostIpInconsistentEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostIpInconsistentEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1838,11 +1838,11 @@ impl x::ObjectType for HostIpInconsistentEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpInconsistentEvent(v) => Some(v), _ => None, }
+        match object { Object::HostIpInconsistentEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpInconsistentEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpInconsistentEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1854,11 +1854,11 @@ impl x::ObjectType for HostIpRouteConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteConfig(v) => Some(v), _ => None, }
+        match object { Object::HostIpRouteConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpRouteConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1870,11 +1870,11 @@ impl x::ObjectType for HostIpRouteConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::HostIpRouteConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpRouteConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1886,10 +1886,10 @@ impl x::ObjectType for HostIpRouteEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteEntry(v) => Some(v), _ => None, }
+        match object { Object::HostIpRouteEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpRouteEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

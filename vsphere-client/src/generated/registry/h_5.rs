@@ -335,13 +335,13 @@ pub enum Object {
     HostIpRouteOp(Box<HostIpRouteOp>),
     HostIpRouteTableConfig(Box<HostIpRouteTableConfig>),
     HostIpRouteTableInfo(Box<HostIpRouteTableInfo>),
-    HostIpToShortNameFailedEvent(Box<HostIpToShortNameFailedEvent>),
+    #[cfg(feature = "all-events")] HostIpToShortNameFailedEvent(Box<HostIpToShortNameFailedEvent>),
     HostIpmiInfo(Box<HostIpmiInfo>),
-    HostIsolationIpPingFailedEvent(Box<HostIsolationIpPingFailedEvent>),
+    #[cfg(feature = "all-events")] HostIsolationIpPingFailedEvent(Box<HostIsolationIpPingFailedEvent>),
     HostLicensableResourceInfo(Box<HostLicensableResourceInfo>),
     HostLicensableResourceKey(Box<HostLicensableResourceKey>),
     HostLicenseConnectInfo(Box<HostLicenseConnectInfo>),
-    HostLicenseExpiredEvent(Box<HostLicenseExpiredEvent>),
+    #[cfg(feature = "all-events")] HostLicenseExpiredEvent(Box<HostLicenseExpiredEvent>),
     HostLicenseSpec(Box<HostLicenseSpec>),
     HostListSummary(Box<HostListSummary>),
     HostListSummaryGatewaySummary(Box<HostListSummaryGatewaySummary>),
@@ -349,7 +349,7 @@ pub enum Object {
     HostLocalAuthenticationInfo(Box<HostLocalAuthenticationInfo>),
     HostLocalFileSystemVolume(Box<HostLocalFileSystemVolume>),
     HostLocalFileSystemVolumeSpec(Box<HostLocalFileSystemVolumeSpec>),
-    HostLocalPortCreatedEvent(Box<HostLocalPortCreatedEvent>),
+    #[cfg(feature = "all-events")] HostLocalPortCreatedEvent(Box<HostLocalPortCreatedEvent>),
     HostLockdownMode(Box<HostLockdownMode>),
     HostLowLevelProvisioningManagerDiskLayoutSpec(Box<HostLowLevelProvisioningManagerDiskLayoutSpec>),
     HostLowLevelProvisioningManagerFileDeleteResult(Box<HostLowLevelProvisioningManagerFileDeleteResult>),
@@ -373,8 +373,8 @@ pub enum Object {
     HostMemoryTierInfo(Box<HostMemoryTierInfo>),
     HostMemoryTierType(Box<HostMemoryTierType>),
     HostMemoryTieringType(Box<HostMemoryTieringType>),
-    HostMissingNetworksEvent(Box<HostMissingNetworksEvent>),
-    HostMonitoringStateChangedEvent(Box<HostMonitoringStateChangedEvent>),
+    #[cfg(feature = "all-events")] HostMissingNetworksEvent(Box<HostMissingNetworksEvent>),
+    #[cfg(feature = "all-events")] HostMonitoringStateChangedEvent(Box<HostMonitoringStateChangedEvent>),
     HostMountInfo(Box<HostMountInfo>),
     HostMountInfoInaccessibleReason(Box<HostMountInfoInaccessibleReason>),
     HostMountInfoMountFailedReason(Box<HostMountInfoMountFailedReason>),
@@ -417,13 +417,13 @@ fn decode(
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteOp(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteTableConfig(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteTableInfo(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpToShortNameFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpToShortNameFailedEvent(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpmiInfo(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIsolationIpPingFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIsolationIpPingFailedEvent(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicensableResourceInfo(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicensableResourceKey(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseConnectInfo(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseSpec(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostListSummary(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostListSummaryGatewaySummary(v), Err(e) => return Some(Err(e)) },
@@ -431,7 +431,7 @@ fn decode(
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalFileSystemVolume(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalFileSystemVolumeSpec(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalPortCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalPortCreatedEvent(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLockdownMode(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLowLevelProvisioningManagerFileDeleteResult(v), Err(e) => return Some(Err(e)) },
@@ -455,8 +455,8 @@ fn decode(
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierInfo(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierType(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTieringType(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMissingNetworksEvent(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMonitoringStateChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMissingNetworksEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMonitoringStateChangedEvent(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountInfo(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountInfoInaccessibleReason(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountInfoMountFailedReason(v), Err(e) => return Some(Err(e)) },
@@ -493,13 +493,13 @@ impl std::fmt::Debug for Object {
             Object::HostIpRouteOp(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpRouteTableConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpRouteTableInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpToShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpmiInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIsolationIpPingFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLicensableResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLicensableResourceKey(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLicenseConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLicenseSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostListSummary(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostListSummaryGatewaySummary(v) => std::fmt::Debug::fmt(&**v, f),
@@ -507,7 +507,7 @@ impl std::fmt::Debug for Object {
             Object::HostLocalAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLocalFileSystemVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLocalFileSystemVolumeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLocalPortCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLockdownMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -531,8 +531,8 @@ impl std::fmt::Debug for Object {
             Object::HostMemoryTierInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMemoryTierType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMemoryTieringType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMissingNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMonitoringStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostMonitoringStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMountInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMountInfoInaccessibleReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMountInfoMountFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
@@ -568,13 +568,13 @@ impl PartialEq for Object {
             (Object::HostIpRouteOp(a), Object::HostIpRouteOp(b)) => **a == **b,
             (Object::HostIpRouteTableConfig(a), Object::HostIpRouteTableConfig(b)) => **a == **b,
             (Object::HostIpRouteTableInfo(a), Object::HostIpRouteTableInfo(b)) => **a == **b,
-            (Object::HostIpToShortNameFailedEvent(a), Object::HostIpToShortNameFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostIpToShortNameFailedEvent(a), Object::HostIpToShortNameFailedEvent(b)) => **a == **b,
             (Object::HostIpmiInfo(a), Object::HostIpmiInfo(b)) => **a == **b,
-            (Object::HostIsolationIpPingFailedEvent(a), Object::HostIsolationIpPingFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostIsolationIpPingFailedEvent(a), Object::HostIsolationIpPingFailedEvent(b)) => **a == **b,
             (Object::HostLicensableResourceInfo(a), Object::HostLicensableResourceInfo(b)) => **a == **b,
             (Object::HostLicensableResourceKey(a), Object::HostLicensableResourceKey(b)) => **a == **b,
             (Object::HostLicenseConnectInfo(a), Object::HostLicenseConnectInfo(b)) => **a == **b,
-            (Object::HostLicenseExpiredEvent(a), Object::HostLicenseExpiredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostLicenseExpiredEvent(a), Object::HostLicenseExpiredEvent(b)) => **a == **b,
             (Object::HostLicenseSpec(a), Object::HostLicenseSpec(b)) => **a == **b,
             (Object::HostListSummary(a), Object::HostListSummary(b)) => **a == **b,
             (Object::HostListSummaryGatewaySummary(a), Object::HostListSummaryGatewaySummary(b)) => **a == **b,
@@ -582,7 +582,7 @@ impl PartialEq for Object {
             (Object::HostLocalAuthenticationInfo(a), Object::HostLocalAuthenticationInfo(b)) => **a == **b,
             (Object::HostLocalFileSystemVolume(a), Object::HostLocalFileSystemVolume(b)) => **a == **b,
             (Object::HostLocalFileSystemVolumeSpec(a), Object::HostLocalFileSystemVolumeSpec(b)) => **a == **b,
-            (Object::HostLocalPortCreatedEvent(a), Object::HostLocalPortCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostLocalPortCreatedEvent(a), Object::HostLocalPortCreatedEvent(b)) => **a == **b,
             (Object::HostLockdownMode(a), Object::HostLockdownMode(b)) => **a == **b,
             (Object::HostLowLevelProvisioningManagerDiskLayoutSpec(a), Object::HostLowLevelProvisioningManagerDiskLayoutSpec(b)) => **a == **b,
             (Object::HostLowLevelProvisioningManagerFileDeleteResult(a), Object::HostLowLevelProvisioningManagerFileDeleteResult(b)) => **a == **b,
@@ -606,8 +606,8 @@ impl PartialEq for Object {
             (Object::HostMemoryTierInfo(a), Object::HostMemoryTierInfo(b)) => **a == **b,
             (Object::HostMemoryTierType(a), Object::HostMemoryTierType(b)) => **a == **b,
             (Object::HostMemoryTieringType(a), Object::HostMemoryTieringType(b)) => **a == **b,
-            (Object::HostMissingNetworksEvent(a), Object::HostMissingNetworksEvent(b)) => **a == **b,
-            (Object::HostMonitoringStateChangedEvent(a), Object::HostMonitoringStateChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostMissingNetworksEvent(a), Object::HostMissingNetworksEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostMonitoringStateChangedEvent(a), Object::HostMonitoringStateChangedEvent(b)) => **a == **b,
             (Object::HostMountInfo(a), Object::HostMountInfo(b)) => **a == **b,
             (Object::HostMountInfoInaccessibleReason(a), Object::HostMountInfoInaccessibleReason(b)) => **a == **b,
             (Object::HostMountInfoMountFailedReason(a), Object::HostMountInfoMountFailedReason(b)) => **a == **b,
@@ -633,7 +633,7 @@ impl PartialEq for Object {
             (Object::HostNatServiceSpec(a), Object::HostNatServiceSpec(b)) => **a == **b,
             (Object::HostNetCapabilities(a), Object::HostNetCapabilities(b)) => **a == **b,
             (Object::HostNetOffloadCapabilities(a), Object::HostNetOffloadCapabilities(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -644,13 +644,13 @@ impl Clone for Object {
             Object::HostIpRouteOp(v) => Object::HostIpRouteOp(Box::new((**v).clone())),
             Object::HostIpRouteTableConfig(v) => Object::HostIpRouteTableConfig(Box::new((**v).clone())),
             Object::HostIpRouteTableInfo(v) => Object::HostIpRouteTableInfo(Box::new((**v).clone())),
-            Object::HostIpToShortNameFailedEvent(v) => Object::HostIpToShortNameFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(v) => Object::HostIpToShortNameFailedEvent(Box::new((**v).clone())),
             Object::HostIpmiInfo(v) => Object::HostIpmiInfo(Box::new((**v).clone())),
-            Object::HostIsolationIpPingFailedEvent(v) => Object::HostIsolationIpPingFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(v) => Object::HostIsolationIpPingFailedEvent(Box::new((**v).clone())),
             Object::HostLicensableResourceInfo(v) => Object::HostLicensableResourceInfo(Box::new((**v).clone())),
             Object::HostLicensableResourceKey(v) => Object::HostLicensableResourceKey(Box::new((**v).clone())),
             Object::HostLicenseConnectInfo(v) => Object::HostLicenseConnectInfo(Box::new((**v).clone())),
-            Object::HostLicenseExpiredEvent(v) => Object::HostLicenseExpiredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(v) => Object::HostLicenseExpiredEvent(Box::new((**v).clone())),
             Object::HostLicenseSpec(v) => Object::HostLicenseSpec(Box::new((**v).clone())),
             Object::HostListSummary(v) => Object::HostListSummary(Box::new((**v).clone())),
             Object::HostListSummaryGatewaySummary(v) => Object::HostListSummaryGatewaySummary(Box::new((**v).clone())),
@@ -658,7 +658,7 @@ impl Clone for Object {
             Object::HostLocalAuthenticationInfo(v) => Object::HostLocalAuthenticationInfo(Box::new((**v).clone())),
             Object::HostLocalFileSystemVolume(v) => Object::HostLocalFileSystemVolume(Box::new((**v).clone())),
             Object::HostLocalFileSystemVolumeSpec(v) => Object::HostLocalFileSystemVolumeSpec(Box::new((**v).clone())),
-            Object::HostLocalPortCreatedEvent(v) => Object::HostLocalPortCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(v) => Object::HostLocalPortCreatedEvent(Box::new((**v).clone())),
             Object::HostLockdownMode(v) => Object::HostLockdownMode(Box::new((**v).clone())),
             Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => Object::HostLowLevelProvisioningManagerDiskLayoutSpec(Box::new((**v).clone())),
             Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => Object::HostLowLevelProvisioningManagerFileDeleteResult(Box::new((**v).clone())),
@@ -682,8 +682,8 @@ impl Clone for Object {
             Object::HostMemoryTierInfo(v) => Object::HostMemoryTierInfo(Box::new((**v).clone())),
             Object::HostMemoryTierType(v) => Object::HostMemoryTierType(Box::new((**v).clone())),
             Object::HostMemoryTieringType(v) => Object::HostMemoryTieringType(Box::new((**v).clone())),
-            Object::HostMissingNetworksEvent(v) => Object::HostMissingNetworksEvent(Box::new((**v).clone())),
-            Object::HostMonitoringStateChangedEvent(v) => Object::HostMonitoringStateChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(v) => Object::HostMissingNetworksEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostMonitoringStateChangedEvent(v) => Object::HostMonitoringStateChangedEvent(Box::new((**v).clone())),
             Object::HostMountInfo(v) => Object::HostMountInfo(Box::new((**v).clone())),
             Object::HostMountInfoInaccessibleReason(v) => Object::HostMountInfoInaccessibleReason(Box::new((**v).clone())),
             Object::HostMountInfoMountFailedReason(v) => Object::HostMountInfoMountFailedReason(Box::new((**v).clone())),
@@ -719,13 +719,13 @@ impl x::DataObject for Object {
             Object::HostIpRouteOp(_) => "HostIpRouteOp",
             Object::HostIpRouteTableConfig(_) => "HostIpRouteTableConfig",
             Object::HostIpRouteTableInfo(_) => "HostIpRouteTableInfo",
-            Object::HostIpToShortNameFailedEvent(_) => "HostIpToShortNameFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(_) => "HostIpToShortNameFailedEvent",
             Object::HostIpmiInfo(_) => "HostIpmiInfo",
-            Object::HostIsolationIpPingFailedEvent(_) => "HostIsolationIpPingFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(_) => "HostIsolationIpPingFailedEvent",
             Object::HostLicensableResourceInfo(_) => "HostLicensableResourceInfo",
             Object::HostLicensableResourceKey(_) => "HostLicensableResourceKey",
             Object::HostLicenseConnectInfo(_) => "HostLicenseConnectInfo",
-            Object::HostLicenseExpiredEvent(_) => "HostLicenseExpiredEvent",
+            #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(_) => "HostLicenseExpiredEvent",
             Object::HostLicenseSpec(_) => "HostLicenseSpec",
             Object::HostListSummary(_) => "HostListSummary",
             Object::HostListSummaryGatewaySummary(_) => "HostListSummaryGatewaySummary",
@@ -733,7 +733,7 @@ impl x::DataObject for Object {
             Object::HostLocalAuthenticationInfo(_) => "HostLocalAuthenticationInfo",
             Object::HostLocalFileSystemVolume(_) => "HostLocalFileSystemVolume",
             Object::HostLocalFileSystemVolumeSpec(_) => "HostLocalFileSystemVolumeSpec",
-            Object::HostLocalPortCreatedEvent(_) => "HostLocalPortCreatedEvent",
+            #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(_) => "HostLocalPortCreatedEvent",
             Object::HostLockdownMode(_) => "HostLockdownMode",
             Object::HostLowLevelProvisioningManagerDiskLayoutSpec(_) => "HostLowLevelProvisioningManagerDiskLayoutSpec",
             Object::HostLowLevelProvisioningManagerFileDeleteResult(_) => "HostLowLevelProvisioningManagerFileDeleteResult",
@@ -757,8 +757,8 @@ impl x::DataObject for Object {
             Object::HostMemoryTierInfo(_) => "HostMemoryTierInfo",
             Object::HostMemoryTierType(_) => "HostMemoryTierType",
             Object::HostMemoryTieringType(_) => "HostMemoryTieringType",
-            Object::HostMissingNetworksEvent(_) => "HostMissingNetworksEvent",
-            Object::HostMonitoringStateChangedEvent(_) => "HostMonitoringStateChangedEvent",
+            #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(_) => "HostMissingNetworksEvent",
+            #[cfg(feature = "all-events")] Object::HostMonitoringStateChangedEvent(_) => "HostMonitoringStateChangedEvent",
             Object::HostMountInfo(_) => "HostMountInfo",
             Object::HostMountInfoInaccessibleReason(_) => "HostMountInfoInaccessibleReason",
             Object::HostMountInfoMountFailedReason(_) => "HostMountInfoMountFailedReason",
@@ -806,13 +806,13 @@ impl x::DataObject for Object {
             Object::HostIpRouteOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpRouteTableConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpRouteTableInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpToShortNameFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpmiInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIsolationIpPingFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLicensableResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLicensableResourceKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLicenseConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLicenseSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostListSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostListSummaryGatewaySummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -820,7 +820,7 @@ impl x::DataObject for Object {
             Object::HostLocalAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLocalFileSystemVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLocalFileSystemVolumeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLocalPortCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLockdownMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -844,8 +844,8 @@ impl x::DataObject for Object {
             Object::HostMemoryTierInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMemoryTierType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMemoryTieringType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMissingNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMonitoringStateChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostMonitoringStateChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMountInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMountInfoInaccessibleReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMountInfoMountFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -884,11 +884,11 @@ impl x::ObjectType for HostIpRouteOp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteOp(v) => Some(v), _ => None, }
+        match object { Object::HostIpRouteOp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteOp(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpRouteOp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -900,11 +900,11 @@ impl x::ObjectType for HostIpRouteTableConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteTableConfig(v) => Some(v), _ => None, }
+        match object { Object::HostIpRouteTableConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteTableConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpRouteTableConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -916,15 +916,15 @@ impl x::ObjectType for HostIpRouteTableInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpRouteTableInfo(v) => Some(v), _ => None, }
+        match object { Object::HostIpRouteTableInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpRouteTableInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpRouteTableInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostIpToShortNameFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostIpToShortNameFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -932,11 +932,11 @@ impl x::ObjectType for HostIpToShortNameFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpToShortNameFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostIpToShortNameFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpToShortNameFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpToShortNameFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -948,15 +948,15 @@ impl x::ObjectType for HostIpmiInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIpmiInfo(v) => Some(v), _ => None, }
+        match object { Object::HostIpmiInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIpmiInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIpmiInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostIsolationIpPingFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostIsolationIpPingFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -964,11 +964,11 @@ impl x::ObjectType for HostIsolationIpPingFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostIsolationIpPingFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostIsolationIpPingFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostIsolationIpPingFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostIsolationIpPingFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -980,11 +980,11 @@ impl x::ObjectType for HostLicensableResourceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLicensableResourceInfo(v) => Some(v), _ => None, }
+        match object { Object::HostLicensableResourceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLicensableResourceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLicensableResourceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -996,11 +996,11 @@ impl x::ObjectType for HostLicensableResourceKey {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLicensableResourceKey(v) => Some(v), _ => None, }
+        match object { Object::HostLicensableResourceKey(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLicensableResourceKey(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLicensableResourceKey(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1012,15 +1012,15 @@ impl x::ObjectType for HostLicenseConnectInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLicenseConnectInfo(v) => Some(v), _ => None, }
+        match object { Object::HostLicenseConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLicenseConnectInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLicenseConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostLicenseExpiredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostLicenseExpiredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1028,11 +1028,11 @@ impl x::ObjectType for HostLicenseExpiredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLicenseExpiredEvent(v) => Some(v), _ => None, }
+        match object { Object::HostLicenseExpiredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLicenseExpiredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLicenseExpiredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1044,11 +1044,11 @@ impl x::ObjectType for HostLicenseSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLicenseSpec(v) => Some(v), _ => None, }
+        match object { Object::HostLicenseSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLicenseSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLicenseSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1060,11 +1060,11 @@ impl x::ObjectType for HostListSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostListSummary(v) => Some(v), _ => None, }
+        match object { Object::HostListSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostListSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::HostListSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1076,11 +1076,11 @@ impl x::ObjectType for HostListSummaryGatewaySummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostListSummaryGatewaySummary(v) => Some(v), _ => None, }
+        match object { Object::HostListSummaryGatewaySummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostListSummaryGatewaySummary(v) => Ok(v), other => Err(other), }
+        match object { Object::HostListSummaryGatewaySummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1092,11 +1092,11 @@ impl x::ObjectType for HostListSummaryQuickStats {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostListSummaryQuickStats(v) => Some(v), _ => None, }
+        match object { Object::HostListSummaryQuickStats(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostListSummaryQuickStats(v) => Ok(v), other => Err(other), }
+        match object { Object::HostListSummaryQuickStats(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1108,11 +1108,11 @@ impl x::ObjectType for HostLocalAuthenticationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLocalAuthenticationInfo(v) => Some(v), _ => None, }
+        match object { Object::HostLocalAuthenticationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLocalAuthenticationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLocalAuthenticationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1124,11 +1124,11 @@ impl x::ObjectType for HostLocalFileSystemVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLocalFileSystemVolume(v) => Some(v), _ => None, }
+        match object { Object::HostLocalFileSystemVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLocalFileSystemVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLocalFileSystemVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1140,15 +1140,15 @@ impl x::ObjectType for HostLocalFileSystemVolumeSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLocalFileSystemVolumeSpec(v) => Some(v), _ => None, }
+        match object { Object::HostLocalFileSystemVolumeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLocalFileSystemVolumeSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLocalFileSystemVolumeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostLocalPortCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostLocalPortCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1156,11 +1156,11 @@ impl x::ObjectType for HostLocalPortCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLocalPortCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostLocalPortCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLocalPortCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLocalPortCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1172,11 +1172,11 @@ impl x::ObjectType for HostLockdownMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLockdownMode(v) => Some(v), _ => None, }
+        match object { Object::HostLockdownMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLockdownMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLockdownMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1188,11 +1188,11 @@ impl x::ObjectType for HostLowLevelProvisioningManagerDiskLayoutSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => Some(v), _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1204,11 +1204,11 @@ impl x::ObjectType for HostLowLevelProvisioningManagerFileDeleteResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => Some(v), _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1220,11 +1220,11 @@ impl x::ObjectType for HostLowLevelProvisioningManagerFileDeleteSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerFileDeleteSpec(v) => Some(v), _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerFileDeleteSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerFileDeleteSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerFileDeleteSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1236,11 +1236,11 @@ impl x::ObjectType for HostLowLevelProvisioningManagerFileReserveResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerFileReserveResult(v) => Some(v), _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerFileReserveResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerFileReserveResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerFileReserveResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1252,11 +1252,11 @@ impl x::ObjectType for HostLowLevelProvisioningManagerFileReserveSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerFileReserveSpec(v) => Some(v), _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerFileReserveSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerFileReserveSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerFileReserveSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1268,11 +1268,11 @@ impl x::ObjectType for HostLowLevelProvisioningManagerFileType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerFileType(v) => Some(v), _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerFileType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerFileType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerFileType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1284,11 +1284,11 @@ impl x::ObjectType for HostLowLevelProvisioningManagerReloadTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerReloadTarget(v) => Some(v), _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerReloadTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerReloadTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerReloadTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1300,11 +1300,11 @@ impl x::ObjectType for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Some(v), _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1316,11 +1316,11 @@ impl x::ObjectType for HostLowLevelProvisioningManagerVmMigrationStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerVmMigrationStatus(v) => Some(v), _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerVmMigrationStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerVmMigrationStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerVmMigrationStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1332,11 +1332,11 @@ impl x::ObjectType for HostLowLevelProvisioningManagerVmRecoveryInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostLowLevelProvisioningManagerVmRecoveryInfo(v) => Some(v), _ => None, }
+        match object { Object::HostLowLevelProvisioningManagerVmRecoveryInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostLowLevelProvisioningManagerVmRecoveryInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostLowLevelProvisioningManagerVmRecoveryInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1348,11 +1348,11 @@ impl x::ObjectType for HostMaintenanceSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMaintenanceSpec(v) => Some(v), _ => None, }
+        match object { Object::HostMaintenanceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMaintenanceSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMaintenanceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1364,11 +1364,11 @@ impl x::ObjectType for HostMaintenanceSpecEvacuationMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMaintenanceSpecEvacuationMode(v) => Some(v), _ => None, }
+        match object { Object::HostMaintenanceSpecEvacuationMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMaintenanceSpecEvacuationMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMaintenanceSpecEvacuationMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1380,11 +1380,11 @@ impl x::ObjectType for HostMaintenanceSpecPurpose {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMaintenanceSpecPurpose(v) => Some(v), _ => None, }
+        match object { Object::HostMaintenanceSpecPurpose(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMaintenanceSpecPurpose(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMaintenanceSpecPurpose(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1396,11 +1396,11 @@ impl x::ObjectType for HostMemberHealthCheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemberHealthCheckResult(v) => Some(v), _ => None, }
+        match object { Object::HostMemberHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemberHealthCheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMemberHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1412,11 +1412,11 @@ impl x::ObjectType for HostMemberRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemberRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::HostMemberRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemberRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMemberRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1428,11 +1428,11 @@ impl x::ObjectType for HostMemberUplinkHealthCheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemberUplinkHealthCheckResult(v) => Some(v), _ => None, }
+        match object { Object::HostMemberUplinkHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemberUplinkHealthCheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMemberUplinkHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1444,11 +1444,11 @@ impl x::ObjectType for HostMemoryProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemoryProfile(v) => Some(v), _ => None, }
+        match object { Object::HostMemoryProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemoryProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMemoryProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1460,11 +1460,11 @@ impl x::ObjectType for HostMemorySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemorySpec(v) => Some(v), _ => None, }
+        match object { Object::HostMemorySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemorySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMemorySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1476,11 +1476,11 @@ impl x::ObjectType for HostMemoryTierFlags {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemoryTierFlags(v) => Some(v), _ => None, }
+        match object { Object::HostMemoryTierFlags(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemoryTierFlags(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMemoryTierFlags(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1492,11 +1492,11 @@ impl x::ObjectType for HostMemoryTierInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemoryTierInfo(v) => Some(v), _ => None, }
+        match object { Object::HostMemoryTierInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemoryTierInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMemoryTierInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1508,11 +1508,11 @@ impl x::ObjectType for HostMemoryTierType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemoryTierType(v) => Some(v), _ => None, }
+        match object { Object::HostMemoryTierType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemoryTierType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMemoryTierType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1524,15 +1524,15 @@ impl x::ObjectType for HostMemoryTieringType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMemoryTieringType(v) => Some(v), _ => None, }
+        match object { Object::HostMemoryTieringType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMemoryTieringType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMemoryTieringType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostMissingNetworksEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostMissingNetworksEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1540,15 +1540,15 @@ impl x::ObjectType for HostMissingNetworksEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMissingNetworksEvent(v) => Some(v), _ => None, }
+        match object { Object::HostMissingNetworksEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMissingNetworksEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMissingNetworksEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostMonitoringStateChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostMonitoringStateChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1556,11 +1556,11 @@ impl x::ObjectType for HostMonitoringStateChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMonitoringStateChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostMonitoringStateChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMonitoringStateChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMonitoringStateChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1572,11 +1572,11 @@ impl x::ObjectType for HostMountInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMountInfo(v) => Some(v), _ => None, }
+        match object { Object::HostMountInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMountInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMountInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1588,11 +1588,11 @@ impl x::ObjectType for HostMountInfoInaccessibleReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMountInfoInaccessibleReason(v) => Some(v), _ => None, }
+        match object { Object::HostMountInfoInaccessibleReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMountInfoInaccessibleReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMountInfoInaccessibleReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1604,11 +1604,11 @@ impl x::ObjectType for HostMountInfoMountFailedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMountInfoMountFailedReason(v) => Some(v), _ => None, }
+        match object { Object::HostMountInfoMountFailedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMountInfoMountFailedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMountInfoMountFailedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1620,11 +1620,11 @@ impl x::ObjectType for HostMountMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMountMode(v) => Some(v), _ => None, }
+        match object { Object::HostMountMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMountMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMountMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1636,11 +1636,11 @@ impl x::ObjectType for HostMultipathInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfo(v) => Some(v), _ => None, }
+        match object { Object::HostMultipathInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMultipathInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1652,11 +1652,11 @@ impl x::ObjectType for HostMultipathInfoFixedLogicalUnitPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1668,11 +1668,11 @@ impl x::ObjectType for HostMultipathInfoHppLogicalUnitPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoHppLogicalUnitPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostMultipathInfoHppLogicalUnitPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoHppLogicalUnitPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMultipathInfoHppLogicalUnitPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1684,11 +1684,11 @@ impl x::ObjectType for HostMultipathInfoLogicalUnit {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoLogicalUnit(v) => Some(v), _ => None, }
+        match object { Object::HostMultipathInfoLogicalUnit(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoLogicalUnit(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMultipathInfoLogicalUnit(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1700,11 +1700,11 @@ impl x::ObjectType for HostMultipathInfoLogicalUnitPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoLogicalUnitPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostMultipathInfoLogicalUnitPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoLogicalUnitPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMultipathInfoLogicalUnitPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1716,11 +1716,11 @@ impl x::ObjectType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => Some(v), _ => None, }
+        match object { Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1732,11 +1732,11 @@ impl x::ObjectType for HostMultipathInfoPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathInfoPath(v) => Some(v), _ => None, }
+        match object { Object::HostMultipathInfoPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathInfoPath(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMultipathInfoPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1748,11 +1748,11 @@ impl x::ObjectType for HostMultipathStateInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathStateInfo(v) => Some(v), _ => None, }
+        match object { Object::HostMultipathStateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathStateInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMultipathStateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1764,11 +1764,11 @@ impl x::ObjectType for HostMultipathStateInfoPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostMultipathStateInfoPath(v) => Some(v), _ => None, }
+        match object { Object::HostMultipathStateInfoPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostMultipathStateInfoPath(v) => Ok(v), other => Err(other), }
+        match object { Object::HostMultipathStateInfoPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1780,11 +1780,11 @@ impl x::ObjectType for HostNasVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNasVolume(v) => Some(v), _ => None, }
+        match object { Object::HostNasVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNasVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNasVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1796,11 +1796,11 @@ impl x::ObjectType for HostNasVolumeConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNasVolumeConfig(v) => Some(v), _ => None, }
+        match object { Object::HostNasVolumeConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNasVolumeConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNasVolumeConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1812,11 +1812,11 @@ impl x::ObjectType for HostNasVolumeSecurityType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNasVolumeSecurityType(v) => Some(v), _ => None, }
+        match object { Object::HostNasVolumeSecurityType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNasVolumeSecurityType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNasVolumeSecurityType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1828,11 +1828,11 @@ impl x::ObjectType for HostNasVolumeSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNasVolumeSpec(v) => Some(v), _ => None, }
+        match object { Object::HostNasVolumeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNasVolumeSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNasVolumeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1844,11 +1844,11 @@ impl x::ObjectType for HostNasVolumeUserInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNasVolumeUserInfo(v) => Some(v), _ => None, }
+        match object { Object::HostNasVolumeUserInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNasVolumeUserInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNasVolumeUserInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1860,11 +1860,11 @@ impl x::ObjectType for HostNatService {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNatService(v) => Some(v), _ => None, }
+        match object { Object::HostNatService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNatService(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNatService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1876,11 +1876,11 @@ impl x::ObjectType for HostNatServiceConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNatServiceConfig(v) => Some(v), _ => None, }
+        match object { Object::HostNatServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNatServiceConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNatServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1892,11 +1892,11 @@ impl x::ObjectType for HostNatServiceNameServiceSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNatServiceNameServiceSpec(v) => Some(v), _ => None, }
+        match object { Object::HostNatServiceNameServiceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNatServiceNameServiceSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNatServiceNameServiceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1908,11 +1908,11 @@ impl x::ObjectType for HostNatServicePortForwardSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNatServicePortForwardSpec(v) => Some(v), _ => None, }
+        match object { Object::HostNatServicePortForwardSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNatServicePortForwardSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNatServicePortForwardSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1924,11 +1924,11 @@ impl x::ObjectType for HostNatServiceSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNatServiceSpec(v) => Some(v), _ => None, }
+        match object { Object::HostNatServiceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNatServiceSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNatServiceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1940,11 +1940,11 @@ impl x::ObjectType for HostNetCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetCapabilities(v) => Some(v), _ => None, }
+        match object { Object::HostNetCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1956,10 +1956,10 @@ impl x::ObjectType for HostNetOffloadCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetOffloadCapabilities(v) => Some(v), _ => None, }
+        match object { Object::HostNetOffloadCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetOffloadCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetOffloadCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

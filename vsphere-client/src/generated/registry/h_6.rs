@@ -366,13 +366,13 @@ pub enum Object {
     HostNicFailureCriteria(Box<HostNicFailureCriteria>),
     HostNicOrderPolicy(Box<HostNicOrderPolicy>),
     HostNicTeamingPolicy(Box<HostNicTeamingPolicy>),
-    HostNoAvailableNetworksEvent(Box<HostNoAvailableNetworksEvent>),
-    HostNoHAEnabledPortGroupsEvent(Box<HostNoHAEnabledPortGroupsEvent>),
-    HostNoRedundantManagementNetworkEvent(Box<HostNoRedundantManagementNetworkEvent>),
-    HostNonCompliantEvent(Box<HostNonCompliantEvent>),
+    #[cfg(feature = "all-events")] HostNoAvailableNetworksEvent(Box<HostNoAvailableNetworksEvent>),
+    #[cfg(feature = "all-events")] HostNoHAEnabledPortGroupsEvent(Box<HostNoHAEnabledPortGroupsEvent>),
+    #[cfg(feature = "all-events")] HostNoRedundantManagementNetworkEvent(Box<HostNoRedundantManagementNetworkEvent>),
+    #[cfg(feature = "all-events")] HostNonCompliantEvent(Box<HostNonCompliantEvent>),
     HostNotConnected(Box<HostNotConnected>),
-    HostNotInClusterEvent(Box<HostNotInClusterEvent>),
-    HostNotReachable(Box<HostNotReachable>),
+    #[cfg(feature = "all-events")] HostNotInClusterEvent(Box<HostNotInClusterEvent>),
+    #[cfg(feature = "all-faults")] HostNotReachable(Box<HostNotReachable>),
     HostNtpConfig(Box<HostNtpConfig>),
     HostNumaInfo(Box<HostNumaInfo>),
     HostNumaNode(Box<HostNumaNode>),
@@ -402,7 +402,7 @@ pub enum Object {
     HostOpaqueSwitch(Box<HostOpaqueSwitch>),
     HostOpaqueSwitchOpaqueSwitchState(Box<HostOpaqueSwitchOpaqueSwitchState>),
     HostOpaqueSwitchPhysicalNicZone(Box<HostOpaqueSwitchPhysicalNicZone>),
-    HostOvercommittedEvent(Box<HostOvercommittedEvent>),
+    #[cfg(feature = "all-events")] HostOvercommittedEvent(Box<HostOvercommittedEvent>),
     HostPMemVolume(Box<HostPMemVolume>),
     HostParallelScsiHba(Box<HostParallelScsiHba>),
     HostParallelScsiTargetTransport(Box<HostParallelScsiTargetTransport>),
@@ -446,13 +446,13 @@ fn decode(
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNicFailureCriteria(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNicOrderPolicy(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNicTeamingPolicy(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNoAvailableNetworksEvent(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNoHAEnabledPortGroupsEvent(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNoRedundantManagementNetworkEvent(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNonCompliantEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNoAvailableNetworksEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNoHAEnabledPortGroupsEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNoRedundantManagementNetworkEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNonCompliantEvent(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNotConnected(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNotInClusterEvent(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNotReachable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNotInClusterEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNotReachable(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNtpConfig(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumaInfo(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumaNode(v), Err(e) => return Some(Err(e)) },
@@ -482,7 +482,7 @@ fn decode(
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueSwitch(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueSwitchOpaqueSwitchState(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueSwitchPhysicalNicZone(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOvercommittedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOvercommittedEvent(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPMemVolume(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostParallelScsiHba(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostParallelScsiTargetTransport(v), Err(e) => return Some(Err(e)) },
@@ -520,13 +520,13 @@ impl std::fmt::Debug for Object {
             Object::HostNicFailureCriteria(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNicOrderPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNicTeamingPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNoAvailableNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNoHAEnabledPortGroupsEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNoRedundantManagementNetworkEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNonCompliantEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostNoAvailableNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostNoHAEnabledPortGroupsEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostNoRedundantManagementNetworkEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostNonCompliantEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNotConnected(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNotInClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostNotInClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNtpConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNumaInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNumaNode(v) => std::fmt::Debug::fmt(&**v, f),
@@ -556,7 +556,7 @@ impl std::fmt::Debug for Object {
             Object::HostOpaqueSwitch(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostOpaqueSwitchOpaqueSwitchState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostOpaqueSwitchPhysicalNicZone(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPMemVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostParallelScsiHba(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostParallelScsiTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
@@ -593,13 +593,13 @@ impl PartialEq for Object {
             (Object::HostNicFailureCriteria(a), Object::HostNicFailureCriteria(b)) => **a == **b,
             (Object::HostNicOrderPolicy(a), Object::HostNicOrderPolicy(b)) => **a == **b,
             (Object::HostNicTeamingPolicy(a), Object::HostNicTeamingPolicy(b)) => **a == **b,
-            (Object::HostNoAvailableNetworksEvent(a), Object::HostNoAvailableNetworksEvent(b)) => **a == **b,
-            (Object::HostNoHAEnabledPortGroupsEvent(a), Object::HostNoHAEnabledPortGroupsEvent(b)) => **a == **b,
-            (Object::HostNoRedundantManagementNetworkEvent(a), Object::HostNoRedundantManagementNetworkEvent(b)) => **a == **b,
-            (Object::HostNonCompliantEvent(a), Object::HostNonCompliantEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostNoAvailableNetworksEvent(a), Object::HostNoAvailableNetworksEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostNoHAEnabledPortGroupsEvent(a), Object::HostNoHAEnabledPortGroupsEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostNoRedundantManagementNetworkEvent(a), Object::HostNoRedundantManagementNetworkEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostNonCompliantEvent(a), Object::HostNonCompliantEvent(b)) => **a == **b,
             (Object::HostNotConnected(a), Object::HostNotConnected(b)) => **a == **b,
-            (Object::HostNotInClusterEvent(a), Object::HostNotInClusterEvent(b)) => **a == **b,
-            (Object::HostNotReachable(a), Object::HostNotReachable(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostNotInClusterEvent(a), Object::HostNotInClusterEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostNotReachable(a), Object::HostNotReachable(b)) => **a == **b,
             (Object::HostNtpConfig(a), Object::HostNtpConfig(b)) => **a == **b,
             (Object::HostNumaInfo(a), Object::HostNumaInfo(b)) => **a == **b,
             (Object::HostNumaNode(a), Object::HostNumaNode(b)) => **a == **b,
@@ -629,7 +629,7 @@ impl PartialEq for Object {
             (Object::HostOpaqueSwitch(a), Object::HostOpaqueSwitch(b)) => **a == **b,
             (Object::HostOpaqueSwitchOpaqueSwitchState(a), Object::HostOpaqueSwitchOpaqueSwitchState(b)) => **a == **b,
             (Object::HostOpaqueSwitchPhysicalNicZone(a), Object::HostOpaqueSwitchPhysicalNicZone(b)) => **a == **b,
-            (Object::HostOvercommittedEvent(a), Object::HostOvercommittedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostOvercommittedEvent(a), Object::HostOvercommittedEvent(b)) => **a == **b,
             (Object::HostPMemVolume(a), Object::HostPMemVolume(b)) => **a == **b,
             (Object::HostParallelScsiHba(a), Object::HostParallelScsiHba(b)) => **a == **b,
             (Object::HostParallelScsiTargetTransport(a), Object::HostParallelScsiTargetTransport(b)) => **a == **b,
@@ -643,7 +643,7 @@ impl PartialEq for Object {
             (Object::HostPatchManagerReason(a), Object::HostPatchManagerReason(b)) => **a == **b,
             (Object::HostPatchManagerResult(a), Object::HostPatchManagerResult(b)) => **a == **b,
             (Object::HostPatchManagerStatus(a), Object::HostPatchManagerStatus(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -667,13 +667,13 @@ impl Clone for Object {
             Object::HostNicFailureCriteria(v) => Object::HostNicFailureCriteria(Box::new((**v).clone())),
             Object::HostNicOrderPolicy(v) => Object::HostNicOrderPolicy(Box::new((**v).clone())),
             Object::HostNicTeamingPolicy(v) => Object::HostNicTeamingPolicy(Box::new((**v).clone())),
-            Object::HostNoAvailableNetworksEvent(v) => Object::HostNoAvailableNetworksEvent(Box::new((**v).clone())),
-            Object::HostNoHAEnabledPortGroupsEvent(v) => Object::HostNoHAEnabledPortGroupsEvent(Box::new((**v).clone())),
-            Object::HostNoRedundantManagementNetworkEvent(v) => Object::HostNoRedundantManagementNetworkEvent(Box::new((**v).clone())),
-            Object::HostNonCompliantEvent(v) => Object::HostNonCompliantEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostNoAvailableNetworksEvent(v) => Object::HostNoAvailableNetworksEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostNoHAEnabledPortGroupsEvent(v) => Object::HostNoHAEnabledPortGroupsEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostNoRedundantManagementNetworkEvent(v) => Object::HostNoRedundantManagementNetworkEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostNonCompliantEvent(v) => Object::HostNonCompliantEvent(Box::new((**v).clone())),
             Object::HostNotConnected(v) => Object::HostNotConnected(Box::new((**v).clone())),
-            Object::HostNotInClusterEvent(v) => Object::HostNotInClusterEvent(Box::new((**v).clone())),
-            Object::HostNotReachable(v) => Object::HostNotReachable(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostNotInClusterEvent(v) => Object::HostNotInClusterEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostNotReachable(v) => Object::HostNotReachable(Box::new((**v).clone())),
             Object::HostNtpConfig(v) => Object::HostNtpConfig(Box::new((**v).clone())),
             Object::HostNumaInfo(v) => Object::HostNumaInfo(Box::new((**v).clone())),
             Object::HostNumaNode(v) => Object::HostNumaNode(Box::new((**v).clone())),
@@ -703,7 +703,7 @@ impl Clone for Object {
             Object::HostOpaqueSwitch(v) => Object::HostOpaqueSwitch(Box::new((**v).clone())),
             Object::HostOpaqueSwitchOpaqueSwitchState(v) => Object::HostOpaqueSwitchOpaqueSwitchState(Box::new((**v).clone())),
             Object::HostOpaqueSwitchPhysicalNicZone(v) => Object::HostOpaqueSwitchPhysicalNicZone(Box::new((**v).clone())),
-            Object::HostOvercommittedEvent(v) => Object::HostOvercommittedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostOvercommittedEvent(v) => Object::HostOvercommittedEvent(Box::new((**v).clone())),
             Object::HostPMemVolume(v) => Object::HostPMemVolume(Box::new((**v).clone())),
             Object::HostParallelScsiHba(v) => Object::HostParallelScsiHba(Box::new((**v).clone())),
             Object::HostParallelScsiTargetTransport(v) => Object::HostParallelScsiTargetTransport(Box::new((**v).clone())),
@@ -740,13 +740,13 @@ impl x::DataObject for Object {
             Object::HostNicFailureCriteria(_) => "HostNicFailureCriteria",
             Object::HostNicOrderPolicy(_) => "HostNicOrderPolicy",
             Object::HostNicTeamingPolicy(_) => "HostNicTeamingPolicy",
-            Object::HostNoAvailableNetworksEvent(_) => "HostNoAvailableNetworksEvent",
-            Object::HostNoHAEnabledPortGroupsEvent(_) => "HostNoHAEnabledPortGroupsEvent",
-            Object::HostNoRedundantManagementNetworkEvent(_) => "HostNoRedundantManagementNetworkEvent",
-            Object::HostNonCompliantEvent(_) => "HostNonCompliantEvent",
+            #[cfg(feature = "all-events")] Object::HostNoAvailableNetworksEvent(_) => "HostNoAvailableNetworksEvent",
+            #[cfg(feature = "all-events")] Object::HostNoHAEnabledPortGroupsEvent(_) => "HostNoHAEnabledPortGroupsEvent",
+            #[cfg(feature = "all-events")] Object::HostNoRedundantManagementNetworkEvent(_) => "HostNoRedundantManagementNetworkEvent",
+            #[cfg(feature = "all-events")] Object::HostNonCompliantEvent(_) => "HostNonCompliantEvent",
             Object::HostNotConnected(_) => "HostNotConnected",
-            Object::HostNotInClusterEvent(_) => "HostNotInClusterEvent",
-            Object::HostNotReachable(_) => "HostNotReachable",
+            #[cfg(feature = "all-events")] Object::HostNotInClusterEvent(_) => "HostNotInClusterEvent",
+            #[cfg(feature = "all-faults")] Object::HostNotReachable(_) => "HostNotReachable",
             Object::HostNtpConfig(_) => "HostNtpConfig",
             Object::HostNumaInfo(_) => "HostNumaInfo",
             Object::HostNumaNode(_) => "HostNumaNode",
@@ -776,7 +776,7 @@ impl x::DataObject for Object {
             Object::HostOpaqueSwitch(_) => "HostOpaqueSwitch",
             Object::HostOpaqueSwitchOpaqueSwitchState(_) => "HostOpaqueSwitchOpaqueSwitchState",
             Object::HostOpaqueSwitchPhysicalNicZone(_) => "HostOpaqueSwitchPhysicalNicZone",
-            Object::HostOvercommittedEvent(_) => "HostOvercommittedEvent",
+            #[cfg(feature = "all-events")] Object::HostOvercommittedEvent(_) => "HostOvercommittedEvent",
             Object::HostPMemVolume(_) => "HostPMemVolume",
             Object::HostParallelScsiHba(_) => "HostParallelScsiHba",
             Object::HostParallelScsiTargetTransport(_) => "HostParallelScsiTargetTransport",
@@ -825,13 +825,13 @@ impl x::DataObject for Object {
             Object::HostNicFailureCriteria(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNicOrderPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNicTeamingPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNoAvailableNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNoHAEnabledPortGroupsEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNoRedundantManagementNetworkEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNonCompliantEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostNoAvailableNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostNoHAEnabledPortGroupsEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostNoRedundantManagementNetworkEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostNonCompliantEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNotConnected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNotInClusterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNotReachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostNotInClusterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostNotReachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNtpConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNumaInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNumaNode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -861,7 +861,7 @@ impl x::DataObject for Object {
             Object::HostOpaqueSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostOpaqueSwitchOpaqueSwitchState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostOpaqueSwitchPhysicalNicZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostOvercommittedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostOvercommittedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPMemVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostParallelScsiHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostParallelScsiTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -888,11 +888,11 @@ impl x::ObjectType for HostNetStackInstance {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetStackInstance(v) => Some(v), _ => None, }
+        match object { Object::HostNetStackInstance(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetStackInstance(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetStackInstance(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -904,11 +904,11 @@ impl x::ObjectType for HostNetStackInstanceCongestionControlAlgorithmType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => Some(v), _ => None, }
+        match object { Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -920,11 +920,11 @@ impl x::ObjectType for HostNetStackInstanceSystemStackKey {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetStackInstanceSystemStackKey(v) => Some(v), _ => None, }
+        match object { Object::HostNetStackInstanceSystemStackKey(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetStackInstanceSystemStackKey(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetStackInstanceSystemStackKey(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -936,11 +936,11 @@ impl x::ObjectType for HostNetworkConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetworkConfig(v) => Some(v), _ => None, }
+        match object { Object::HostNetworkConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetworkConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetworkConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -952,11 +952,11 @@ impl x::ObjectType for HostNetworkConfigNetStackSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetworkConfigNetStackSpec(v) => Some(v), _ => None, }
+        match object { Object::HostNetworkConfigNetStackSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetworkConfigNetStackSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetworkConfigNetStackSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -968,11 +968,11 @@ impl x::ObjectType for HostNetworkConfigResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetworkConfigResult(v) => Some(v), _ => None, }
+        match object { Object::HostNetworkConfigResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetworkConfigResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetworkConfigResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -984,11 +984,11 @@ impl x::ObjectType for HostNetworkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetworkInfo(v) => Some(v), _ => None, }
+        match object { Object::HostNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetworkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1000,11 +1000,11 @@ impl x::ObjectType for HostNetworkPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetworkPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostNetworkPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetworkPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetworkPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1016,11 +1016,11 @@ impl x::ObjectType for HostNetworkResourceRuntime {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetworkResourceRuntime(v) => Some(v), _ => None, }
+        match object { Object::HostNetworkResourceRuntime(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetworkResourceRuntime(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetworkResourceRuntime(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1032,11 +1032,11 @@ impl x::ObjectType for HostNetworkSecurityPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetworkSecurityPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostNetworkSecurityPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetworkSecurityPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetworkSecurityPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1048,11 +1048,11 @@ impl x::ObjectType for HostNetworkTrafficShapingPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNetworkTrafficShapingPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostNetworkTrafficShapingPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNetworkTrafficShapingPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNetworkTrafficShapingPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1064,11 +1064,11 @@ impl x::ObjectType for HostNewNetworkConnectInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNewNetworkConnectInfo(v) => Some(v), _ => None, }
+        match object { Object::HostNewNetworkConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNewNetworkConnectInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNewNetworkConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1080,11 +1080,11 @@ impl x::ObjectType for HostNfcConnectionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNfcConnectionInfo(v) => Some(v), _ => None, }
+        match object { Object::HostNfcConnectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNfcConnectionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNfcConnectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1096,11 +1096,11 @@ impl x::ObjectType for HostNicFailureCriteria {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNicFailureCriteria(v) => Some(v), _ => None, }
+        match object { Object::HostNicFailureCriteria(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNicFailureCriteria(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNicFailureCriteria(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1112,11 +1112,11 @@ impl x::ObjectType for HostNicOrderPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNicOrderPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostNicOrderPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNicOrderPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNicOrderPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1128,15 +1128,15 @@ impl x::ObjectType for HostNicTeamingPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNicTeamingPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostNicTeamingPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNicTeamingPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNicTeamingPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostNoAvailableNetworksEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostNoAvailableNetworksEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1144,15 +1144,15 @@ impl x::ObjectType for HostNoAvailableNetworksEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNoAvailableNetworksEvent(v) => Some(v), _ => None, }
+        match object { Object::HostNoAvailableNetworksEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNoAvailableNetworksEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNoAvailableNetworksEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostNoHAEnabledPortGroupsEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostNoHAEnabledPortGroupsEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1160,15 +1160,15 @@ impl x::ObjectType for HostNoHAEnabledPortGroupsEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNoHAEnabledPortGroupsEvent(v) => Some(v), _ => None, }
+        match object { Object::HostNoHAEnabledPortGroupsEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNoHAEnabledPortGroupsEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNoHAEnabledPortGroupsEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostNoRedundantManagementNetworkEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostNoRedundantManagementNetworkEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1176,15 +1176,15 @@ impl x::ObjectType for HostNoRedundantManagementNetworkEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNoRedundantManagementNetworkEvent(v) => Some(v), _ => None, }
+        match object { Object::HostNoRedundantManagementNetworkEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNoRedundantManagementNetworkEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNoRedundantManagementNetworkEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostNonCompliantEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostNonCompliantEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1192,11 +1192,11 @@ impl x::ObjectType for HostNonCompliantEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNonCompliantEvent(v) => Some(v), _ => None, }
+        match object { Object::HostNonCompliantEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNonCompliantEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNonCompliantEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1208,15 +1208,15 @@ impl x::ObjectType for HostNotConnected {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNotConnected(v) => Some(v), _ => None, }
+        match object { Object::HostNotConnected(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNotConnected(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNotConnected(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostNotInClusterEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostNotInClusterEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1224,15 +1224,15 @@ impl x::ObjectType for HostNotInClusterEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNotInClusterEvent(v) => Some(v), _ => None, }
+        match object { Object::HostNotInClusterEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNotInClusterEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNotInClusterEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostNotReachable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostNotReachable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1240,11 +1240,11 @@ impl x::ObjectType for HostNotReachable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNotReachable(v) => Some(v), _ => None, }
+        match object { Object::HostNotReachable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNotReachable(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNotReachable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1256,11 +1256,11 @@ impl x::ObjectType for HostNtpConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNtpConfig(v) => Some(v), _ => None, }
+        match object { Object::HostNtpConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNtpConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNtpConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1272,11 +1272,11 @@ impl x::ObjectType for HostNumaInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNumaInfo(v) => Some(v), _ => None, }
+        match object { Object::HostNumaInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNumaInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNumaInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1288,11 +1288,11 @@ impl x::ObjectType for HostNumaNode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNumaNode(v) => Some(v), _ => None, }
+        match object { Object::HostNumaNode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNumaNode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNumaNode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1304,11 +1304,11 @@ impl x::ObjectType for HostNumericSensorHealthState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNumericSensorHealthState(v) => Some(v), _ => None, }
+        match object { Object::HostNumericSensorHealthState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNumericSensorHealthState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNumericSensorHealthState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1320,11 +1320,11 @@ impl x::ObjectType for HostNumericSensorInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNumericSensorInfo(v) => Some(v), _ => None, }
+        match object { Object::HostNumericSensorInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNumericSensorInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNumericSensorInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1336,11 +1336,11 @@ impl x::ObjectType for HostNumericSensorType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNumericSensorType(v) => Some(v), _ => None, }
+        match object { Object::HostNumericSensorType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNumericSensorType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNumericSensorType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1352,11 +1352,11 @@ impl x::ObjectType for HostNvmeConnectSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeConnectSpec(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeConnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeConnectSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeConnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1368,11 +1368,11 @@ impl x::ObjectType for HostNvmeController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeController(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeController(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1384,11 +1384,11 @@ impl x::ObjectType for HostNvmeDisconnectSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeDisconnectSpec(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeDisconnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeDisconnectSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeDisconnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1400,11 +1400,11 @@ impl x::ObjectType for HostNvmeDiscoverSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeDiscoverSpec(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeDiscoverSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeDiscoverSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeDiscoverSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1416,11 +1416,11 @@ impl x::ObjectType for HostNvmeDiscoveryLog {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeDiscoveryLog(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeDiscoveryLog(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeDiscoveryLog(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeDiscoveryLog(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1432,11 +1432,11 @@ impl x::ObjectType for HostNvmeDiscoveryLogEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeDiscoveryLogEntry(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeDiscoveryLogEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeDiscoveryLogEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeDiscoveryLogEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1448,11 +1448,11 @@ impl x::ObjectType for HostNvmeDiscoveryLogSubsystemType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeDiscoveryLogSubsystemType(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeDiscoveryLogSubsystemType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeDiscoveryLogSubsystemType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeDiscoveryLogSubsystemType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1464,11 +1464,11 @@ impl x::ObjectType for HostNvmeDiscoveryLogTransportRequirements {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeDiscoveryLogTransportRequirements(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeDiscoveryLogTransportRequirements(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeDiscoveryLogTransportRequirements(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeDiscoveryLogTransportRequirements(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1480,11 +1480,11 @@ impl x::ObjectType for HostNvmeNamespace {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeNamespace(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeNamespace(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeNamespace(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeNamespace(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1496,11 +1496,11 @@ impl x::ObjectType for HostNvmeOpaqueTransportParameters {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeOpaqueTransportParameters(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeOpaqueTransportParameters(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeOpaqueTransportParameters(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeOpaqueTransportParameters(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1512,11 +1512,11 @@ impl x::ObjectType for HostNvmeOverFibreChannelParameters {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeOverFibreChannelParameters(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeOverFibreChannelParameters(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeOverFibreChannelParameters(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeOverFibreChannelParameters(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1528,11 +1528,11 @@ impl x::ObjectType for HostNvmeOverRdmaParameters {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeOverRdmaParameters(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeOverRdmaParameters(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeOverRdmaParameters(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeOverRdmaParameters(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1544,11 +1544,11 @@ impl x::ObjectType for HostNvmeOverTcpParameters {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeOverTcpParameters(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeOverTcpParameters(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeOverTcpParameters(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeOverTcpParameters(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1560,11 +1560,11 @@ impl x::ObjectType for HostNvmeSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeSpec(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1576,11 +1576,11 @@ impl x::ObjectType for HostNvmeTopology {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeTopology(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeTopology(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeTopology(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeTopology(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1592,11 +1592,11 @@ impl x::ObjectType for HostNvmeTopologyInterface {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeTopologyInterface(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeTopologyInterface(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeTopologyInterface(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeTopologyInterface(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1608,11 +1608,11 @@ impl x::ObjectType for HostNvmeTransportParameters {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeTransportParameters(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeTransportParameters(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeTransportParameters(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeTransportParameters(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1624,11 +1624,11 @@ impl x::ObjectType for HostNvmeTransportParametersNvmeAddressFamily {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeTransportParametersNvmeAddressFamily(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeTransportParametersNvmeAddressFamily(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeTransportParametersNvmeAddressFamily(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeTransportParametersNvmeAddressFamily(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1640,11 +1640,11 @@ impl x::ObjectType for HostNvmeTransportType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostNvmeTransportType(v) => Some(v), _ => None, }
+        match object { Object::HostNvmeTransportType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostNvmeTransportType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostNvmeTransportType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1656,11 +1656,11 @@ impl x::ObjectType for HostOpaqueNetworkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostOpaqueNetworkInfo(v) => Some(v), _ => None, }
+        match object { Object::HostOpaqueNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostOpaqueNetworkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostOpaqueNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1672,11 +1672,11 @@ impl x::ObjectType for HostOpaqueSwitch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostOpaqueSwitch(v) => Some(v), _ => None, }
+        match object { Object::HostOpaqueSwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostOpaqueSwitch(v) => Ok(v), other => Err(other), }
+        match object { Object::HostOpaqueSwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1688,11 +1688,11 @@ impl x::ObjectType for HostOpaqueSwitchOpaqueSwitchState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostOpaqueSwitchOpaqueSwitchState(v) => Some(v), _ => None, }
+        match object { Object::HostOpaqueSwitchOpaqueSwitchState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostOpaqueSwitchOpaqueSwitchState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostOpaqueSwitchOpaqueSwitchState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1704,15 +1704,15 @@ impl x::ObjectType for HostOpaqueSwitchPhysicalNicZone {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostOpaqueSwitchPhysicalNicZone(v) => Some(v), _ => None, }
+        match object { Object::HostOpaqueSwitchPhysicalNicZone(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostOpaqueSwitchPhysicalNicZone(v) => Ok(v), other => Err(other), }
+        match object { Object::HostOpaqueSwitchPhysicalNicZone(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostOvercommittedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostOvercommittedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1720,11 +1720,11 @@ impl x::ObjectType for HostOvercommittedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostOvercommittedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostOvercommittedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostOvercommittedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostOvercommittedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1736,11 +1736,11 @@ impl x::ObjectType for HostPMemVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPMemVolume(v) => Some(v), _ => None, }
+        match object { Object::HostPMemVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPMemVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPMemVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1752,11 +1752,11 @@ impl x::ObjectType for HostParallelScsiHba {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostParallelScsiHba(v) => Some(v), _ => None, }
+        match object { Object::HostParallelScsiHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostParallelScsiHba(v) => Ok(v), other => Err(other), }
+        match object { Object::HostParallelScsiHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1768,11 +1768,11 @@ impl x::ObjectType for HostParallelScsiTargetTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostParallelScsiTargetTransport(v) => Some(v), _ => None, }
+        match object { Object::HostParallelScsiTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostParallelScsiTargetTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostParallelScsiTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1784,11 +1784,11 @@ impl x::ObjectType for HostPartialMaintenanceModeId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPartialMaintenanceModeId(v) => Some(v), _ => None, }
+        match object { Object::HostPartialMaintenanceModeId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPartialMaintenanceModeId(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPartialMaintenanceModeId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1800,11 +1800,11 @@ impl x::ObjectType for HostPartialMaintenanceModeRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPartialMaintenanceModeRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::HostPartialMaintenanceModeRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPartialMaintenanceModeRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPartialMaintenanceModeRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1816,11 +1816,11 @@ impl x::ObjectType for HostPartialMaintenanceModeStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPartialMaintenanceModeStatus(v) => Some(v), _ => None, }
+        match object { Object::HostPartialMaintenanceModeStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPartialMaintenanceModeStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPartialMaintenanceModeStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1832,11 +1832,11 @@ impl x::ObjectType for HostPatchManagerInstallState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPatchManagerInstallState(v) => Some(v), _ => None, }
+        match object { Object::HostPatchManagerInstallState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPatchManagerInstallState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPatchManagerInstallState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1848,11 +1848,11 @@ impl x::ObjectType for HostPatchManagerIntegrityStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPatchManagerIntegrityStatus(v) => Some(v), _ => None, }
+        match object { Object::HostPatchManagerIntegrityStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPatchManagerIntegrityStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPatchManagerIntegrityStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1864,11 +1864,11 @@ impl x::ObjectType for HostPatchManagerLocator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPatchManagerLocator(v) => Some(v), _ => None, }
+        match object { Object::HostPatchManagerLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPatchManagerLocator(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPatchManagerLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1880,11 +1880,11 @@ impl x::ObjectType for HostPatchManagerPatchManagerOperationSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPatchManagerPatchManagerOperationSpec(v) => Some(v), _ => None, }
+        match object { Object::HostPatchManagerPatchManagerOperationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPatchManagerPatchManagerOperationSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPatchManagerPatchManagerOperationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1896,11 +1896,11 @@ impl x::ObjectType for HostPatchManagerReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPatchManagerReason(v) => Some(v), _ => None, }
+        match object { Object::HostPatchManagerReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPatchManagerReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPatchManagerReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1912,11 +1912,11 @@ impl x::ObjectType for HostPatchManagerResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPatchManagerResult(v) => Some(v), _ => None, }
+        match object { Object::HostPatchManagerResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPatchManagerResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPatchManagerResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1928,10 +1928,10 @@ impl x::ObjectType for HostPatchManagerStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPatchManagerStatus(v) => Some(v), _ => None, }
+        match object { Object::HostPatchManagerStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPatchManagerStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPatchManagerStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -367,11 +367,11 @@ pub enum Object {
     HostPortGroupProfile(Box<HostPortGroupProfile>),
     HostPortGroupSpec(Box<HostPortGroupSpec>),
     HostPosixAccountSpec(Box<HostPosixAccountSpec>),
-    HostPowerOpFailed(Box<HostPowerOpFailed>),
+    #[cfg(feature = "all-faults")] HostPowerOpFailed(Box<HostPowerOpFailed>),
     HostPowerOperationType(Box<HostPowerOperationType>),
     HostPowerPolicy(Box<HostPowerPolicy>),
-    HostPrimaryAgentNotShortNameEvent(Box<HostPrimaryAgentNotShortNameEvent>),
-    HostProfileAppliedEvent(Box<HostProfileAppliedEvent>),
+    #[cfg(feature = "all-events")] HostPrimaryAgentNotShortNameEvent(Box<HostPrimaryAgentNotShortNameEvent>),
+    #[cfg(feature = "all-events")] HostProfileAppliedEvent(Box<HostProfileAppliedEvent>),
     HostProfileCompleteConfigSpec(Box<HostProfileCompleteConfigSpec>),
     HostProfileConfigInfo(Box<HostProfileConfigInfo>),
     HostProfileConfigSpec(Box<HostProfileConfigSpec>),
@@ -448,11 +448,11 @@ fn decode(
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroupProfile(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroupSpec(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPosixAccountSpec(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPowerOpFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPowerOpFailed(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPowerOperationType(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPowerPolicy(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPrimaryAgentNotShortNameEvent(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileAppliedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPrimaryAgentNotShortNameEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileAppliedEvent(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileCompleteConfigSpec(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileConfigInfo(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileConfigSpec(v), Err(e) => return Some(Err(e)) },
@@ -523,11 +523,11 @@ impl std::fmt::Debug for Object {
             Object::HostPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPortGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPosixAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPowerOpFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostPowerOpFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPowerOperationType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPowerPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPrimaryAgentNotShortNameEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProfileAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileCompleteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -597,11 +597,11 @@ impl PartialEq for Object {
             (Object::HostPortGroupProfile(a), Object::HostPortGroupProfile(b)) => **a == **b,
             (Object::HostPortGroupSpec(a), Object::HostPortGroupSpec(b)) => **a == **b,
             (Object::HostPosixAccountSpec(a), Object::HostPosixAccountSpec(b)) => **a == **b,
-            (Object::HostPowerOpFailed(a), Object::HostPowerOpFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostPowerOpFailed(a), Object::HostPowerOpFailed(b)) => **a == **b,
             (Object::HostPowerOperationType(a), Object::HostPowerOperationType(b)) => **a == **b,
             (Object::HostPowerPolicy(a), Object::HostPowerPolicy(b)) => **a == **b,
-            (Object::HostPrimaryAgentNotShortNameEvent(a), Object::HostPrimaryAgentNotShortNameEvent(b)) => **a == **b,
-            (Object::HostProfileAppliedEvent(a), Object::HostProfileAppliedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostPrimaryAgentNotShortNameEvent(a), Object::HostPrimaryAgentNotShortNameEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostProfileAppliedEvent(a), Object::HostProfileAppliedEvent(b)) => **a == **b,
             (Object::HostProfileCompleteConfigSpec(a), Object::HostProfileCompleteConfigSpec(b)) => **a == **b,
             (Object::HostProfileConfigInfo(a), Object::HostProfileConfigInfo(b)) => **a == **b,
             (Object::HostProfileConfigSpec(a), Object::HostProfileConfigSpec(b)) => **a == **b,
@@ -639,7 +639,7 @@ impl PartialEq for Object {
             (Object::HostRdmaDeviceCapability(a), Object::HostRdmaDeviceCapability(b)) => **a == **b,
             (Object::HostRdmaDeviceConnectionInfo(a), Object::HostRdmaDeviceConnectionInfo(b)) => **a == **b,
             (Object::HostRdmaDeviceConnectionState(a), Object::HostRdmaDeviceConnectionState(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -672,11 +672,11 @@ impl Clone for Object {
             Object::HostPortGroupProfile(v) => Object::HostPortGroupProfile(Box::new((**v).clone())),
             Object::HostPortGroupSpec(v) => Object::HostPortGroupSpec(Box::new((**v).clone())),
             Object::HostPosixAccountSpec(v) => Object::HostPosixAccountSpec(Box::new((**v).clone())),
-            Object::HostPowerOpFailed(v) => Object::HostPowerOpFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostPowerOpFailed(v) => Object::HostPowerOpFailed(Box::new((**v).clone())),
             Object::HostPowerOperationType(v) => Object::HostPowerOperationType(Box::new((**v).clone())),
             Object::HostPowerPolicy(v) => Object::HostPowerPolicy(Box::new((**v).clone())),
-            Object::HostPrimaryAgentNotShortNameEvent(v) => Object::HostPrimaryAgentNotShortNameEvent(Box::new((**v).clone())),
-            Object::HostProfileAppliedEvent(v) => Object::HostProfileAppliedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(v) => Object::HostPrimaryAgentNotShortNameEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(v) => Object::HostProfileAppliedEvent(Box::new((**v).clone())),
             Object::HostProfileCompleteConfigSpec(v) => Object::HostProfileCompleteConfigSpec(Box::new((**v).clone())),
             Object::HostProfileConfigInfo(v) => Object::HostProfileConfigInfo(Box::new((**v).clone())),
             Object::HostProfileConfigSpec(v) => Object::HostProfileConfigSpec(Box::new((**v).clone())),
@@ -746,11 +746,11 @@ impl x::DataObject for Object {
             Object::HostPortGroupProfile(_) => "HostPortGroupProfile",
             Object::HostPortGroupSpec(_) => "HostPortGroupSpec",
             Object::HostPosixAccountSpec(_) => "HostPosixAccountSpec",
-            Object::HostPowerOpFailed(_) => "HostPowerOpFailed",
+            #[cfg(feature = "all-faults")] Object::HostPowerOpFailed(_) => "HostPowerOpFailed",
             Object::HostPowerOperationType(_) => "HostPowerOperationType",
             Object::HostPowerPolicy(_) => "HostPowerPolicy",
-            Object::HostPrimaryAgentNotShortNameEvent(_) => "HostPrimaryAgentNotShortNameEvent",
-            Object::HostProfileAppliedEvent(_) => "HostProfileAppliedEvent",
+            #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(_) => "HostPrimaryAgentNotShortNameEvent",
+            #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(_) => "HostProfileAppliedEvent",
             Object::HostProfileCompleteConfigSpec(_) => "HostProfileCompleteConfigSpec",
             Object::HostProfileConfigInfo(_) => "HostProfileConfigInfo",
             Object::HostProfileConfigSpec(_) => "HostProfileConfigSpec",
@@ -832,11 +832,11 @@ impl x::DataObject for Object {
             Object::HostPortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPortGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPosixAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPowerOpFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostPowerOpFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPowerOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPowerPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPrimaryAgentNotShortNameEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProfileAppliedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileCompleteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -887,11 +887,11 @@ impl x::ObjectType for HostPatchManagerStatusPrerequisitePatch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPatchManagerStatusPrerequisitePatch(v) => Some(v), _ => None, }
+        match object { Object::HostPatchManagerStatusPrerequisitePatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPatchManagerStatusPrerequisitePatch(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPatchManagerStatusPrerequisitePatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -903,11 +903,11 @@ impl x::ObjectType for HostPathSelectionPolicyOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPathSelectionPolicyOption(v) => Some(v), _ => None, }
+        match object { Object::HostPathSelectionPolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPathSelectionPolicyOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPathSelectionPolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -919,11 +919,11 @@ impl x::ObjectType for HostPciDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPciDevice(v) => Some(v), _ => None, }
+        match object { Object::HostPciDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPciDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPciDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -935,11 +935,11 @@ impl x::ObjectType for HostPciDeviceDirectPathInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPciDeviceDirectPathInfo(v) => Some(v), _ => None, }
+        match object { Object::HostPciDeviceDirectPathInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPciDeviceDirectPathInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPciDeviceDirectPathInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -951,11 +951,11 @@ impl x::ObjectType for HostPciPassthruConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPciPassthruConfig(v) => Some(v), _ => None, }
+        match object { Object::HostPciPassthruConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPciPassthruConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPciPassthruConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -967,11 +967,11 @@ impl x::ObjectType for HostPciPassthruInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPciPassthruInfo(v) => Some(v), _ => None, }
+        match object { Object::HostPciPassthruInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPciPassthruInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPciPassthruInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -983,11 +983,11 @@ impl x::ObjectType for HostPciPassthruInfoDirectPathDeviceMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPciPassthruInfoDirectPathDeviceMode(v) => Some(v), _ => None, }
+        match object { Object::HostPciPassthruInfoDirectPathDeviceMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPciPassthruInfoDirectPathDeviceMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPciPassthruInfoDirectPathDeviceMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -999,11 +999,11 @@ impl x::ObjectType for HostPciPassthruInfoDirectPathState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPciPassthruInfoDirectPathState(v) => Some(v), _ => None, }
+        match object { Object::HostPciPassthruInfoDirectPathState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPciPassthruInfoDirectPathState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPciPassthruInfoDirectPathState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1015,11 +1015,11 @@ impl x::ObjectType for HostPcieHba {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPcieHba(v) => Some(v), _ => None, }
+        match object { Object::HostPcieHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPcieHba(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPcieHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1031,11 +1031,11 @@ impl x::ObjectType for HostPcieTargetTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPcieTargetTransport(v) => Some(v), _ => None, }
+        match object { Object::HostPcieTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPcieTargetTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPcieTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1047,11 +1047,11 @@ impl x::ObjectType for HostPersistentMemoryInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPersistentMemoryInfo(v) => Some(v), _ => None, }
+        match object { Object::HostPersistentMemoryInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPersistentMemoryInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPersistentMemoryInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1063,11 +1063,11 @@ impl x::ObjectType for HostPlacedVirtualNicIdentifier {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPlacedVirtualNicIdentifier(v) => Some(v), _ => None, }
+        match object { Object::HostPlacedVirtualNicIdentifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPlacedVirtualNicIdentifier(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPlacedVirtualNicIdentifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1079,11 +1079,11 @@ impl x::ObjectType for HostPlugStoreTopology {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPlugStoreTopology(v) => Some(v), _ => None, }
+        match object { Object::HostPlugStoreTopology(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPlugStoreTopology(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPlugStoreTopology(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1095,11 +1095,11 @@ impl x::ObjectType for HostPlugStoreTopologyAdapter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPlugStoreTopologyAdapter(v) => Some(v), _ => None, }
+        match object { Object::HostPlugStoreTopologyAdapter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPlugStoreTopologyAdapter(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPlugStoreTopologyAdapter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1111,11 +1111,11 @@ impl x::ObjectType for HostPlugStoreTopologyDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPlugStoreTopologyDevice(v) => Some(v), _ => None, }
+        match object { Object::HostPlugStoreTopologyDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPlugStoreTopologyDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPlugStoreTopologyDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1127,11 +1127,11 @@ impl x::ObjectType for HostPlugStoreTopologyPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPlugStoreTopologyPath(v) => Some(v), _ => None, }
+        match object { Object::HostPlugStoreTopologyPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPlugStoreTopologyPath(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPlugStoreTopologyPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1143,11 +1143,11 @@ impl x::ObjectType for HostPlugStoreTopologyPlugin {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPlugStoreTopologyPlugin(v) => Some(v), _ => None, }
+        match object { Object::HostPlugStoreTopologyPlugin(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPlugStoreTopologyPlugin(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPlugStoreTopologyPlugin(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1159,11 +1159,11 @@ impl x::ObjectType for HostPlugStoreTopologyTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPlugStoreTopologyTarget(v) => Some(v), _ => None, }
+        match object { Object::HostPlugStoreTopologyTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPlugStoreTopologyTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPlugStoreTopologyTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1175,11 +1175,11 @@ impl x::ObjectType for HostPnicNetworkResourceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPnicNetworkResourceInfo(v) => Some(v), _ => None, }
+        match object { Object::HostPnicNetworkResourceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPnicNetworkResourceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPnicNetworkResourceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1191,11 +1191,11 @@ impl x::ObjectType for HostPortGroup {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPortGroup(v) => Some(v), _ => None, }
+        match object { Object::HostPortGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPortGroup(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPortGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1207,11 +1207,11 @@ impl x::ObjectType for HostPortGroupConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPortGroupConfig(v) => Some(v), _ => None, }
+        match object { Object::HostPortGroupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPortGroupConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPortGroupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1223,11 +1223,11 @@ impl x::ObjectType for HostPortGroupPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPortGroupPort(v) => Some(v), _ => None, }
+        match object { Object::HostPortGroupPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPortGroupPort(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPortGroupPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1239,11 +1239,11 @@ impl x::ObjectType for HostPortGroupProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPortGroupProfile(v) => Some(v), _ => None, }
+        match object { Object::HostPortGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPortGroupProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPortGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1255,11 +1255,11 @@ impl x::ObjectType for HostPortGroupSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPortGroupSpec(v) => Some(v), _ => None, }
+        match object { Object::HostPortGroupSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPortGroupSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPortGroupSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1271,15 +1271,15 @@ impl x::ObjectType for HostPosixAccountSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPosixAccountSpec(v) => Some(v), _ => None, }
+        match object { Object::HostPosixAccountSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPosixAccountSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPosixAccountSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostPowerOpFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostPowerOpFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1287,11 +1287,11 @@ impl x::ObjectType for HostPowerOpFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPowerOpFailed(v) => Some(v), _ => None, }
+        match object { Object::HostPowerOpFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPowerOpFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPowerOpFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1303,11 +1303,11 @@ impl x::ObjectType for HostPowerOperationType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPowerOperationType(v) => Some(v), _ => None, }
+        match object { Object::HostPowerOperationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPowerOperationType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPowerOperationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1319,15 +1319,15 @@ impl x::ObjectType for HostPowerPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPowerPolicy(v) => Some(v), _ => None, }
+        match object { Object::HostPowerPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPowerPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPowerPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostPrimaryAgentNotShortNameEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostPrimaryAgentNotShortNameEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1335,15 +1335,15 @@ impl x::ObjectType for HostPrimaryAgentNotShortNameEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPrimaryAgentNotShortNameEvent(v) => Some(v), _ => None, }
+        match object { Object::HostPrimaryAgentNotShortNameEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPrimaryAgentNotShortNameEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPrimaryAgentNotShortNameEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostProfileAppliedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostProfileAppliedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1351,11 +1351,11 @@ impl x::ObjectType for HostProfileAppliedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileAppliedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostProfileAppliedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileAppliedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileAppliedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1367,11 +1367,11 @@ impl x::ObjectType for HostProfileCompleteConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileCompleteConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::HostProfileCompleteConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileCompleteConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileCompleteConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1383,11 +1383,11 @@ impl x::ObjectType for HostProfileConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::HostProfileConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1399,11 +1399,11 @@ impl x::ObjectType for HostProfileConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::HostProfileConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1415,11 +1415,11 @@ impl x::ObjectType for HostProfileHostBasedConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileHostBasedConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::HostProfileHostBasedConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileHostBasedConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileHostBasedConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1431,11 +1431,11 @@ impl x::ObjectType for HostProfileManagerAnswerFileStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileManagerAnswerFileStatus(v) => Some(v), _ => None, }
+        match object { Object::HostProfileManagerAnswerFileStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileManagerAnswerFileStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileManagerAnswerFileStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1447,11 +1447,11 @@ impl x::ObjectType for HostProfileManagerCompositionResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileManagerCompositionResult(v) => Some(v), _ => None, }
+        match object { Object::HostProfileManagerCompositionResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileManagerCompositionResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileManagerCompositionResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1463,11 +1463,11 @@ impl x::ObjectType for HostProfileManagerCompositionResultResultElement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileManagerCompositionResultResultElement(v) => Some(v), _ => None, }
+        match object { Object::HostProfileManagerCompositionResultResultElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileManagerCompositionResultResultElement(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileManagerCompositionResultResultElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1479,11 +1479,11 @@ impl x::ObjectType for HostProfileManagerCompositionResultResultElementStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileManagerCompositionResultResultElementStatus(v) => Some(v), _ => None, }
+        match object { Object::HostProfileManagerCompositionResultResultElementStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileManagerCompositionResultResultElementStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileManagerCompositionResultResultElementStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1495,11 +1495,11 @@ impl x::ObjectType for HostProfileManagerCompositionValidationResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileManagerCompositionValidationResult(v) => Some(v), _ => None, }
+        match object { Object::HostProfileManagerCompositionValidationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileManagerCompositionValidationResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileManagerCompositionValidationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1511,11 +1511,11 @@ impl x::ObjectType for HostProfileManagerCompositionValidationResultResultElemen
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileManagerCompositionValidationResultResultElement(v) => Some(v), _ => None, }
+        match object { Object::HostProfileManagerCompositionValidationResultResultElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileManagerCompositionValidationResultResultElement(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileManagerCompositionValidationResultResultElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1527,11 +1527,11 @@ impl x::ObjectType for HostProfileManagerCompositionValidationResultResultElemen
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => Some(v), _ => None, }
+        match object { Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1543,11 +1543,11 @@ impl x::ObjectType for HostProfileManagerConfigTaskList {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileManagerConfigTaskList(v) => Some(v), _ => None, }
+        match object { Object::HostProfileManagerConfigTaskList(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileManagerConfigTaskList(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileManagerConfigTaskList(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1559,11 +1559,11 @@ impl x::ObjectType for HostProfileManagerHostToConfigSpecMap {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileManagerHostToConfigSpecMap(v) => Some(v), _ => None, }
+        match object { Object::HostProfileManagerHostToConfigSpecMap(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileManagerHostToConfigSpecMap(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileManagerHostToConfigSpecMap(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1575,11 +1575,11 @@ impl x::ObjectType for HostProfileManagerTaskListRequirement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileManagerTaskListRequirement(v) => Some(v), _ => None, }
+        match object { Object::HostProfileManagerTaskListRequirement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileManagerTaskListRequirement(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileManagerTaskListRequirement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1591,11 +1591,11 @@ impl x::ObjectType for HostProfileSerializedHostProfileSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileSerializedHostProfileSpec(v) => Some(v), _ => None, }
+        match object { Object::HostProfileSerializedHostProfileSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileSerializedHostProfileSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileSerializedHostProfileSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1607,11 +1607,11 @@ impl x::ObjectType for HostProfileValidationFailureInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileValidationFailureInfo(v) => Some(v), _ => None, }
+        match object { Object::HostProfileValidationFailureInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileValidationFailureInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileValidationFailureInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1623,11 +1623,11 @@ impl x::ObjectType for HostProfileValidationFailureInfoUpdateType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileValidationFailureInfoUpdateType(v) => Some(v), _ => None, }
+        match object { Object::HostProfileValidationFailureInfoUpdateType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileValidationFailureInfoUpdateType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileValidationFailureInfoUpdateType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1639,11 +1639,11 @@ impl x::ObjectType for HostProfileValidationState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfileValidationState(v) => Some(v), _ => None, }
+        match object { Object::HostProfileValidationState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfileValidationState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfileValidationState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1655,11 +1655,11 @@ impl x::ObjectType for HostProfilesEntityCustomizations {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProfilesEntityCustomizations(v) => Some(v), _ => None, }
+        match object { Object::HostProfilesEntityCustomizations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProfilesEntityCustomizations(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProfilesEntityCustomizations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1671,11 +1671,11 @@ impl x::ObjectType for HostProtocolEndpoint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProtocolEndpoint(v) => Some(v), _ => None, }
+        match object { Object::HostProtocolEndpoint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProtocolEndpoint(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProtocolEndpoint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1687,11 +1687,11 @@ impl x::ObjectType for HostProtocolEndpointPEType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProtocolEndpointPEType(v) => Some(v), _ => None, }
+        match object { Object::HostProtocolEndpointPEType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProtocolEndpointPEType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProtocolEndpointPEType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1703,11 +1703,11 @@ impl x::ObjectType for HostProtocolEndpointProtocolEndpointType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProtocolEndpointProtocolEndpointType(v) => Some(v), _ => None, }
+        match object { Object::HostProtocolEndpointProtocolEndpointType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProtocolEndpointProtocolEndpointType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProtocolEndpointProtocolEndpointType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1719,11 +1719,11 @@ impl x::ObjectType for HostProxySwitch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProxySwitch(v) => Some(v), _ => None, }
+        match object { Object::HostProxySwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProxySwitch(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProxySwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1735,11 +1735,11 @@ impl x::ObjectType for HostProxySwitchConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProxySwitchConfig(v) => Some(v), _ => None, }
+        match object { Object::HostProxySwitchConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProxySwitchConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProxySwitchConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1751,11 +1751,11 @@ impl x::ObjectType for HostProxySwitchEnsInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProxySwitchEnsInfo(v) => Some(v), _ => None, }
+        match object { Object::HostProxySwitchEnsInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProxySwitchEnsInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProxySwitchEnsInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1767,11 +1767,11 @@ impl x::ObjectType for HostProxySwitchHostLagConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProxySwitchHostLagConfig(v) => Some(v), _ => None, }
+        match object { Object::HostProxySwitchHostLagConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProxySwitchHostLagConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProxySwitchHostLagConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1783,11 +1783,11 @@ impl x::ObjectType for HostProxySwitchSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostProxySwitchSpec(v) => Some(v), _ => None, }
+        match object { Object::HostProxySwitchSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostProxySwitchSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostProxySwitchSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1799,11 +1799,11 @@ impl x::ObjectType for HostPtpConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPtpConfig(v) => Some(v), _ => None, }
+        match object { Object::HostPtpConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPtpConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPtpConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1815,11 +1815,11 @@ impl x::ObjectType for HostPtpConfigDeviceType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPtpConfigDeviceType(v) => Some(v), _ => None, }
+        match object { Object::HostPtpConfigDeviceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPtpConfigDeviceType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPtpConfigDeviceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1831,11 +1831,11 @@ impl x::ObjectType for HostPtpConfigPtpPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostPtpConfigPtpPort(v) => Some(v), _ => None, }
+        match object { Object::HostPtpConfigPtpPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostPtpConfigPtpPort(v) => Ok(v), other => Err(other), }
+        match object { Object::HostPtpConfigPtpPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1847,11 +1847,11 @@ impl x::ObjectType for HostQualifiedName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostQualifiedName(v) => Some(v), _ => None, }
+        match object { Object::HostQualifiedName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostQualifiedName(v) => Ok(v), other => Err(other), }
+        match object { Object::HostQualifiedName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1863,11 +1863,11 @@ impl x::ObjectType for HostQualifiedNameType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostQualifiedNameType(v) => Some(v), _ => None, }
+        match object { Object::HostQualifiedNameType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostQualifiedNameType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostQualifiedNameType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1879,11 +1879,11 @@ impl x::ObjectType for HostRdmaDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRdmaDevice(v) => Some(v), _ => None, }
+        match object { Object::HostRdmaDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRdmaDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRdmaDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1895,11 +1895,11 @@ impl x::ObjectType for HostRdmaDeviceBacking {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRdmaDeviceBacking(v) => Some(v), _ => None, }
+        match object { Object::HostRdmaDeviceBacking(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRdmaDeviceBacking(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRdmaDeviceBacking(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1911,11 +1911,11 @@ impl x::ObjectType for HostRdmaDeviceCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRdmaDeviceCapability(v) => Some(v), _ => None, }
+        match object { Object::HostRdmaDeviceCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRdmaDeviceCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRdmaDeviceCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1927,11 +1927,11 @@ impl x::ObjectType for HostRdmaDeviceConnectionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRdmaDeviceConnectionInfo(v) => Some(v), _ => None, }
+        match object { Object::HostRdmaDeviceConnectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRdmaDeviceConnectionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRdmaDeviceConnectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1943,10 +1943,10 @@ impl x::ObjectType for HostRdmaDeviceConnectionState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRdmaDeviceConnectionState(v) => Some(v), _ => None, }
+        match object { Object::HostRdmaDeviceConnectionState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRdmaDeviceConnectionState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRdmaDeviceConnectionState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -354,9 +354,9 @@ pub enum Object {
     HostRdmaDevicePnicBacking(Box<HostRdmaDevicePnicBacking>),
     HostRdmaHba(Box<HostRdmaHba>),
     HostRdmaTargetTransport(Box<HostRdmaTargetTransport>),
-    HostReconnectionFailedEvent(Box<HostReconnectionFailedEvent>),
+    #[cfg(feature = "all-events")] HostReconnectionFailedEvent(Box<HostReconnectionFailedEvent>),
     HostReliableMemoryInfo(Box<HostReliableMemoryInfo>),
-    HostRemovedEvent(Box<HostRemovedEvent>),
+    #[cfg(feature = "all-events")] HostRemovedEvent(Box<HostRemovedEvent>),
     HostReplayUnsupportedReason(Box<HostReplayUnsupportedReason>),
     HostResignatureRescanResult(Box<HostResignatureRescanResult>),
     HostRuntimeInfo(Box<HostRuntimeInfo>),
@@ -390,25 +390,25 @@ pub enum Object {
     HostSgxRegistrationInfoRegistrationStatus(Box<HostSgxRegistrationInfoRegistrationStatus>),
     HostSgxRegistrationInfoRegistrationType(Box<HostSgxRegistrationInfoRegistrationType>),
     HostSharedGpuCapabilities(Box<HostSharedGpuCapabilities>),
-    HostShortNameInconsistentEvent(Box<HostShortNameInconsistentEvent>),
-    HostShortNameToIpFailedEvent(Box<HostShortNameToIpFailedEvent>),
-    HostShutdownEvent(Box<HostShutdownEvent>),
+    #[cfg(feature = "all-events")] HostShortNameInconsistentEvent(Box<HostShortNameInconsistentEvent>),
+    #[cfg(feature = "all-events")] HostShortNameToIpFailedEvent(Box<HostShortNameToIpFailedEvent>),
+    #[cfg(feature = "all-events")] HostShutdownEvent(Box<HostShutdownEvent>),
     HostSnmpAgentCapability(Box<HostSnmpAgentCapability>),
     HostSnmpConfigSpec(Box<HostSnmpConfigSpec>),
     HostSnmpDestination(Box<HostSnmpDestination>),
     HostSnmpSystemAgentLimits(Box<HostSnmpSystemAgentLimits>),
     HostSpecification(Box<HostSpecification>),
-    HostSpecificationChangedEvent(Box<HostSpecificationChangedEvent>),
-    HostSpecificationOperationFailed(Box<HostSpecificationOperationFailed>),
-    HostSpecificationRequireEvent(Box<HostSpecificationRequireEvent>),
-    HostSpecificationUpdateEvent(Box<HostSpecificationUpdateEvent>),
+    #[cfg(feature = "all-events")] HostSpecificationChangedEvent(Box<HostSpecificationChangedEvent>),
+    #[cfg(feature = "all-faults")] HostSpecificationOperationFailed(Box<HostSpecificationOperationFailed>),
+    #[cfg(feature = "all-events")] HostSpecificationRequireEvent(Box<HostSpecificationRequireEvent>),
+    #[cfg(feature = "all-events")] HostSpecificationUpdateEvent(Box<HostSpecificationUpdateEvent>),
     HostSriovConfig(Box<HostSriovConfig>),
     HostSriovDevicePoolInfo(Box<HostSriovDevicePoolInfo>),
     HostSriovInfo(Box<HostSriovInfo>),
     HostSriovNetworkDevicePoolInfo(Box<HostSriovNetworkDevicePoolInfo>),
     HostSslThumbprintInfo(Box<HostSslThumbprintInfo>),
     HostStandbyMode(Box<HostStandbyMode>),
-    HostStatusChangedEvent(Box<HostStatusChangedEvent>),
+    #[cfg(feature = "all-events")] HostStatusChangedEvent(Box<HostStatusChangedEvent>),
     HostStorageArrayTypePolicyOption(Box<HostStorageArrayTypePolicyOption>),
     HostStorageDeviceInfo(Box<HostStorageDeviceInfo>),
     HostStorageElementInfo(Box<HostStorageElementInfo>),
@@ -434,9 +434,9 @@ fn decode(
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDevicePnicBacking(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaHba(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaTargetTransport(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostReconnectionFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostReconnectionFailedEvent(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostReliableMemoryInfo(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRemovedEvent(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostReplayUnsupportedReason(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostResignatureRescanResult(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRuntimeInfo(v), Err(e) => return Some(Err(e)) },
@@ -470,25 +470,25 @@ fn decode(
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxRegistrationInfoRegistrationStatus(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxRegistrationInfoRegistrationType(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSharedGpuCapabilities(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShortNameInconsistentEvent(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShortNameToIpFailedEvent(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShutdownEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShortNameInconsistentEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShortNameToIpFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShutdownEvent(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpAgentCapability(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpConfigSpec(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpDestination(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpSystemAgentLimits(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecification(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationChangedEvent(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationOperationFailed(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationRequireEvent(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationUpdateEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationOperationFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationRequireEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationUpdateEvent(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovConfig(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovInfo(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovNetworkDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSslThumbprintInfo(v), Err(e) => return Some(Err(e)) },
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStandbyMode(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageArrayTypePolicyOption(v), Err(e) => return Some(Err(e)) },
         73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageDeviceInfo(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageElementInfo(v), Err(e) => return Some(Err(e)) },
@@ -508,9 +508,9 @@ impl std::fmt::Debug for Object {
             Object::HostRdmaDevicePnicBacking(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostRdmaHba(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostRdmaTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostReconnectionFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostReconnectionFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostReliableMemoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostReplayUnsupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostResignatureRescanResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -544,25 +544,25 @@ impl std::fmt::Debug for Object {
             Object::HostSgxRegistrationInfoRegistrationStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSgxRegistrationInfoRegistrationType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSharedGpuCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostShortNameInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostShortNameToIpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostShutdownEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostShutdownEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSnmpAgentCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSnmpConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSnmpDestination(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSnmpSystemAgentLimits(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSpecification(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSpecificationChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSpecificationOperationFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSpecificationRequireEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostSpecificationChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::HostSpecificationOperationFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSriovConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSriovDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSriovInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSriovNetworkDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSslThumbprintInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStandbyMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStorageArrayTypePolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStorageDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStorageElementInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -581,9 +581,9 @@ impl PartialEq for Object {
             (Object::HostRdmaDevicePnicBacking(a), Object::HostRdmaDevicePnicBacking(b)) => **a == **b,
             (Object::HostRdmaHba(a), Object::HostRdmaHba(b)) => **a == **b,
             (Object::HostRdmaTargetTransport(a), Object::HostRdmaTargetTransport(b)) => **a == **b,
-            (Object::HostReconnectionFailedEvent(a), Object::HostReconnectionFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostReconnectionFailedEvent(a), Object::HostReconnectionFailedEvent(b)) => **a == **b,
             (Object::HostReliableMemoryInfo(a), Object::HostReliableMemoryInfo(b)) => **a == **b,
-            (Object::HostRemovedEvent(a), Object::HostRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostRemovedEvent(a), Object::HostRemovedEvent(b)) => **a == **b,
             (Object::HostReplayUnsupportedReason(a), Object::HostReplayUnsupportedReason(b)) => **a == **b,
             (Object::HostResignatureRescanResult(a), Object::HostResignatureRescanResult(b)) => **a == **b,
             (Object::HostRuntimeInfo(a), Object::HostRuntimeInfo(b)) => **a == **b,
@@ -617,25 +617,25 @@ impl PartialEq for Object {
             (Object::HostSgxRegistrationInfoRegistrationStatus(a), Object::HostSgxRegistrationInfoRegistrationStatus(b)) => **a == **b,
             (Object::HostSgxRegistrationInfoRegistrationType(a), Object::HostSgxRegistrationInfoRegistrationType(b)) => **a == **b,
             (Object::HostSharedGpuCapabilities(a), Object::HostSharedGpuCapabilities(b)) => **a == **b,
-            (Object::HostShortNameInconsistentEvent(a), Object::HostShortNameInconsistentEvent(b)) => **a == **b,
-            (Object::HostShortNameToIpFailedEvent(a), Object::HostShortNameToIpFailedEvent(b)) => **a == **b,
-            (Object::HostShutdownEvent(a), Object::HostShutdownEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostShortNameInconsistentEvent(a), Object::HostShortNameInconsistentEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostShortNameToIpFailedEvent(a), Object::HostShortNameToIpFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostShutdownEvent(a), Object::HostShutdownEvent(b)) => **a == **b,
             (Object::HostSnmpAgentCapability(a), Object::HostSnmpAgentCapability(b)) => **a == **b,
             (Object::HostSnmpConfigSpec(a), Object::HostSnmpConfigSpec(b)) => **a == **b,
             (Object::HostSnmpDestination(a), Object::HostSnmpDestination(b)) => **a == **b,
             (Object::HostSnmpSystemAgentLimits(a), Object::HostSnmpSystemAgentLimits(b)) => **a == **b,
             (Object::HostSpecification(a), Object::HostSpecification(b)) => **a == **b,
-            (Object::HostSpecificationChangedEvent(a), Object::HostSpecificationChangedEvent(b)) => **a == **b,
-            (Object::HostSpecificationOperationFailed(a), Object::HostSpecificationOperationFailed(b)) => **a == **b,
-            (Object::HostSpecificationRequireEvent(a), Object::HostSpecificationRequireEvent(b)) => **a == **b,
-            (Object::HostSpecificationUpdateEvent(a), Object::HostSpecificationUpdateEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostSpecificationChangedEvent(a), Object::HostSpecificationChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::HostSpecificationOperationFailed(a), Object::HostSpecificationOperationFailed(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostSpecificationRequireEvent(a), Object::HostSpecificationRequireEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostSpecificationUpdateEvent(a), Object::HostSpecificationUpdateEvent(b)) => **a == **b,
             (Object::HostSriovConfig(a), Object::HostSriovConfig(b)) => **a == **b,
             (Object::HostSriovDevicePoolInfo(a), Object::HostSriovDevicePoolInfo(b)) => **a == **b,
             (Object::HostSriovInfo(a), Object::HostSriovInfo(b)) => **a == **b,
             (Object::HostSriovNetworkDevicePoolInfo(a), Object::HostSriovNetworkDevicePoolInfo(b)) => **a == **b,
             (Object::HostSslThumbprintInfo(a), Object::HostSslThumbprintInfo(b)) => **a == **b,
             (Object::HostStandbyMode(a), Object::HostStandbyMode(b)) => **a == **b,
-            (Object::HostStatusChangedEvent(a), Object::HostStatusChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostStatusChangedEvent(a), Object::HostStatusChangedEvent(b)) => **a == **b,
             (Object::HostStorageArrayTypePolicyOption(a), Object::HostStorageArrayTypePolicyOption(b)) => **a == **b,
             (Object::HostStorageDeviceInfo(a), Object::HostStorageDeviceInfo(b)) => **a == **b,
             (Object::HostStorageElementInfo(a), Object::HostStorageElementInfo(b)) => **a == **b,
@@ -644,7 +644,7 @@ impl PartialEq for Object {
             (Object::HostStorageSystemDiskLocatorLedResult(a), Object::HostStorageSystemDiskLocatorLedResult(b)) => **a == **b,
             (Object::HostStorageSystemScsiLunResult(a), Object::HostStorageSystemScsiLunResult(b)) => **a == **b,
             (Object::HostStorageSystemVmfsVolumeResult(a), Object::HostStorageSystemVmfsVolumeResult(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -655,9 +655,9 @@ impl Clone for Object {
             Object::HostRdmaDevicePnicBacking(v) => Object::HostRdmaDevicePnicBacking(Box::new((**v).clone())),
             Object::HostRdmaHba(v) => Object::HostRdmaHba(Box::new((**v).clone())),
             Object::HostRdmaTargetTransport(v) => Object::HostRdmaTargetTransport(Box::new((**v).clone())),
-            Object::HostReconnectionFailedEvent(v) => Object::HostReconnectionFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostReconnectionFailedEvent(v) => Object::HostReconnectionFailedEvent(Box::new((**v).clone())),
             Object::HostReliableMemoryInfo(v) => Object::HostReliableMemoryInfo(Box::new((**v).clone())),
-            Object::HostRemovedEvent(v) => Object::HostRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostRemovedEvent(v) => Object::HostRemovedEvent(Box::new((**v).clone())),
             Object::HostReplayUnsupportedReason(v) => Object::HostReplayUnsupportedReason(Box::new((**v).clone())),
             Object::HostResignatureRescanResult(v) => Object::HostResignatureRescanResult(Box::new((**v).clone())),
             Object::HostRuntimeInfo(v) => Object::HostRuntimeInfo(Box::new((**v).clone())),
@@ -691,25 +691,25 @@ impl Clone for Object {
             Object::HostSgxRegistrationInfoRegistrationStatus(v) => Object::HostSgxRegistrationInfoRegistrationStatus(Box::new((**v).clone())),
             Object::HostSgxRegistrationInfoRegistrationType(v) => Object::HostSgxRegistrationInfoRegistrationType(Box::new((**v).clone())),
             Object::HostSharedGpuCapabilities(v) => Object::HostSharedGpuCapabilities(Box::new((**v).clone())),
-            Object::HostShortNameInconsistentEvent(v) => Object::HostShortNameInconsistentEvent(Box::new((**v).clone())),
-            Object::HostShortNameToIpFailedEvent(v) => Object::HostShortNameToIpFailedEvent(Box::new((**v).clone())),
-            Object::HostShutdownEvent(v) => Object::HostShutdownEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(v) => Object::HostShortNameInconsistentEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(v) => Object::HostShortNameToIpFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostShutdownEvent(v) => Object::HostShutdownEvent(Box::new((**v).clone())),
             Object::HostSnmpAgentCapability(v) => Object::HostSnmpAgentCapability(Box::new((**v).clone())),
             Object::HostSnmpConfigSpec(v) => Object::HostSnmpConfigSpec(Box::new((**v).clone())),
             Object::HostSnmpDestination(v) => Object::HostSnmpDestination(Box::new((**v).clone())),
             Object::HostSnmpSystemAgentLimits(v) => Object::HostSnmpSystemAgentLimits(Box::new((**v).clone())),
             Object::HostSpecification(v) => Object::HostSpecification(Box::new((**v).clone())),
-            Object::HostSpecificationChangedEvent(v) => Object::HostSpecificationChangedEvent(Box::new((**v).clone())),
-            Object::HostSpecificationOperationFailed(v) => Object::HostSpecificationOperationFailed(Box::new((**v).clone())),
-            Object::HostSpecificationRequireEvent(v) => Object::HostSpecificationRequireEvent(Box::new((**v).clone())),
-            Object::HostSpecificationUpdateEvent(v) => Object::HostSpecificationUpdateEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostSpecificationChangedEvent(v) => Object::HostSpecificationChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::HostSpecificationOperationFailed(v) => Object::HostSpecificationOperationFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(v) => Object::HostSpecificationRequireEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(v) => Object::HostSpecificationUpdateEvent(Box::new((**v).clone())),
             Object::HostSriovConfig(v) => Object::HostSriovConfig(Box::new((**v).clone())),
             Object::HostSriovDevicePoolInfo(v) => Object::HostSriovDevicePoolInfo(Box::new((**v).clone())),
             Object::HostSriovInfo(v) => Object::HostSriovInfo(Box::new((**v).clone())),
             Object::HostSriovNetworkDevicePoolInfo(v) => Object::HostSriovNetworkDevicePoolInfo(Box::new((**v).clone())),
             Object::HostSslThumbprintInfo(v) => Object::HostSslThumbprintInfo(Box::new((**v).clone())),
             Object::HostStandbyMode(v) => Object::HostStandbyMode(Box::new((**v).clone())),
-            Object::HostStatusChangedEvent(v) => Object::HostStatusChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(v) => Object::HostStatusChangedEvent(Box::new((**v).clone())),
             Object::HostStorageArrayTypePolicyOption(v) => Object::HostStorageArrayTypePolicyOption(Box::new((**v).clone())),
             Object::HostStorageDeviceInfo(v) => Object::HostStorageDeviceInfo(Box::new((**v).clone())),
             Object::HostStorageElementInfo(v) => Object::HostStorageElementInfo(Box::new((**v).clone())),
@@ -728,9 +728,9 @@ impl x::DataObject for Object {
             Object::HostRdmaDevicePnicBacking(_) => "HostRdmaDevicePnicBacking",
             Object::HostRdmaHba(_) => "HostRdmaHba",
             Object::HostRdmaTargetTransport(_) => "HostRdmaTargetTransport",
-            Object::HostReconnectionFailedEvent(_) => "HostReconnectionFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostReconnectionFailedEvent(_) => "HostReconnectionFailedEvent",
             Object::HostReliableMemoryInfo(_) => "HostReliableMemoryInfo",
-            Object::HostRemovedEvent(_) => "HostRemovedEvent",
+            #[cfg(feature = "all-events")] Object::HostRemovedEvent(_) => "HostRemovedEvent",
             Object::HostReplayUnsupportedReason(_) => "HostReplayUnsupportedReason",
             Object::HostResignatureRescanResult(_) => "HostResignatureRescanResult",
             Object::HostRuntimeInfo(_) => "HostRuntimeInfo",
@@ -764,25 +764,25 @@ impl x::DataObject for Object {
             Object::HostSgxRegistrationInfoRegistrationStatus(_) => "HostSgxRegistrationInfoRegistrationStatus",
             Object::HostSgxRegistrationInfoRegistrationType(_) => "HostSgxRegistrationInfoRegistrationType",
             Object::HostSharedGpuCapabilities(_) => "HostSharedGpuCapabilities",
-            Object::HostShortNameInconsistentEvent(_) => "HostShortNameInconsistentEvent",
-            Object::HostShortNameToIpFailedEvent(_) => "HostShortNameToIpFailedEvent",
-            Object::HostShutdownEvent(_) => "HostShutdownEvent",
+            #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(_) => "HostShortNameInconsistentEvent",
+            #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(_) => "HostShortNameToIpFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostShutdownEvent(_) => "HostShutdownEvent",
             Object::HostSnmpAgentCapability(_) => "HostSnmpAgentCapability",
             Object::HostSnmpConfigSpec(_) => "HostSnmpConfigSpec",
             Object::HostSnmpDestination(_) => "HostSnmpDestination",
             Object::HostSnmpSystemAgentLimits(_) => "HostSnmpSystemAgentLimits",
             Object::HostSpecification(_) => "HostSpecification",
-            Object::HostSpecificationChangedEvent(_) => "HostSpecificationChangedEvent",
-            Object::HostSpecificationOperationFailed(_) => "HostSpecificationOperationFailed",
-            Object::HostSpecificationRequireEvent(_) => "HostSpecificationRequireEvent",
-            Object::HostSpecificationUpdateEvent(_) => "HostSpecificationUpdateEvent",
+            #[cfg(feature = "all-events")] Object::HostSpecificationChangedEvent(_) => "HostSpecificationChangedEvent",
+            #[cfg(feature = "all-faults")] Object::HostSpecificationOperationFailed(_) => "HostSpecificationOperationFailed",
+            #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(_) => "HostSpecificationRequireEvent",
+            #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(_) => "HostSpecificationUpdateEvent",
             Object::HostSriovConfig(_) => "HostSriovConfig",
             Object::HostSriovDevicePoolInfo(_) => "HostSriovDevicePoolInfo",
             Object::HostSriovInfo(_) => "HostSriovInfo",
             Object::HostSriovNetworkDevicePoolInfo(_) => "HostSriovNetworkDevicePoolInfo",
             Object::HostSslThumbprintInfo(_) => "HostSslThumbprintInfo",
             Object::HostStandbyMode(_) => "HostStandbyMode",
-            Object::HostStatusChangedEvent(_) => "HostStatusChangedEvent",
+            #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(_) => "HostStatusChangedEvent",
             Object::HostStorageArrayTypePolicyOption(_) => "HostStorageArrayTypePolicyOption",
             Object::HostStorageDeviceInfo(_) => "HostStorageDeviceInfo",
             Object::HostStorageElementInfo(_) => "HostStorageElementInfo",
@@ -813,9 +813,9 @@ impl x::DataObject for Object {
             Object::HostRdmaDevicePnicBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostRdmaHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostRdmaTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostReconnectionFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostReconnectionFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostReliableMemoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostReplayUnsupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostResignatureRescanResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -849,25 +849,25 @@ impl x::DataObject for Object {
             Object::HostSgxRegistrationInfoRegistrationStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSgxRegistrationInfoRegistrationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSharedGpuCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostShortNameInconsistentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostShortNameToIpFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostShutdownEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostShutdownEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSnmpAgentCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSnmpConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSnmpDestination(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSnmpSystemAgentLimits(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSpecification(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSpecificationChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSpecificationOperationFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSpecificationRequireEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSpecificationUpdateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostSpecificationChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::HostSpecificationOperationFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSriovConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSriovDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSriovInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSriovNetworkDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSslThumbprintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStandbyMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStorageArrayTypePolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStorageDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStorageElementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -889,11 +889,11 @@ impl x::ObjectType for HostRdmaDevicePnicBacking {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRdmaDevicePnicBacking(v) => Some(v), _ => None, }
+        match object { Object::HostRdmaDevicePnicBacking(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRdmaDevicePnicBacking(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRdmaDevicePnicBacking(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -905,11 +905,11 @@ impl x::ObjectType for HostRdmaHba {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRdmaHba(v) => Some(v), _ => None, }
+        match object { Object::HostRdmaHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRdmaHba(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRdmaHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -921,15 +921,15 @@ impl x::ObjectType for HostRdmaTargetTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRdmaTargetTransport(v) => Some(v), _ => None, }
+        match object { Object::HostRdmaTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRdmaTargetTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRdmaTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostReconnectionFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostReconnectionFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -937,11 +937,11 @@ impl x::ObjectType for HostReconnectionFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostReconnectionFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostReconnectionFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostReconnectionFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostReconnectionFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -953,15 +953,15 @@ impl x::ObjectType for HostReliableMemoryInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostReliableMemoryInfo(v) => Some(v), _ => None, }
+        match object { Object::HostReliableMemoryInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostReliableMemoryInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostReliableMemoryInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostRemovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostRemovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -969,11 +969,11 @@ impl x::ObjectType for HostRemovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRemovedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRemovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -985,11 +985,11 @@ impl x::ObjectType for HostReplayUnsupportedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostReplayUnsupportedReason(v) => Some(v), _ => None, }
+        match object { Object::HostReplayUnsupportedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostReplayUnsupportedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostReplayUnsupportedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1001,11 +1001,11 @@ impl x::ObjectType for HostResignatureRescanResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostResignatureRescanResult(v) => Some(v), _ => None, }
+        match object { Object::HostResignatureRescanResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostResignatureRescanResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostResignatureRescanResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1017,11 +1017,11 @@ impl x::ObjectType for HostRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::HostRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1033,11 +1033,11 @@ impl x::ObjectType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::HostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1049,11 +1049,11 @@ impl x::ObjectType for HostRuntimeInfoNetStackInstanceRuntimeInfoState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v) => Some(v), _ => None, }
+        match object { Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1065,11 +1065,11 @@ impl x::ObjectType for HostRuntimeInfoNetworkRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRuntimeInfoNetworkRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::HostRuntimeInfoNetworkRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRuntimeInfoNetworkRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRuntimeInfoNetworkRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1081,11 +1081,11 @@ impl x::ObjectType for HostRuntimeInfoStateEncryptionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRuntimeInfoStateEncryptionInfo(v) => Some(v), _ => None, }
+        match object { Object::HostRuntimeInfoStateEncryptionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRuntimeInfoStateEncryptionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRuntimeInfoStateEncryptionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1097,11 +1097,11 @@ impl x::ObjectType for HostRuntimeInfoStateEncryptionInfoProtectionMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v) => Some(v), _ => None, }
+        match object { Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1113,11 +1113,11 @@ impl x::ObjectType for HostRuntimeInfoStatelessNvdsMigrationState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => Some(v), _ => None, }
+        match object { Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1129,11 +1129,11 @@ impl x::ObjectType for HostScsiDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostScsiDisk(v) => Some(v), _ => None, }
+        match object { Object::HostScsiDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostScsiDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::HostScsiDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1145,11 +1145,11 @@ impl x::ObjectType for HostScsiDiskPartition {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostScsiDiskPartition(v) => Some(v), _ => None, }
+        match object { Object::HostScsiDiskPartition(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostScsiDiskPartition(v) => Ok(v), other => Err(other), }
+        match object { Object::HostScsiDiskPartition(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1161,11 +1161,11 @@ impl x::ObjectType for HostScsiTopology {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostScsiTopology(v) => Some(v), _ => None, }
+        match object { Object::HostScsiTopology(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostScsiTopology(v) => Ok(v), other => Err(other), }
+        match object { Object::HostScsiTopology(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1177,11 +1177,11 @@ impl x::ObjectType for HostScsiTopologyInterface {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostScsiTopologyInterface(v) => Some(v), _ => None, }
+        match object { Object::HostScsiTopologyInterface(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostScsiTopologyInterface(v) => Ok(v), other => Err(other), }
+        match object { Object::HostScsiTopologyInterface(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1193,11 +1193,11 @@ impl x::ObjectType for HostScsiTopologyLun {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostScsiTopologyLun(v) => Some(v), _ => None, }
+        match object { Object::HostScsiTopologyLun(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostScsiTopologyLun(v) => Ok(v), other => Err(other), }
+        match object { Object::HostScsiTopologyLun(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1209,11 +1209,11 @@ impl x::ObjectType for HostScsiTopologyTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostScsiTopologyTarget(v) => Some(v), _ => None, }
+        match object { Object::HostScsiTopologyTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostScsiTopologyTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::HostScsiTopologyTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1225,11 +1225,11 @@ impl x::ObjectType for HostSecuritySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSecuritySpec(v) => Some(v), _ => None, }
+        match object { Object::HostSecuritySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSecuritySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSecuritySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1241,11 +1241,11 @@ impl x::ObjectType for HostSerialAttachedHba {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSerialAttachedHba(v) => Some(v), _ => None, }
+        match object { Object::HostSerialAttachedHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSerialAttachedHba(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSerialAttachedHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1257,11 +1257,11 @@ impl x::ObjectType for HostSerialAttachedTargetTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSerialAttachedTargetTransport(v) => Some(v), _ => None, }
+        match object { Object::HostSerialAttachedTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSerialAttachedTargetTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSerialAttachedTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1273,11 +1273,11 @@ impl x::ObjectType for HostService {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostService(v) => Some(v), _ => None, }
+        match object { Object::HostService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostService(v) => Ok(v), other => Err(other), }
+        match object { Object::HostService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1289,11 +1289,11 @@ impl x::ObjectType for HostServiceConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostServiceConfig(v) => Some(v), _ => None, }
+        match object { Object::HostServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostServiceConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1305,11 +1305,11 @@ impl x::ObjectType for HostServiceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostServiceInfo(v) => Some(v), _ => None, }
+        match object { Object::HostServiceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostServiceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostServiceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1321,11 +1321,11 @@ impl x::ObjectType for HostServicePolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostServicePolicy(v) => Some(v), _ => None, }
+        match object { Object::HostServicePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostServicePolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::HostServicePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1337,11 +1337,11 @@ impl x::ObjectType for HostServiceSourcePackage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostServiceSourcePackage(v) => Some(v), _ => None, }
+        match object { Object::HostServiceSourcePackage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostServiceSourcePackage(v) => Ok(v), other => Err(other), }
+        match object { Object::HostServiceSourcePackage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1353,11 +1353,11 @@ impl x::ObjectType for HostServiceTicket {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostServiceTicket(v) => Some(v), _ => None, }
+        match object { Object::HostServiceTicket(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostServiceTicket(v) => Ok(v), other => Err(other), }
+        match object { Object::HostServiceTicket(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1369,11 +1369,11 @@ impl x::ObjectType for HostSevInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSevInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSevInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSevInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSevInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1385,11 +1385,11 @@ impl x::ObjectType for HostSevInfoSevState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSevInfoSevState(v) => Some(v), _ => None, }
+        match object { Object::HostSevInfoSevState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSevInfoSevState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSevInfoSevState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1401,11 +1401,11 @@ impl x::ObjectType for HostSgxInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSgxInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSgxInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSgxInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSgxInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1417,11 +1417,11 @@ impl x::ObjectType for HostSgxInfoFlcModes {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSgxInfoFlcModes(v) => Some(v), _ => None, }
+        match object { Object::HostSgxInfoFlcModes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSgxInfoFlcModes(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSgxInfoFlcModes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1433,11 +1433,11 @@ impl x::ObjectType for HostSgxInfoSgxStates {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSgxInfoSgxStates(v) => Some(v), _ => None, }
+        match object { Object::HostSgxInfoSgxStates(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSgxInfoSgxStates(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSgxInfoSgxStates(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1449,11 +1449,11 @@ impl x::ObjectType for HostSgxRegistrationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSgxRegistrationInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSgxRegistrationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSgxRegistrationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSgxRegistrationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1465,11 +1465,11 @@ impl x::ObjectType for HostSgxRegistrationInfoRegistrationStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSgxRegistrationInfoRegistrationStatus(v) => Some(v), _ => None, }
+        match object { Object::HostSgxRegistrationInfoRegistrationStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSgxRegistrationInfoRegistrationStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSgxRegistrationInfoRegistrationStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1481,11 +1481,11 @@ impl x::ObjectType for HostSgxRegistrationInfoRegistrationType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSgxRegistrationInfoRegistrationType(v) => Some(v), _ => None, }
+        match object { Object::HostSgxRegistrationInfoRegistrationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSgxRegistrationInfoRegistrationType(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSgxRegistrationInfoRegistrationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1497,15 +1497,15 @@ impl x::ObjectType for HostSharedGpuCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSharedGpuCapabilities(v) => Some(v), _ => None, }
+        match object { Object::HostSharedGpuCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSharedGpuCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSharedGpuCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostShortNameInconsistentEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostShortNameInconsistentEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1513,15 +1513,15 @@ impl x::ObjectType for HostShortNameInconsistentEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostShortNameInconsistentEvent(v) => Some(v), _ => None, }
+        match object { Object::HostShortNameInconsistentEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostShortNameInconsistentEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostShortNameInconsistentEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostShortNameToIpFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostShortNameToIpFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1529,15 +1529,15 @@ impl x::ObjectType for HostShortNameToIpFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostShortNameToIpFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostShortNameToIpFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostShortNameToIpFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostShortNameToIpFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostShutdownEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostShutdownEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1545,11 +1545,11 @@ impl x::ObjectType for HostShutdownEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostShutdownEvent(v) => Some(v), _ => None, }
+        match object { Object::HostShutdownEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostShutdownEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostShutdownEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1561,11 +1561,11 @@ impl x::ObjectType for HostSnmpAgentCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSnmpAgentCapability(v) => Some(v), _ => None, }
+        match object { Object::HostSnmpAgentCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSnmpAgentCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSnmpAgentCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1577,11 +1577,11 @@ impl x::ObjectType for HostSnmpConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSnmpConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::HostSnmpConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSnmpConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSnmpConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1593,11 +1593,11 @@ impl x::ObjectType for HostSnmpDestination {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSnmpDestination(v) => Some(v), _ => None, }
+        match object { Object::HostSnmpDestination(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSnmpDestination(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSnmpDestination(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1609,11 +1609,11 @@ impl x::ObjectType for HostSnmpSystemAgentLimits {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSnmpSystemAgentLimits(v) => Some(v), _ => None, }
+        match object { Object::HostSnmpSystemAgentLimits(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSnmpSystemAgentLimits(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSnmpSystemAgentLimits(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1625,15 +1625,15 @@ impl x::ObjectType for HostSpecification {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSpecification(v) => Some(v), _ => None, }
+        match object { Object::HostSpecification(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSpecification(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSpecification(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostSpecificationChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostSpecificationChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1641,15 +1641,15 @@ impl x::ObjectType for HostSpecificationChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSpecificationChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostSpecificationChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSpecificationChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSpecificationChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostSpecificationOperationFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for HostSpecificationOperationFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1657,15 +1657,15 @@ impl x::ObjectType for HostSpecificationOperationFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSpecificationOperationFailed(v) => Some(v), _ => None, }
+        match object { Object::HostSpecificationOperationFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSpecificationOperationFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSpecificationOperationFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostSpecificationRequireEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostSpecificationRequireEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1673,15 +1673,15 @@ impl x::ObjectType for HostSpecificationRequireEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSpecificationRequireEvent(v) => Some(v), _ => None, }
+        match object { Object::HostSpecificationRequireEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSpecificationRequireEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSpecificationRequireEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostSpecificationUpdateEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostSpecificationUpdateEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1689,11 +1689,11 @@ impl x::ObjectType for HostSpecificationUpdateEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSpecificationUpdateEvent(v) => Some(v), _ => None, }
+        match object { Object::HostSpecificationUpdateEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSpecificationUpdateEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSpecificationUpdateEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1705,11 +1705,11 @@ impl x::ObjectType for HostSriovConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSriovConfig(v) => Some(v), _ => None, }
+        match object { Object::HostSriovConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSriovConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSriovConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1721,11 +1721,11 @@ impl x::ObjectType for HostSriovDevicePoolInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSriovDevicePoolInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSriovDevicePoolInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSriovDevicePoolInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSriovDevicePoolInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1737,11 +1737,11 @@ impl x::ObjectType for HostSriovInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSriovInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSriovInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSriovInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSriovInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1753,11 +1753,11 @@ impl x::ObjectType for HostSriovNetworkDevicePoolInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSriovNetworkDevicePoolInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSriovNetworkDevicePoolInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSriovNetworkDevicePoolInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSriovNetworkDevicePoolInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1769,11 +1769,11 @@ impl x::ObjectType for HostSslThumbprintInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSslThumbprintInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSslThumbprintInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSslThumbprintInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSslThumbprintInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1785,15 +1785,15 @@ impl x::ObjectType for HostStandbyMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostStandbyMode(v) => Some(v), _ => None, }
+        match object { Object::HostStandbyMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostStandbyMode(v) => Ok(v), other => Err(other), }
+        match object { Object::HostStandbyMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostStatusChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostStatusChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1801,11 +1801,11 @@ impl x::ObjectType for HostStatusChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostStatusChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostStatusChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostStatusChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostStatusChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1817,11 +1817,11 @@ impl x::ObjectType for HostStorageArrayTypePolicyOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostStorageArrayTypePolicyOption(v) => Some(v), _ => None, }
+        match object { Object::HostStorageArrayTypePolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostStorageArrayTypePolicyOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostStorageArrayTypePolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1833,11 +1833,11 @@ impl x::ObjectType for HostStorageDeviceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostStorageDeviceInfo(v) => Some(v), _ => None, }
+        match object { Object::HostStorageDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostStorageDeviceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostStorageDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1849,11 +1849,11 @@ impl x::ObjectType for HostStorageElementInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostStorageElementInfo(v) => Some(v), _ => None, }
+        match object { Object::HostStorageElementInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostStorageElementInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostStorageElementInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1865,11 +1865,11 @@ impl x::ObjectType for HostStorageOperationalInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostStorageOperationalInfo(v) => Some(v), _ => None, }
+        match object { Object::HostStorageOperationalInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostStorageOperationalInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostStorageOperationalInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1881,11 +1881,11 @@ impl x::ObjectType for HostStorageProtocol {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostStorageProtocol(v) => Some(v), _ => None, }
+        match object { Object::HostStorageProtocol(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostStorageProtocol(v) => Ok(v), other => Err(other), }
+        match object { Object::HostStorageProtocol(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1897,11 +1897,11 @@ impl x::ObjectType for HostStorageSystemDiskLocatorLedResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostStorageSystemDiskLocatorLedResult(v) => Some(v), _ => None, }
+        match object { Object::HostStorageSystemDiskLocatorLedResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostStorageSystemDiskLocatorLedResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostStorageSystemDiskLocatorLedResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1913,11 +1913,11 @@ impl x::ObjectType for HostStorageSystemScsiLunResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostStorageSystemScsiLunResult(v) => Some(v), _ => None, }
+        match object { Object::HostStorageSystemScsiLunResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostStorageSystemScsiLunResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostStorageSystemScsiLunResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1929,10 +1929,10 @@ impl x::ObjectType for HostStorageSystemVmfsVolumeResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostStorageSystemVmfsVolumeResult(v) => Some(v), _ => None, }
+        match object { Object::HostStorageSystemVmfsVolumeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostStorageSystemVmfsVolumeResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostStorageSystemVmfsVolumeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

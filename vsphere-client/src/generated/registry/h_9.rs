@@ -301,9 +301,9 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     HostSubSpecification(Box<HostSubSpecification>),
-    HostSubSpecificationDeleteEvent(Box<HostSubSpecificationDeleteEvent>),
-    HostSubSpecificationUpdateEvent(Box<HostSubSpecificationUpdateEvent>),
-    HostSyncFailedEvent(Box<HostSyncFailedEvent>),
+    #[cfg(feature = "all-events")] HostSubSpecificationDeleteEvent(Box<HostSubSpecificationDeleteEvent>),
+    #[cfg(feature = "all-events")] HostSubSpecificationUpdateEvent(Box<HostSubSpecificationUpdateEvent>),
+    #[cfg(feature = "all-events")] HostSyncFailedEvent(Box<HostSyncFailedEvent>),
     HostSystemComplianceCheckState(Box<HostSystemComplianceCheckState>),
     HostSystemConnectionState(Box<HostSystemConnectionState>),
     HostSystemHealthInfo(Box<HostSystemHealthInfo>),
@@ -352,8 +352,8 @@ pub enum Object {
     HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(Box<HostUnresolvedVmfsResolutionSpecVmfsUuidResolution>),
     HostUnresolvedVmfsVolume(Box<HostUnresolvedVmfsVolume>),
     HostUnresolvedVmfsVolumeResolveStatus(Box<HostUnresolvedVmfsVolumeResolveStatus>),
-    HostUpgradeFailedEvent(Box<HostUpgradeFailedEvent>),
-    HostUserWorldSwapNotEnabledEvent(Box<HostUserWorldSwapNotEnabledEvent>),
+    #[cfg(feature = "all-events")] HostUpgradeFailedEvent(Box<HostUpgradeFailedEvent>),
+    #[cfg(feature = "all-events")] HostUserWorldSwapNotEnabledEvent(Box<HostUserWorldSwapNotEnabledEvent>),
     HostVFlashManagerVFlashCacheConfigInfo(Box<HostVFlashManagerVFlashCacheConfigInfo>),
     HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>),
     HostVFlashManagerVFlashCacheConfigSpec(Box<HostVFlashManagerVFlashCacheConfigSpec>),
@@ -385,9 +385,9 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSubSpecification(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSubSpecificationDeleteEvent(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSubSpecificationUpdateEvent(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSyncFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSubSpecificationDeleteEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSubSpecificationUpdateEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSyncFailedEvent(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemComplianceCheckState(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemConnectionState(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemHealthInfo(v), Err(e) => return Some(Err(e)) },
@@ -436,8 +436,8 @@ fn decode(
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsVolume(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsVolumeResolveStatus(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUserWorldSwapNotEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUserWorldSwapNotEnabledEvent(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigInfo(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigSpec(v), Err(e) => return Some(Err(e)) },
@@ -463,9 +463,9 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::HostSubSpecification(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSubSpecificationDeleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSubSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSyncFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostSubSpecificationDeleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostSubSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostSyncFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemComplianceCheckState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemConnectionState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemHealthInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -514,8 +514,8 @@ impl std::fmt::Debug for Object {
             Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostUnresolvedVmfsVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostUnresolvedVmfsVolumeResolveStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostUserWorldSwapNotEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashManagerVFlashCacheConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashManagerVFlashCacheConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -540,9 +540,9 @@ impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Object::HostSubSpecification(a), Object::HostSubSpecification(b)) => **a == **b,
-            (Object::HostSubSpecificationDeleteEvent(a), Object::HostSubSpecificationDeleteEvent(b)) => **a == **b,
-            (Object::HostSubSpecificationUpdateEvent(a), Object::HostSubSpecificationUpdateEvent(b)) => **a == **b,
-            (Object::HostSyncFailedEvent(a), Object::HostSyncFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostSubSpecificationDeleteEvent(a), Object::HostSubSpecificationDeleteEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostSubSpecificationUpdateEvent(a), Object::HostSubSpecificationUpdateEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostSyncFailedEvent(a), Object::HostSyncFailedEvent(b)) => **a == **b,
             (Object::HostSystemComplianceCheckState(a), Object::HostSystemComplianceCheckState(b)) => **a == **b,
             (Object::HostSystemConnectionState(a), Object::HostSystemConnectionState(b)) => **a == **b,
             (Object::HostSystemHealthInfo(a), Object::HostSystemHealthInfo(b)) => **a == **b,
@@ -591,8 +591,8 @@ impl PartialEq for Object {
             (Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(a), Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(b)) => **a == **b,
             (Object::HostUnresolvedVmfsVolume(a), Object::HostUnresolvedVmfsVolume(b)) => **a == **b,
             (Object::HostUnresolvedVmfsVolumeResolveStatus(a), Object::HostUnresolvedVmfsVolumeResolveStatus(b)) => **a == **b,
-            (Object::HostUpgradeFailedEvent(a), Object::HostUpgradeFailedEvent(b)) => **a == **b,
-            (Object::HostUserWorldSwapNotEnabledEvent(a), Object::HostUserWorldSwapNotEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostUpgradeFailedEvent(a), Object::HostUpgradeFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::HostUserWorldSwapNotEnabledEvent(a), Object::HostUserWorldSwapNotEnabledEvent(b)) => **a == **b,
             (Object::HostVFlashManagerVFlashCacheConfigInfo(a), Object::HostVFlashManagerVFlashCacheConfigInfo(b)) => **a == **b,
             (Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(a), Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(b)) => **a == **b,
             (Object::HostVFlashManagerVFlashCacheConfigSpec(a), Object::HostVFlashManagerVFlashCacheConfigSpec(b)) => **a == **b,
@@ -609,7 +609,7 @@ impl PartialEq for Object {
             (Object::HostVMotionNetConfig(a), Object::HostVMotionNetConfig(b)) => **a == **b,
             (Object::HostVfatVolume(a), Object::HostVfatVolume(b)) => **a == **b,
             (Object::HostVffsSpec(a), Object::HostVffsSpec(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -618,9 +618,9 @@ impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
             Object::HostSubSpecification(v) => Object::HostSubSpecification(Box::new((**v).clone())),
-            Object::HostSubSpecificationDeleteEvent(v) => Object::HostSubSpecificationDeleteEvent(Box::new((**v).clone())),
-            Object::HostSubSpecificationUpdateEvent(v) => Object::HostSubSpecificationUpdateEvent(Box::new((**v).clone())),
-            Object::HostSyncFailedEvent(v) => Object::HostSyncFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostSubSpecificationDeleteEvent(v) => Object::HostSubSpecificationDeleteEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostSubSpecificationUpdateEvent(v) => Object::HostSubSpecificationUpdateEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostSyncFailedEvent(v) => Object::HostSyncFailedEvent(Box::new((**v).clone())),
             Object::HostSystemComplianceCheckState(v) => Object::HostSystemComplianceCheckState(Box::new((**v).clone())),
             Object::HostSystemConnectionState(v) => Object::HostSystemConnectionState(Box::new((**v).clone())),
             Object::HostSystemHealthInfo(v) => Object::HostSystemHealthInfo(Box::new((**v).clone())),
@@ -669,8 +669,8 @@ impl Clone for Object {
             Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(Box::new((**v).clone())),
             Object::HostUnresolvedVmfsVolume(v) => Object::HostUnresolvedVmfsVolume(Box::new((**v).clone())),
             Object::HostUnresolvedVmfsVolumeResolveStatus(v) => Object::HostUnresolvedVmfsVolumeResolveStatus(Box::new((**v).clone())),
-            Object::HostUpgradeFailedEvent(v) => Object::HostUpgradeFailedEvent(Box::new((**v).clone())),
-            Object::HostUserWorldSwapNotEnabledEvent(v) => Object::HostUserWorldSwapNotEnabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostUpgradeFailedEvent(v) => Object::HostUpgradeFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(v) => Object::HostUserWorldSwapNotEnabledEvent(Box::new((**v).clone())),
             Object::HostVFlashManagerVFlashCacheConfigInfo(v) => Object::HostVFlashManagerVFlashCacheConfigInfo(Box::new((**v).clone())),
             Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box::new((**v).clone())),
             Object::HostVFlashManagerVFlashCacheConfigSpec(v) => Object::HostVFlashManagerVFlashCacheConfigSpec(Box::new((**v).clone())),
@@ -695,9 +695,9 @@ impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::HostSubSpecification(_) => "HostSubSpecification",
-            Object::HostSubSpecificationDeleteEvent(_) => "HostSubSpecificationDeleteEvent",
-            Object::HostSubSpecificationUpdateEvent(_) => "HostSubSpecificationUpdateEvent",
-            Object::HostSyncFailedEvent(_) => "HostSyncFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostSubSpecificationDeleteEvent(_) => "HostSubSpecificationDeleteEvent",
+            #[cfg(feature = "all-events")] Object::HostSubSpecificationUpdateEvent(_) => "HostSubSpecificationUpdateEvent",
+            #[cfg(feature = "all-events")] Object::HostSyncFailedEvent(_) => "HostSyncFailedEvent",
             Object::HostSystemComplianceCheckState(_) => "HostSystemComplianceCheckState",
             Object::HostSystemConnectionState(_) => "HostSystemConnectionState",
             Object::HostSystemHealthInfo(_) => "HostSystemHealthInfo",
@@ -746,8 +746,8 @@ impl x::DataObject for Object {
             Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(_) => "HostUnresolvedVmfsResolutionSpecVmfsUuidResolution",
             Object::HostUnresolvedVmfsVolume(_) => "HostUnresolvedVmfsVolume",
             Object::HostUnresolvedVmfsVolumeResolveStatus(_) => "HostUnresolvedVmfsVolumeResolveStatus",
-            Object::HostUpgradeFailedEvent(_) => "HostUpgradeFailedEvent",
-            Object::HostUserWorldSwapNotEnabledEvent(_) => "HostUserWorldSwapNotEnabledEvent",
+            #[cfg(feature = "all-events")] Object::HostUpgradeFailedEvent(_) => "HostUpgradeFailedEvent",
+            #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(_) => "HostUserWorldSwapNotEnabledEvent",
             Object::HostVFlashManagerVFlashCacheConfigInfo(_) => "HostVFlashManagerVFlashCacheConfigInfo",
             Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(_) => "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
             Object::HostVFlashManagerVFlashCacheConfigSpec(_) => "HostVFlashManagerVFlashCacheConfigSpec",
@@ -784,9 +784,9 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::HostSubSpecification(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSubSpecificationDeleteEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSubSpecificationUpdateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSyncFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostSubSpecificationDeleteEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostSubSpecificationUpdateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostSyncFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemComplianceCheckState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemConnectionState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemHealthInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -835,8 +835,8 @@ impl x::DataObject for Object {
             Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostUnresolvedVmfsVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostUnresolvedVmfsVolumeResolveStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostUserWorldSwapNotEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashManagerVFlashCacheConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashManagerVFlashCacheConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -866,15 +866,15 @@ impl x::ObjectType for HostSubSpecification {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSubSpecification(v) => Some(v), _ => None, }
+        match object { Object::HostSubSpecification(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSubSpecification(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSubSpecification(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostSubSpecificationDeleteEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostSubSpecificationDeleteEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -882,15 +882,15 @@ impl x::ObjectType for HostSubSpecificationDeleteEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSubSpecificationDeleteEvent(v) => Some(v), _ => None, }
+        match object { Object::HostSubSpecificationDeleteEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSubSpecificationDeleteEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSubSpecificationDeleteEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostSubSpecificationUpdateEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostSubSpecificationUpdateEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -898,15 +898,15 @@ impl x::ObjectType for HostSubSpecificationUpdateEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSubSpecificationUpdateEvent(v) => Some(v), _ => None, }
+        match object { Object::HostSubSpecificationUpdateEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSubSpecificationUpdateEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSubSpecificationUpdateEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostSyncFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostSyncFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -914,11 +914,11 @@ impl x::ObjectType for HostSyncFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSyncFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostSyncFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSyncFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSyncFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -930,11 +930,11 @@ impl x::ObjectType for HostSystemComplianceCheckState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemComplianceCheckState(v) => Some(v), _ => None, }
+        match object { Object::HostSystemComplianceCheckState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemComplianceCheckState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemComplianceCheckState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -946,11 +946,11 @@ impl x::ObjectType for HostSystemConnectionState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemConnectionState(v) => Some(v), _ => None, }
+        match object { Object::HostSystemConnectionState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemConnectionState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemConnectionState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -962,11 +962,11 @@ impl x::ObjectType for HostSystemHealthInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemHealthInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSystemHealthInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemHealthInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemHealthInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -978,11 +978,11 @@ impl x::ObjectType for HostSystemIdentificationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemIdentificationInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSystemIdentificationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemIdentificationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemIdentificationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -994,11 +994,11 @@ impl x::ObjectType for HostSystemIdentificationInfoIdentifier {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemIdentificationInfoIdentifier(v) => Some(v), _ => None, }
+        match object { Object::HostSystemIdentificationInfoIdentifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemIdentificationInfoIdentifier(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemIdentificationInfoIdentifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1010,11 +1010,11 @@ impl x::ObjectType for HostSystemInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSystemInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1026,11 +1026,11 @@ impl x::ObjectType for HostSystemPowerState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemPowerState(v) => Some(v), _ => None, }
+        match object { Object::HostSystemPowerState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemPowerState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemPowerState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1042,11 +1042,11 @@ impl x::ObjectType for HostSystemReconnectSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemReconnectSpec(v) => Some(v), _ => None, }
+        match object { Object::HostSystemReconnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemReconnectSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemReconnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1058,11 +1058,11 @@ impl x::ObjectType for HostSystemRemediationState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemRemediationState(v) => Some(v), _ => None, }
+        match object { Object::HostSystemRemediationState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemRemediationState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemRemediationState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1074,11 +1074,11 @@ impl x::ObjectType for HostSystemRemediationStateState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemRemediationStateState(v) => Some(v), _ => None, }
+        match object { Object::HostSystemRemediationStateState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemRemediationStateState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemRemediationStateState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1090,11 +1090,11 @@ impl x::ObjectType for HostSystemResourceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemResourceInfo(v) => Some(v), _ => None, }
+        match object { Object::HostSystemResourceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemResourceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemResourceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1106,11 +1106,11 @@ impl x::ObjectType for HostSystemSwapConfiguration {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemSwapConfiguration(v) => Some(v), _ => None, }
+        match object { Object::HostSystemSwapConfiguration(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemSwapConfiguration(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemSwapConfiguration(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1122,11 +1122,11 @@ impl x::ObjectType for HostSystemSwapConfigurationDatastoreOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemSwapConfigurationDatastoreOption(v) => Some(v), _ => None, }
+        match object { Object::HostSystemSwapConfigurationDatastoreOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemSwapConfigurationDatastoreOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemSwapConfigurationDatastoreOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1138,11 +1138,11 @@ impl x::ObjectType for HostSystemSwapConfigurationDisabledOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemSwapConfigurationDisabledOption(v) => Some(v), _ => None, }
+        match object { Object::HostSystemSwapConfigurationDisabledOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemSwapConfigurationDisabledOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemSwapConfigurationDisabledOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1154,11 +1154,11 @@ impl x::ObjectType for HostSystemSwapConfigurationHostCacheOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemSwapConfigurationHostCacheOption(v) => Some(v), _ => None, }
+        match object { Object::HostSystemSwapConfigurationHostCacheOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemSwapConfigurationHostCacheOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemSwapConfigurationHostCacheOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1170,11 +1170,11 @@ impl x::ObjectType for HostSystemSwapConfigurationHostLocalSwapOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemSwapConfigurationHostLocalSwapOption(v) => Some(v), _ => None, }
+        match object { Object::HostSystemSwapConfigurationHostLocalSwapOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemSwapConfigurationHostLocalSwapOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemSwapConfigurationHostLocalSwapOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1186,11 +1186,11 @@ impl x::ObjectType for HostSystemSwapConfigurationSystemSwapOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostSystemSwapConfigurationSystemSwapOption(v) => Some(v), _ => None, }
+        match object { Object::HostSystemSwapConfigurationSystemSwapOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostSystemSwapConfigurationSystemSwapOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostSystemSwapConfigurationSystemSwapOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1202,11 +1202,11 @@ impl x::ObjectType for HostTargetTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTargetTransport(v) => Some(v), _ => None, }
+        match object { Object::HostTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTargetTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1218,11 +1218,11 @@ impl x::ObjectType for HostTcpHba {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTcpHba(v) => Some(v), _ => None, }
+        match object { Object::HostTcpHba(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTcpHba(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTcpHba(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1234,11 +1234,11 @@ impl x::ObjectType for HostTcpHbaCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTcpHbaCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::HostTcpHbaCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTcpHbaCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTcpHbaCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1250,11 +1250,11 @@ impl x::ObjectType for HostTcpTargetTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTcpTargetTransport(v) => Some(v), _ => None, }
+        match object { Object::HostTcpTargetTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTcpTargetTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTcpTargetTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1266,11 +1266,11 @@ impl x::ObjectType for HostTdxInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTdxInfo(v) => Some(v), _ => None, }
+        match object { Object::HostTdxInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTdxInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTdxInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1282,11 +1282,11 @@ impl x::ObjectType for HostTdxInfoTdxState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTdxInfoTdxState(v) => Some(v), _ => None, }
+        match object { Object::HostTdxInfoTdxState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTdxInfoTdxState(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTdxInfoTdxState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1298,11 +1298,11 @@ impl x::ObjectType for HostTpmAttestationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmAttestationInfo(v) => Some(v), _ => None, }
+        match object { Object::HostTpmAttestationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmAttestationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmAttestationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1314,11 +1314,11 @@ impl x::ObjectType for HostTpmAttestationInfoAcceptanceStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmAttestationInfoAcceptanceStatus(v) => Some(v), _ => None, }
+        match object { Object::HostTpmAttestationInfoAcceptanceStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmAttestationInfoAcceptanceStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmAttestationInfoAcceptanceStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1330,11 +1330,11 @@ impl x::ObjectType for HostTpmAttestationReport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmAttestationReport(v) => Some(v), _ => None, }
+        match object { Object::HostTpmAttestationReport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmAttestationReport(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmAttestationReport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1346,11 +1346,11 @@ impl x::ObjectType for HostTpmBootCompleteEventDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmBootCompleteEventDetails(v) => Some(v), _ => None, }
+        match object { Object::HostTpmBootCompleteEventDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmBootCompleteEventDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmBootCompleteEventDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1362,11 +1362,11 @@ impl x::ObjectType for HostTpmBootSecurityOptionEventDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmBootSecurityOptionEventDetails(v) => Some(v), _ => None, }
+        match object { Object::HostTpmBootSecurityOptionEventDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmBootSecurityOptionEventDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmBootSecurityOptionEventDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1378,11 +1378,11 @@ impl x::ObjectType for HostTpmCommandEventDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmCommandEventDetails(v) => Some(v), _ => None, }
+        match object { Object::HostTpmCommandEventDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmCommandEventDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmCommandEventDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1394,11 +1394,11 @@ impl x::ObjectType for HostTpmDigestInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmDigestInfo(v) => Some(v), _ => None, }
+        match object { Object::HostTpmDigestInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmDigestInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmDigestInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1410,11 +1410,11 @@ impl x::ObjectType for HostTpmEventDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmEventDetails(v) => Some(v), _ => None, }
+        match object { Object::HostTpmEventDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmEventDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmEventDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1426,11 +1426,11 @@ impl x::ObjectType for HostTpmEventLogEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmEventLogEntry(v) => Some(v), _ => None, }
+        match object { Object::HostTpmEventLogEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmEventLogEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmEventLogEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1442,11 +1442,11 @@ impl x::ObjectType for HostTpmNvTagEventDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmNvTagEventDetails(v) => Some(v), _ => None, }
+        match object { Object::HostTpmNvTagEventDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmNvTagEventDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmNvTagEventDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1458,11 +1458,11 @@ impl x::ObjectType for HostTpmOptionEventDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmOptionEventDetails(v) => Some(v), _ => None, }
+        match object { Object::HostTpmOptionEventDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmOptionEventDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmOptionEventDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1474,11 +1474,11 @@ impl x::ObjectType for HostTpmSignerEventDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmSignerEventDetails(v) => Some(v), _ => None, }
+        match object { Object::HostTpmSignerEventDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmSignerEventDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmSignerEventDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1490,11 +1490,11 @@ impl x::ObjectType for HostTpmSoftwareComponentEventDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmSoftwareComponentEventDetails(v) => Some(v), _ => None, }
+        match object { Object::HostTpmSoftwareComponentEventDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmSoftwareComponentEventDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmSoftwareComponentEventDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1506,11 +1506,11 @@ impl x::ObjectType for HostTpmSystemVersionEventDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmSystemVersionEventDetails(v) => Some(v), _ => None, }
+        match object { Object::HostTpmSystemVersionEventDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmSystemVersionEventDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmSystemVersionEventDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1522,11 +1522,11 @@ impl x::ObjectType for HostTpmVersionEventDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTpmVersionEventDetails(v) => Some(v), _ => None, }
+        match object { Object::HostTpmVersionEventDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTpmVersionEventDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTpmVersionEventDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1538,11 +1538,11 @@ impl x::ObjectType for HostTrustAuthorityAttestationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTrustAuthorityAttestationInfo(v) => Some(v), _ => None, }
+        match object { Object::HostTrustAuthorityAttestationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTrustAuthorityAttestationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTrustAuthorityAttestationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1554,11 +1554,11 @@ impl x::ObjectType for HostTrustAuthorityAttestationInfoAttestationStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => Some(v), _ => None, }
+        match object { Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1570,11 +1570,11 @@ impl x::ObjectType for HostUnresolvedVmfsExtent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostUnresolvedVmfsExtent(v) => Some(v), _ => None, }
+        match object { Object::HostUnresolvedVmfsExtent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostUnresolvedVmfsExtent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostUnresolvedVmfsExtent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1586,11 +1586,11 @@ impl x::ObjectType for HostUnresolvedVmfsExtentUnresolvedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => Some(v), _ => None, }
+        match object { Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1602,11 +1602,11 @@ impl x::ObjectType for HostUnresolvedVmfsResignatureSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostUnresolvedVmfsResignatureSpec(v) => Some(v), _ => None, }
+        match object { Object::HostUnresolvedVmfsResignatureSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostUnresolvedVmfsResignatureSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostUnresolvedVmfsResignatureSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1618,11 +1618,11 @@ impl x::ObjectType for HostUnresolvedVmfsResolutionResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostUnresolvedVmfsResolutionResult(v) => Some(v), _ => None, }
+        match object { Object::HostUnresolvedVmfsResolutionResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostUnresolvedVmfsResolutionResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostUnresolvedVmfsResolutionResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1634,11 +1634,11 @@ impl x::ObjectType for HostUnresolvedVmfsResolutionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostUnresolvedVmfsResolutionSpec(v) => Some(v), _ => None, }
+        match object { Object::HostUnresolvedVmfsResolutionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostUnresolvedVmfsResolutionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostUnresolvedVmfsResolutionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1650,11 +1650,11 @@ impl x::ObjectType for HostUnresolvedVmfsResolutionSpecVmfsUuidResolution {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => Some(v), _ => None, }
+        match object { Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => Ok(v), other => Err(other), }
+        match object { Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1666,11 +1666,11 @@ impl x::ObjectType for HostUnresolvedVmfsVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostUnresolvedVmfsVolume(v) => Some(v), _ => None, }
+        match object { Object::HostUnresolvedVmfsVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostUnresolvedVmfsVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::HostUnresolvedVmfsVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1682,15 +1682,15 @@ impl x::ObjectType for HostUnresolvedVmfsVolumeResolveStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostUnresolvedVmfsVolumeResolveStatus(v) => Some(v), _ => None, }
+        match object { Object::HostUnresolvedVmfsVolumeResolveStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostUnresolvedVmfsVolumeResolveStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::HostUnresolvedVmfsVolumeResolveStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostUpgradeFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostUpgradeFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1698,15 +1698,15 @@ impl x::ObjectType for HostUpgradeFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostUpgradeFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::HostUpgradeFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostUpgradeFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostUpgradeFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for HostUserWorldSwapNotEnabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for HostUserWorldSwapNotEnabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1714,11 +1714,11 @@ impl x::ObjectType for HostUserWorldSwapNotEnabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostUserWorldSwapNotEnabledEvent(v) => Some(v), _ => None, }
+        match object { Object::HostUserWorldSwapNotEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostUserWorldSwapNotEnabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::HostUserWorldSwapNotEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1730,11 +1730,11 @@ impl x::ObjectType for HostVFlashManagerVFlashCacheConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVFlashManagerVFlashCacheConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::HostVFlashManagerVFlashCacheConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVFlashManagerVFlashCacheConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVFlashManagerVFlashCacheConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1746,11 +1746,11 @@ impl x::ObjectType for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigO
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Some(v), _ => None, }
+        match object { Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1762,11 +1762,11 @@ impl x::ObjectType for HostVFlashManagerVFlashCacheConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVFlashManagerVFlashCacheConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::HostVFlashManagerVFlashCacheConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVFlashManagerVFlashCacheConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVFlashManagerVFlashCacheConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1778,11 +1778,11 @@ impl x::ObjectType for HostVFlashManagerVFlashConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVFlashManagerVFlashConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::HostVFlashManagerVFlashConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVFlashManagerVFlashConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVFlashManagerVFlashConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1794,11 +1794,11 @@ impl x::ObjectType for HostVFlashManagerVFlashResourceConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVFlashManagerVFlashResourceConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::HostVFlashManagerVFlashResourceConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVFlashManagerVFlashResourceConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVFlashManagerVFlashResourceConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1810,11 +1810,11 @@ impl x::ObjectType for HostVFlashManagerVFlashResourceConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVFlashManagerVFlashResourceConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::HostVFlashManagerVFlashResourceConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVFlashManagerVFlashResourceConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVFlashManagerVFlashResourceConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1826,11 +1826,11 @@ impl x::ObjectType for HostVFlashManagerVFlashResourceRunTimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVFlashManagerVFlashResourceRunTimeInfo(v) => Some(v), _ => None, }
+        match object { Object::HostVFlashManagerVFlashResourceRunTimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVFlashManagerVFlashResourceRunTimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVFlashManagerVFlashResourceRunTimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1842,11 +1842,11 @@ impl x::ObjectType for HostVFlashResourceConfigurationResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVFlashResourceConfigurationResult(v) => Some(v), _ => None, }
+        match object { Object::HostVFlashResourceConfigurationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVFlashResourceConfigurationResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVFlashResourceConfigurationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1858,11 +1858,11 @@ impl x::ObjectType for HostVMotionCompatibility {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVMotionCompatibility(v) => Some(v), _ => None, }
+        match object { Object::HostVMotionCompatibility(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVMotionCompatibility(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVMotionCompatibility(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1874,11 +1874,11 @@ impl x::ObjectType for HostVMotionConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVMotionConfig(v) => Some(v), _ => None, }
+        match object { Object::HostVMotionConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVMotionConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVMotionConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1890,11 +1890,11 @@ impl x::ObjectType for HostVMotionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVMotionInfo(v) => Some(v), _ => None, }
+        match object { Object::HostVMotionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVMotionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVMotionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1906,11 +1906,11 @@ impl x::ObjectType for HostVMotionManagerDstInstantCloneResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVMotionManagerDstInstantCloneResult(v) => Some(v), _ => None, }
+        match object { Object::HostVMotionManagerDstInstantCloneResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVMotionManagerDstInstantCloneResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVMotionManagerDstInstantCloneResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1922,11 +1922,11 @@ impl x::ObjectType for HostVMotionManagerSrcInstantCloneResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVMotionManagerSrcInstantCloneResult(v) => Some(v), _ => None, }
+        match object { Object::HostVMotionManagerSrcInstantCloneResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVMotionManagerSrcInstantCloneResult(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVMotionManagerSrcInstantCloneResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1938,11 +1938,11 @@ impl x::ObjectType for HostVMotionNetConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVMotionNetConfig(v) => Some(v), _ => None, }
+        match object { Object::HostVMotionNetConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVMotionNetConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVMotionNetConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1954,11 +1954,11 @@ impl x::ObjectType for HostVfatVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVfatVolume(v) => Some(v), _ => None, }
+        match object { Object::HostVfatVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVfatVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVfatVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1970,10 +1970,10 @@ impl x::ObjectType for HostVffsSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::HostVffsSpec(v) => Some(v), _ => None, }
+        match object { Object::HostVffsSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::HostVffsSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::HostVffsSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -250,79 +250,79 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     ID(Box<ID>),
-    IDEDiskNotSupported(Box<IDEDiskNotSupported>),
-    IORMNotSupportedHostOnDatastore(Box<IORMNotSupportedHostOnDatastore>),
-    IScsiBootFailureEvent(Box<IScsiBootFailureEvent>),
-    ImportHostAddFailure(Box<ImportHostAddFailure>),
-    ImportOperationBulkFault(Box<ImportOperationBulkFault>),
+    #[cfg(feature = "all-faults")] IDEDiskNotSupported(Box<IDEDiskNotSupported>),
+    #[cfg(feature = "all-faults")] IORMNotSupportedHostOnDatastore(Box<IORMNotSupportedHostOnDatastore>),
+    #[cfg(feature = "all-events")] IScsiBootFailureEvent(Box<IScsiBootFailureEvent>),
+    #[cfg(feature = "all-faults")] ImportHostAddFailure(Box<ImportHostAddFailure>),
+    #[cfg(feature = "all-faults")] ImportOperationBulkFault(Box<ImportOperationBulkFault>),
     ImportOperationBulkFaultFaultOnImport(Box<ImportOperationBulkFaultFaultOnImport>),
     ImportSpec(Box<ImportSpec>),
-    InUseFeatureManipulationDisallowed(Box<InUseFeatureManipulationDisallowed>),
-    InaccessibleDatastore(Box<InaccessibleDatastore>),
-    InaccessibleFTMetadataDatastore(Box<InaccessibleFTMetadataDatastore>),
-    InaccessibleVFlashSource(Box<InaccessibleVFlashSource>),
-    IncompatibleDefaultDevice(Box<IncompatibleDefaultDevice>),
-    IncompatibleHostForFtSecondary(Box<IncompatibleHostForFtSecondary>),
-    IncompatibleHostForVmReplication(Box<IncompatibleHostForVmReplication>),
+    #[cfg(feature = "all-faults")] InUseFeatureManipulationDisallowed(Box<InUseFeatureManipulationDisallowed>),
+    #[cfg(feature = "all-faults")] InaccessibleDatastore(Box<InaccessibleDatastore>),
+    #[cfg(feature = "all-faults")] InaccessibleFTMetadataDatastore(Box<InaccessibleFTMetadataDatastore>),
+    #[cfg(feature = "all-faults")] InaccessibleVFlashSource(Box<InaccessibleVFlashSource>),
+    #[cfg(feature = "all-faults")] IncompatibleDefaultDevice(Box<IncompatibleDefaultDevice>),
+    #[cfg(feature = "all-faults")] IncompatibleHostForFtSecondary(Box<IncompatibleHostForFtSecondary>),
+    #[cfg(feature = "all-faults")] IncompatibleHostForVmReplication(Box<IncompatibleHostForVmReplication>),
     IncompatibleHostForVmReplicationIncompatibleReason(Box<IncompatibleHostForVmReplicationIncompatibleReason>),
-    IncompatibleSetting(Box<IncompatibleSetting>),
-    IncorrectFileType(Box<IncorrectFileType>),
-    IncorrectHostInformation(Box<IncorrectHostInformation>),
-    IncorrectHostInformationEvent(Box<IncorrectHostInformationEvent>),
-    IndependentDiskVMotionNotSupported(Box<IndependentDiskVMotionNotSupported>),
-    InfoUpgradeEvent(Box<InfoUpgradeEvent>),
+    #[cfg(feature = "all-faults")] IncompatibleSetting(Box<IncompatibleSetting>),
+    #[cfg(feature = "all-faults")] IncorrectFileType(Box<IncorrectFileType>),
+    #[cfg(feature = "all-faults")] IncorrectHostInformation(Box<IncorrectHostInformation>),
+    #[cfg(feature = "all-events")] IncorrectHostInformationEvent(Box<IncorrectHostInformationEvent>),
+    #[cfg(feature = "all-faults")] IndependentDiskVMotionNotSupported(Box<IndependentDiskVMotionNotSupported>),
+    #[cfg(feature = "all-events")] InfoUpgradeEvent(Box<InfoUpgradeEvent>),
     InheritablePolicy(Box<InheritablePolicy>),
-    InsufficientAgentVmsDeployed(Box<InsufficientAgentVmsDeployed>),
-    InsufficientCpuResourcesFault(Box<InsufficientCpuResourcesFault>),
-    InsufficientDisks(Box<InsufficientDisks>),
-    InsufficientFailoverResourcesEvent(Box<InsufficientFailoverResourcesEvent>),
-    InsufficientFailoverResourcesFault(Box<InsufficientFailoverResourcesFault>),
-    InsufficientGraphicsResourcesFault(Box<InsufficientGraphicsResourcesFault>),
-    InsufficientHostCapacityFault(Box<InsufficientHostCapacityFault>),
-    InsufficientHostCpuCapacityFault(Box<InsufficientHostCpuCapacityFault>),
-    InsufficientHostMemoryCapacityFault(Box<InsufficientHostMemoryCapacityFault>),
-    InsufficientMemoryResourcesFault(Box<InsufficientMemoryResourcesFault>),
-    InsufficientNetworkCapacity(Box<InsufficientNetworkCapacity>),
-    InsufficientNetworkResourcePoolCapacity(Box<InsufficientNetworkResourcePoolCapacity>),
-    InsufficientPerCpuCapacity(Box<InsufficientPerCpuCapacity>),
+    #[cfg(feature = "all-faults")] InsufficientAgentVmsDeployed(Box<InsufficientAgentVmsDeployed>),
+    #[cfg(feature = "all-faults")] InsufficientCpuResourcesFault(Box<InsufficientCpuResourcesFault>),
+    #[cfg(feature = "all-faults")] InsufficientDisks(Box<InsufficientDisks>),
+    #[cfg(feature = "all-events")] InsufficientFailoverResourcesEvent(Box<InsufficientFailoverResourcesEvent>),
+    #[cfg(feature = "all-faults")] InsufficientFailoverResourcesFault(Box<InsufficientFailoverResourcesFault>),
+    #[cfg(feature = "all-faults")] InsufficientGraphicsResourcesFault(Box<InsufficientGraphicsResourcesFault>),
+    #[cfg(feature = "all-faults")] InsufficientHostCapacityFault(Box<InsufficientHostCapacityFault>),
+    #[cfg(feature = "all-faults")] InsufficientHostCpuCapacityFault(Box<InsufficientHostCpuCapacityFault>),
+    #[cfg(feature = "all-faults")] InsufficientHostMemoryCapacityFault(Box<InsufficientHostMemoryCapacityFault>),
+    #[cfg(feature = "all-faults")] InsufficientMemoryResourcesFault(Box<InsufficientMemoryResourcesFault>),
+    #[cfg(feature = "all-faults")] InsufficientNetworkCapacity(Box<InsufficientNetworkCapacity>),
+    #[cfg(feature = "all-faults")] InsufficientNetworkResourcePoolCapacity(Box<InsufficientNetworkResourcePoolCapacity>),
+    #[cfg(feature = "all-faults")] InsufficientPerCpuCapacity(Box<InsufficientPerCpuCapacity>),
     InsufficientResourcesFault(Box<InsufficientResourcesFault>),
-    InsufficientStandbyCpuResource(Box<InsufficientStandbyCpuResource>),
-    InsufficientStandbyMemoryResource(Box<InsufficientStandbyMemoryResource>),
-    InsufficientStandbyResource(Box<InsufficientStandbyResource>),
-    InsufficientStorageIops(Box<InsufficientStorageIops>),
-    InsufficientStorageSpace(Box<InsufficientStorageSpace>),
-    InsufficientVFlashResourcesFault(Box<InsufficientVFlashResourcesFault>),
+    #[cfg(feature = "all-faults")] InsufficientStandbyCpuResource(Box<InsufficientStandbyCpuResource>),
+    #[cfg(feature = "all-faults")] InsufficientStandbyMemoryResource(Box<InsufficientStandbyMemoryResource>),
+    #[cfg(feature = "all-faults")] InsufficientStandbyResource(Box<InsufficientStandbyResource>),
+    #[cfg(feature = "all-faults")] InsufficientStorageIops(Box<InsufficientStorageIops>),
+    #[cfg(feature = "all-faults")] InsufficientStorageSpace(Box<InsufficientStorageSpace>),
+    #[cfg(feature = "all-faults")] InsufficientVFlashResourcesFault(Box<InsufficientVFlashResourcesFault>),
     IntExpression(Box<IntExpression>),
     IntOption(Box<IntOption>),
     IntPolicy(Box<IntPolicy>),
     InternetScsiSnsDiscoveryMethod(Box<InternetScsiSnsDiscoveryMethod>),
-    InvalidAffinitySettingFault(Box<InvalidAffinitySettingFault>),
+    #[cfg(feature = "all-faults")] InvalidAffinitySettingFault(Box<InvalidAffinitySettingFault>),
     InvalidArgument(Box<InvalidArgument>),
-    InvalidBmcRole(Box<InvalidBmcRole>),
-    InvalidBundle(Box<InvalidBundle>),
-    InvalidCAMCertificate(Box<InvalidCAMCertificate>),
-    InvalidCAMServer(Box<InvalidCAMServer>),
-    InvalidClientCertificate(Box<InvalidClientCertificate>),
+    #[cfg(feature = "all-faults")] InvalidBmcRole(Box<InvalidBmcRole>),
+    #[cfg(feature = "all-faults")] InvalidBundle(Box<InvalidBundle>),
+    #[cfg(feature = "all-faults")] InvalidCAMCertificate(Box<InvalidCAMCertificate>),
+    #[cfg(feature = "all-faults")] InvalidCAMServer(Box<InvalidCAMServer>),
+    #[cfg(feature = "all-faults")] InvalidClientCertificate(Box<InvalidClientCertificate>),
     InvalidCollectorVersion(Box<InvalidCollectorVersion>),
-    InvalidController(Box<InvalidController>),
-    InvalidDasConfigArgument(Box<InvalidDasConfigArgument>),
+    #[cfg(feature = "all-faults")] InvalidController(Box<InvalidController>),
+    #[cfg(feature = "all-faults")] InvalidDasConfigArgument(Box<InvalidDasConfigArgument>),
     InvalidDasConfigArgumentEntryForInvalidArgument(Box<InvalidDasConfigArgumentEntryForInvalidArgument>),
-    InvalidDasRestartPriorityForFtVm(Box<InvalidDasRestartPriorityForFtVm>),
+    #[cfg(feature = "all-faults")] InvalidDasRestartPriorityForFtVm(Box<InvalidDasRestartPriorityForFtVm>),
     InvalidDatastore(Box<InvalidDatastore>),
     InvalidDatastorePath(Box<InvalidDatastorePath>),
-    InvalidDatastoreState(Box<InvalidDatastoreState>),
-    InvalidDeviceBacking(Box<InvalidDeviceBacking>),
-    InvalidDeviceOperation(Box<InvalidDeviceOperation>),
-    InvalidDeviceSpec(Box<InvalidDeviceSpec>),
-    InvalidDiskFormat(Box<InvalidDiskFormat>),
-    InvalidDrsBehaviorForFtVm(Box<InvalidDrsBehaviorForFtVm>),
-    InvalidEditionEvent(Box<InvalidEditionEvent>),
-    InvalidEditionLicense(Box<InvalidEditionLicense>),
-    InvalidEvent(Box<InvalidEvent>),
-    InvalidFolder(Box<InvalidFolder>),
-    InvalidFormat(Box<InvalidFormat>),
+    #[cfg(feature = "all-faults")] InvalidDatastoreState(Box<InvalidDatastoreState>),
+    #[cfg(feature = "all-faults")] InvalidDeviceBacking(Box<InvalidDeviceBacking>),
+    #[cfg(feature = "all-faults")] InvalidDeviceOperation(Box<InvalidDeviceOperation>),
+    #[cfg(feature = "all-faults")] InvalidDeviceSpec(Box<InvalidDeviceSpec>),
+    #[cfg(feature = "all-faults")] InvalidDiskFormat(Box<InvalidDiskFormat>),
+    #[cfg(feature = "all-faults")] InvalidDrsBehaviorForFtVm(Box<InvalidDrsBehaviorForFtVm>),
+    #[cfg(feature = "all-events")] InvalidEditionEvent(Box<InvalidEditionEvent>),
+    #[cfg(feature = "all-faults")] InvalidEditionLicense(Box<InvalidEditionLicense>),
+    #[cfg(feature = "all-faults")] InvalidEvent(Box<InvalidEvent>),
+    #[cfg(feature = "all-faults")] InvalidFolder(Box<InvalidFolder>),
+    #[cfg(feature = "all-faults")] InvalidFormat(Box<InvalidFormat>),
     InvalidGuestLogin(Box<InvalidGuestLogin>),
-    InvalidHostConnectionState(Box<InvalidHostConnectionState>),
+    #[cfg(feature = "all-faults")] InvalidHostConnectionState(Box<InvalidHostConnectionState>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -338,79 +338,79 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ID(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IDEDiskNotSupported(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IORMNotSupportedHostOnDatastore(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IScsiBootFailureEvent(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ImportHostAddFailure(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ImportOperationBulkFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IDEDiskNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IORMNotSupportedHostOnDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IScsiBootFailureEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ImportHostAddFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ImportOperationBulkFault(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ImportOperationBulkFaultFaultOnImport(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ImportSpec(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InUseFeatureManipulationDisallowed(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InaccessibleDatastore(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InaccessibleFTMetadataDatastore(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InaccessibleVFlashSource(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncompatibleDefaultDevice(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncompatibleHostForFtSecondary(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncompatibleHostForVmReplication(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InUseFeatureManipulationDisallowed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InaccessibleDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InaccessibleFTMetadataDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InaccessibleVFlashSource(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncompatibleDefaultDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncompatibleHostForFtSecondary(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncompatibleHostForVmReplication(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncompatibleHostForVmReplicationIncompatibleReason(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncompatibleSetting(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncorrectFileType(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncorrectHostInformation(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncorrectHostInformationEvent(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IndependentDiskVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InfoUpgradeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncompatibleSetting(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncorrectFileType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncorrectHostInformation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IncorrectHostInformationEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IndependentDiskVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InfoUpgradeEvent(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InheritablePolicy(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientAgentVmsDeployed(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientCpuResourcesFault(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientDisks(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientFailoverResourcesEvent(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientFailoverResourcesFault(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientGraphicsResourcesFault(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientHostCapacityFault(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientHostCpuCapacityFault(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientHostMemoryCapacityFault(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientMemoryResourcesFault(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientNetworkCapacity(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientNetworkResourcePoolCapacity(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientPerCpuCapacity(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientAgentVmsDeployed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientCpuResourcesFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientDisks(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientFailoverResourcesEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientFailoverResourcesFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientGraphicsResourcesFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientHostCapacityFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientHostCpuCapacityFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientHostMemoryCapacityFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientMemoryResourcesFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientNetworkCapacity(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientNetworkResourcePoolCapacity(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientPerCpuCapacity(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientResourcesFault(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientStandbyCpuResource(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientStandbyMemoryResource(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientStandbyResource(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientStorageIops(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientStorageSpace(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientVFlashResourcesFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientStandbyCpuResource(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientStandbyMemoryResource(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientStandbyResource(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientStorageIops(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientStorageSpace(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InsufficientVFlashResourcesFault(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IntExpression(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IntOption(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IntPolicy(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InternetScsiSnsDiscoveryMethod(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidAffinitySettingFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidAffinitySettingFault(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidArgument(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidBmcRole(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidBundle(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidCAMCertificate(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidCAMServer(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidClientCertificate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidBmcRole(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidBundle(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidCAMCertificate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidCAMServer(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidClientCertificate(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidCollectorVersion(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidController(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDasConfigArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidController(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDasConfigArgument(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDasConfigArgumentEntryForInvalidArgument(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDasRestartPriorityForFtVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDasRestartPriorityForFtVm(v), Err(e) => return Some(Err(e)) },
         76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDatastore(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDatastorePath(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDatastoreState(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDeviceBacking(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDeviceOperation(v), Err(e) => return Some(Err(e)) },
-        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDeviceSpec(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDiskFormat(v), Err(e) => return Some(Err(e)) },
-        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDrsBehaviorForFtVm(v), Err(e) => return Some(Err(e)) },
-        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidEditionEvent(v), Err(e) => return Some(Err(e)) },
-        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidEditionLicense(v), Err(e) => return Some(Err(e)) },
-        86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidEvent(v), Err(e) => return Some(Err(e)) },
-        87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidFolder(v), Err(e) => return Some(Err(e)) },
-        88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidFormat(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDatastoreState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDeviceBacking(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDeviceOperation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDeviceSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDiskFormat(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidDrsBehaviorForFtVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidEditionEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidEditionLicense(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidFolder(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidFormat(v), Err(e) => return Some(Err(e)) },
         89 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidGuestLogin(v), Err(e) => return Some(Err(e)) },
-        90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidHostConnectionState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidHostConnectionState(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -420,79 +420,79 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::ID(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IDEDiskNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IORMNotSupportedHostOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IScsiBootFailureEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ImportHostAddFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ImportOperationBulkFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IDEDiskNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IORMNotSupportedHostOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::IScsiBootFailureEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ImportHostAddFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ImportOperationBulkFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ImportOperationBulkFaultFaultOnImport(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ImportSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InUseFeatureManipulationDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InaccessibleDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InaccessibleFTMetadataDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InaccessibleVFlashSource(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IncompatibleDefaultDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IncompatibleHostForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IncompatibleHostForVmReplication(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InUseFeatureManipulationDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InaccessibleDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InaccessibleFTMetadataDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InaccessibleVFlashSource(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IncompatibleDefaultDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IncompatibleHostForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IncompatibleHostForVmReplication(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IncompatibleHostForVmReplicationIncompatibleReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IncompatibleSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IncorrectFileType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IncorrectHostInformation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IncorrectHostInformationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IndependentDiskVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InfoUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IncompatibleSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IncorrectFileType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IncorrectHostInformation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::IncorrectHostInformationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IndependentDiskVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::InfoUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InheritablePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientAgentVmsDeployed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientCpuResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientDisks(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientFailoverResourcesEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientFailoverResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientGraphicsResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientHostCapacityFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientHostCpuCapacityFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientHostMemoryCapacityFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientMemoryResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientNetworkCapacity(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientNetworkResourcePoolCapacity(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientPerCpuCapacity(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientAgentVmsDeployed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientCpuResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientDisks(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::InsufficientFailoverResourcesEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientFailoverResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientGraphicsResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientHostCapacityFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientHostCpuCapacityFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientHostMemoryCapacityFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientMemoryResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientNetworkCapacity(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientNetworkResourcePoolCapacity(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientPerCpuCapacity(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InsufficientResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientStandbyCpuResource(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientStandbyMemoryResource(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientStandbyResource(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientStorageIops(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientStorageSpace(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InsufficientVFlashResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyCpuResource(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyMemoryResource(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyResource(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientStorageIops(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientStorageSpace(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InsufficientVFlashResourcesFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IntExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IntOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IntPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InternetScsiSnsDiscoveryMethod(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidAffinitySettingFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidAffinitySettingFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidBmcRole(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidBundle(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidCAMCertificate(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidCAMServer(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidClientCertificate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidBmcRole(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidBundle(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidCAMCertificate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidCAMServer(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidClientCertificate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidCollectorVersion(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidDasConfigArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidController(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidDasConfigArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidDasConfigArgumentEntryForInvalidArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidDasRestartPriorityForFtVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidDasRestartPriorityForFtVm(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidDatastore(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidDatastorePath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidDatastoreState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidDeviceBacking(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidDeviceOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidDeviceSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidDiskFormat(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidDrsBehaviorForFtVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidEditionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidEditionLicense(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidFolder(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidDatastoreState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceBacking(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceOperation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidDiskFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidDrsBehaviorForFtVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::InvalidEditionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidEditionLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidFolder(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidFormat(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidGuestLogin(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidHostConnectionState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidHostConnectionState(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -501,80 +501,80 @@ impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Object::ID(a), Object::ID(b)) => **a == **b,
-            (Object::IDEDiskNotSupported(a), Object::IDEDiskNotSupported(b)) => **a == **b,
-            (Object::IORMNotSupportedHostOnDatastore(a), Object::IORMNotSupportedHostOnDatastore(b)) => **a == **b,
-            (Object::IScsiBootFailureEvent(a), Object::IScsiBootFailureEvent(b)) => **a == **b,
-            (Object::ImportHostAddFailure(a), Object::ImportHostAddFailure(b)) => **a == **b,
-            (Object::ImportOperationBulkFault(a), Object::ImportOperationBulkFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IDEDiskNotSupported(a), Object::IDEDiskNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IORMNotSupportedHostOnDatastore(a), Object::IORMNotSupportedHostOnDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::IScsiBootFailureEvent(a), Object::IScsiBootFailureEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ImportHostAddFailure(a), Object::ImportHostAddFailure(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ImportOperationBulkFault(a), Object::ImportOperationBulkFault(b)) => **a == **b,
             (Object::ImportOperationBulkFaultFaultOnImport(a), Object::ImportOperationBulkFaultFaultOnImport(b)) => **a == **b,
             (Object::ImportSpec(a), Object::ImportSpec(b)) => **a == **b,
-            (Object::InUseFeatureManipulationDisallowed(a), Object::InUseFeatureManipulationDisallowed(b)) => **a == **b,
-            (Object::InaccessibleDatastore(a), Object::InaccessibleDatastore(b)) => **a == **b,
-            (Object::InaccessibleFTMetadataDatastore(a), Object::InaccessibleFTMetadataDatastore(b)) => **a == **b,
-            (Object::InaccessibleVFlashSource(a), Object::InaccessibleVFlashSource(b)) => **a == **b,
-            (Object::IncompatibleDefaultDevice(a), Object::IncompatibleDefaultDevice(b)) => **a == **b,
-            (Object::IncompatibleHostForFtSecondary(a), Object::IncompatibleHostForFtSecondary(b)) => **a == **b,
-            (Object::IncompatibleHostForVmReplication(a), Object::IncompatibleHostForVmReplication(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InUseFeatureManipulationDisallowed(a), Object::InUseFeatureManipulationDisallowed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InaccessibleDatastore(a), Object::InaccessibleDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InaccessibleFTMetadataDatastore(a), Object::InaccessibleFTMetadataDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InaccessibleVFlashSource(a), Object::InaccessibleVFlashSource(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IncompatibleDefaultDevice(a), Object::IncompatibleDefaultDevice(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IncompatibleHostForFtSecondary(a), Object::IncompatibleHostForFtSecondary(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IncompatibleHostForVmReplication(a), Object::IncompatibleHostForVmReplication(b)) => **a == **b,
             (Object::IncompatibleHostForVmReplicationIncompatibleReason(a), Object::IncompatibleHostForVmReplicationIncompatibleReason(b)) => **a == **b,
-            (Object::IncompatibleSetting(a), Object::IncompatibleSetting(b)) => **a == **b,
-            (Object::IncorrectFileType(a), Object::IncorrectFileType(b)) => **a == **b,
-            (Object::IncorrectHostInformation(a), Object::IncorrectHostInformation(b)) => **a == **b,
-            (Object::IncorrectHostInformationEvent(a), Object::IncorrectHostInformationEvent(b)) => **a == **b,
-            (Object::IndependentDiskVMotionNotSupported(a), Object::IndependentDiskVMotionNotSupported(b)) => **a == **b,
-            (Object::InfoUpgradeEvent(a), Object::InfoUpgradeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IncompatibleSetting(a), Object::IncompatibleSetting(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IncorrectFileType(a), Object::IncorrectFileType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IncorrectHostInformation(a), Object::IncorrectHostInformation(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::IncorrectHostInformationEvent(a), Object::IncorrectHostInformationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IndependentDiskVMotionNotSupported(a), Object::IndependentDiskVMotionNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::InfoUpgradeEvent(a), Object::InfoUpgradeEvent(b)) => **a == **b,
             (Object::InheritablePolicy(a), Object::InheritablePolicy(b)) => **a == **b,
-            (Object::InsufficientAgentVmsDeployed(a), Object::InsufficientAgentVmsDeployed(b)) => **a == **b,
-            (Object::InsufficientCpuResourcesFault(a), Object::InsufficientCpuResourcesFault(b)) => **a == **b,
-            (Object::InsufficientDisks(a), Object::InsufficientDisks(b)) => **a == **b,
-            (Object::InsufficientFailoverResourcesEvent(a), Object::InsufficientFailoverResourcesEvent(b)) => **a == **b,
-            (Object::InsufficientFailoverResourcesFault(a), Object::InsufficientFailoverResourcesFault(b)) => **a == **b,
-            (Object::InsufficientGraphicsResourcesFault(a), Object::InsufficientGraphicsResourcesFault(b)) => **a == **b,
-            (Object::InsufficientHostCapacityFault(a), Object::InsufficientHostCapacityFault(b)) => **a == **b,
-            (Object::InsufficientHostCpuCapacityFault(a), Object::InsufficientHostCpuCapacityFault(b)) => **a == **b,
-            (Object::InsufficientHostMemoryCapacityFault(a), Object::InsufficientHostMemoryCapacityFault(b)) => **a == **b,
-            (Object::InsufficientMemoryResourcesFault(a), Object::InsufficientMemoryResourcesFault(b)) => **a == **b,
-            (Object::InsufficientNetworkCapacity(a), Object::InsufficientNetworkCapacity(b)) => **a == **b,
-            (Object::InsufficientNetworkResourcePoolCapacity(a), Object::InsufficientNetworkResourcePoolCapacity(b)) => **a == **b,
-            (Object::InsufficientPerCpuCapacity(a), Object::InsufficientPerCpuCapacity(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientAgentVmsDeployed(a), Object::InsufficientAgentVmsDeployed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientCpuResourcesFault(a), Object::InsufficientCpuResourcesFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientDisks(a), Object::InsufficientDisks(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::InsufficientFailoverResourcesEvent(a), Object::InsufficientFailoverResourcesEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientFailoverResourcesFault(a), Object::InsufficientFailoverResourcesFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientGraphicsResourcesFault(a), Object::InsufficientGraphicsResourcesFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientHostCapacityFault(a), Object::InsufficientHostCapacityFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientHostCpuCapacityFault(a), Object::InsufficientHostCpuCapacityFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientHostMemoryCapacityFault(a), Object::InsufficientHostMemoryCapacityFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientMemoryResourcesFault(a), Object::InsufficientMemoryResourcesFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientNetworkCapacity(a), Object::InsufficientNetworkCapacity(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientNetworkResourcePoolCapacity(a), Object::InsufficientNetworkResourcePoolCapacity(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientPerCpuCapacity(a), Object::InsufficientPerCpuCapacity(b)) => **a == **b,
             (Object::InsufficientResourcesFault(a), Object::InsufficientResourcesFault(b)) => **a == **b,
-            (Object::InsufficientStandbyCpuResource(a), Object::InsufficientStandbyCpuResource(b)) => **a == **b,
-            (Object::InsufficientStandbyMemoryResource(a), Object::InsufficientStandbyMemoryResource(b)) => **a == **b,
-            (Object::InsufficientStandbyResource(a), Object::InsufficientStandbyResource(b)) => **a == **b,
-            (Object::InsufficientStorageIops(a), Object::InsufficientStorageIops(b)) => **a == **b,
-            (Object::InsufficientStorageSpace(a), Object::InsufficientStorageSpace(b)) => **a == **b,
-            (Object::InsufficientVFlashResourcesFault(a), Object::InsufficientVFlashResourcesFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientStandbyCpuResource(a), Object::InsufficientStandbyCpuResource(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientStandbyMemoryResource(a), Object::InsufficientStandbyMemoryResource(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientStandbyResource(a), Object::InsufficientStandbyResource(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientStorageIops(a), Object::InsufficientStorageIops(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientStorageSpace(a), Object::InsufficientStorageSpace(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InsufficientVFlashResourcesFault(a), Object::InsufficientVFlashResourcesFault(b)) => **a == **b,
             (Object::IntExpression(a), Object::IntExpression(b)) => **a == **b,
             (Object::IntOption(a), Object::IntOption(b)) => **a == **b,
             (Object::IntPolicy(a), Object::IntPolicy(b)) => **a == **b,
             (Object::InternetScsiSnsDiscoveryMethod(a), Object::InternetScsiSnsDiscoveryMethod(b)) => **a == **b,
-            (Object::InvalidAffinitySettingFault(a), Object::InvalidAffinitySettingFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidAffinitySettingFault(a), Object::InvalidAffinitySettingFault(b)) => **a == **b,
             (Object::InvalidArgument(a), Object::InvalidArgument(b)) => **a == **b,
-            (Object::InvalidBmcRole(a), Object::InvalidBmcRole(b)) => **a == **b,
-            (Object::InvalidBundle(a), Object::InvalidBundle(b)) => **a == **b,
-            (Object::InvalidCAMCertificate(a), Object::InvalidCAMCertificate(b)) => **a == **b,
-            (Object::InvalidCAMServer(a), Object::InvalidCAMServer(b)) => **a == **b,
-            (Object::InvalidClientCertificate(a), Object::InvalidClientCertificate(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidBmcRole(a), Object::InvalidBmcRole(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidBundle(a), Object::InvalidBundle(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidCAMCertificate(a), Object::InvalidCAMCertificate(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidCAMServer(a), Object::InvalidCAMServer(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidClientCertificate(a), Object::InvalidClientCertificate(b)) => **a == **b,
             (Object::InvalidCollectorVersion(a), Object::InvalidCollectorVersion(b)) => **a == **b,
-            (Object::InvalidController(a), Object::InvalidController(b)) => **a == **b,
-            (Object::InvalidDasConfigArgument(a), Object::InvalidDasConfigArgument(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidController(a), Object::InvalidController(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidDasConfigArgument(a), Object::InvalidDasConfigArgument(b)) => **a == **b,
             (Object::InvalidDasConfigArgumentEntryForInvalidArgument(a), Object::InvalidDasConfigArgumentEntryForInvalidArgument(b)) => **a == **b,
-            (Object::InvalidDasRestartPriorityForFtVm(a), Object::InvalidDasRestartPriorityForFtVm(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidDasRestartPriorityForFtVm(a), Object::InvalidDasRestartPriorityForFtVm(b)) => **a == **b,
             (Object::InvalidDatastore(a), Object::InvalidDatastore(b)) => **a == **b,
             (Object::InvalidDatastorePath(a), Object::InvalidDatastorePath(b)) => **a == **b,
-            (Object::InvalidDatastoreState(a), Object::InvalidDatastoreState(b)) => **a == **b,
-            (Object::InvalidDeviceBacking(a), Object::InvalidDeviceBacking(b)) => **a == **b,
-            (Object::InvalidDeviceOperation(a), Object::InvalidDeviceOperation(b)) => **a == **b,
-            (Object::InvalidDeviceSpec(a), Object::InvalidDeviceSpec(b)) => **a == **b,
-            (Object::InvalidDiskFormat(a), Object::InvalidDiskFormat(b)) => **a == **b,
-            (Object::InvalidDrsBehaviorForFtVm(a), Object::InvalidDrsBehaviorForFtVm(b)) => **a == **b,
-            (Object::InvalidEditionEvent(a), Object::InvalidEditionEvent(b)) => **a == **b,
-            (Object::InvalidEditionLicense(a), Object::InvalidEditionLicense(b)) => **a == **b,
-            (Object::InvalidEvent(a), Object::InvalidEvent(b)) => **a == **b,
-            (Object::InvalidFolder(a), Object::InvalidFolder(b)) => **a == **b,
-            (Object::InvalidFormat(a), Object::InvalidFormat(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidDatastoreState(a), Object::InvalidDatastoreState(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidDeviceBacking(a), Object::InvalidDeviceBacking(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidDeviceOperation(a), Object::InvalidDeviceOperation(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidDeviceSpec(a), Object::InvalidDeviceSpec(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidDiskFormat(a), Object::InvalidDiskFormat(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidDrsBehaviorForFtVm(a), Object::InvalidDrsBehaviorForFtVm(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::InvalidEditionEvent(a), Object::InvalidEditionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidEditionLicense(a), Object::InvalidEditionLicense(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidEvent(a), Object::InvalidEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidFolder(a), Object::InvalidFolder(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidFormat(a), Object::InvalidFormat(b)) => **a == **b,
             (Object::InvalidGuestLogin(a), Object::InvalidGuestLogin(b)) => **a == **b,
-            (Object::InvalidHostConnectionState(a), Object::InvalidHostConnectionState(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-faults")] (Object::InvalidHostConnectionState(a), Object::InvalidHostConnectionState(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -583,79 +583,79 @@ impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
             Object::ID(v) => Object::ID(Box::new((**v).clone())),
-            Object::IDEDiskNotSupported(v) => Object::IDEDiskNotSupported(Box::new((**v).clone())),
-            Object::IORMNotSupportedHostOnDatastore(v) => Object::IORMNotSupportedHostOnDatastore(Box::new((**v).clone())),
-            Object::IScsiBootFailureEvent(v) => Object::IScsiBootFailureEvent(Box::new((**v).clone())),
-            Object::ImportHostAddFailure(v) => Object::ImportHostAddFailure(Box::new((**v).clone())),
-            Object::ImportOperationBulkFault(v) => Object::ImportOperationBulkFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IDEDiskNotSupported(v) => Object::IDEDiskNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IORMNotSupportedHostOnDatastore(v) => Object::IORMNotSupportedHostOnDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::IScsiBootFailureEvent(v) => Object::IScsiBootFailureEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ImportHostAddFailure(v) => Object::ImportHostAddFailure(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ImportOperationBulkFault(v) => Object::ImportOperationBulkFault(Box::new((**v).clone())),
             Object::ImportOperationBulkFaultFaultOnImport(v) => Object::ImportOperationBulkFaultFaultOnImport(Box::new((**v).clone())),
             Object::ImportSpec(v) => Object::ImportSpec(Box::new((**v).clone())),
-            Object::InUseFeatureManipulationDisallowed(v) => Object::InUseFeatureManipulationDisallowed(Box::new((**v).clone())),
-            Object::InaccessibleDatastore(v) => Object::InaccessibleDatastore(Box::new((**v).clone())),
-            Object::InaccessibleFTMetadataDatastore(v) => Object::InaccessibleFTMetadataDatastore(Box::new((**v).clone())),
-            Object::InaccessibleVFlashSource(v) => Object::InaccessibleVFlashSource(Box::new((**v).clone())),
-            Object::IncompatibleDefaultDevice(v) => Object::IncompatibleDefaultDevice(Box::new((**v).clone())),
-            Object::IncompatibleHostForFtSecondary(v) => Object::IncompatibleHostForFtSecondary(Box::new((**v).clone())),
-            Object::IncompatibleHostForVmReplication(v) => Object::IncompatibleHostForVmReplication(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InUseFeatureManipulationDisallowed(v) => Object::InUseFeatureManipulationDisallowed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InaccessibleDatastore(v) => Object::InaccessibleDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InaccessibleFTMetadataDatastore(v) => Object::InaccessibleFTMetadataDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InaccessibleVFlashSource(v) => Object::InaccessibleVFlashSource(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IncompatibleDefaultDevice(v) => Object::IncompatibleDefaultDevice(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IncompatibleHostForFtSecondary(v) => Object::IncompatibleHostForFtSecondary(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IncompatibleHostForVmReplication(v) => Object::IncompatibleHostForVmReplication(Box::new((**v).clone())),
             Object::IncompatibleHostForVmReplicationIncompatibleReason(v) => Object::IncompatibleHostForVmReplicationIncompatibleReason(Box::new((**v).clone())),
-            Object::IncompatibleSetting(v) => Object::IncompatibleSetting(Box::new((**v).clone())),
-            Object::IncorrectFileType(v) => Object::IncorrectFileType(Box::new((**v).clone())),
-            Object::IncorrectHostInformation(v) => Object::IncorrectHostInformation(Box::new((**v).clone())),
-            Object::IncorrectHostInformationEvent(v) => Object::IncorrectHostInformationEvent(Box::new((**v).clone())),
-            Object::IndependentDiskVMotionNotSupported(v) => Object::IndependentDiskVMotionNotSupported(Box::new((**v).clone())),
-            Object::InfoUpgradeEvent(v) => Object::InfoUpgradeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IncompatibleSetting(v) => Object::IncompatibleSetting(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IncorrectFileType(v) => Object::IncorrectFileType(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IncorrectHostInformation(v) => Object::IncorrectHostInformation(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::IncorrectHostInformationEvent(v) => Object::IncorrectHostInformationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IndependentDiskVMotionNotSupported(v) => Object::IndependentDiskVMotionNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::InfoUpgradeEvent(v) => Object::InfoUpgradeEvent(Box::new((**v).clone())),
             Object::InheritablePolicy(v) => Object::InheritablePolicy(Box::new((**v).clone())),
-            Object::InsufficientAgentVmsDeployed(v) => Object::InsufficientAgentVmsDeployed(Box::new((**v).clone())),
-            Object::InsufficientCpuResourcesFault(v) => Object::InsufficientCpuResourcesFault(Box::new((**v).clone())),
-            Object::InsufficientDisks(v) => Object::InsufficientDisks(Box::new((**v).clone())),
-            Object::InsufficientFailoverResourcesEvent(v) => Object::InsufficientFailoverResourcesEvent(Box::new((**v).clone())),
-            Object::InsufficientFailoverResourcesFault(v) => Object::InsufficientFailoverResourcesFault(Box::new((**v).clone())),
-            Object::InsufficientGraphicsResourcesFault(v) => Object::InsufficientGraphicsResourcesFault(Box::new((**v).clone())),
-            Object::InsufficientHostCapacityFault(v) => Object::InsufficientHostCapacityFault(Box::new((**v).clone())),
-            Object::InsufficientHostCpuCapacityFault(v) => Object::InsufficientHostCpuCapacityFault(Box::new((**v).clone())),
-            Object::InsufficientHostMemoryCapacityFault(v) => Object::InsufficientHostMemoryCapacityFault(Box::new((**v).clone())),
-            Object::InsufficientMemoryResourcesFault(v) => Object::InsufficientMemoryResourcesFault(Box::new((**v).clone())),
-            Object::InsufficientNetworkCapacity(v) => Object::InsufficientNetworkCapacity(Box::new((**v).clone())),
-            Object::InsufficientNetworkResourcePoolCapacity(v) => Object::InsufficientNetworkResourcePoolCapacity(Box::new((**v).clone())),
-            Object::InsufficientPerCpuCapacity(v) => Object::InsufficientPerCpuCapacity(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientAgentVmsDeployed(v) => Object::InsufficientAgentVmsDeployed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientCpuResourcesFault(v) => Object::InsufficientCpuResourcesFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientDisks(v) => Object::InsufficientDisks(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::InsufficientFailoverResourcesEvent(v) => Object::InsufficientFailoverResourcesEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientFailoverResourcesFault(v) => Object::InsufficientFailoverResourcesFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientGraphicsResourcesFault(v) => Object::InsufficientGraphicsResourcesFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientHostCapacityFault(v) => Object::InsufficientHostCapacityFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientHostCpuCapacityFault(v) => Object::InsufficientHostCpuCapacityFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientHostMemoryCapacityFault(v) => Object::InsufficientHostMemoryCapacityFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientMemoryResourcesFault(v) => Object::InsufficientMemoryResourcesFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientNetworkCapacity(v) => Object::InsufficientNetworkCapacity(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientNetworkResourcePoolCapacity(v) => Object::InsufficientNetworkResourcePoolCapacity(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientPerCpuCapacity(v) => Object::InsufficientPerCpuCapacity(Box::new((**v).clone())),
             Object::InsufficientResourcesFault(v) => Object::InsufficientResourcesFault(Box::new((**v).clone())),
-            Object::InsufficientStandbyCpuResource(v) => Object::InsufficientStandbyCpuResource(Box::new((**v).clone())),
-            Object::InsufficientStandbyMemoryResource(v) => Object::InsufficientStandbyMemoryResource(Box::new((**v).clone())),
-            Object::InsufficientStandbyResource(v) => Object::InsufficientStandbyResource(Box::new((**v).clone())),
-            Object::InsufficientStorageIops(v) => Object::InsufficientStorageIops(Box::new((**v).clone())),
-            Object::InsufficientStorageSpace(v) => Object::InsufficientStorageSpace(Box::new((**v).clone())),
-            Object::InsufficientVFlashResourcesFault(v) => Object::InsufficientVFlashResourcesFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyCpuResource(v) => Object::InsufficientStandbyCpuResource(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyMemoryResource(v) => Object::InsufficientStandbyMemoryResource(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyResource(v) => Object::InsufficientStandbyResource(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientStorageIops(v) => Object::InsufficientStorageIops(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientStorageSpace(v) => Object::InsufficientStorageSpace(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InsufficientVFlashResourcesFault(v) => Object::InsufficientVFlashResourcesFault(Box::new((**v).clone())),
             Object::IntExpression(v) => Object::IntExpression(Box::new((**v).clone())),
             Object::IntOption(v) => Object::IntOption(Box::new((**v).clone())),
             Object::IntPolicy(v) => Object::IntPolicy(Box::new((**v).clone())),
             Object::InternetScsiSnsDiscoveryMethod(v) => Object::InternetScsiSnsDiscoveryMethod(Box::new((**v).clone())),
-            Object::InvalidAffinitySettingFault(v) => Object::InvalidAffinitySettingFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidAffinitySettingFault(v) => Object::InvalidAffinitySettingFault(Box::new((**v).clone())),
             Object::InvalidArgument(v) => Object::InvalidArgument(Box::new((**v).clone())),
-            Object::InvalidBmcRole(v) => Object::InvalidBmcRole(Box::new((**v).clone())),
-            Object::InvalidBundle(v) => Object::InvalidBundle(Box::new((**v).clone())),
-            Object::InvalidCAMCertificate(v) => Object::InvalidCAMCertificate(Box::new((**v).clone())),
-            Object::InvalidCAMServer(v) => Object::InvalidCAMServer(Box::new((**v).clone())),
-            Object::InvalidClientCertificate(v) => Object::InvalidClientCertificate(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidBmcRole(v) => Object::InvalidBmcRole(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidBundle(v) => Object::InvalidBundle(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidCAMCertificate(v) => Object::InvalidCAMCertificate(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidCAMServer(v) => Object::InvalidCAMServer(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidClientCertificate(v) => Object::InvalidClientCertificate(Box::new((**v).clone())),
             Object::InvalidCollectorVersion(v) => Object::InvalidCollectorVersion(Box::new((**v).clone())),
-            Object::InvalidController(v) => Object::InvalidController(Box::new((**v).clone())),
-            Object::InvalidDasConfigArgument(v) => Object::InvalidDasConfigArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidController(v) => Object::InvalidController(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidDasConfigArgument(v) => Object::InvalidDasConfigArgument(Box::new((**v).clone())),
             Object::InvalidDasConfigArgumentEntryForInvalidArgument(v) => Object::InvalidDasConfigArgumentEntryForInvalidArgument(Box::new((**v).clone())),
-            Object::InvalidDasRestartPriorityForFtVm(v) => Object::InvalidDasRestartPriorityForFtVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidDasRestartPriorityForFtVm(v) => Object::InvalidDasRestartPriorityForFtVm(Box::new((**v).clone())),
             Object::InvalidDatastore(v) => Object::InvalidDatastore(Box::new((**v).clone())),
             Object::InvalidDatastorePath(v) => Object::InvalidDatastorePath(Box::new((**v).clone())),
-            Object::InvalidDatastoreState(v) => Object::InvalidDatastoreState(Box::new((**v).clone())),
-            Object::InvalidDeviceBacking(v) => Object::InvalidDeviceBacking(Box::new((**v).clone())),
-            Object::InvalidDeviceOperation(v) => Object::InvalidDeviceOperation(Box::new((**v).clone())),
-            Object::InvalidDeviceSpec(v) => Object::InvalidDeviceSpec(Box::new((**v).clone())),
-            Object::InvalidDiskFormat(v) => Object::InvalidDiskFormat(Box::new((**v).clone())),
-            Object::InvalidDrsBehaviorForFtVm(v) => Object::InvalidDrsBehaviorForFtVm(Box::new((**v).clone())),
-            Object::InvalidEditionEvent(v) => Object::InvalidEditionEvent(Box::new((**v).clone())),
-            Object::InvalidEditionLicense(v) => Object::InvalidEditionLicense(Box::new((**v).clone())),
-            Object::InvalidEvent(v) => Object::InvalidEvent(Box::new((**v).clone())),
-            Object::InvalidFolder(v) => Object::InvalidFolder(Box::new((**v).clone())),
-            Object::InvalidFormat(v) => Object::InvalidFormat(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidDatastoreState(v) => Object::InvalidDatastoreState(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceBacking(v) => Object::InvalidDeviceBacking(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceOperation(v) => Object::InvalidDeviceOperation(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceSpec(v) => Object::InvalidDeviceSpec(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidDiskFormat(v) => Object::InvalidDiskFormat(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidDrsBehaviorForFtVm(v) => Object::InvalidDrsBehaviorForFtVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::InvalidEditionEvent(v) => Object::InvalidEditionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidEditionLicense(v) => Object::InvalidEditionLicense(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidEvent(v) => Object::InvalidEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidFolder(v) => Object::InvalidFolder(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidFormat(v) => Object::InvalidFormat(Box::new((**v).clone())),
             Object::InvalidGuestLogin(v) => Object::InvalidGuestLogin(Box::new((**v).clone())),
-            Object::InvalidHostConnectionState(v) => Object::InvalidHostConnectionState(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidHostConnectionState(v) => Object::InvalidHostConnectionState(Box::new((**v).clone())),
         }
     }
 }
@@ -664,79 +664,79 @@ impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::ID(_) => "ID",
-            Object::IDEDiskNotSupported(_) => "IDEDiskNotSupported",
-            Object::IORMNotSupportedHostOnDatastore(_) => "IORMNotSupportedHostOnDatastore",
-            Object::IScsiBootFailureEvent(_) => "IScsiBootFailureEvent",
-            Object::ImportHostAddFailure(_) => "ImportHostAddFailure",
-            Object::ImportOperationBulkFault(_) => "ImportOperationBulkFault",
+            #[cfg(feature = "all-faults")] Object::IDEDiskNotSupported(_) => "IDEDiskNotSupported",
+            #[cfg(feature = "all-faults")] Object::IORMNotSupportedHostOnDatastore(_) => "IORMNotSupportedHostOnDatastore",
+            #[cfg(feature = "all-events")] Object::IScsiBootFailureEvent(_) => "IScsiBootFailureEvent",
+            #[cfg(feature = "all-faults")] Object::ImportHostAddFailure(_) => "ImportHostAddFailure",
+            #[cfg(feature = "all-faults")] Object::ImportOperationBulkFault(_) => "ImportOperationBulkFault",
             Object::ImportOperationBulkFaultFaultOnImport(_) => "ImportOperationBulkFaultFaultOnImport",
             Object::ImportSpec(_) => "ImportSpec",
-            Object::InUseFeatureManipulationDisallowed(_) => "InUseFeatureManipulationDisallowed",
-            Object::InaccessibleDatastore(_) => "InaccessibleDatastore",
-            Object::InaccessibleFTMetadataDatastore(_) => "InaccessibleFTMetadataDatastore",
-            Object::InaccessibleVFlashSource(_) => "InaccessibleVFlashSource",
-            Object::IncompatibleDefaultDevice(_) => "IncompatibleDefaultDevice",
-            Object::IncompatibleHostForFtSecondary(_) => "IncompatibleHostForFtSecondary",
-            Object::IncompatibleHostForVmReplication(_) => "IncompatibleHostForVmReplication",
+            #[cfg(feature = "all-faults")] Object::InUseFeatureManipulationDisallowed(_) => "InUseFeatureManipulationDisallowed",
+            #[cfg(feature = "all-faults")] Object::InaccessibleDatastore(_) => "InaccessibleDatastore",
+            #[cfg(feature = "all-faults")] Object::InaccessibleFTMetadataDatastore(_) => "InaccessibleFTMetadataDatastore",
+            #[cfg(feature = "all-faults")] Object::InaccessibleVFlashSource(_) => "InaccessibleVFlashSource",
+            #[cfg(feature = "all-faults")] Object::IncompatibleDefaultDevice(_) => "IncompatibleDefaultDevice",
+            #[cfg(feature = "all-faults")] Object::IncompatibleHostForFtSecondary(_) => "IncompatibleHostForFtSecondary",
+            #[cfg(feature = "all-faults")] Object::IncompatibleHostForVmReplication(_) => "IncompatibleHostForVmReplication",
             Object::IncompatibleHostForVmReplicationIncompatibleReason(_) => "IncompatibleHostForVmReplicationIncompatibleReason",
-            Object::IncompatibleSetting(_) => "IncompatibleSetting",
-            Object::IncorrectFileType(_) => "IncorrectFileType",
-            Object::IncorrectHostInformation(_) => "IncorrectHostInformation",
-            Object::IncorrectHostInformationEvent(_) => "IncorrectHostInformationEvent",
-            Object::IndependentDiskVMotionNotSupported(_) => "IndependentDiskVMotionNotSupported",
-            Object::InfoUpgradeEvent(_) => "InfoUpgradeEvent",
+            #[cfg(feature = "all-faults")] Object::IncompatibleSetting(_) => "IncompatibleSetting",
+            #[cfg(feature = "all-faults")] Object::IncorrectFileType(_) => "IncorrectFileType",
+            #[cfg(feature = "all-faults")] Object::IncorrectHostInformation(_) => "IncorrectHostInformation",
+            #[cfg(feature = "all-events")] Object::IncorrectHostInformationEvent(_) => "IncorrectHostInformationEvent",
+            #[cfg(feature = "all-faults")] Object::IndependentDiskVMotionNotSupported(_) => "IndependentDiskVMotionNotSupported",
+            #[cfg(feature = "all-events")] Object::InfoUpgradeEvent(_) => "InfoUpgradeEvent",
             Object::InheritablePolicy(_) => "InheritablePolicy",
-            Object::InsufficientAgentVmsDeployed(_) => "InsufficientAgentVmsDeployed",
-            Object::InsufficientCpuResourcesFault(_) => "InsufficientCpuResourcesFault",
-            Object::InsufficientDisks(_) => "InsufficientDisks",
-            Object::InsufficientFailoverResourcesEvent(_) => "InsufficientFailoverResourcesEvent",
-            Object::InsufficientFailoverResourcesFault(_) => "InsufficientFailoverResourcesFault",
-            Object::InsufficientGraphicsResourcesFault(_) => "InsufficientGraphicsResourcesFault",
-            Object::InsufficientHostCapacityFault(_) => "InsufficientHostCapacityFault",
-            Object::InsufficientHostCpuCapacityFault(_) => "InsufficientHostCpuCapacityFault",
-            Object::InsufficientHostMemoryCapacityFault(_) => "InsufficientHostMemoryCapacityFault",
-            Object::InsufficientMemoryResourcesFault(_) => "InsufficientMemoryResourcesFault",
-            Object::InsufficientNetworkCapacity(_) => "InsufficientNetworkCapacity",
-            Object::InsufficientNetworkResourcePoolCapacity(_) => "InsufficientNetworkResourcePoolCapacity",
-            Object::InsufficientPerCpuCapacity(_) => "InsufficientPerCpuCapacity",
+            #[cfg(feature = "all-faults")] Object::InsufficientAgentVmsDeployed(_) => "InsufficientAgentVmsDeployed",
+            #[cfg(feature = "all-faults")] Object::InsufficientCpuResourcesFault(_) => "InsufficientCpuResourcesFault",
+            #[cfg(feature = "all-faults")] Object::InsufficientDisks(_) => "InsufficientDisks",
+            #[cfg(feature = "all-events")] Object::InsufficientFailoverResourcesEvent(_) => "InsufficientFailoverResourcesEvent",
+            #[cfg(feature = "all-faults")] Object::InsufficientFailoverResourcesFault(_) => "InsufficientFailoverResourcesFault",
+            #[cfg(feature = "all-faults")] Object::InsufficientGraphicsResourcesFault(_) => "InsufficientGraphicsResourcesFault",
+            #[cfg(feature = "all-faults")] Object::InsufficientHostCapacityFault(_) => "InsufficientHostCapacityFault",
+            #[cfg(feature = "all-faults")] Object::InsufficientHostCpuCapacityFault(_) => "InsufficientHostCpuCapacityFault",
+            #[cfg(feature = "all-faults")] Object::InsufficientHostMemoryCapacityFault(_) => "InsufficientHostMemoryCapacityFault",
+            #[cfg(feature = "all-faults")] Object::InsufficientMemoryResourcesFault(_) => "InsufficientMemoryResourcesFault",
+            #[cfg(feature = "all-faults")] Object::InsufficientNetworkCapacity(_) => "InsufficientNetworkCapacity",
+            #[cfg(feature = "all-faults")] Object::InsufficientNetworkResourcePoolCapacity(_) => "InsufficientNetworkResourcePoolCapacity",
+            #[cfg(feature = "all-faults")] Object::InsufficientPerCpuCapacity(_) => "InsufficientPerCpuCapacity",
             Object::InsufficientResourcesFault(_) => "InsufficientResourcesFault",
-            Object::InsufficientStandbyCpuResource(_) => "InsufficientStandbyCpuResource",
-            Object::InsufficientStandbyMemoryResource(_) => "InsufficientStandbyMemoryResource",
-            Object::InsufficientStandbyResource(_) => "InsufficientStandbyResource",
-            Object::InsufficientStorageIops(_) => "InsufficientStorageIops",
-            Object::InsufficientStorageSpace(_) => "InsufficientStorageSpace",
-            Object::InsufficientVFlashResourcesFault(_) => "InsufficientVFlashResourcesFault",
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyCpuResource(_) => "InsufficientStandbyCpuResource",
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyMemoryResource(_) => "InsufficientStandbyMemoryResource",
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyResource(_) => "InsufficientStandbyResource",
+            #[cfg(feature = "all-faults")] Object::InsufficientStorageIops(_) => "InsufficientStorageIops",
+            #[cfg(feature = "all-faults")] Object::InsufficientStorageSpace(_) => "InsufficientStorageSpace",
+            #[cfg(feature = "all-faults")] Object::InsufficientVFlashResourcesFault(_) => "InsufficientVFlashResourcesFault",
             Object::IntExpression(_) => "IntExpression",
             Object::IntOption(_) => "IntOption",
             Object::IntPolicy(_) => "IntPolicy",
             Object::InternetScsiSnsDiscoveryMethod(_) => "InternetScsiSnsDiscoveryMethod",
-            Object::InvalidAffinitySettingFault(_) => "InvalidAffinitySettingFault",
+            #[cfg(feature = "all-faults")] Object::InvalidAffinitySettingFault(_) => "InvalidAffinitySettingFault",
             Object::InvalidArgument(_) => "InvalidArgument",
-            Object::InvalidBmcRole(_) => "InvalidBmcRole",
-            Object::InvalidBundle(_) => "InvalidBundle",
-            Object::InvalidCAMCertificate(_) => "InvalidCAMCertificate",
-            Object::InvalidCAMServer(_) => "InvalidCAMServer",
-            Object::InvalidClientCertificate(_) => "InvalidClientCertificate",
+            #[cfg(feature = "all-faults")] Object::InvalidBmcRole(_) => "InvalidBmcRole",
+            #[cfg(feature = "all-faults")] Object::InvalidBundle(_) => "InvalidBundle",
+            #[cfg(feature = "all-faults")] Object::InvalidCAMCertificate(_) => "InvalidCAMCertificate",
+            #[cfg(feature = "all-faults")] Object::InvalidCAMServer(_) => "InvalidCAMServer",
+            #[cfg(feature = "all-faults")] Object::InvalidClientCertificate(_) => "InvalidClientCertificate",
             Object::InvalidCollectorVersion(_) => "InvalidCollectorVersion",
-            Object::InvalidController(_) => "InvalidController",
-            Object::InvalidDasConfigArgument(_) => "InvalidDasConfigArgument",
+            #[cfg(feature = "all-faults")] Object::InvalidController(_) => "InvalidController",
+            #[cfg(feature = "all-faults")] Object::InvalidDasConfigArgument(_) => "InvalidDasConfigArgument",
             Object::InvalidDasConfigArgumentEntryForInvalidArgument(_) => "InvalidDasConfigArgumentEntryForInvalidArgument",
-            Object::InvalidDasRestartPriorityForFtVm(_) => "InvalidDasRestartPriorityForFtVm",
+            #[cfg(feature = "all-faults")] Object::InvalidDasRestartPriorityForFtVm(_) => "InvalidDasRestartPriorityForFtVm",
             Object::InvalidDatastore(_) => "InvalidDatastore",
             Object::InvalidDatastorePath(_) => "InvalidDatastorePath",
-            Object::InvalidDatastoreState(_) => "InvalidDatastoreState",
-            Object::InvalidDeviceBacking(_) => "InvalidDeviceBacking",
-            Object::InvalidDeviceOperation(_) => "InvalidDeviceOperation",
-            Object::InvalidDeviceSpec(_) => "InvalidDeviceSpec",
-            Object::InvalidDiskFormat(_) => "InvalidDiskFormat",
-            Object::InvalidDrsBehaviorForFtVm(_) => "InvalidDrsBehaviorForFtVm",
-            Object::InvalidEditionEvent(_) => "InvalidEditionEvent",
-            Object::InvalidEditionLicense(_) => "InvalidEditionLicense",
-            Object::InvalidEvent(_) => "InvalidEvent",
-            Object::InvalidFolder(_) => "InvalidFolder",
-            Object::InvalidFormat(_) => "InvalidFormat",
+            #[cfg(feature = "all-faults")] Object::InvalidDatastoreState(_) => "InvalidDatastoreState",
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceBacking(_) => "InvalidDeviceBacking",
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceOperation(_) => "InvalidDeviceOperation",
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceSpec(_) => "InvalidDeviceSpec",
+            #[cfg(feature = "all-faults")] Object::InvalidDiskFormat(_) => "InvalidDiskFormat",
+            #[cfg(feature = "all-faults")] Object::InvalidDrsBehaviorForFtVm(_) => "InvalidDrsBehaviorForFtVm",
+            #[cfg(feature = "all-events")] Object::InvalidEditionEvent(_) => "InvalidEditionEvent",
+            #[cfg(feature = "all-faults")] Object::InvalidEditionLicense(_) => "InvalidEditionLicense",
+            #[cfg(feature = "all-faults")] Object::InvalidEvent(_) => "InvalidEvent",
+            #[cfg(feature = "all-faults")] Object::InvalidFolder(_) => "InvalidFolder",
+            #[cfg(feature = "all-faults")] Object::InvalidFormat(_) => "InvalidFormat",
             Object::InvalidGuestLogin(_) => "InvalidGuestLogin",
-            Object::InvalidHostConnectionState(_) => "InvalidHostConnectionState",
+            #[cfg(feature = "all-faults")] Object::InvalidHostConnectionState(_) => "InvalidHostConnectionState",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -757,79 +757,79 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::ID(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IDEDiskNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IORMNotSupportedHostOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IScsiBootFailureEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ImportHostAddFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ImportOperationBulkFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IDEDiskNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IORMNotSupportedHostOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::IScsiBootFailureEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ImportHostAddFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ImportOperationBulkFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ImportOperationBulkFaultFaultOnImport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ImportSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InUseFeatureManipulationDisallowed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InaccessibleDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InaccessibleFTMetadataDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InaccessibleVFlashSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IncompatibleDefaultDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IncompatibleHostForFtSecondary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IncompatibleHostForVmReplication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InUseFeatureManipulationDisallowed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InaccessibleDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InaccessibleFTMetadataDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InaccessibleVFlashSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IncompatibleDefaultDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IncompatibleHostForFtSecondary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IncompatibleHostForVmReplication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IncompatibleHostForVmReplicationIncompatibleReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IncompatibleSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IncorrectFileType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IncorrectHostInformation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IncorrectHostInformationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IndependentDiskVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InfoUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IncompatibleSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IncorrectFileType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IncorrectHostInformation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::IncorrectHostInformationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IndependentDiskVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::InfoUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InheritablePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientAgentVmsDeployed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientCpuResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientDisks(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientFailoverResourcesEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientFailoverResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientGraphicsResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientHostCapacityFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientHostCpuCapacityFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientHostMemoryCapacityFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientMemoryResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientNetworkCapacity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientNetworkResourcePoolCapacity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientPerCpuCapacity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientAgentVmsDeployed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientCpuResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientDisks(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::InsufficientFailoverResourcesEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientFailoverResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientGraphicsResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientHostCapacityFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientHostCpuCapacityFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientHostMemoryCapacityFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientMemoryResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientNetworkCapacity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientNetworkResourcePoolCapacity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientPerCpuCapacity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InsufficientResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientStandbyCpuResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientStandbyMemoryResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientStandbyResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientStorageIops(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientStorageSpace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InsufficientVFlashResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyCpuResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyMemoryResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientStandbyResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientStorageIops(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientStorageSpace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InsufficientVFlashResourcesFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IntExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IntOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IntPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InternetScsiSnsDiscoveryMethod(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidAffinitySettingFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidAffinitySettingFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidBmcRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidBundle(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidCAMCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidCAMServer(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidClientCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidBmcRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidBundle(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidCAMCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidCAMServer(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidClientCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidCollectorVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidDasConfigArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidDasConfigArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidDasConfigArgumentEntryForInvalidArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidDasRestartPriorityForFtVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidDasRestartPriorityForFtVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidDatastorePath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidDatastoreState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidDeviceBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidDeviceOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidDeviceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidDiskFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidDrsBehaviorForFtVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidEditionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidEditionLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidFolder(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidDatastoreState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidDeviceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidDiskFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidDrsBehaviorForFtVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::InvalidEditionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidEditionLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidFolder(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidGuestLogin(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidHostConnectionState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidHostConnectionState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -843,15 +843,15 @@ impl x::ObjectType for ID {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ID(v) => Some(v), _ => None, }
+        match object { Object::ID(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ID(v) => Ok(v), other => Err(other), }
+        match object { Object::ID(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IDEDiskNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IDEDiskNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -859,15 +859,15 @@ impl x::ObjectType for IDEDiskNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IDEDiskNotSupported(v) => Some(v), _ => None, }
+        match object { Object::IDEDiskNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IDEDiskNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::IDEDiskNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IORMNotSupportedHostOnDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IORMNotSupportedHostOnDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -875,15 +875,15 @@ impl x::ObjectType for IORMNotSupportedHostOnDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IORMNotSupportedHostOnDatastore(v) => Some(v), _ => None, }
+        match object { Object::IORMNotSupportedHostOnDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IORMNotSupportedHostOnDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::IORMNotSupportedHostOnDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IScsiBootFailureEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for IScsiBootFailureEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -891,15 +891,15 @@ impl x::ObjectType for IScsiBootFailureEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IScsiBootFailureEvent(v) => Some(v), _ => None, }
+        match object { Object::IScsiBootFailureEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IScsiBootFailureEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::IScsiBootFailureEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ImportHostAddFailure {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ImportHostAddFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -907,15 +907,15 @@ impl x::ObjectType for ImportHostAddFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ImportHostAddFailure(v) => Some(v), _ => None, }
+        match object { Object::ImportHostAddFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ImportHostAddFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::ImportHostAddFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ImportOperationBulkFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ImportOperationBulkFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -923,11 +923,11 @@ impl x::ObjectType for ImportOperationBulkFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ImportOperationBulkFault(v) => Some(v), _ => None, }
+        match object { Object::ImportOperationBulkFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ImportOperationBulkFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ImportOperationBulkFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -939,11 +939,11 @@ impl x::ObjectType for ImportOperationBulkFaultFaultOnImport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ImportOperationBulkFaultFaultOnImport(v) => Some(v), _ => None, }
+        match object { Object::ImportOperationBulkFaultFaultOnImport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ImportOperationBulkFaultFaultOnImport(v) => Ok(v), other => Err(other), }
+        match object { Object::ImportOperationBulkFaultFaultOnImport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -955,15 +955,15 @@ impl x::ObjectType for ImportSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ImportSpec(v) => Some(v), _ => None, }
+        match object { Object::ImportSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ImportSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ImportSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InUseFeatureManipulationDisallowed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InUseFeatureManipulationDisallowed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -971,15 +971,15 @@ impl x::ObjectType for InUseFeatureManipulationDisallowed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InUseFeatureManipulationDisallowed(v) => Some(v), _ => None, }
+        match object { Object::InUseFeatureManipulationDisallowed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InUseFeatureManipulationDisallowed(v) => Ok(v), other => Err(other), }
+        match object { Object::InUseFeatureManipulationDisallowed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InaccessibleDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InaccessibleDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -987,15 +987,15 @@ impl x::ObjectType for InaccessibleDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InaccessibleDatastore(v) => Some(v), _ => None, }
+        match object { Object::InaccessibleDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InaccessibleDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::InaccessibleDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InaccessibleFTMetadataDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InaccessibleFTMetadataDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1003,15 +1003,15 @@ impl x::ObjectType for InaccessibleFTMetadataDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InaccessibleFTMetadataDatastore(v) => Some(v), _ => None, }
+        match object { Object::InaccessibleFTMetadataDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InaccessibleFTMetadataDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::InaccessibleFTMetadataDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InaccessibleVFlashSource {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InaccessibleVFlashSource {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1019,15 +1019,15 @@ impl x::ObjectType for InaccessibleVFlashSource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InaccessibleVFlashSource(v) => Some(v), _ => None, }
+        match object { Object::InaccessibleVFlashSource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InaccessibleVFlashSource(v) => Ok(v), other => Err(other), }
+        match object { Object::InaccessibleVFlashSource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IncompatibleDefaultDevice {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IncompatibleDefaultDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1035,15 +1035,15 @@ impl x::ObjectType for IncompatibleDefaultDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IncompatibleDefaultDevice(v) => Some(v), _ => None, }
+        match object { Object::IncompatibleDefaultDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IncompatibleDefaultDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::IncompatibleDefaultDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IncompatibleHostForFtSecondary {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IncompatibleHostForFtSecondary {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1051,15 +1051,15 @@ impl x::ObjectType for IncompatibleHostForFtSecondary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IncompatibleHostForFtSecondary(v) => Some(v), _ => None, }
+        match object { Object::IncompatibleHostForFtSecondary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IncompatibleHostForFtSecondary(v) => Ok(v), other => Err(other), }
+        match object { Object::IncompatibleHostForFtSecondary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IncompatibleHostForVmReplication {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IncompatibleHostForVmReplication {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1067,11 +1067,11 @@ impl x::ObjectType for IncompatibleHostForVmReplication {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IncompatibleHostForVmReplication(v) => Some(v), _ => None, }
+        match object { Object::IncompatibleHostForVmReplication(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IncompatibleHostForVmReplication(v) => Ok(v), other => Err(other), }
+        match object { Object::IncompatibleHostForVmReplication(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1083,15 +1083,15 @@ impl x::ObjectType for IncompatibleHostForVmReplicationIncompatibleReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IncompatibleHostForVmReplicationIncompatibleReason(v) => Some(v), _ => None, }
+        match object { Object::IncompatibleHostForVmReplicationIncompatibleReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IncompatibleHostForVmReplicationIncompatibleReason(v) => Ok(v), other => Err(other), }
+        match object { Object::IncompatibleHostForVmReplicationIncompatibleReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IncompatibleSetting {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IncompatibleSetting {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1099,15 +1099,15 @@ impl x::ObjectType for IncompatibleSetting {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IncompatibleSetting(v) => Some(v), _ => None, }
+        match object { Object::IncompatibleSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IncompatibleSetting(v) => Ok(v), other => Err(other), }
+        match object { Object::IncompatibleSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IncorrectFileType {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IncorrectFileType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1115,15 +1115,15 @@ impl x::ObjectType for IncorrectFileType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IncorrectFileType(v) => Some(v), _ => None, }
+        match object { Object::IncorrectFileType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IncorrectFileType(v) => Ok(v), other => Err(other), }
+        match object { Object::IncorrectFileType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IncorrectHostInformation {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IncorrectHostInformation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1131,15 +1131,15 @@ impl x::ObjectType for IncorrectHostInformation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IncorrectHostInformation(v) => Some(v), _ => None, }
+        match object { Object::IncorrectHostInformation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IncorrectHostInformation(v) => Ok(v), other => Err(other), }
+        match object { Object::IncorrectHostInformation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IncorrectHostInformationEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for IncorrectHostInformationEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1147,15 +1147,15 @@ impl x::ObjectType for IncorrectHostInformationEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IncorrectHostInformationEvent(v) => Some(v), _ => None, }
+        match object { Object::IncorrectHostInformationEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IncorrectHostInformationEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::IncorrectHostInformationEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IndependentDiskVMotionNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IndependentDiskVMotionNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1163,15 +1163,15 @@ impl x::ObjectType for IndependentDiskVMotionNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IndependentDiskVMotionNotSupported(v) => Some(v), _ => None, }
+        match object { Object::IndependentDiskVMotionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IndependentDiskVMotionNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::IndependentDiskVMotionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InfoUpgradeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for InfoUpgradeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1179,11 +1179,11 @@ impl x::ObjectType for InfoUpgradeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InfoUpgradeEvent(v) => Some(v), _ => None, }
+        match object { Object::InfoUpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InfoUpgradeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::InfoUpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1195,15 +1195,15 @@ impl x::ObjectType for InheritablePolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InheritablePolicy(v) => Some(v), _ => None, }
+        match object { Object::InheritablePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InheritablePolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::InheritablePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientAgentVmsDeployed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientAgentVmsDeployed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1211,15 +1211,15 @@ impl x::ObjectType for InsufficientAgentVmsDeployed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientAgentVmsDeployed(v) => Some(v), _ => None, }
+        match object { Object::InsufficientAgentVmsDeployed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientAgentVmsDeployed(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientAgentVmsDeployed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientCpuResourcesFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientCpuResourcesFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1227,15 +1227,15 @@ impl x::ObjectType for InsufficientCpuResourcesFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientCpuResourcesFault(v) => Some(v), _ => None, }
+        match object { Object::InsufficientCpuResourcesFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientCpuResourcesFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientCpuResourcesFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientDisks {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientDisks {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1243,15 +1243,15 @@ impl x::ObjectType for InsufficientDisks {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientDisks(v) => Some(v), _ => None, }
+        match object { Object::InsufficientDisks(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientDisks(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientDisks(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientFailoverResourcesEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for InsufficientFailoverResourcesEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1259,15 +1259,15 @@ impl x::ObjectType for InsufficientFailoverResourcesEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientFailoverResourcesEvent(v) => Some(v), _ => None, }
+        match object { Object::InsufficientFailoverResourcesEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientFailoverResourcesEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientFailoverResourcesEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientFailoverResourcesFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientFailoverResourcesFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1275,15 +1275,15 @@ impl x::ObjectType for InsufficientFailoverResourcesFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientFailoverResourcesFault(v) => Some(v), _ => None, }
+        match object { Object::InsufficientFailoverResourcesFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientFailoverResourcesFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientFailoverResourcesFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientGraphicsResourcesFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientGraphicsResourcesFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1291,15 +1291,15 @@ impl x::ObjectType for InsufficientGraphicsResourcesFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientGraphicsResourcesFault(v) => Some(v), _ => None, }
+        match object { Object::InsufficientGraphicsResourcesFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientGraphicsResourcesFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientGraphicsResourcesFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientHostCapacityFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientHostCapacityFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1307,15 +1307,15 @@ impl x::ObjectType for InsufficientHostCapacityFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientHostCapacityFault(v) => Some(v), _ => None, }
+        match object { Object::InsufficientHostCapacityFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientHostCapacityFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientHostCapacityFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientHostCpuCapacityFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientHostCpuCapacityFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1323,15 +1323,15 @@ impl x::ObjectType for InsufficientHostCpuCapacityFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientHostCpuCapacityFault(v) => Some(v), _ => None, }
+        match object { Object::InsufficientHostCpuCapacityFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientHostCpuCapacityFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientHostCpuCapacityFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientHostMemoryCapacityFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientHostMemoryCapacityFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1339,15 +1339,15 @@ impl x::ObjectType for InsufficientHostMemoryCapacityFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientHostMemoryCapacityFault(v) => Some(v), _ => None, }
+        match object { Object::InsufficientHostMemoryCapacityFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientHostMemoryCapacityFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientHostMemoryCapacityFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientMemoryResourcesFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientMemoryResourcesFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1355,15 +1355,15 @@ impl x::ObjectType for InsufficientMemoryResourcesFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientMemoryResourcesFault(v) => Some(v), _ => None, }
+        match object { Object::InsufficientMemoryResourcesFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientMemoryResourcesFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientMemoryResourcesFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientNetworkCapacity {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientNetworkCapacity {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1371,15 +1371,15 @@ impl x::ObjectType for InsufficientNetworkCapacity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientNetworkCapacity(v) => Some(v), _ => None, }
+        match object { Object::InsufficientNetworkCapacity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientNetworkCapacity(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientNetworkCapacity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientNetworkResourcePoolCapacity {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientNetworkResourcePoolCapacity {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1387,15 +1387,15 @@ impl x::ObjectType for InsufficientNetworkResourcePoolCapacity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientNetworkResourcePoolCapacity(v) => Some(v), _ => None, }
+        match object { Object::InsufficientNetworkResourcePoolCapacity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientNetworkResourcePoolCapacity(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientNetworkResourcePoolCapacity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientPerCpuCapacity {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientPerCpuCapacity {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1403,11 +1403,11 @@ impl x::ObjectType for InsufficientPerCpuCapacity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientPerCpuCapacity(v) => Some(v), _ => None, }
+        match object { Object::InsufficientPerCpuCapacity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientPerCpuCapacity(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientPerCpuCapacity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1419,15 +1419,15 @@ impl x::ObjectType for InsufficientResourcesFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientResourcesFault(v) => Some(v), _ => None, }
+        match object { Object::InsufficientResourcesFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientResourcesFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientResourcesFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientStandbyCpuResource {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientStandbyCpuResource {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1435,15 +1435,15 @@ impl x::ObjectType for InsufficientStandbyCpuResource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientStandbyCpuResource(v) => Some(v), _ => None, }
+        match object { Object::InsufficientStandbyCpuResource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientStandbyCpuResource(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientStandbyCpuResource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientStandbyMemoryResource {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientStandbyMemoryResource {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1451,15 +1451,15 @@ impl x::ObjectType for InsufficientStandbyMemoryResource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientStandbyMemoryResource(v) => Some(v), _ => None, }
+        match object { Object::InsufficientStandbyMemoryResource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientStandbyMemoryResource(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientStandbyMemoryResource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientStandbyResource {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientStandbyResource {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1467,15 +1467,15 @@ impl x::ObjectType for InsufficientStandbyResource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientStandbyResource(v) => Some(v), _ => None, }
+        match object { Object::InsufficientStandbyResource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientStandbyResource(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientStandbyResource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientStorageIops {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientStorageIops {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1483,15 +1483,15 @@ impl x::ObjectType for InsufficientStorageIops {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientStorageIops(v) => Some(v), _ => None, }
+        match object { Object::InsufficientStorageIops(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientStorageIops(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientStorageIops(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientStorageSpace {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientStorageSpace {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1499,15 +1499,15 @@ impl x::ObjectType for InsufficientStorageSpace {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientStorageSpace(v) => Some(v), _ => None, }
+        match object { Object::InsufficientStorageSpace(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientStorageSpace(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientStorageSpace(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InsufficientVFlashResourcesFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InsufficientVFlashResourcesFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1515,11 +1515,11 @@ impl x::ObjectType for InsufficientVFlashResourcesFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InsufficientVFlashResourcesFault(v) => Some(v), _ => None, }
+        match object { Object::InsufficientVFlashResourcesFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InsufficientVFlashResourcesFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InsufficientVFlashResourcesFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1531,11 +1531,11 @@ impl x::ObjectType for IntExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IntExpression(v) => Some(v), _ => None, }
+        match object { Object::IntExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IntExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::IntExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1547,11 +1547,11 @@ impl x::ObjectType for IntOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IntOption(v) => Some(v), _ => None, }
+        match object { Object::IntOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IntOption(v) => Ok(v), other => Err(other), }
+        match object { Object::IntOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1563,11 +1563,11 @@ impl x::ObjectType for IntPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IntPolicy(v) => Some(v), _ => None, }
+        match object { Object::IntPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IntPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::IntPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1579,15 +1579,15 @@ impl x::ObjectType for InternetScsiSnsDiscoveryMethod {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InternetScsiSnsDiscoveryMethod(v) => Some(v), _ => None, }
+        match object { Object::InternetScsiSnsDiscoveryMethod(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InternetScsiSnsDiscoveryMethod(v) => Ok(v), other => Err(other), }
+        match object { Object::InternetScsiSnsDiscoveryMethod(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidAffinitySettingFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidAffinitySettingFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1595,11 +1595,11 @@ impl x::ObjectType for InvalidAffinitySettingFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidAffinitySettingFault(v) => Some(v), _ => None, }
+        match object { Object::InvalidAffinitySettingFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidAffinitySettingFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidAffinitySettingFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1611,15 +1611,15 @@ impl x::ObjectType for InvalidArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidArgument(v) => Some(v), _ => None, }
+        match object { Object::InvalidArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidBmcRole {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidBmcRole {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1627,15 +1627,15 @@ impl x::ObjectType for InvalidBmcRole {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidBmcRole(v) => Some(v), _ => None, }
+        match object { Object::InvalidBmcRole(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidBmcRole(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidBmcRole(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidBundle {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidBundle {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1643,15 +1643,15 @@ impl x::ObjectType for InvalidBundle {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidBundle(v) => Some(v), _ => None, }
+        match object { Object::InvalidBundle(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidBundle(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidBundle(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidCAMCertificate {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidCAMCertificate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1659,15 +1659,15 @@ impl x::ObjectType for InvalidCAMCertificate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidCAMCertificate(v) => Some(v), _ => None, }
+        match object { Object::InvalidCAMCertificate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidCAMCertificate(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidCAMCertificate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidCAMServer {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidCAMServer {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1675,15 +1675,15 @@ impl x::ObjectType for InvalidCAMServer {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidCAMServer(v) => Some(v), _ => None, }
+        match object { Object::InvalidCAMServer(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidCAMServer(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidCAMServer(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidClientCertificate {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidClientCertificate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1691,11 +1691,11 @@ impl x::ObjectType for InvalidClientCertificate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidClientCertificate(v) => Some(v), _ => None, }
+        match object { Object::InvalidClientCertificate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidClientCertificate(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidClientCertificate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1707,15 +1707,15 @@ impl x::ObjectType for InvalidCollectorVersion {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidCollectorVersion(v) => Some(v), _ => None, }
+        match object { Object::InvalidCollectorVersion(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidCollectorVersion(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidCollectorVersion(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidController {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidController {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1723,15 +1723,15 @@ impl x::ObjectType for InvalidController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidController(v) => Some(v), _ => None, }
+        match object { Object::InvalidController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidController(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidDasConfigArgument {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidDasConfigArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1739,11 +1739,11 @@ impl x::ObjectType for InvalidDasConfigArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDasConfigArgument(v) => Some(v), _ => None, }
+        match object { Object::InvalidDasConfigArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDasConfigArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDasConfigArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1755,15 +1755,15 @@ impl x::ObjectType for InvalidDasConfigArgumentEntryForInvalidArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDasConfigArgumentEntryForInvalidArgument(v) => Some(v), _ => None, }
+        match object { Object::InvalidDasConfigArgumentEntryForInvalidArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDasConfigArgumentEntryForInvalidArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDasConfigArgumentEntryForInvalidArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidDasRestartPriorityForFtVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidDasRestartPriorityForFtVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1771,11 +1771,11 @@ impl x::ObjectType for InvalidDasRestartPriorityForFtVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDasRestartPriorityForFtVm(v) => Some(v), _ => None, }
+        match object { Object::InvalidDasRestartPriorityForFtVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDasRestartPriorityForFtVm(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDasRestartPriorityForFtVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1787,11 +1787,11 @@ impl x::ObjectType for InvalidDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDatastore(v) => Some(v), _ => None, }
+        match object { Object::InvalidDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1803,15 +1803,15 @@ impl x::ObjectType for InvalidDatastorePath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDatastorePath(v) => Some(v), _ => None, }
+        match object { Object::InvalidDatastorePath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDatastorePath(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDatastorePath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidDatastoreState {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidDatastoreState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1819,15 +1819,15 @@ impl x::ObjectType for InvalidDatastoreState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDatastoreState(v) => Some(v), _ => None, }
+        match object { Object::InvalidDatastoreState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDatastoreState(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDatastoreState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidDeviceBacking {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidDeviceBacking {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1835,15 +1835,15 @@ impl x::ObjectType for InvalidDeviceBacking {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDeviceBacking(v) => Some(v), _ => None, }
+        match object { Object::InvalidDeviceBacking(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDeviceBacking(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDeviceBacking(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidDeviceOperation {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidDeviceOperation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1851,15 +1851,15 @@ impl x::ObjectType for InvalidDeviceOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDeviceOperation(v) => Some(v), _ => None, }
+        match object { Object::InvalidDeviceOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDeviceOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDeviceOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidDeviceSpec {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidDeviceSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1867,15 +1867,15 @@ impl x::ObjectType for InvalidDeviceSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDeviceSpec(v) => Some(v), _ => None, }
+        match object { Object::InvalidDeviceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDeviceSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDeviceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidDiskFormat {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidDiskFormat {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1883,15 +1883,15 @@ impl x::ObjectType for InvalidDiskFormat {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDiskFormat(v) => Some(v), _ => None, }
+        match object { Object::InvalidDiskFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDiskFormat(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDiskFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidDrsBehaviorForFtVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidDrsBehaviorForFtVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1899,15 +1899,15 @@ impl x::ObjectType for InvalidDrsBehaviorForFtVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidDrsBehaviorForFtVm(v) => Some(v), _ => None, }
+        match object { Object::InvalidDrsBehaviorForFtVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidDrsBehaviorForFtVm(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidDrsBehaviorForFtVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidEditionEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for InvalidEditionEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1915,15 +1915,15 @@ impl x::ObjectType for InvalidEditionEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidEditionEvent(v) => Some(v), _ => None, }
+        match object { Object::InvalidEditionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidEditionEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidEditionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidEditionLicense {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidEditionLicense {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1931,15 +1931,15 @@ impl x::ObjectType for InvalidEditionLicense {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidEditionLicense(v) => Some(v), _ => None, }
+        match object { Object::InvalidEditionLicense(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidEditionLicense(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidEditionLicense(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidEvent {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1947,15 +1947,15 @@ impl x::ObjectType for InvalidEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidEvent(v) => Some(v), _ => None, }
+        match object { Object::InvalidEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidFolder {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidFolder {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1963,15 +1963,15 @@ impl x::ObjectType for InvalidFolder {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidFolder(v) => Some(v), _ => None, }
+        match object { Object::InvalidFolder(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidFolder(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidFolder(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidFormat {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidFormat {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1979,11 +1979,11 @@ impl x::ObjectType for InvalidFormat {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidFormat(v) => Some(v), _ => None, }
+        match object { Object::InvalidFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidFormat(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1995,15 +1995,15 @@ impl x::ObjectType for InvalidGuestLogin {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidGuestLogin(v) => Some(v), _ => None, }
+        match object { Object::InvalidGuestLogin(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidGuestLogin(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidGuestLogin(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidHostConnectionState {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidHostConnectionState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2011,10 +2011,10 @@ impl x::ObjectType for InvalidHostConnectionState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidHostConnectionState(v) => Some(v), _ => None, }
+        match object { Object::InvalidHostConnectionState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidHostConnectionState(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidHostConnectionState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

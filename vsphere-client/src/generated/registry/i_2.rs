@@ -214,38 +214,38 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    InvalidHostName(Box<InvalidHostName>),
+    #[cfg(feature = "all-faults")] InvalidHostName(Box<InvalidHostName>),
     InvalidHostState(Box<InvalidHostState>),
-    InvalidIndexArgument(Box<InvalidIndexArgument>),
-    InvalidIpfixConfig(Box<InvalidIpfixConfig>),
-    InvalidIpmiLoginInfo(Box<InvalidIpmiLoginInfo>),
-    InvalidIpmiMacAddress(Box<InvalidIpmiMacAddress>),
-    InvalidLicense(Box<InvalidLicense>),
-    InvalidLocale(Box<InvalidLocale>),
+    #[cfg(feature = "all-faults")] InvalidIndexArgument(Box<InvalidIndexArgument>),
+    #[cfg(feature = "all-faults")] InvalidIpfixConfig(Box<InvalidIpfixConfig>),
+    #[cfg(feature = "all-faults")] InvalidIpmiLoginInfo(Box<InvalidIpmiLoginInfo>),
+    #[cfg(feature = "all-faults")] InvalidIpmiMacAddress(Box<InvalidIpmiMacAddress>),
+    #[cfg(feature = "all-faults")] InvalidLicense(Box<InvalidLicense>),
+    #[cfg(feature = "all-faults")] InvalidLocale(Box<InvalidLocale>),
     InvalidLogin(Box<InvalidLogin>),
     InvalidName(Box<InvalidName>),
-    InvalidNasCredentials(Box<InvalidNasCredentials>),
-    InvalidNetworkInType(Box<InvalidNetworkInType>),
-    InvalidNetworkResource(Box<InvalidNetworkResource>),
-    InvalidOperationOnSecondaryVm(Box<InvalidOperationOnSecondaryVm>),
+    #[cfg(feature = "all-faults")] InvalidNasCredentials(Box<InvalidNasCredentials>),
+    #[cfg(feature = "all-faults")] InvalidNetworkInType(Box<InvalidNetworkInType>),
+    #[cfg(feature = "all-faults")] InvalidNetworkResource(Box<InvalidNetworkResource>),
+    #[cfg(feature = "all-faults")] InvalidOperationOnSecondaryVm(Box<InvalidOperationOnSecondaryVm>),
     InvalidPowerState(Box<InvalidPowerState>),
-    InvalidPrivilege(Box<InvalidPrivilege>),
-    InvalidProfileReferenceHost(Box<InvalidProfileReferenceHost>),
+    #[cfg(feature = "all-faults")] InvalidPrivilege(Box<InvalidPrivilege>),
+    #[cfg(feature = "all-faults")] InvalidProfileReferenceHost(Box<InvalidProfileReferenceHost>),
     InvalidProfileReferenceHostReason(Box<InvalidProfileReferenceHostReason>),
     InvalidProperty(Box<InvalidProperty>),
-    InvalidPropertyType(Box<InvalidPropertyType>),
-    InvalidPropertyValue(Box<InvalidPropertyValue>),
+    #[cfg(feature = "all-faults")] InvalidPropertyType(Box<InvalidPropertyType>),
+    #[cfg(feature = "all-faults")] InvalidPropertyValue(Box<InvalidPropertyValue>),
     InvalidRequest(Box<InvalidRequest>),
-    InvalidResourcePoolStructureFault(Box<InvalidResourcePoolStructureFault>),
-    InvalidScheduledTask(Box<InvalidScheduledTask>),
-    InvalidSnapshotFormat(Box<InvalidSnapshotFormat>),
+    #[cfg(feature = "all-faults")] InvalidResourcePoolStructureFault(Box<InvalidResourcePoolStructureFault>),
+    #[cfg(feature = "all-faults")] InvalidScheduledTask(Box<InvalidScheduledTask>),
+    #[cfg(feature = "all-faults")] InvalidSnapshotFormat(Box<InvalidSnapshotFormat>),
     InvalidState(Box<InvalidState>),
-    InvalidToken(Box<InvalidToken>),
+    #[cfg(feature = "all-faults")] InvalidToken(Box<InvalidToken>),
     InvalidType(Box<InvalidType>),
     InvalidVmConfig(Box<InvalidVmConfig>),
-    InvalidVmState(Box<InvalidVmState>),
+    #[cfg(feature = "all-faults")] InvalidVmState(Box<InvalidVmState>),
     InventoryDescription(Box<InventoryDescription>),
-    InventoryHasStandardAloneHosts(Box<InventoryHasStandardAloneHosts>),
+    #[cfg(feature = "all-faults")] InventoryHasStandardAloneHosts(Box<InventoryHasStandardAloneHosts>),
     IoFilterHostIssue(Box<IoFilterHostIssue>),
     IoFilterInfo(Box<IoFilterInfo>),
     IoFilterManagerSslTrust(Box<IoFilterManagerSslTrust>),
@@ -254,7 +254,7 @@ pub enum Object {
     IoFilterType(Box<IoFilterType>),
     IpAddress(Box<IpAddress>),
     IpAddressProfile(Box<IpAddressProfile>),
-    IpHostnameGeneratorError(Box<IpHostnameGeneratorError>),
+    #[cfg(feature = "all-faults")] IpHostnameGeneratorError(Box<IpHostnameGeneratorError>),
     IpPool(Box<IpPool>),
     IpPoolAssociation(Box<IpPoolAssociation>),
     IpPoolIpPoolConfigInfo(Box<IpPoolIpPoolConfigInfo>),
@@ -262,18 +262,18 @@ pub enum Object {
     IpRange(Box<IpRange>),
     IpRouteProfile(Box<IpRouteProfile>),
     IscsiDependencyEntity(Box<IscsiDependencyEntity>),
-    IscsiFault(Box<IscsiFault>),
-    IscsiFaultInvalidVnic(Box<IscsiFaultInvalidVnic>),
-    IscsiFaultPnicInUse(Box<IscsiFaultPnicInUse>),
-    IscsiFaultVnicAlreadyBound(Box<IscsiFaultVnicAlreadyBound>),
-    IscsiFaultVnicHasActivePaths(Box<IscsiFaultVnicHasActivePaths>),
-    IscsiFaultVnicHasMultipleUplinks(Box<IscsiFaultVnicHasMultipleUplinks>),
-    IscsiFaultVnicHasNoUplinks(Box<IscsiFaultVnicHasNoUplinks>),
-    IscsiFaultVnicHasWrongUplink(Box<IscsiFaultVnicHasWrongUplink>),
-    IscsiFaultVnicInUse(Box<IscsiFaultVnicInUse>),
-    IscsiFaultVnicIsLastPath(Box<IscsiFaultVnicIsLastPath>),
-    IscsiFaultVnicNotBound(Box<IscsiFaultVnicNotBound>),
-    IscsiFaultVnicNotFound(Box<IscsiFaultVnicNotFound>),
+    #[cfg(feature = "all-faults")] IscsiFault(Box<IscsiFault>),
+    #[cfg(feature = "all-faults")] IscsiFaultInvalidVnic(Box<IscsiFaultInvalidVnic>),
+    #[cfg(feature = "all-faults")] IscsiFaultPnicInUse(Box<IscsiFaultPnicInUse>),
+    #[cfg(feature = "all-faults")] IscsiFaultVnicAlreadyBound(Box<IscsiFaultVnicAlreadyBound>),
+    #[cfg(feature = "all-faults")] IscsiFaultVnicHasActivePaths(Box<IscsiFaultVnicHasActivePaths>),
+    #[cfg(feature = "all-faults")] IscsiFaultVnicHasMultipleUplinks(Box<IscsiFaultVnicHasMultipleUplinks>),
+    #[cfg(feature = "all-faults")] IscsiFaultVnicHasNoUplinks(Box<IscsiFaultVnicHasNoUplinks>),
+    #[cfg(feature = "all-faults")] IscsiFaultVnicHasWrongUplink(Box<IscsiFaultVnicHasWrongUplink>),
+    #[cfg(feature = "all-faults")] IscsiFaultVnicInUse(Box<IscsiFaultVnicInUse>),
+    #[cfg(feature = "all-faults")] IscsiFaultVnicIsLastPath(Box<IscsiFaultVnicIsLastPath>),
+    #[cfg(feature = "all-faults")] IscsiFaultVnicNotBound(Box<IscsiFaultVnicNotBound>),
+    #[cfg(feature = "all-faults")] IscsiFaultVnicNotFound(Box<IscsiFaultVnicNotFound>),
     IscsiMigrationDependency(Box<IscsiMigrationDependency>),
     IscsiPortInfo(Box<IscsiPortInfo>),
     IscsiPortInfoPathStatus(Box<IscsiPortInfoPathStatus>),
@@ -294,38 +294,38 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidHostName(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidHostName(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidHostState(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidIndexArgument(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidIpfixConfig(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidIpmiLoginInfo(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidIpmiMacAddress(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidLicense(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidLocale(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidIndexArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidIpfixConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidIpmiLoginInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidIpmiMacAddress(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidLicense(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidLocale(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidLogin(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidName(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidNasCredentials(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidNetworkInType(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidNetworkResource(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidOperationOnSecondaryVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidNasCredentials(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidNetworkInType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidNetworkResource(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidOperationOnSecondaryVm(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidPowerState(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidPrivilege(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidProfileReferenceHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidPrivilege(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidProfileReferenceHost(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidProfileReferenceHostReason(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidProperty(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidPropertyType(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidPropertyValue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidPropertyType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidPropertyValue(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidRequest(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidResourcePoolStructureFault(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidScheduledTask(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidSnapshotFormat(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidResourcePoolStructureFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidScheduledTask(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidSnapshotFormat(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidState(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidToken(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidToken(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidType(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidVmConfig(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidVmState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidVmState(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InventoryDescription(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InventoryHasStandardAloneHosts(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InventoryHasStandardAloneHosts(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterHostIssue(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterManagerSslTrust(v), Err(e) => return Some(Err(e)) },
@@ -334,7 +334,7 @@ fn decode(
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterType(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpAddress(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpAddressProfile(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpHostnameGeneratorError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpHostnameGeneratorError(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPool(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolAssociation(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolIpPoolConfigInfo(v), Err(e) => return Some(Err(e)) },
@@ -342,18 +342,18 @@ fn decode(
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpRange(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpRouteProfile(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiDependencyEntity(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFault(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultInvalidVnic(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultPnicInUse(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicAlreadyBound(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicHasActivePaths(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicHasMultipleUplinks(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicHasNoUplinks(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicHasWrongUplink(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicInUse(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicIsLastPath(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicNotBound(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultInvalidVnic(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultPnicInUse(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicAlreadyBound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicHasActivePaths(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicHasMultipleUplinks(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicHasNoUplinks(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicHasWrongUplink(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicInUse(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicIsLastPath(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicNotBound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicNotFound(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiMigrationDependency(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiPortInfo(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiPortInfoPathStatus(v), Err(e) => return Some(Err(e)) },
@@ -368,38 +368,38 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::InvalidHostName(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidHostName(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidHostState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidIndexArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidIpfixConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidIpmiLoginInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidIpmiMacAddress(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidLicense(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidLocale(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidIndexArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidIpfixConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidIpmiLoginInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidIpmiMacAddress(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidLocale(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidLogin(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidName(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidNasCredentials(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidNetworkInType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidNetworkResource(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidOperationOnSecondaryVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidNasCredentials(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidNetworkInType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidNetworkResource(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidOperationOnSecondaryVm(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidPowerState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidProfileReferenceHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidProfileReferenceHost(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidProfileReferenceHostReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidProperty(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidPropertyType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidPropertyValue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidPropertyType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidPropertyValue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidRequest(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidResourcePoolStructureFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidScheduledTask(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidSnapshotFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidResourcePoolStructureFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidScheduledTask(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidSnapshotFormat(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidToken(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidToken(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidVmConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InvalidVmState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InvalidVmState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InventoryDescription(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InventoryHasStandardAloneHosts(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IoFilterHostIssue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IoFilterManagerSslTrust(v) => std::fmt::Debug::fmt(&**v, f),
@@ -408,7 +408,7 @@ impl std::fmt::Debug for Object {
             Object::IoFilterType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpAddress(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpAddressProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IpHostnameGeneratorError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpPool(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpPoolAssociation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpPoolIpPoolConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -416,18 +416,18 @@ impl std::fmt::Debug for Object {
             Object::IpRange(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpRouteProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IscsiDependencyEntity(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultInvalidVnic(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultPnicInUse(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultVnicAlreadyBound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultVnicHasActivePaths(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultVnicHasMultipleUplinks(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultVnicHasNoUplinks(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultVnicHasWrongUplink(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultVnicInUse(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultVnicIsLastPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultVnicNotBound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiFaultVnicNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicAlreadyBound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasActivePaths(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasMultipleUplinks(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasNoUplinks(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasWrongUplink(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicInUse(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IscsiMigrationDependency(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IscsiPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IscsiPortInfoPathStatus(v) => std::fmt::Debug::fmt(&**v, f),
@@ -441,38 +441,38 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::InvalidHostName(a), Object::InvalidHostName(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidHostName(a), Object::InvalidHostName(b)) => **a == **b,
             (Object::InvalidHostState(a), Object::InvalidHostState(b)) => **a == **b,
-            (Object::InvalidIndexArgument(a), Object::InvalidIndexArgument(b)) => **a == **b,
-            (Object::InvalidIpfixConfig(a), Object::InvalidIpfixConfig(b)) => **a == **b,
-            (Object::InvalidIpmiLoginInfo(a), Object::InvalidIpmiLoginInfo(b)) => **a == **b,
-            (Object::InvalidIpmiMacAddress(a), Object::InvalidIpmiMacAddress(b)) => **a == **b,
-            (Object::InvalidLicense(a), Object::InvalidLicense(b)) => **a == **b,
-            (Object::InvalidLocale(a), Object::InvalidLocale(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidIndexArgument(a), Object::InvalidIndexArgument(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidIpfixConfig(a), Object::InvalidIpfixConfig(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidIpmiLoginInfo(a), Object::InvalidIpmiLoginInfo(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidIpmiMacAddress(a), Object::InvalidIpmiMacAddress(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidLicense(a), Object::InvalidLicense(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidLocale(a), Object::InvalidLocale(b)) => **a == **b,
             (Object::InvalidLogin(a), Object::InvalidLogin(b)) => **a == **b,
             (Object::InvalidName(a), Object::InvalidName(b)) => **a == **b,
-            (Object::InvalidNasCredentials(a), Object::InvalidNasCredentials(b)) => **a == **b,
-            (Object::InvalidNetworkInType(a), Object::InvalidNetworkInType(b)) => **a == **b,
-            (Object::InvalidNetworkResource(a), Object::InvalidNetworkResource(b)) => **a == **b,
-            (Object::InvalidOperationOnSecondaryVm(a), Object::InvalidOperationOnSecondaryVm(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidNasCredentials(a), Object::InvalidNasCredentials(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidNetworkInType(a), Object::InvalidNetworkInType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidNetworkResource(a), Object::InvalidNetworkResource(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidOperationOnSecondaryVm(a), Object::InvalidOperationOnSecondaryVm(b)) => **a == **b,
             (Object::InvalidPowerState(a), Object::InvalidPowerState(b)) => **a == **b,
-            (Object::InvalidPrivilege(a), Object::InvalidPrivilege(b)) => **a == **b,
-            (Object::InvalidProfileReferenceHost(a), Object::InvalidProfileReferenceHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidPrivilege(a), Object::InvalidPrivilege(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidProfileReferenceHost(a), Object::InvalidProfileReferenceHost(b)) => **a == **b,
             (Object::InvalidProfileReferenceHostReason(a), Object::InvalidProfileReferenceHostReason(b)) => **a == **b,
             (Object::InvalidProperty(a), Object::InvalidProperty(b)) => **a == **b,
-            (Object::InvalidPropertyType(a), Object::InvalidPropertyType(b)) => **a == **b,
-            (Object::InvalidPropertyValue(a), Object::InvalidPropertyValue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidPropertyType(a), Object::InvalidPropertyType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidPropertyValue(a), Object::InvalidPropertyValue(b)) => **a == **b,
             (Object::InvalidRequest(a), Object::InvalidRequest(b)) => **a == **b,
-            (Object::InvalidResourcePoolStructureFault(a), Object::InvalidResourcePoolStructureFault(b)) => **a == **b,
-            (Object::InvalidScheduledTask(a), Object::InvalidScheduledTask(b)) => **a == **b,
-            (Object::InvalidSnapshotFormat(a), Object::InvalidSnapshotFormat(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidResourcePoolStructureFault(a), Object::InvalidResourcePoolStructureFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidScheduledTask(a), Object::InvalidScheduledTask(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidSnapshotFormat(a), Object::InvalidSnapshotFormat(b)) => **a == **b,
             (Object::InvalidState(a), Object::InvalidState(b)) => **a == **b,
-            (Object::InvalidToken(a), Object::InvalidToken(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidToken(a), Object::InvalidToken(b)) => **a == **b,
             (Object::InvalidType(a), Object::InvalidType(b)) => **a == **b,
             (Object::InvalidVmConfig(a), Object::InvalidVmConfig(b)) => **a == **b,
-            (Object::InvalidVmState(a), Object::InvalidVmState(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InvalidVmState(a), Object::InvalidVmState(b)) => **a == **b,
             (Object::InventoryDescription(a), Object::InventoryDescription(b)) => **a == **b,
-            (Object::InventoryHasStandardAloneHosts(a), Object::InventoryHasStandardAloneHosts(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::InventoryHasStandardAloneHosts(a), Object::InventoryHasStandardAloneHosts(b)) => **a == **b,
             (Object::IoFilterHostIssue(a), Object::IoFilterHostIssue(b)) => **a == **b,
             (Object::IoFilterInfo(a), Object::IoFilterInfo(b)) => **a == **b,
             (Object::IoFilterManagerSslTrust(a), Object::IoFilterManagerSslTrust(b)) => **a == **b,
@@ -481,7 +481,7 @@ impl PartialEq for Object {
             (Object::IoFilterType(a), Object::IoFilterType(b)) => **a == **b,
             (Object::IpAddress(a), Object::IpAddress(b)) => **a == **b,
             (Object::IpAddressProfile(a), Object::IpAddressProfile(b)) => **a == **b,
-            (Object::IpHostnameGeneratorError(a), Object::IpHostnameGeneratorError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IpHostnameGeneratorError(a), Object::IpHostnameGeneratorError(b)) => **a == **b,
             (Object::IpPool(a), Object::IpPool(b)) => **a == **b,
             (Object::IpPoolAssociation(a), Object::IpPoolAssociation(b)) => **a == **b,
             (Object::IpPoolIpPoolConfigInfo(a), Object::IpPoolIpPoolConfigInfo(b)) => **a == **b,
@@ -489,25 +489,25 @@ impl PartialEq for Object {
             (Object::IpRange(a), Object::IpRange(b)) => **a == **b,
             (Object::IpRouteProfile(a), Object::IpRouteProfile(b)) => **a == **b,
             (Object::IscsiDependencyEntity(a), Object::IscsiDependencyEntity(b)) => **a == **b,
-            (Object::IscsiFault(a), Object::IscsiFault(b)) => **a == **b,
-            (Object::IscsiFaultInvalidVnic(a), Object::IscsiFaultInvalidVnic(b)) => **a == **b,
-            (Object::IscsiFaultPnicInUse(a), Object::IscsiFaultPnicInUse(b)) => **a == **b,
-            (Object::IscsiFaultVnicAlreadyBound(a), Object::IscsiFaultVnicAlreadyBound(b)) => **a == **b,
-            (Object::IscsiFaultVnicHasActivePaths(a), Object::IscsiFaultVnicHasActivePaths(b)) => **a == **b,
-            (Object::IscsiFaultVnicHasMultipleUplinks(a), Object::IscsiFaultVnicHasMultipleUplinks(b)) => **a == **b,
-            (Object::IscsiFaultVnicHasNoUplinks(a), Object::IscsiFaultVnicHasNoUplinks(b)) => **a == **b,
-            (Object::IscsiFaultVnicHasWrongUplink(a), Object::IscsiFaultVnicHasWrongUplink(b)) => **a == **b,
-            (Object::IscsiFaultVnicInUse(a), Object::IscsiFaultVnicInUse(b)) => **a == **b,
-            (Object::IscsiFaultVnicIsLastPath(a), Object::IscsiFaultVnicIsLastPath(b)) => **a == **b,
-            (Object::IscsiFaultVnicNotBound(a), Object::IscsiFaultVnicNotBound(b)) => **a == **b,
-            (Object::IscsiFaultVnicNotFound(a), Object::IscsiFaultVnicNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFault(a), Object::IscsiFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultInvalidVnic(a), Object::IscsiFaultInvalidVnic(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultPnicInUse(a), Object::IscsiFaultPnicInUse(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultVnicAlreadyBound(a), Object::IscsiFaultVnicAlreadyBound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultVnicHasActivePaths(a), Object::IscsiFaultVnicHasActivePaths(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultVnicHasMultipleUplinks(a), Object::IscsiFaultVnicHasMultipleUplinks(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultVnicHasNoUplinks(a), Object::IscsiFaultVnicHasNoUplinks(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultVnicHasWrongUplink(a), Object::IscsiFaultVnicHasWrongUplink(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultVnicInUse(a), Object::IscsiFaultVnicInUse(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultVnicIsLastPath(a), Object::IscsiFaultVnicIsLastPath(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultVnicNotBound(a), Object::IscsiFaultVnicNotBound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::IscsiFaultVnicNotFound(a), Object::IscsiFaultVnicNotFound(b)) => **a == **b,
             (Object::IscsiMigrationDependency(a), Object::IscsiMigrationDependency(b)) => **a == **b,
             (Object::IscsiPortInfo(a), Object::IscsiPortInfo(b)) => **a == **b,
             (Object::IscsiPortInfoPathStatus(a), Object::IscsiPortInfoPathStatus(b)) => **a == **b,
             (Object::IscsiStatus(a), Object::IscsiStatus(b)) => **a == **b,
             (Object::IsoImageFileInfo(a), Object::IsoImageFileInfo(b)) => **a == **b,
             (Object::IsoImageFileQuery(a), Object::IsoImageFileQuery(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -515,38 +515,38 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::InvalidHostName(v) => Object::InvalidHostName(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidHostName(v) => Object::InvalidHostName(Box::new((**v).clone())),
             Object::InvalidHostState(v) => Object::InvalidHostState(Box::new((**v).clone())),
-            Object::InvalidIndexArgument(v) => Object::InvalidIndexArgument(Box::new((**v).clone())),
-            Object::InvalidIpfixConfig(v) => Object::InvalidIpfixConfig(Box::new((**v).clone())),
-            Object::InvalidIpmiLoginInfo(v) => Object::InvalidIpmiLoginInfo(Box::new((**v).clone())),
-            Object::InvalidIpmiMacAddress(v) => Object::InvalidIpmiMacAddress(Box::new((**v).clone())),
-            Object::InvalidLicense(v) => Object::InvalidLicense(Box::new((**v).clone())),
-            Object::InvalidLocale(v) => Object::InvalidLocale(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidIndexArgument(v) => Object::InvalidIndexArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidIpfixConfig(v) => Object::InvalidIpfixConfig(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidIpmiLoginInfo(v) => Object::InvalidIpmiLoginInfo(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidIpmiMacAddress(v) => Object::InvalidIpmiMacAddress(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidLicense(v) => Object::InvalidLicense(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidLocale(v) => Object::InvalidLocale(Box::new((**v).clone())),
             Object::InvalidLogin(v) => Object::InvalidLogin(Box::new((**v).clone())),
             Object::InvalidName(v) => Object::InvalidName(Box::new((**v).clone())),
-            Object::InvalidNasCredentials(v) => Object::InvalidNasCredentials(Box::new((**v).clone())),
-            Object::InvalidNetworkInType(v) => Object::InvalidNetworkInType(Box::new((**v).clone())),
-            Object::InvalidNetworkResource(v) => Object::InvalidNetworkResource(Box::new((**v).clone())),
-            Object::InvalidOperationOnSecondaryVm(v) => Object::InvalidOperationOnSecondaryVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidNasCredentials(v) => Object::InvalidNasCredentials(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidNetworkInType(v) => Object::InvalidNetworkInType(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidNetworkResource(v) => Object::InvalidNetworkResource(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidOperationOnSecondaryVm(v) => Object::InvalidOperationOnSecondaryVm(Box::new((**v).clone())),
             Object::InvalidPowerState(v) => Object::InvalidPowerState(Box::new((**v).clone())),
-            Object::InvalidPrivilege(v) => Object::InvalidPrivilege(Box::new((**v).clone())),
-            Object::InvalidProfileReferenceHost(v) => Object::InvalidProfileReferenceHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidPrivilege(v) => Object::InvalidPrivilege(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidProfileReferenceHost(v) => Object::InvalidProfileReferenceHost(Box::new((**v).clone())),
             Object::InvalidProfileReferenceHostReason(v) => Object::InvalidProfileReferenceHostReason(Box::new((**v).clone())),
             Object::InvalidProperty(v) => Object::InvalidProperty(Box::new((**v).clone())),
-            Object::InvalidPropertyType(v) => Object::InvalidPropertyType(Box::new((**v).clone())),
-            Object::InvalidPropertyValue(v) => Object::InvalidPropertyValue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidPropertyType(v) => Object::InvalidPropertyType(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidPropertyValue(v) => Object::InvalidPropertyValue(Box::new((**v).clone())),
             Object::InvalidRequest(v) => Object::InvalidRequest(Box::new((**v).clone())),
-            Object::InvalidResourcePoolStructureFault(v) => Object::InvalidResourcePoolStructureFault(Box::new((**v).clone())),
-            Object::InvalidScheduledTask(v) => Object::InvalidScheduledTask(Box::new((**v).clone())),
-            Object::InvalidSnapshotFormat(v) => Object::InvalidSnapshotFormat(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidResourcePoolStructureFault(v) => Object::InvalidResourcePoolStructureFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidScheduledTask(v) => Object::InvalidScheduledTask(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidSnapshotFormat(v) => Object::InvalidSnapshotFormat(Box::new((**v).clone())),
             Object::InvalidState(v) => Object::InvalidState(Box::new((**v).clone())),
-            Object::InvalidToken(v) => Object::InvalidToken(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidToken(v) => Object::InvalidToken(Box::new((**v).clone())),
             Object::InvalidType(v) => Object::InvalidType(Box::new((**v).clone())),
             Object::InvalidVmConfig(v) => Object::InvalidVmConfig(Box::new((**v).clone())),
-            Object::InvalidVmState(v) => Object::InvalidVmState(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InvalidVmState(v) => Object::InvalidVmState(Box::new((**v).clone())),
             Object::InventoryDescription(v) => Object::InventoryDescription(Box::new((**v).clone())),
-            Object::InventoryHasStandardAloneHosts(v) => Object::InventoryHasStandardAloneHosts(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(v) => Object::InventoryHasStandardAloneHosts(Box::new((**v).clone())),
             Object::IoFilterHostIssue(v) => Object::IoFilterHostIssue(Box::new((**v).clone())),
             Object::IoFilterInfo(v) => Object::IoFilterInfo(Box::new((**v).clone())),
             Object::IoFilterManagerSslTrust(v) => Object::IoFilterManagerSslTrust(Box::new((**v).clone())),
@@ -555,7 +555,7 @@ impl Clone for Object {
             Object::IoFilterType(v) => Object::IoFilterType(Box::new((**v).clone())),
             Object::IpAddress(v) => Object::IpAddress(Box::new((**v).clone())),
             Object::IpAddressProfile(v) => Object::IpAddressProfile(Box::new((**v).clone())),
-            Object::IpHostnameGeneratorError(v) => Object::IpHostnameGeneratorError(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(v) => Object::IpHostnameGeneratorError(Box::new((**v).clone())),
             Object::IpPool(v) => Object::IpPool(Box::new((**v).clone())),
             Object::IpPoolAssociation(v) => Object::IpPoolAssociation(Box::new((**v).clone())),
             Object::IpPoolIpPoolConfigInfo(v) => Object::IpPoolIpPoolConfigInfo(Box::new((**v).clone())),
@@ -563,18 +563,18 @@ impl Clone for Object {
             Object::IpRange(v) => Object::IpRange(Box::new((**v).clone())),
             Object::IpRouteProfile(v) => Object::IpRouteProfile(Box::new((**v).clone())),
             Object::IscsiDependencyEntity(v) => Object::IscsiDependencyEntity(Box::new((**v).clone())),
-            Object::IscsiFault(v) => Object::IscsiFault(Box::new((**v).clone())),
-            Object::IscsiFaultInvalidVnic(v) => Object::IscsiFaultInvalidVnic(Box::new((**v).clone())),
-            Object::IscsiFaultPnicInUse(v) => Object::IscsiFaultPnicInUse(Box::new((**v).clone())),
-            Object::IscsiFaultVnicAlreadyBound(v) => Object::IscsiFaultVnicAlreadyBound(Box::new((**v).clone())),
-            Object::IscsiFaultVnicHasActivePaths(v) => Object::IscsiFaultVnicHasActivePaths(Box::new((**v).clone())),
-            Object::IscsiFaultVnicHasMultipleUplinks(v) => Object::IscsiFaultVnicHasMultipleUplinks(Box::new((**v).clone())),
-            Object::IscsiFaultVnicHasNoUplinks(v) => Object::IscsiFaultVnicHasNoUplinks(Box::new((**v).clone())),
-            Object::IscsiFaultVnicHasWrongUplink(v) => Object::IscsiFaultVnicHasWrongUplink(Box::new((**v).clone())),
-            Object::IscsiFaultVnicInUse(v) => Object::IscsiFaultVnicInUse(Box::new((**v).clone())),
-            Object::IscsiFaultVnicIsLastPath(v) => Object::IscsiFaultVnicIsLastPath(Box::new((**v).clone())),
-            Object::IscsiFaultVnicNotBound(v) => Object::IscsiFaultVnicNotBound(Box::new((**v).clone())),
-            Object::IscsiFaultVnicNotFound(v) => Object::IscsiFaultVnicNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFault(v) => Object::IscsiFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(v) => Object::IscsiFaultInvalidVnic(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(v) => Object::IscsiFaultPnicInUse(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicAlreadyBound(v) => Object::IscsiFaultVnicAlreadyBound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasActivePaths(v) => Object::IscsiFaultVnicHasActivePaths(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasMultipleUplinks(v) => Object::IscsiFaultVnicHasMultipleUplinks(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasNoUplinks(v) => Object::IscsiFaultVnicHasNoUplinks(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasWrongUplink(v) => Object::IscsiFaultVnicHasWrongUplink(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicInUse(v) => Object::IscsiFaultVnicInUse(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(v) => Object::IscsiFaultVnicIsLastPath(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(v) => Object::IscsiFaultVnicNotBound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(v) => Object::IscsiFaultVnicNotFound(Box::new((**v).clone())),
             Object::IscsiMigrationDependency(v) => Object::IscsiMigrationDependency(Box::new((**v).clone())),
             Object::IscsiPortInfo(v) => Object::IscsiPortInfo(Box::new((**v).clone())),
             Object::IscsiPortInfoPathStatus(v) => Object::IscsiPortInfoPathStatus(Box::new((**v).clone())),
@@ -588,38 +588,38 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::InvalidHostName(_) => "InvalidHostName",
+            #[cfg(feature = "all-faults")] Object::InvalidHostName(_) => "InvalidHostName",
             Object::InvalidHostState(_) => "InvalidHostState",
-            Object::InvalidIndexArgument(_) => "InvalidIndexArgument",
-            Object::InvalidIpfixConfig(_) => "InvalidIpfixConfig",
-            Object::InvalidIpmiLoginInfo(_) => "InvalidIpmiLoginInfo",
-            Object::InvalidIpmiMacAddress(_) => "InvalidIpmiMacAddress",
-            Object::InvalidLicense(_) => "InvalidLicense",
-            Object::InvalidLocale(_) => "InvalidLocale",
+            #[cfg(feature = "all-faults")] Object::InvalidIndexArgument(_) => "InvalidIndexArgument",
+            #[cfg(feature = "all-faults")] Object::InvalidIpfixConfig(_) => "InvalidIpfixConfig",
+            #[cfg(feature = "all-faults")] Object::InvalidIpmiLoginInfo(_) => "InvalidIpmiLoginInfo",
+            #[cfg(feature = "all-faults")] Object::InvalidIpmiMacAddress(_) => "InvalidIpmiMacAddress",
+            #[cfg(feature = "all-faults")] Object::InvalidLicense(_) => "InvalidLicense",
+            #[cfg(feature = "all-faults")] Object::InvalidLocale(_) => "InvalidLocale",
             Object::InvalidLogin(_) => "InvalidLogin",
             Object::InvalidName(_) => "InvalidName",
-            Object::InvalidNasCredentials(_) => "InvalidNasCredentials",
-            Object::InvalidNetworkInType(_) => "InvalidNetworkInType",
-            Object::InvalidNetworkResource(_) => "InvalidNetworkResource",
-            Object::InvalidOperationOnSecondaryVm(_) => "InvalidOperationOnSecondaryVm",
+            #[cfg(feature = "all-faults")] Object::InvalidNasCredentials(_) => "InvalidNasCredentials",
+            #[cfg(feature = "all-faults")] Object::InvalidNetworkInType(_) => "InvalidNetworkInType",
+            #[cfg(feature = "all-faults")] Object::InvalidNetworkResource(_) => "InvalidNetworkResource",
+            #[cfg(feature = "all-faults")] Object::InvalidOperationOnSecondaryVm(_) => "InvalidOperationOnSecondaryVm",
             Object::InvalidPowerState(_) => "InvalidPowerState",
-            Object::InvalidPrivilege(_) => "InvalidPrivilege",
-            Object::InvalidProfileReferenceHost(_) => "InvalidProfileReferenceHost",
+            #[cfg(feature = "all-faults")] Object::InvalidPrivilege(_) => "InvalidPrivilege",
+            #[cfg(feature = "all-faults")] Object::InvalidProfileReferenceHost(_) => "InvalidProfileReferenceHost",
             Object::InvalidProfileReferenceHostReason(_) => "InvalidProfileReferenceHostReason",
             Object::InvalidProperty(_) => "InvalidProperty",
-            Object::InvalidPropertyType(_) => "InvalidPropertyType",
-            Object::InvalidPropertyValue(_) => "InvalidPropertyValue",
+            #[cfg(feature = "all-faults")] Object::InvalidPropertyType(_) => "InvalidPropertyType",
+            #[cfg(feature = "all-faults")] Object::InvalidPropertyValue(_) => "InvalidPropertyValue",
             Object::InvalidRequest(_) => "InvalidRequest",
-            Object::InvalidResourcePoolStructureFault(_) => "InvalidResourcePoolStructureFault",
-            Object::InvalidScheduledTask(_) => "InvalidScheduledTask",
-            Object::InvalidSnapshotFormat(_) => "InvalidSnapshotFormat",
+            #[cfg(feature = "all-faults")] Object::InvalidResourcePoolStructureFault(_) => "InvalidResourcePoolStructureFault",
+            #[cfg(feature = "all-faults")] Object::InvalidScheduledTask(_) => "InvalidScheduledTask",
+            #[cfg(feature = "all-faults")] Object::InvalidSnapshotFormat(_) => "InvalidSnapshotFormat",
             Object::InvalidState(_) => "InvalidState",
-            Object::InvalidToken(_) => "InvalidToken",
+            #[cfg(feature = "all-faults")] Object::InvalidToken(_) => "InvalidToken",
             Object::InvalidType(_) => "InvalidType",
             Object::InvalidVmConfig(_) => "InvalidVmConfig",
-            Object::InvalidVmState(_) => "InvalidVmState",
+            #[cfg(feature = "all-faults")] Object::InvalidVmState(_) => "InvalidVmState",
             Object::InventoryDescription(_) => "InventoryDescription",
-            Object::InventoryHasStandardAloneHosts(_) => "InventoryHasStandardAloneHosts",
+            #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(_) => "InventoryHasStandardAloneHosts",
             Object::IoFilterHostIssue(_) => "IoFilterHostIssue",
             Object::IoFilterInfo(_) => "IoFilterInfo",
             Object::IoFilterManagerSslTrust(_) => "IoFilterManagerSslTrust",
@@ -628,7 +628,7 @@ impl x::DataObject for Object {
             Object::IoFilterType(_) => "IoFilterType",
             Object::IpAddress(_) => "IpAddress",
             Object::IpAddressProfile(_) => "IpAddressProfile",
-            Object::IpHostnameGeneratorError(_) => "IpHostnameGeneratorError",
+            #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(_) => "IpHostnameGeneratorError",
             Object::IpPool(_) => "IpPool",
             Object::IpPoolAssociation(_) => "IpPoolAssociation",
             Object::IpPoolIpPoolConfigInfo(_) => "IpPoolIpPoolConfigInfo",
@@ -636,18 +636,18 @@ impl x::DataObject for Object {
             Object::IpRange(_) => "IpRange",
             Object::IpRouteProfile(_) => "IpRouteProfile",
             Object::IscsiDependencyEntity(_) => "IscsiDependencyEntity",
-            Object::IscsiFault(_) => "IscsiFault",
-            Object::IscsiFaultInvalidVnic(_) => "IscsiFaultInvalidVnic",
-            Object::IscsiFaultPnicInUse(_) => "IscsiFaultPnicInUse",
-            Object::IscsiFaultVnicAlreadyBound(_) => "IscsiFaultVnicAlreadyBound",
-            Object::IscsiFaultVnicHasActivePaths(_) => "IscsiFaultVnicHasActivePaths",
-            Object::IscsiFaultVnicHasMultipleUplinks(_) => "IscsiFaultVnicHasMultipleUplinks",
-            Object::IscsiFaultVnicHasNoUplinks(_) => "IscsiFaultVnicHasNoUplinks",
-            Object::IscsiFaultVnicHasWrongUplink(_) => "IscsiFaultVnicHasWrongUplink",
-            Object::IscsiFaultVnicInUse(_) => "IscsiFaultVnicInUse",
-            Object::IscsiFaultVnicIsLastPath(_) => "IscsiFaultVnicIsLastPath",
-            Object::IscsiFaultVnicNotBound(_) => "IscsiFaultVnicNotBound",
-            Object::IscsiFaultVnicNotFound(_) => "IscsiFaultVnicNotFound",
+            #[cfg(feature = "all-faults")] Object::IscsiFault(_) => "IscsiFault",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(_) => "IscsiFaultInvalidVnic",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(_) => "IscsiFaultPnicInUse",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicAlreadyBound(_) => "IscsiFaultVnicAlreadyBound",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasActivePaths(_) => "IscsiFaultVnicHasActivePaths",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasMultipleUplinks(_) => "IscsiFaultVnicHasMultipleUplinks",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasNoUplinks(_) => "IscsiFaultVnicHasNoUplinks",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasWrongUplink(_) => "IscsiFaultVnicHasWrongUplink",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicInUse(_) => "IscsiFaultVnicInUse",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(_) => "IscsiFaultVnicIsLastPath",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(_) => "IscsiFaultVnicNotBound",
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(_) => "IscsiFaultVnicNotFound",
             Object::IscsiMigrationDependency(_) => "IscsiMigrationDependency",
             Object::IscsiPortInfo(_) => "IscsiPortInfo",
             Object::IscsiPortInfoPathStatus(_) => "IscsiPortInfoPathStatus",
@@ -673,38 +673,38 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::InvalidHostName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidHostName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidHostState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidIndexArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidIpfixConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidIpmiLoginInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidIpmiMacAddress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidLocale(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidIndexArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidIpfixConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidIpmiLoginInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidIpmiMacAddress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidLocale(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidLogin(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidNasCredentials(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidNetworkInType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidNetworkResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidOperationOnSecondaryVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidNasCredentials(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidNetworkInType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidNetworkResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidOperationOnSecondaryVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidPowerState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidProfileReferenceHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidProfileReferenceHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidProfileReferenceHostReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidPropertyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidPropertyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidPropertyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidPropertyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidRequest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidResourcePoolStructureFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidScheduledTask(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidSnapshotFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidResourcePoolStructureFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidScheduledTask(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidSnapshotFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidToken(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidToken(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidVmConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InvalidVmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InvalidVmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InventoryDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InventoryHasStandardAloneHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IoFilterHostIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IoFilterManagerSslTrust(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -713,7 +713,7 @@ impl x::DataObject for Object {
             Object::IoFilterType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpAddress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpAddressProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IpHostnameGeneratorError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpPoolAssociation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpPoolIpPoolConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -721,18 +721,18 @@ impl x::DataObject for Object {
             Object::IpRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpRouteProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IscsiDependencyEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultInvalidVnic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultPnicInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultVnicAlreadyBound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultVnicHasActivePaths(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultVnicHasMultipleUplinks(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultVnicHasNoUplinks(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultVnicHasWrongUplink(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultVnicInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultVnicIsLastPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultVnicNotBound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiFaultVnicNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicAlreadyBound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasActivePaths(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasMultipleUplinks(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasNoUplinks(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasWrongUplink(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IscsiMigrationDependency(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IscsiPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IscsiPortInfoPathStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -744,7 +744,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for InvalidHostName {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidHostName {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -752,11 +752,11 @@ impl x::ObjectType for InvalidHostName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidHostName(v) => Some(v), _ => None, }
+        match object { Object::InvalidHostName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidHostName(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidHostName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -768,15 +768,15 @@ impl x::ObjectType for InvalidHostState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidHostState(v) => Some(v), _ => None, }
+        match object { Object::InvalidHostState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidHostState(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidHostState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidIndexArgument {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidIndexArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -784,15 +784,15 @@ impl x::ObjectType for InvalidIndexArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidIndexArgument(v) => Some(v), _ => None, }
+        match object { Object::InvalidIndexArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidIndexArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidIndexArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidIpfixConfig {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidIpfixConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -800,15 +800,15 @@ impl x::ObjectType for InvalidIpfixConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidIpfixConfig(v) => Some(v), _ => None, }
+        match object { Object::InvalidIpfixConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidIpfixConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidIpfixConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidIpmiLoginInfo {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidIpmiLoginInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -816,15 +816,15 @@ impl x::ObjectType for InvalidIpmiLoginInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidIpmiLoginInfo(v) => Some(v), _ => None, }
+        match object { Object::InvalidIpmiLoginInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidIpmiLoginInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidIpmiLoginInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidIpmiMacAddress {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidIpmiMacAddress {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -832,15 +832,15 @@ impl x::ObjectType for InvalidIpmiMacAddress {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidIpmiMacAddress(v) => Some(v), _ => None, }
+        match object { Object::InvalidIpmiMacAddress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidIpmiMacAddress(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidIpmiMacAddress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidLicense {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidLicense {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -848,15 +848,15 @@ impl x::ObjectType for InvalidLicense {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidLicense(v) => Some(v), _ => None, }
+        match object { Object::InvalidLicense(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidLicense(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidLicense(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidLocale {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidLocale {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -864,11 +864,11 @@ impl x::ObjectType for InvalidLocale {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidLocale(v) => Some(v), _ => None, }
+        match object { Object::InvalidLocale(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidLocale(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidLocale(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -880,11 +880,11 @@ impl x::ObjectType for InvalidLogin {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidLogin(v) => Some(v), _ => None, }
+        match object { Object::InvalidLogin(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidLogin(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidLogin(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -896,15 +896,15 @@ impl x::ObjectType for InvalidName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidName(v) => Some(v), _ => None, }
+        match object { Object::InvalidName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidName(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidNasCredentials {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidNasCredentials {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -912,15 +912,15 @@ impl x::ObjectType for InvalidNasCredentials {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidNasCredentials(v) => Some(v), _ => None, }
+        match object { Object::InvalidNasCredentials(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidNasCredentials(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidNasCredentials(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidNetworkInType {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidNetworkInType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -928,15 +928,15 @@ impl x::ObjectType for InvalidNetworkInType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidNetworkInType(v) => Some(v), _ => None, }
+        match object { Object::InvalidNetworkInType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidNetworkInType(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidNetworkInType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidNetworkResource {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidNetworkResource {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -944,15 +944,15 @@ impl x::ObjectType for InvalidNetworkResource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidNetworkResource(v) => Some(v), _ => None, }
+        match object { Object::InvalidNetworkResource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidNetworkResource(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidNetworkResource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidOperationOnSecondaryVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidOperationOnSecondaryVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -960,11 +960,11 @@ impl x::ObjectType for InvalidOperationOnSecondaryVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidOperationOnSecondaryVm(v) => Some(v), _ => None, }
+        match object { Object::InvalidOperationOnSecondaryVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidOperationOnSecondaryVm(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidOperationOnSecondaryVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -976,15 +976,15 @@ impl x::ObjectType for InvalidPowerState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidPowerState(v) => Some(v), _ => None, }
+        match object { Object::InvalidPowerState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidPowerState(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidPowerState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidPrivilege {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidPrivilege {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -992,15 +992,15 @@ impl x::ObjectType for InvalidPrivilege {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidPrivilege(v) => Some(v), _ => None, }
+        match object { Object::InvalidPrivilege(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidPrivilege(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidPrivilege(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidProfileReferenceHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidProfileReferenceHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1008,11 +1008,11 @@ impl x::ObjectType for InvalidProfileReferenceHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidProfileReferenceHost(v) => Some(v), _ => None, }
+        match object { Object::InvalidProfileReferenceHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidProfileReferenceHost(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidProfileReferenceHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1024,11 +1024,11 @@ impl x::ObjectType for InvalidProfileReferenceHostReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidProfileReferenceHostReason(v) => Some(v), _ => None, }
+        match object { Object::InvalidProfileReferenceHostReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidProfileReferenceHostReason(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidProfileReferenceHostReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1040,15 +1040,15 @@ impl x::ObjectType for InvalidProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidProperty(v) => Some(v), _ => None, }
+        match object { Object::InvalidProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidPropertyType {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidPropertyType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1056,15 +1056,15 @@ impl x::ObjectType for InvalidPropertyType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidPropertyType(v) => Some(v), _ => None, }
+        match object { Object::InvalidPropertyType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidPropertyType(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidPropertyType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidPropertyValue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidPropertyValue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1072,11 +1072,11 @@ impl x::ObjectType for InvalidPropertyValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidPropertyValue(v) => Some(v), _ => None, }
+        match object { Object::InvalidPropertyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidPropertyValue(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidPropertyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1088,15 +1088,15 @@ impl x::ObjectType for InvalidRequest {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidRequest(v) => Some(v), _ => None, }
+        match object { Object::InvalidRequest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidRequest(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidRequest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidResourcePoolStructureFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidResourcePoolStructureFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1104,15 +1104,15 @@ impl x::ObjectType for InvalidResourcePoolStructureFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidResourcePoolStructureFault(v) => Some(v), _ => None, }
+        match object { Object::InvalidResourcePoolStructureFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidResourcePoolStructureFault(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidResourcePoolStructureFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidScheduledTask {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidScheduledTask {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1120,15 +1120,15 @@ impl x::ObjectType for InvalidScheduledTask {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidScheduledTask(v) => Some(v), _ => None, }
+        match object { Object::InvalidScheduledTask(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidScheduledTask(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidScheduledTask(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidSnapshotFormat {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidSnapshotFormat {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1136,11 +1136,11 @@ impl x::ObjectType for InvalidSnapshotFormat {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidSnapshotFormat(v) => Some(v), _ => None, }
+        match object { Object::InvalidSnapshotFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidSnapshotFormat(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidSnapshotFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1152,15 +1152,15 @@ impl x::ObjectType for InvalidState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidState(v) => Some(v), _ => None, }
+        match object { Object::InvalidState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidState(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidToken {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidToken {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1168,11 +1168,11 @@ impl x::ObjectType for InvalidToken {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidToken(v) => Some(v), _ => None, }
+        match object { Object::InvalidToken(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidToken(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidToken(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1184,11 +1184,11 @@ impl x::ObjectType for InvalidType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidType(v) => Some(v), _ => None, }
+        match object { Object::InvalidType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidType(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1200,15 +1200,15 @@ impl x::ObjectType for InvalidVmConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidVmConfig(v) => Some(v), _ => None, }
+        match object { Object::InvalidVmConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidVmConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidVmConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InvalidVmState {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InvalidVmState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1216,11 +1216,11 @@ impl x::ObjectType for InvalidVmState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InvalidVmState(v) => Some(v), _ => None, }
+        match object { Object::InvalidVmState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InvalidVmState(v) => Ok(v), other => Err(other), }
+        match object { Object::InvalidVmState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1232,15 +1232,15 @@ impl x::ObjectType for InventoryDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InventoryDescription(v) => Some(v), _ => None, }
+        match object { Object::InventoryDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InventoryDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::InventoryDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for InventoryHasStandardAloneHosts {
+#[cfg(feature = "all-faults")] impl x::ObjectType for InventoryHasStandardAloneHosts {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1248,11 +1248,11 @@ impl x::ObjectType for InventoryHasStandardAloneHosts {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::InventoryHasStandardAloneHosts(v) => Some(v), _ => None, }
+        match object { Object::InventoryHasStandardAloneHosts(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::InventoryHasStandardAloneHosts(v) => Ok(v), other => Err(other), }
+        match object { Object::InventoryHasStandardAloneHosts(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1264,11 +1264,11 @@ impl x::ObjectType for IoFilterHostIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IoFilterHostIssue(v) => Some(v), _ => None, }
+        match object { Object::IoFilterHostIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IoFilterHostIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::IoFilterHostIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1280,11 +1280,11 @@ impl x::ObjectType for IoFilterInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IoFilterInfo(v) => Some(v), _ => None, }
+        match object { Object::IoFilterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IoFilterInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::IoFilterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1296,11 +1296,11 @@ impl x::ObjectType for IoFilterManagerSslTrust {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IoFilterManagerSslTrust(v) => Some(v), _ => None, }
+        match object { Object::IoFilterManagerSslTrust(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IoFilterManagerSslTrust(v) => Ok(v), other => Err(other), }
+        match object { Object::IoFilterManagerSslTrust(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1312,11 +1312,11 @@ impl x::ObjectType for IoFilterOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IoFilterOperation(v) => Some(v), _ => None, }
+        match object { Object::IoFilterOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IoFilterOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::IoFilterOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1328,11 +1328,11 @@ impl x::ObjectType for IoFilterQueryIssueResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IoFilterQueryIssueResult(v) => Some(v), _ => None, }
+        match object { Object::IoFilterQueryIssueResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IoFilterQueryIssueResult(v) => Ok(v), other => Err(other), }
+        match object { Object::IoFilterQueryIssueResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1344,11 +1344,11 @@ impl x::ObjectType for IoFilterType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IoFilterType(v) => Some(v), _ => None, }
+        match object { Object::IoFilterType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IoFilterType(v) => Ok(v), other => Err(other), }
+        match object { Object::IoFilterType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1360,11 +1360,11 @@ impl x::ObjectType for IpAddress {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IpAddress(v) => Some(v), _ => None, }
+        match object { Object::IpAddress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IpAddress(v) => Ok(v), other => Err(other), }
+        match object { Object::IpAddress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1376,15 +1376,15 @@ impl x::ObjectType for IpAddressProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IpAddressProfile(v) => Some(v), _ => None, }
+        match object { Object::IpAddressProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IpAddressProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::IpAddressProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IpHostnameGeneratorError {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IpHostnameGeneratorError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1392,11 +1392,11 @@ impl x::ObjectType for IpHostnameGeneratorError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IpHostnameGeneratorError(v) => Some(v), _ => None, }
+        match object { Object::IpHostnameGeneratorError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IpHostnameGeneratorError(v) => Ok(v), other => Err(other), }
+        match object { Object::IpHostnameGeneratorError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1408,11 +1408,11 @@ impl x::ObjectType for IpPool {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IpPool(v) => Some(v), _ => None, }
+        match object { Object::IpPool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IpPool(v) => Ok(v), other => Err(other), }
+        match object { Object::IpPool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1424,11 +1424,11 @@ impl x::ObjectType for IpPoolAssociation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IpPoolAssociation(v) => Some(v), _ => None, }
+        match object { Object::IpPoolAssociation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IpPoolAssociation(v) => Ok(v), other => Err(other), }
+        match object { Object::IpPoolAssociation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1440,11 +1440,11 @@ impl x::ObjectType for IpPoolIpPoolConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IpPoolIpPoolConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::IpPoolIpPoolConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IpPoolIpPoolConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::IpPoolIpPoolConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1456,11 +1456,11 @@ impl x::ObjectType for IpPoolManagerIpAllocation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IpPoolManagerIpAllocation(v) => Some(v), _ => None, }
+        match object { Object::IpPoolManagerIpAllocation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IpPoolManagerIpAllocation(v) => Ok(v), other => Err(other), }
+        match object { Object::IpPoolManagerIpAllocation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1472,11 +1472,11 @@ impl x::ObjectType for IpRange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IpRange(v) => Some(v), _ => None, }
+        match object { Object::IpRange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IpRange(v) => Ok(v), other => Err(other), }
+        match object { Object::IpRange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1488,11 +1488,11 @@ impl x::ObjectType for IpRouteProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IpRouteProfile(v) => Some(v), _ => None, }
+        match object { Object::IpRouteProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IpRouteProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::IpRouteProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1504,15 +1504,15 @@ impl x::ObjectType for IscsiDependencyEntity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiDependencyEntity(v) => Some(v), _ => None, }
+        match object { Object::IscsiDependencyEntity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiDependencyEntity(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiDependencyEntity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1520,15 +1520,15 @@ impl x::ObjectType for IscsiFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFault(v) => Some(v), _ => None, }
+        match object { Object::IscsiFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFault(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultInvalidVnic {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultInvalidVnic {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1536,15 +1536,15 @@ impl x::ObjectType for IscsiFaultInvalidVnic {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultInvalidVnic(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultInvalidVnic(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultInvalidVnic(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultInvalidVnic(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultPnicInUse {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultPnicInUse {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1552,15 +1552,15 @@ impl x::ObjectType for IscsiFaultPnicInUse {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultPnicInUse(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultPnicInUse(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultPnicInUse(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultPnicInUse(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultVnicAlreadyBound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultVnicAlreadyBound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1568,15 +1568,15 @@ impl x::ObjectType for IscsiFaultVnicAlreadyBound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultVnicAlreadyBound(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultVnicAlreadyBound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultVnicAlreadyBound(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultVnicAlreadyBound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultVnicHasActivePaths {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultVnicHasActivePaths {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1584,15 +1584,15 @@ impl x::ObjectType for IscsiFaultVnicHasActivePaths {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultVnicHasActivePaths(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultVnicHasActivePaths(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultVnicHasActivePaths(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultVnicHasActivePaths(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultVnicHasMultipleUplinks {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultVnicHasMultipleUplinks {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1600,15 +1600,15 @@ impl x::ObjectType for IscsiFaultVnicHasMultipleUplinks {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultVnicHasMultipleUplinks(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultVnicHasMultipleUplinks(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultVnicHasMultipleUplinks(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultVnicHasMultipleUplinks(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultVnicHasNoUplinks {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultVnicHasNoUplinks {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1616,15 +1616,15 @@ impl x::ObjectType for IscsiFaultVnicHasNoUplinks {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultVnicHasNoUplinks(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultVnicHasNoUplinks(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultVnicHasNoUplinks(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultVnicHasNoUplinks(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultVnicHasWrongUplink {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultVnicHasWrongUplink {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1632,15 +1632,15 @@ impl x::ObjectType for IscsiFaultVnicHasWrongUplink {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultVnicHasWrongUplink(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultVnicHasWrongUplink(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultVnicHasWrongUplink(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultVnicHasWrongUplink(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultVnicInUse {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultVnicInUse {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1648,15 +1648,15 @@ impl x::ObjectType for IscsiFaultVnicInUse {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultVnicInUse(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultVnicInUse(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultVnicInUse(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultVnicInUse(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultVnicIsLastPath {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultVnicIsLastPath {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1664,15 +1664,15 @@ impl x::ObjectType for IscsiFaultVnicIsLastPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultVnicIsLastPath(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultVnicIsLastPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultVnicIsLastPath(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultVnicIsLastPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultVnicNotBound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultVnicNotBound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1680,15 +1680,15 @@ impl x::ObjectType for IscsiFaultVnicNotBound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultVnicNotBound(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultVnicNotBound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultVnicNotBound(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultVnicNotBound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for IscsiFaultVnicNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for IscsiFaultVnicNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1696,11 +1696,11 @@ impl x::ObjectType for IscsiFaultVnicNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiFaultVnicNotFound(v) => Some(v), _ => None, }
+        match object { Object::IscsiFaultVnicNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiFaultVnicNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiFaultVnicNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1712,11 +1712,11 @@ impl x::ObjectType for IscsiMigrationDependency {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiMigrationDependency(v) => Some(v), _ => None, }
+        match object { Object::IscsiMigrationDependency(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiMigrationDependency(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiMigrationDependency(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1728,11 +1728,11 @@ impl x::ObjectType for IscsiPortInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiPortInfo(v) => Some(v), _ => None, }
+        match object { Object::IscsiPortInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiPortInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiPortInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1744,11 +1744,11 @@ impl x::ObjectType for IscsiPortInfoPathStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiPortInfoPathStatus(v) => Some(v), _ => None, }
+        match object { Object::IscsiPortInfoPathStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiPortInfoPathStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiPortInfoPathStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1760,11 +1760,11 @@ impl x::ObjectType for IscsiStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IscsiStatus(v) => Some(v), _ => None, }
+        match object { Object::IscsiStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IscsiStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::IscsiStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1776,11 +1776,11 @@ impl x::ObjectType for IsoImageFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IsoImageFileInfo(v) => Some(v), _ => None, }
+        match object { Object::IsoImageFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IsoImageFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::IsoImageFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1792,10 +1792,10 @@ impl x::ObjectType for IsoImageFileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::IsoImageFileQuery(v) => Some(v), _ => None, }
+        match object { Object::IsoImageFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::IsoImageFileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::IsoImageFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

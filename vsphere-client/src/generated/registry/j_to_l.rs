@@ -352,7 +352,7 @@ pub enum Object {
     KernelModuleInfo(Box<KernelModuleInfo>),
     KernelModuleSectionInfo(Box<KernelModuleSectionInfo>),
     KeyAnyValue(Box<KeyAnyValue>),
-    KeyNotFound(Box<KeyNotFound>),
+    #[cfg(feature = "all-faults")] KeyNotFound(Box<KeyNotFound>),
     KeyProviderId(Box<KeyProviderId>),
     KeyValue(Box<KeyValue>),
     KmipClusterInfo(Box<KmipClusterInfo>),
@@ -367,53 +367,53 @@ pub enum Object {
     KmipServerSpecWrappingKeyIdKeySpec(Box<KmipServerSpecWrappingKeyIdKeySpec>),
     KmipServerSpecWrappingRotationIntervalKeySpec(Box<KmipServerSpecWrappingRotationIntervalKeySpec>),
     KmipServerStatus(Box<KmipServerStatus>),
-    LargeRDMConversionNotSupported(Box<LargeRDMConversionNotSupported>),
-    LargeRDMNotSupportedOnDatastore(Box<LargeRDMNotSupportedOnDatastore>),
+    #[cfg(feature = "all-faults")] LargeRDMConversionNotSupported(Box<LargeRDMConversionNotSupported>),
+    #[cfg(feature = "all-faults")] LargeRDMNotSupportedOnDatastore(Box<LargeRDMNotSupportedOnDatastore>),
     LatencySensitivity(Box<LatencySensitivity>),
     LatencySensitivitySensitivityLevel(Box<LatencySensitivitySensitivityLevel>),
-    LegacyNetworkInterfaceInUse(Box<LegacyNetworkInterfaceInUse>),
-    LicenseAssignmentFailed(Box<LicenseAssignmentFailed>),
+    #[cfg(feature = "all-faults")] LegacyNetworkInterfaceInUse(Box<LegacyNetworkInterfaceInUse>),
+    #[cfg(feature = "all-faults")] LicenseAssignmentFailed(Box<LicenseAssignmentFailed>),
     LicenseAssignmentFailedReason(Box<LicenseAssignmentFailedReason>),
     LicenseAssignmentManagerLicenseAssignment(Box<LicenseAssignmentManagerLicenseAssignment>),
     LicenseAvailabilityInfo(Box<LicenseAvailabilityInfo>),
     LicenseDiagnostics(Box<LicenseDiagnostics>),
-    LicenseDowngradeDisallowed(Box<LicenseDowngradeDisallowed>),
-    LicenseEntityNotFound(Box<LicenseEntityNotFound>),
-    LicenseEvent(Box<LicenseEvent>),
-    LicenseExpired(Box<LicenseExpired>),
-    LicenseExpiredEvent(Box<LicenseExpiredEvent>),
+    #[cfg(feature = "all-faults")] LicenseDowngradeDisallowed(Box<LicenseDowngradeDisallowed>),
+    #[cfg(feature = "all-faults")] LicenseEntityNotFound(Box<LicenseEntityNotFound>),
+    #[cfg(feature = "all-events")] LicenseEvent(Box<LicenseEvent>),
+    #[cfg(feature = "all-faults")] LicenseExpired(Box<LicenseExpired>),
+    #[cfg(feature = "all-events")] LicenseExpiredEvent(Box<LicenseExpiredEvent>),
     LicenseFeatureInfo(Box<LicenseFeatureInfo>),
     LicenseFeatureInfoSourceRestriction(Box<LicenseFeatureInfoSourceRestriction>),
     LicenseFeatureInfoState(Box<LicenseFeatureInfoState>),
     LicenseFeatureInfoUnit(Box<LicenseFeatureInfoUnit>),
-    LicenseKeyEntityMismatch(Box<LicenseKeyEntityMismatch>),
+    #[cfg(feature = "all-faults")] LicenseKeyEntityMismatch(Box<LicenseKeyEntityMismatch>),
     LicenseManagerEvaluationInfo(Box<LicenseManagerEvaluationInfo>),
     LicenseManagerLicenseInfo(Box<LicenseManagerLicenseInfo>),
     LicenseManagerLicenseKey(Box<LicenseManagerLicenseKey>),
     LicenseManagerState(Box<LicenseManagerState>),
-    LicenseNonComplianceEvent(Box<LicenseNonComplianceEvent>),
+    #[cfg(feature = "all-events")] LicenseNonComplianceEvent(Box<LicenseNonComplianceEvent>),
     LicenseReservationInfo(Box<LicenseReservationInfo>),
     LicenseReservationInfoState(Box<LicenseReservationInfoState>),
-    LicenseRestricted(Box<LicenseRestricted>),
-    LicenseRestrictedEvent(Box<LicenseRestrictedEvent>),
-    LicenseServerAvailableEvent(Box<LicenseServerAvailableEvent>),
+    #[cfg(feature = "all-faults")] LicenseRestricted(Box<LicenseRestricted>),
+    #[cfg(feature = "all-events")] LicenseRestrictedEvent(Box<LicenseRestrictedEvent>),
+    #[cfg(feature = "all-events")] LicenseServerAvailableEvent(Box<LicenseServerAvailableEvent>),
     LicenseServerSource(Box<LicenseServerSource>),
-    LicenseServerUnavailable(Box<LicenseServerUnavailable>),
-    LicenseServerUnavailableEvent(Box<LicenseServerUnavailableEvent>),
+    #[cfg(feature = "all-faults")] LicenseServerUnavailable(Box<LicenseServerUnavailable>),
+    #[cfg(feature = "all-events")] LicenseServerUnavailableEvent(Box<LicenseServerUnavailableEvent>),
     LicenseSource(Box<LicenseSource>),
-    LicenseSourceUnavailable(Box<LicenseSourceUnavailable>),
+    #[cfg(feature = "all-faults")] LicenseSourceUnavailable(Box<LicenseSourceUnavailable>),
     LicenseUsageInfo(Box<LicenseUsageInfo>),
-    LimitExceeded(Box<LimitExceeded>),
+    #[cfg(feature = "all-faults")] LimitExceeded(Box<LimitExceeded>),
     LinkDiscoveryProtocolConfig(Box<LinkDiscoveryProtocolConfig>),
     LinkDiscoveryProtocolConfigOperationType(Box<LinkDiscoveryProtocolConfigOperationType>),
     LinkDiscoveryProtocolConfigProtocolType(Box<LinkDiscoveryProtocolConfigProtocolType>),
     LinkLayerDiscoveryProtocolInfo(Box<LinkLayerDiscoveryProtocolInfo>),
     LinkProfile(Box<LinkProfile>),
-    LinuxVolumeNotClean(Box<LinuxVolumeNotClean>),
-    LocalDatastoreCreatedEvent(Box<LocalDatastoreCreatedEvent>),
+    #[cfg(feature = "all-faults")] LinuxVolumeNotClean(Box<LinuxVolumeNotClean>),
+    #[cfg(feature = "all-events")] LocalDatastoreCreatedEvent(Box<LocalDatastoreCreatedEvent>),
     LocalDatastoreInfo(Box<LocalDatastoreInfo>),
     LocalLicenseSource(Box<LocalLicenseSource>),
-    LocalTSMEnabledEvent(Box<LocalTSMEnabledEvent>),
+    #[cfg(feature = "all-events")] LocalTSMEnabledEvent(Box<LocalTSMEnabledEvent>),
     LocalizableMessage(Box<LocalizableMessage>),
 }
 
@@ -432,7 +432,7 @@ fn decode(
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KernelModuleInfo(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KernelModuleSectionInfo(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyAnyValue(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyNotFound(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyProviderId(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyValue(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfo(v), Err(e) => return Some(Err(e)) },
@@ -447,53 +447,53 @@ fn decode(
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecWrappingKeyIdKeySpec(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecWrappingRotationIntervalKeySpec(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerStatus(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LargeRDMConversionNotSupported(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LargeRDMNotSupportedOnDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LargeRDMConversionNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LargeRDMNotSupportedOnDatastore(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LatencySensitivity(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LatencySensitivitySensitivityLevel(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LegacyNetworkInterfaceInUse(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LegacyNetworkInterfaceInUse(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentFailed(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentFailedReason(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentManagerLicenseAssignment(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAvailabilityInfo(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseDiagnostics(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseDowngradeDisallowed(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseEntityNotFound(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseEvent(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseExpired(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseDowngradeDisallowed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseEntityNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseExpired(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfo(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoSourceRestriction(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoState(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseFeatureInfoUnit(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseKeyEntityMismatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseKeyEntityMismatch(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerEvaluationInfo(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerLicenseInfo(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerLicenseKey(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerState(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseNonComplianceEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseNonComplianceEvent(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfo(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfoState(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseRestricted(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseRestrictedEvent(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerAvailableEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseRestricted(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseRestrictedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerAvailableEvent(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerSource(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerUnavailable(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerUnavailableEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerUnavailable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerUnavailableEvent(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseSource(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseSourceUnavailable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseSourceUnavailable(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseUsageInfo(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LimitExceeded(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LimitExceeded(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfig(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfigOperationType(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfigProtocolType(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkLayerDiscoveryProtocolInfo(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkProfile(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinuxVolumeNotClean(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinuxVolumeNotClean(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
         80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalDatastoreInfo(v), Err(e) => return Some(Err(e)) },
         81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalLicenseSource(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalTSMEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalTSMEnabledEvent(v), Err(e) => return Some(Err(e)) },
         83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizableMessage(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
@@ -506,7 +506,7 @@ impl std::fmt::Debug for Object {
             Object::KernelModuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KernelModuleSectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KeyAnyValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KeyNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::KeyNotFound(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KeyProviderId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KeyValue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KmipClusterInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -521,53 +521,53 @@ impl std::fmt::Debug for Object {
             Object::KmipServerSpecWrappingKeyIdKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KmipServerStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LargeRDMConversionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LargeRDMNotSupportedOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LatencySensitivity(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LatencySensitivitySensitivityLevel(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LegacyNetworkInterfaceInUse(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseAssignmentFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseAssignmentFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseAssignmentManagerLicenseAssignment(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseAvailabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseDiagnostics(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseDowngradeDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseEntityNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseExpired(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::LicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LicenseExpired(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::LicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseFeatureInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseFeatureInfoSourceRestriction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseFeatureInfoState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseFeatureInfoUnit(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseKeyEntityMismatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LicenseKeyEntityMismatch(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseManagerEvaluationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseManagerLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseManagerLicenseKey(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseManagerState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseNonComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseReservationInfoState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseRestricted(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseRestrictedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseServerAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LicenseRestricted(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseServerSource(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseServerUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseServerUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LicenseServerUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseSource(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseSourceUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseUsageInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LimitExceeded(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LimitExceeded(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkDiscoveryProtocolConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkDiscoveryProtocolConfigOperationType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkDiscoveryProtocolConfigProtocolType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkLayerDiscoveryProtocolInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LinuxVolumeNotClean(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LocalDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LocalDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LocalLicenseSource(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LocalTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::LocalTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LocalizableMessage(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
@@ -579,7 +579,7 @@ impl PartialEq for Object {
             (Object::KernelModuleInfo(a), Object::KernelModuleInfo(b)) => **a == **b,
             (Object::KernelModuleSectionInfo(a), Object::KernelModuleSectionInfo(b)) => **a == **b,
             (Object::KeyAnyValue(a), Object::KeyAnyValue(b)) => **a == **b,
-            (Object::KeyNotFound(a), Object::KeyNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::KeyNotFound(a), Object::KeyNotFound(b)) => **a == **b,
             (Object::KeyProviderId(a), Object::KeyProviderId(b)) => **a == **b,
             (Object::KeyValue(a), Object::KeyValue(b)) => **a == **b,
             (Object::KmipClusterInfo(a), Object::KmipClusterInfo(b)) => **a == **b,
@@ -594,55 +594,55 @@ impl PartialEq for Object {
             (Object::KmipServerSpecWrappingKeyIdKeySpec(a), Object::KmipServerSpecWrappingKeyIdKeySpec(b)) => **a == **b,
             (Object::KmipServerSpecWrappingRotationIntervalKeySpec(a), Object::KmipServerSpecWrappingRotationIntervalKeySpec(b)) => **a == **b,
             (Object::KmipServerStatus(a), Object::KmipServerStatus(b)) => **a == **b,
-            (Object::LargeRDMConversionNotSupported(a), Object::LargeRDMConversionNotSupported(b)) => **a == **b,
-            (Object::LargeRDMNotSupportedOnDatastore(a), Object::LargeRDMNotSupportedOnDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LargeRDMConversionNotSupported(a), Object::LargeRDMConversionNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LargeRDMNotSupportedOnDatastore(a), Object::LargeRDMNotSupportedOnDatastore(b)) => **a == **b,
             (Object::LatencySensitivity(a), Object::LatencySensitivity(b)) => **a == **b,
             (Object::LatencySensitivitySensitivityLevel(a), Object::LatencySensitivitySensitivityLevel(b)) => **a == **b,
-            (Object::LegacyNetworkInterfaceInUse(a), Object::LegacyNetworkInterfaceInUse(b)) => **a == **b,
-            (Object::LicenseAssignmentFailed(a), Object::LicenseAssignmentFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LegacyNetworkInterfaceInUse(a), Object::LegacyNetworkInterfaceInUse(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LicenseAssignmentFailed(a), Object::LicenseAssignmentFailed(b)) => **a == **b,
             (Object::LicenseAssignmentFailedReason(a), Object::LicenseAssignmentFailedReason(b)) => **a == **b,
             (Object::LicenseAssignmentManagerLicenseAssignment(a), Object::LicenseAssignmentManagerLicenseAssignment(b)) => **a == **b,
             (Object::LicenseAvailabilityInfo(a), Object::LicenseAvailabilityInfo(b)) => **a == **b,
             (Object::LicenseDiagnostics(a), Object::LicenseDiagnostics(b)) => **a == **b,
-            (Object::LicenseDowngradeDisallowed(a), Object::LicenseDowngradeDisallowed(b)) => **a == **b,
-            (Object::LicenseEntityNotFound(a), Object::LicenseEntityNotFound(b)) => **a == **b,
-            (Object::LicenseEvent(a), Object::LicenseEvent(b)) => **a == **b,
-            (Object::LicenseExpired(a), Object::LicenseExpired(b)) => **a == **b,
-            (Object::LicenseExpiredEvent(a), Object::LicenseExpiredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LicenseDowngradeDisallowed(a), Object::LicenseDowngradeDisallowed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LicenseEntityNotFound(a), Object::LicenseEntityNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::LicenseEvent(a), Object::LicenseEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LicenseExpired(a), Object::LicenseExpired(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::LicenseExpiredEvent(a), Object::LicenseExpiredEvent(b)) => **a == **b,
             (Object::LicenseFeatureInfo(a), Object::LicenseFeatureInfo(b)) => **a == **b,
             (Object::LicenseFeatureInfoSourceRestriction(a), Object::LicenseFeatureInfoSourceRestriction(b)) => **a == **b,
             (Object::LicenseFeatureInfoState(a), Object::LicenseFeatureInfoState(b)) => **a == **b,
             (Object::LicenseFeatureInfoUnit(a), Object::LicenseFeatureInfoUnit(b)) => **a == **b,
-            (Object::LicenseKeyEntityMismatch(a), Object::LicenseKeyEntityMismatch(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LicenseKeyEntityMismatch(a), Object::LicenseKeyEntityMismatch(b)) => **a == **b,
             (Object::LicenseManagerEvaluationInfo(a), Object::LicenseManagerEvaluationInfo(b)) => **a == **b,
             (Object::LicenseManagerLicenseInfo(a), Object::LicenseManagerLicenseInfo(b)) => **a == **b,
             (Object::LicenseManagerLicenseKey(a), Object::LicenseManagerLicenseKey(b)) => **a == **b,
             (Object::LicenseManagerState(a), Object::LicenseManagerState(b)) => **a == **b,
-            (Object::LicenseNonComplianceEvent(a), Object::LicenseNonComplianceEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::LicenseNonComplianceEvent(a), Object::LicenseNonComplianceEvent(b)) => **a == **b,
             (Object::LicenseReservationInfo(a), Object::LicenseReservationInfo(b)) => **a == **b,
             (Object::LicenseReservationInfoState(a), Object::LicenseReservationInfoState(b)) => **a == **b,
-            (Object::LicenseRestricted(a), Object::LicenseRestricted(b)) => **a == **b,
-            (Object::LicenseRestrictedEvent(a), Object::LicenseRestrictedEvent(b)) => **a == **b,
-            (Object::LicenseServerAvailableEvent(a), Object::LicenseServerAvailableEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LicenseRestricted(a), Object::LicenseRestricted(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::LicenseRestrictedEvent(a), Object::LicenseRestrictedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::LicenseServerAvailableEvent(a), Object::LicenseServerAvailableEvent(b)) => **a == **b,
             (Object::LicenseServerSource(a), Object::LicenseServerSource(b)) => **a == **b,
-            (Object::LicenseServerUnavailable(a), Object::LicenseServerUnavailable(b)) => **a == **b,
-            (Object::LicenseServerUnavailableEvent(a), Object::LicenseServerUnavailableEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LicenseServerUnavailable(a), Object::LicenseServerUnavailable(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::LicenseServerUnavailableEvent(a), Object::LicenseServerUnavailableEvent(b)) => **a == **b,
             (Object::LicenseSource(a), Object::LicenseSource(b)) => **a == **b,
-            (Object::LicenseSourceUnavailable(a), Object::LicenseSourceUnavailable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LicenseSourceUnavailable(a), Object::LicenseSourceUnavailable(b)) => **a == **b,
             (Object::LicenseUsageInfo(a), Object::LicenseUsageInfo(b)) => **a == **b,
-            (Object::LimitExceeded(a), Object::LimitExceeded(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LimitExceeded(a), Object::LimitExceeded(b)) => **a == **b,
             (Object::LinkDiscoveryProtocolConfig(a), Object::LinkDiscoveryProtocolConfig(b)) => **a == **b,
             (Object::LinkDiscoveryProtocolConfigOperationType(a), Object::LinkDiscoveryProtocolConfigOperationType(b)) => **a == **b,
             (Object::LinkDiscoveryProtocolConfigProtocolType(a), Object::LinkDiscoveryProtocolConfigProtocolType(b)) => **a == **b,
             (Object::LinkLayerDiscoveryProtocolInfo(a), Object::LinkLayerDiscoveryProtocolInfo(b)) => **a == **b,
             (Object::LinkProfile(a), Object::LinkProfile(b)) => **a == **b,
-            (Object::LinuxVolumeNotClean(a), Object::LinuxVolumeNotClean(b)) => **a == **b,
-            (Object::LocalDatastoreCreatedEvent(a), Object::LocalDatastoreCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LinuxVolumeNotClean(a), Object::LinuxVolumeNotClean(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::LocalDatastoreCreatedEvent(a), Object::LocalDatastoreCreatedEvent(b)) => **a == **b,
             (Object::LocalDatastoreInfo(a), Object::LocalDatastoreInfo(b)) => **a == **b,
             (Object::LocalLicenseSource(a), Object::LocalLicenseSource(b)) => **a == **b,
-            (Object::LocalTSMEnabledEvent(a), Object::LocalTSMEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::LocalTSMEnabledEvent(a), Object::LocalTSMEnabledEvent(b)) => **a == **b,
             (Object::LocalizableMessage(a), Object::LocalizableMessage(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -653,7 +653,7 @@ impl Clone for Object {
             Object::KernelModuleInfo(v) => Object::KernelModuleInfo(Box::new((**v).clone())),
             Object::KernelModuleSectionInfo(v) => Object::KernelModuleSectionInfo(Box::new((**v).clone())),
             Object::KeyAnyValue(v) => Object::KeyAnyValue(Box::new((**v).clone())),
-            Object::KeyNotFound(v) => Object::KeyNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::KeyNotFound(v) => Object::KeyNotFound(Box::new((**v).clone())),
             Object::KeyProviderId(v) => Object::KeyProviderId(Box::new((**v).clone())),
             Object::KeyValue(v) => Object::KeyValue(Box::new((**v).clone())),
             Object::KmipClusterInfo(v) => Object::KmipClusterInfo(Box::new((**v).clone())),
@@ -668,53 +668,53 @@ impl Clone for Object {
             Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Object::KmipServerSpecWrappingKeyIdKeySpec(Box::new((**v).clone())),
             Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Object::KmipServerSpecWrappingRotationIntervalKeySpec(Box::new((**v).clone())),
             Object::KmipServerStatus(v) => Object::KmipServerStatus(Box::new((**v).clone())),
-            Object::LargeRDMConversionNotSupported(v) => Object::LargeRDMConversionNotSupported(Box::new((**v).clone())),
-            Object::LargeRDMNotSupportedOnDatastore(v) => Object::LargeRDMNotSupportedOnDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(v) => Object::LargeRDMConversionNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(v) => Object::LargeRDMNotSupportedOnDatastore(Box::new((**v).clone())),
             Object::LatencySensitivity(v) => Object::LatencySensitivity(Box::new((**v).clone())),
             Object::LatencySensitivitySensitivityLevel(v) => Object::LatencySensitivitySensitivityLevel(Box::new((**v).clone())),
-            Object::LegacyNetworkInterfaceInUse(v) => Object::LegacyNetworkInterfaceInUse(Box::new((**v).clone())),
-            Object::LicenseAssignmentFailed(v) => Object::LicenseAssignmentFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(v) => Object::LegacyNetworkInterfaceInUse(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(v) => Object::LicenseAssignmentFailed(Box::new((**v).clone())),
             Object::LicenseAssignmentFailedReason(v) => Object::LicenseAssignmentFailedReason(Box::new((**v).clone())),
             Object::LicenseAssignmentManagerLicenseAssignment(v) => Object::LicenseAssignmentManagerLicenseAssignment(Box::new((**v).clone())),
             Object::LicenseAvailabilityInfo(v) => Object::LicenseAvailabilityInfo(Box::new((**v).clone())),
             Object::LicenseDiagnostics(v) => Object::LicenseDiagnostics(Box::new((**v).clone())),
-            Object::LicenseDowngradeDisallowed(v) => Object::LicenseDowngradeDisallowed(Box::new((**v).clone())),
-            Object::LicenseEntityNotFound(v) => Object::LicenseEntityNotFound(Box::new((**v).clone())),
-            Object::LicenseEvent(v) => Object::LicenseEvent(Box::new((**v).clone())),
-            Object::LicenseExpired(v) => Object::LicenseExpired(Box::new((**v).clone())),
-            Object::LicenseExpiredEvent(v) => Object::LicenseExpiredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(v) => Object::LicenseDowngradeDisallowed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(v) => Object::LicenseEntityNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::LicenseEvent(v) => Object::LicenseEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LicenseExpired(v) => Object::LicenseExpired(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::LicenseExpiredEvent(v) => Object::LicenseExpiredEvent(Box::new((**v).clone())),
             Object::LicenseFeatureInfo(v) => Object::LicenseFeatureInfo(Box::new((**v).clone())),
             Object::LicenseFeatureInfoSourceRestriction(v) => Object::LicenseFeatureInfoSourceRestriction(Box::new((**v).clone())),
             Object::LicenseFeatureInfoState(v) => Object::LicenseFeatureInfoState(Box::new((**v).clone())),
             Object::LicenseFeatureInfoUnit(v) => Object::LicenseFeatureInfoUnit(Box::new((**v).clone())),
-            Object::LicenseKeyEntityMismatch(v) => Object::LicenseKeyEntityMismatch(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LicenseKeyEntityMismatch(v) => Object::LicenseKeyEntityMismatch(Box::new((**v).clone())),
             Object::LicenseManagerEvaluationInfo(v) => Object::LicenseManagerEvaluationInfo(Box::new((**v).clone())),
             Object::LicenseManagerLicenseInfo(v) => Object::LicenseManagerLicenseInfo(Box::new((**v).clone())),
             Object::LicenseManagerLicenseKey(v) => Object::LicenseManagerLicenseKey(Box::new((**v).clone())),
             Object::LicenseManagerState(v) => Object::LicenseManagerState(Box::new((**v).clone())),
-            Object::LicenseNonComplianceEvent(v) => Object::LicenseNonComplianceEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(v) => Object::LicenseNonComplianceEvent(Box::new((**v).clone())),
             Object::LicenseReservationInfo(v) => Object::LicenseReservationInfo(Box::new((**v).clone())),
             Object::LicenseReservationInfoState(v) => Object::LicenseReservationInfoState(Box::new((**v).clone())),
-            Object::LicenseRestricted(v) => Object::LicenseRestricted(Box::new((**v).clone())),
-            Object::LicenseRestrictedEvent(v) => Object::LicenseRestrictedEvent(Box::new((**v).clone())),
-            Object::LicenseServerAvailableEvent(v) => Object::LicenseServerAvailableEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LicenseRestricted(v) => Object::LicenseRestricted(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(v) => Object::LicenseRestrictedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(v) => Object::LicenseServerAvailableEvent(Box::new((**v).clone())),
             Object::LicenseServerSource(v) => Object::LicenseServerSource(Box::new((**v).clone())),
-            Object::LicenseServerUnavailable(v) => Object::LicenseServerUnavailable(Box::new((**v).clone())),
-            Object::LicenseServerUnavailableEvent(v) => Object::LicenseServerUnavailableEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LicenseServerUnavailable(v) => Object::LicenseServerUnavailable(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(v) => Object::LicenseServerUnavailableEvent(Box::new((**v).clone())),
             Object::LicenseSource(v) => Object::LicenseSource(Box::new((**v).clone())),
-            Object::LicenseSourceUnavailable(v) => Object::LicenseSourceUnavailable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(v) => Object::LicenseSourceUnavailable(Box::new((**v).clone())),
             Object::LicenseUsageInfo(v) => Object::LicenseUsageInfo(Box::new((**v).clone())),
-            Object::LimitExceeded(v) => Object::LimitExceeded(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LimitExceeded(v) => Object::LimitExceeded(Box::new((**v).clone())),
             Object::LinkDiscoveryProtocolConfig(v) => Object::LinkDiscoveryProtocolConfig(Box::new((**v).clone())),
             Object::LinkDiscoveryProtocolConfigOperationType(v) => Object::LinkDiscoveryProtocolConfigOperationType(Box::new((**v).clone())),
             Object::LinkDiscoveryProtocolConfigProtocolType(v) => Object::LinkDiscoveryProtocolConfigProtocolType(Box::new((**v).clone())),
             Object::LinkLayerDiscoveryProtocolInfo(v) => Object::LinkLayerDiscoveryProtocolInfo(Box::new((**v).clone())),
             Object::LinkProfile(v) => Object::LinkProfile(Box::new((**v).clone())),
-            Object::LinuxVolumeNotClean(v) => Object::LinuxVolumeNotClean(Box::new((**v).clone())),
-            Object::LocalDatastoreCreatedEvent(v) => Object::LocalDatastoreCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(v) => Object::LinuxVolumeNotClean(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(v) => Object::LocalDatastoreCreatedEvent(Box::new((**v).clone())),
             Object::LocalDatastoreInfo(v) => Object::LocalDatastoreInfo(Box::new((**v).clone())),
             Object::LocalLicenseSource(v) => Object::LocalLicenseSource(Box::new((**v).clone())),
-            Object::LocalTSMEnabledEvent(v) => Object::LocalTSMEnabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::LocalTSMEnabledEvent(v) => Object::LocalTSMEnabledEvent(Box::new((**v).clone())),
             Object::LocalizableMessage(v) => Object::LocalizableMessage(Box::new((**v).clone())),
         }
     }
@@ -726,7 +726,7 @@ impl x::DataObject for Object {
             Object::KernelModuleInfo(_) => "KernelModuleInfo",
             Object::KernelModuleSectionInfo(_) => "KernelModuleSectionInfo",
             Object::KeyAnyValue(_) => "KeyAnyValue",
-            Object::KeyNotFound(_) => "KeyNotFound",
+            #[cfg(feature = "all-faults")] Object::KeyNotFound(_) => "KeyNotFound",
             Object::KeyProviderId(_) => "KeyProviderId",
             Object::KeyValue(_) => "KeyValue",
             Object::KmipClusterInfo(_) => "KmipClusterInfo",
@@ -741,53 +741,53 @@ impl x::DataObject for Object {
             Object::KmipServerSpecWrappingKeyIdKeySpec(_) => "KmipServerSpecWrappingKeyIdKeySpec",
             Object::KmipServerSpecWrappingRotationIntervalKeySpec(_) => "KmipServerSpecWrappingRotationIntervalKeySpec",
             Object::KmipServerStatus(_) => "KmipServerStatus",
-            Object::LargeRDMConversionNotSupported(_) => "LargeRDMConversionNotSupported",
-            Object::LargeRDMNotSupportedOnDatastore(_) => "LargeRDMNotSupportedOnDatastore",
+            #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(_) => "LargeRDMConversionNotSupported",
+            #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(_) => "LargeRDMNotSupportedOnDatastore",
             Object::LatencySensitivity(_) => "LatencySensitivity",
             Object::LatencySensitivitySensitivityLevel(_) => "LatencySensitivitySensitivityLevel",
-            Object::LegacyNetworkInterfaceInUse(_) => "LegacyNetworkInterfaceInUse",
-            Object::LicenseAssignmentFailed(_) => "LicenseAssignmentFailed",
+            #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(_) => "LegacyNetworkInterfaceInUse",
+            #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(_) => "LicenseAssignmentFailed",
             Object::LicenseAssignmentFailedReason(_) => "LicenseAssignmentFailedReason",
             Object::LicenseAssignmentManagerLicenseAssignment(_) => "LicenseAssignmentManagerLicenseAssignment",
             Object::LicenseAvailabilityInfo(_) => "LicenseAvailabilityInfo",
             Object::LicenseDiagnostics(_) => "LicenseDiagnostics",
-            Object::LicenseDowngradeDisallowed(_) => "LicenseDowngradeDisallowed",
-            Object::LicenseEntityNotFound(_) => "LicenseEntityNotFound",
-            Object::LicenseEvent(_) => "LicenseEvent",
-            Object::LicenseExpired(_) => "LicenseExpired",
-            Object::LicenseExpiredEvent(_) => "LicenseExpiredEvent",
+            #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(_) => "LicenseDowngradeDisallowed",
+            #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(_) => "LicenseEntityNotFound",
+            #[cfg(feature = "all-events")] Object::LicenseEvent(_) => "LicenseEvent",
+            #[cfg(feature = "all-faults")] Object::LicenseExpired(_) => "LicenseExpired",
+            #[cfg(feature = "all-events")] Object::LicenseExpiredEvent(_) => "LicenseExpiredEvent",
             Object::LicenseFeatureInfo(_) => "LicenseFeatureInfo",
             Object::LicenseFeatureInfoSourceRestriction(_) => "LicenseFeatureInfoSourceRestriction",
             Object::LicenseFeatureInfoState(_) => "LicenseFeatureInfoState",
             Object::LicenseFeatureInfoUnit(_) => "LicenseFeatureInfoUnit",
-            Object::LicenseKeyEntityMismatch(_) => "LicenseKeyEntityMismatch",
+            #[cfg(feature = "all-faults")] Object::LicenseKeyEntityMismatch(_) => "LicenseKeyEntityMismatch",
             Object::LicenseManagerEvaluationInfo(_) => "LicenseManagerEvaluationInfo",
             Object::LicenseManagerLicenseInfo(_) => "LicenseManagerLicenseInfo",
             Object::LicenseManagerLicenseKey(_) => "LicenseManagerLicenseKey",
             Object::LicenseManagerState(_) => "LicenseManagerState",
-            Object::LicenseNonComplianceEvent(_) => "LicenseNonComplianceEvent",
+            #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(_) => "LicenseNonComplianceEvent",
             Object::LicenseReservationInfo(_) => "LicenseReservationInfo",
             Object::LicenseReservationInfoState(_) => "LicenseReservationInfoState",
-            Object::LicenseRestricted(_) => "LicenseRestricted",
-            Object::LicenseRestrictedEvent(_) => "LicenseRestrictedEvent",
-            Object::LicenseServerAvailableEvent(_) => "LicenseServerAvailableEvent",
+            #[cfg(feature = "all-faults")] Object::LicenseRestricted(_) => "LicenseRestricted",
+            #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(_) => "LicenseRestrictedEvent",
+            #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(_) => "LicenseServerAvailableEvent",
             Object::LicenseServerSource(_) => "LicenseServerSource",
-            Object::LicenseServerUnavailable(_) => "LicenseServerUnavailable",
-            Object::LicenseServerUnavailableEvent(_) => "LicenseServerUnavailableEvent",
+            #[cfg(feature = "all-faults")] Object::LicenseServerUnavailable(_) => "LicenseServerUnavailable",
+            #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(_) => "LicenseServerUnavailableEvent",
             Object::LicenseSource(_) => "LicenseSource",
-            Object::LicenseSourceUnavailable(_) => "LicenseSourceUnavailable",
+            #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(_) => "LicenseSourceUnavailable",
             Object::LicenseUsageInfo(_) => "LicenseUsageInfo",
-            Object::LimitExceeded(_) => "LimitExceeded",
+            #[cfg(feature = "all-faults")] Object::LimitExceeded(_) => "LimitExceeded",
             Object::LinkDiscoveryProtocolConfig(_) => "LinkDiscoveryProtocolConfig",
             Object::LinkDiscoveryProtocolConfigOperationType(_) => "LinkDiscoveryProtocolConfigOperationType",
             Object::LinkDiscoveryProtocolConfigProtocolType(_) => "LinkDiscoveryProtocolConfigProtocolType",
             Object::LinkLayerDiscoveryProtocolInfo(_) => "LinkLayerDiscoveryProtocolInfo",
             Object::LinkProfile(_) => "LinkProfile",
-            Object::LinuxVolumeNotClean(_) => "LinuxVolumeNotClean",
-            Object::LocalDatastoreCreatedEvent(_) => "LocalDatastoreCreatedEvent",
+            #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(_) => "LinuxVolumeNotClean",
+            #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(_) => "LocalDatastoreCreatedEvent",
             Object::LocalDatastoreInfo(_) => "LocalDatastoreInfo",
             Object::LocalLicenseSource(_) => "LocalLicenseSource",
-            Object::LocalTSMEnabledEvent(_) => "LocalTSMEnabledEvent",
+            #[cfg(feature = "all-events")] Object::LocalTSMEnabledEvent(_) => "LocalTSMEnabledEvent",
             Object::LocalizableMessage(_) => "LocalizableMessage",
         }
     }
@@ -811,7 +811,7 @@ impl x::DataObject for Object {
             Object::KernelModuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KernelModuleSectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KeyAnyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KeyNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::KeyNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KeyProviderId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KeyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KmipClusterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -826,53 +826,53 @@ impl x::DataObject for Object {
             Object::KmipServerSpecWrappingKeyIdKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KmipServerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LargeRDMConversionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LargeRDMNotSupportedOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LatencySensitivity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LatencySensitivitySensitivityLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LegacyNetworkInterfaceInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseAssignmentFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseAssignmentFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseAssignmentManagerLicenseAssignment(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseAvailabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseDiagnostics(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseDowngradeDisallowed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseEntityNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseExpired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::LicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LicenseExpired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::LicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseFeatureInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseFeatureInfoSourceRestriction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseFeatureInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseFeatureInfoUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseKeyEntityMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LicenseKeyEntityMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseManagerEvaluationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseManagerLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseManagerLicenseKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseManagerState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseNonComplianceEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseReservationInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseRestricted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseRestrictedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseServerAvailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LicenseRestricted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseServerSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseServerUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseServerUnavailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LicenseServerUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseSourceUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseUsageInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LimitExceeded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LimitExceeded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkDiscoveryProtocolConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkDiscoveryProtocolConfigOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkDiscoveryProtocolConfigProtocolType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkLayerDiscoveryProtocolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LinuxVolumeNotClean(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LocalDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LocalDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LocalLicenseSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LocalTSMEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::LocalTSMEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LocalizableMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
@@ -887,11 +887,11 @@ impl x::ObjectType for KernelModuleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KernelModuleInfo(v) => Some(v), _ => None, }
+        match object { Object::KernelModuleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KernelModuleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::KernelModuleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -903,11 +903,11 @@ impl x::ObjectType for KernelModuleSectionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KernelModuleSectionInfo(v) => Some(v), _ => None, }
+        match object { Object::KernelModuleSectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KernelModuleSectionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::KernelModuleSectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -919,15 +919,15 @@ impl x::ObjectType for KeyAnyValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KeyAnyValue(v) => Some(v), _ => None, }
+        match object { Object::KeyAnyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KeyAnyValue(v) => Ok(v), other => Err(other), }
+        match object { Object::KeyAnyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for KeyNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for KeyNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -935,11 +935,11 @@ impl x::ObjectType for KeyNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KeyNotFound(v) => Some(v), _ => None, }
+        match object { Object::KeyNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KeyNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::KeyNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -951,11 +951,11 @@ impl x::ObjectType for KeyProviderId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KeyProviderId(v) => Some(v), _ => None, }
+        match object { Object::KeyProviderId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KeyProviderId(v) => Ok(v), other => Err(other), }
+        match object { Object::KeyProviderId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -967,11 +967,11 @@ impl x::ObjectType for KeyValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KeyValue(v) => Some(v), _ => None, }
+        match object { Object::KeyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KeyValue(v) => Ok(v), other => Err(other), }
+        match object { Object::KeyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -983,11 +983,11 @@ impl x::ObjectType for KmipClusterInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipClusterInfo(v) => Some(v), _ => None, }
+        match object { Object::KmipClusterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipClusterInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipClusterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -999,11 +999,11 @@ impl x::ObjectType for KmipClusterInfoKeyInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipClusterInfoKeyInfo(v) => Some(v), _ => None, }
+        match object { Object::KmipClusterInfoKeyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipClusterInfoKeyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipClusterInfoKeyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1015,11 +1015,11 @@ impl x::ObjectType for KmipClusterInfoKeyType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipClusterInfoKeyType(v) => Some(v), _ => None, }
+        match object { Object::KmipClusterInfoKeyType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipClusterInfoKeyType(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipClusterInfoKeyType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1031,11 +1031,11 @@ impl x::ObjectType for KmipClusterInfoKmsManagementType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipClusterInfoKmsManagementType(v) => Some(v), _ => None, }
+        match object { Object::KmipClusterInfoKmsManagementType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipClusterInfoKmsManagementType(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipClusterInfoKmsManagementType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1047,11 +1047,11 @@ impl x::ObjectType for KmipClusterInfoWrappingKeyIdKeyInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Some(v), _ => None, }
+        match object { Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1063,11 +1063,11 @@ impl x::ObjectType for KmipClusterInfoWrappingRotationIntervalKeyInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Some(v), _ => None, }
+        match object { Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1079,11 +1079,11 @@ impl x::ObjectType for KmipServerInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerInfo(v) => Some(v), _ => None, }
+        match object { Object::KmipServerInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipServerInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1095,11 +1095,11 @@ impl x::ObjectType for KmipServerSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerSpec(v) => Some(v), _ => None, }
+        match object { Object::KmipServerSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipServerSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1111,11 +1111,11 @@ impl x::ObjectType for KmipServerSpecKeySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerSpecKeySpec(v) => Some(v), _ => None, }
+        match object { Object::KmipServerSpecKeySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerSpecKeySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipServerSpecKeySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1127,11 +1127,11 @@ impl x::ObjectType for KmipServerSpecWrappingKeyIdKeySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Some(v), _ => None, }
+        match object { Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1143,11 +1143,11 @@ impl x::ObjectType for KmipServerSpecWrappingRotationIntervalKeySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Some(v), _ => None, }
+        match object { Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1159,15 +1159,15 @@ impl x::ObjectType for KmipServerStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::KmipServerStatus(v) => Some(v), _ => None, }
+        match object { Object::KmipServerStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::KmipServerStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::KmipServerStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LargeRDMConversionNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LargeRDMConversionNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1175,15 +1175,15 @@ impl x::ObjectType for LargeRDMConversionNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LargeRDMConversionNotSupported(v) => Some(v), _ => None, }
+        match object { Object::LargeRDMConversionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LargeRDMConversionNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::LargeRDMConversionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LargeRDMNotSupportedOnDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LargeRDMNotSupportedOnDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1191,11 +1191,11 @@ impl x::ObjectType for LargeRDMNotSupportedOnDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LargeRDMNotSupportedOnDatastore(v) => Some(v), _ => None, }
+        match object { Object::LargeRDMNotSupportedOnDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LargeRDMNotSupportedOnDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::LargeRDMNotSupportedOnDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1207,11 +1207,11 @@ impl x::ObjectType for LatencySensitivity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LatencySensitivity(v) => Some(v), _ => None, }
+        match object { Object::LatencySensitivity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LatencySensitivity(v) => Ok(v), other => Err(other), }
+        match object { Object::LatencySensitivity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1223,15 +1223,15 @@ impl x::ObjectType for LatencySensitivitySensitivityLevel {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LatencySensitivitySensitivityLevel(v) => Some(v), _ => None, }
+        match object { Object::LatencySensitivitySensitivityLevel(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LatencySensitivitySensitivityLevel(v) => Ok(v), other => Err(other), }
+        match object { Object::LatencySensitivitySensitivityLevel(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LegacyNetworkInterfaceInUse {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LegacyNetworkInterfaceInUse {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1239,15 +1239,15 @@ impl x::ObjectType for LegacyNetworkInterfaceInUse {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LegacyNetworkInterfaceInUse(v) => Some(v), _ => None, }
+        match object { Object::LegacyNetworkInterfaceInUse(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LegacyNetworkInterfaceInUse(v) => Ok(v), other => Err(other), }
+        match object { Object::LegacyNetworkInterfaceInUse(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseAssignmentFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseAssignmentFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1255,11 +1255,11 @@ impl x::ObjectType for LicenseAssignmentFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseAssignmentFailed(v) => Some(v), _ => None, }
+        match object { Object::LicenseAssignmentFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseAssignmentFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseAssignmentFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1271,11 +1271,11 @@ impl x::ObjectType for LicenseAssignmentFailedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseAssignmentFailedReason(v) => Some(v), _ => None, }
+        match object { Object::LicenseAssignmentFailedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseAssignmentFailedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseAssignmentFailedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1287,11 +1287,11 @@ impl x::ObjectType for LicenseAssignmentManagerLicenseAssignment {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseAssignmentManagerLicenseAssignment(v) => Some(v), _ => None, }
+        match object { Object::LicenseAssignmentManagerLicenseAssignment(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseAssignmentManagerLicenseAssignment(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseAssignmentManagerLicenseAssignment(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1303,11 +1303,11 @@ impl x::ObjectType for LicenseAvailabilityInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseAvailabilityInfo(v) => Some(v), _ => None, }
+        match object { Object::LicenseAvailabilityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseAvailabilityInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseAvailabilityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1319,15 +1319,15 @@ impl x::ObjectType for LicenseDiagnostics {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseDiagnostics(v) => Some(v), _ => None, }
+        match object { Object::LicenseDiagnostics(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseDiagnostics(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseDiagnostics(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseDowngradeDisallowed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseDowngradeDisallowed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1335,15 +1335,15 @@ impl x::ObjectType for LicenseDowngradeDisallowed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseDowngradeDisallowed(v) => Some(v), _ => None, }
+        match object { Object::LicenseDowngradeDisallowed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseDowngradeDisallowed(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseDowngradeDisallowed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseEntityNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseEntityNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1351,15 +1351,15 @@ impl x::ObjectType for LicenseEntityNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseEntityNotFound(v) => Some(v), _ => None, }
+        match object { Object::LicenseEntityNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseEntityNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseEntityNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for LicenseEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1367,15 +1367,15 @@ impl x::ObjectType for LicenseEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseEvent(v) => Some(v), _ => None, }
+        match object { Object::LicenseEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseExpired {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseExpired {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1383,15 +1383,15 @@ impl x::ObjectType for LicenseExpired {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseExpired(v) => Some(v), _ => None, }
+        match object { Object::LicenseExpired(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseExpired(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseExpired(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseExpiredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for LicenseExpiredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1399,11 +1399,11 @@ impl x::ObjectType for LicenseExpiredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseExpiredEvent(v) => Some(v), _ => None, }
+        match object { Object::LicenseExpiredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseExpiredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseExpiredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1415,11 +1415,11 @@ impl x::ObjectType for LicenseFeatureInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseFeatureInfo(v) => Some(v), _ => None, }
+        match object { Object::LicenseFeatureInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseFeatureInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseFeatureInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1431,11 +1431,11 @@ impl x::ObjectType for LicenseFeatureInfoSourceRestriction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseFeatureInfoSourceRestriction(v) => Some(v), _ => None, }
+        match object { Object::LicenseFeatureInfoSourceRestriction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseFeatureInfoSourceRestriction(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseFeatureInfoSourceRestriction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1447,11 +1447,11 @@ impl x::ObjectType for LicenseFeatureInfoState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseFeatureInfoState(v) => Some(v), _ => None, }
+        match object { Object::LicenseFeatureInfoState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseFeatureInfoState(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseFeatureInfoState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1463,15 +1463,15 @@ impl x::ObjectType for LicenseFeatureInfoUnit {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseFeatureInfoUnit(v) => Some(v), _ => None, }
+        match object { Object::LicenseFeatureInfoUnit(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseFeatureInfoUnit(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseFeatureInfoUnit(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseKeyEntityMismatch {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseKeyEntityMismatch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1479,11 +1479,11 @@ impl x::ObjectType for LicenseKeyEntityMismatch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseKeyEntityMismatch(v) => Some(v), _ => None, }
+        match object { Object::LicenseKeyEntityMismatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseKeyEntityMismatch(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseKeyEntityMismatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1495,11 +1495,11 @@ impl x::ObjectType for LicenseManagerEvaluationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseManagerEvaluationInfo(v) => Some(v), _ => None, }
+        match object { Object::LicenseManagerEvaluationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseManagerEvaluationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseManagerEvaluationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1511,11 +1511,11 @@ impl x::ObjectType for LicenseManagerLicenseInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseManagerLicenseInfo(v) => Some(v), _ => None, }
+        match object { Object::LicenseManagerLicenseInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseManagerLicenseInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseManagerLicenseInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1527,11 +1527,11 @@ impl x::ObjectType for LicenseManagerLicenseKey {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseManagerLicenseKey(v) => Some(v), _ => None, }
+        match object { Object::LicenseManagerLicenseKey(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseManagerLicenseKey(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseManagerLicenseKey(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1543,15 +1543,15 @@ impl x::ObjectType for LicenseManagerState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseManagerState(v) => Some(v), _ => None, }
+        match object { Object::LicenseManagerState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseManagerState(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseManagerState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseNonComplianceEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for LicenseNonComplianceEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1559,11 +1559,11 @@ impl x::ObjectType for LicenseNonComplianceEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseNonComplianceEvent(v) => Some(v), _ => None, }
+        match object { Object::LicenseNonComplianceEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseNonComplianceEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseNonComplianceEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1575,11 +1575,11 @@ impl x::ObjectType for LicenseReservationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseReservationInfo(v) => Some(v), _ => None, }
+        match object { Object::LicenseReservationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseReservationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseReservationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1591,15 +1591,15 @@ impl x::ObjectType for LicenseReservationInfoState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseReservationInfoState(v) => Some(v), _ => None, }
+        match object { Object::LicenseReservationInfoState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseReservationInfoState(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseReservationInfoState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseRestricted {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseRestricted {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1607,15 +1607,15 @@ impl x::ObjectType for LicenseRestricted {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseRestricted(v) => Some(v), _ => None, }
+        match object { Object::LicenseRestricted(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseRestricted(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseRestricted(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseRestrictedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for LicenseRestrictedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1623,15 +1623,15 @@ impl x::ObjectType for LicenseRestrictedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseRestrictedEvent(v) => Some(v), _ => None, }
+        match object { Object::LicenseRestrictedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseRestrictedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseRestrictedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseServerAvailableEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for LicenseServerAvailableEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1639,11 +1639,11 @@ impl x::ObjectType for LicenseServerAvailableEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseServerAvailableEvent(v) => Some(v), _ => None, }
+        match object { Object::LicenseServerAvailableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseServerAvailableEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseServerAvailableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1655,15 +1655,15 @@ impl x::ObjectType for LicenseServerSource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseServerSource(v) => Some(v), _ => None, }
+        match object { Object::LicenseServerSource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseServerSource(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseServerSource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseServerUnavailable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseServerUnavailable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1671,15 +1671,15 @@ impl x::ObjectType for LicenseServerUnavailable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseServerUnavailable(v) => Some(v), _ => None, }
+        match object { Object::LicenseServerUnavailable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseServerUnavailable(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseServerUnavailable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseServerUnavailableEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for LicenseServerUnavailableEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1687,11 +1687,11 @@ impl x::ObjectType for LicenseServerUnavailableEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseServerUnavailableEvent(v) => Some(v), _ => None, }
+        match object { Object::LicenseServerUnavailableEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseServerUnavailableEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseServerUnavailableEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1703,15 +1703,15 @@ impl x::ObjectType for LicenseSource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseSource(v) => Some(v), _ => None, }
+        match object { Object::LicenseSource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseSource(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseSource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LicenseSourceUnavailable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LicenseSourceUnavailable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1719,11 +1719,11 @@ impl x::ObjectType for LicenseSourceUnavailable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseSourceUnavailable(v) => Some(v), _ => None, }
+        match object { Object::LicenseSourceUnavailable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseSourceUnavailable(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseSourceUnavailable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1735,15 +1735,15 @@ impl x::ObjectType for LicenseUsageInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LicenseUsageInfo(v) => Some(v), _ => None, }
+        match object { Object::LicenseUsageInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LicenseUsageInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::LicenseUsageInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LimitExceeded {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LimitExceeded {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1751,11 +1751,11 @@ impl x::ObjectType for LimitExceeded {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LimitExceeded(v) => Some(v), _ => None, }
+        match object { Object::LimitExceeded(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LimitExceeded(v) => Ok(v), other => Err(other), }
+        match object { Object::LimitExceeded(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1767,11 +1767,11 @@ impl x::ObjectType for LinkDiscoveryProtocolConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LinkDiscoveryProtocolConfig(v) => Some(v), _ => None, }
+        match object { Object::LinkDiscoveryProtocolConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LinkDiscoveryProtocolConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::LinkDiscoveryProtocolConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1783,11 +1783,11 @@ impl x::ObjectType for LinkDiscoveryProtocolConfigOperationType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LinkDiscoveryProtocolConfigOperationType(v) => Some(v), _ => None, }
+        match object { Object::LinkDiscoveryProtocolConfigOperationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LinkDiscoveryProtocolConfigOperationType(v) => Ok(v), other => Err(other), }
+        match object { Object::LinkDiscoveryProtocolConfigOperationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1799,11 +1799,11 @@ impl x::ObjectType for LinkDiscoveryProtocolConfigProtocolType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LinkDiscoveryProtocolConfigProtocolType(v) => Some(v), _ => None, }
+        match object { Object::LinkDiscoveryProtocolConfigProtocolType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LinkDiscoveryProtocolConfigProtocolType(v) => Ok(v), other => Err(other), }
+        match object { Object::LinkDiscoveryProtocolConfigProtocolType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1815,11 +1815,11 @@ impl x::ObjectType for LinkLayerDiscoveryProtocolInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LinkLayerDiscoveryProtocolInfo(v) => Some(v), _ => None, }
+        match object { Object::LinkLayerDiscoveryProtocolInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LinkLayerDiscoveryProtocolInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::LinkLayerDiscoveryProtocolInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1831,15 +1831,15 @@ impl x::ObjectType for LinkProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LinkProfile(v) => Some(v), _ => None, }
+        match object { Object::LinkProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LinkProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::LinkProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LinuxVolumeNotClean {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LinuxVolumeNotClean {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1847,15 +1847,15 @@ impl x::ObjectType for LinuxVolumeNotClean {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LinuxVolumeNotClean(v) => Some(v), _ => None, }
+        match object { Object::LinuxVolumeNotClean(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LinuxVolumeNotClean(v) => Ok(v), other => Err(other), }
+        match object { Object::LinuxVolumeNotClean(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LocalDatastoreCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for LocalDatastoreCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1863,11 +1863,11 @@ impl x::ObjectType for LocalDatastoreCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalDatastoreCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::LocalDatastoreCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalDatastoreCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::LocalDatastoreCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1879,11 +1879,11 @@ impl x::ObjectType for LocalDatastoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalDatastoreInfo(v) => Some(v), _ => None, }
+        match object { Object::LocalDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalDatastoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::LocalDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1895,15 +1895,15 @@ impl x::ObjectType for LocalLicenseSource {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalLicenseSource(v) => Some(v), _ => None, }
+        match object { Object::LocalLicenseSource(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalLicenseSource(v) => Ok(v), other => Err(other), }
+        match object { Object::LocalLicenseSource(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LocalTSMEnabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for LocalTSMEnabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1911,11 +1911,11 @@ impl x::ObjectType for LocalTSMEnabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalTSMEnabledEvent(v) => Some(v), _ => None, }
+        match object { Object::LocalTSMEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalTSMEnabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::LocalTSMEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1927,10 +1927,10 @@ impl x::ObjectType for LocalizableMessage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalizableMessage(v) => Some(v), _ => None, }
+        match object { Object::LocalizableMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalizableMessage(v) => Ok(v), other => Err(other), }
+        match object { Object::LocalizableMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

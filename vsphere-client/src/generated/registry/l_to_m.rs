@@ -342,70 +342,70 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 pub enum Object {
     LocalizationManagerMessageCatalog(Box<LocalizationManagerMessageCatalog>),
     LocalizedMethodFault(Box<LocalizedMethodFault>),
-    LockerMisconfiguredEvent(Box<LockerMisconfiguredEvent>),
-    LockerReconfiguredEvent(Box<LockerReconfiguredEvent>),
-    LogBundlingFailed(Box<LogBundlingFailed>),
+    #[cfg(feature = "all-events")] LockerMisconfiguredEvent(Box<LockerMisconfiguredEvent>),
+    #[cfg(feature = "all-events")] LockerReconfiguredEvent(Box<LockerReconfiguredEvent>),
+    #[cfg(feature = "all-faults")] LogBundlingFailed(Box<LogBundlingFailed>),
     LongOption(Box<LongOption>),
     LongPolicy(Box<LongPolicy>),
     MacAddress(Box<MacAddress>),
     MacRange(Box<MacRange>),
-    MaintenanceModeFileMove(Box<MaintenanceModeFileMove>),
+    #[cfg(feature = "all-faults")] MaintenanceModeFileMove(Box<MaintenanceModeFileMove>),
     ManagedByInfo(Box<ManagedByInfo>),
-    ManagedEntityEventArgument(Box<ManagedEntityEventArgument>),
+    #[cfg(feature = "all-events")] ManagedEntityEventArgument(Box<ManagedEntityEventArgument>),
     ManagedEntityStatus(Box<ManagedEntityStatus>),
     ManagedObjectNotFound(Box<ManagedObjectNotFound>),
-    MemoryFileFormatNotSupportedByDatastore(Box<MemoryFileFormatNotSupportedByDatastore>),
-    MemoryHotPlugNotSupported(Box<MemoryHotPlugNotSupported>),
-    MemorySizeNotRecommended(Box<MemorySizeNotRecommended>),
-    MemorySizeNotSupported(Box<MemorySizeNotSupported>),
-    MemorySizeNotSupportedByDatastore(Box<MemorySizeNotSupportedByDatastore>),
-    MemorySnapshotOnIndependentDisk(Box<MemorySnapshotOnIndependentDisk>),
+    #[cfg(feature = "all-faults")] MemoryFileFormatNotSupportedByDatastore(Box<MemoryFileFormatNotSupportedByDatastore>),
+    #[cfg(feature = "all-faults")] MemoryHotPlugNotSupported(Box<MemoryHotPlugNotSupported>),
+    #[cfg(feature = "all-faults")] MemorySizeNotRecommended(Box<MemorySizeNotRecommended>),
+    #[cfg(feature = "all-faults")] MemorySizeNotSupported(Box<MemorySizeNotSupported>),
+    #[cfg(feature = "all-faults")] MemorySizeNotSupportedByDatastore(Box<MemorySizeNotSupportedByDatastore>),
+    #[cfg(feature = "all-faults")] MemorySnapshotOnIndependentDisk(Box<MemorySnapshotOnIndependentDisk>),
     MethodAction(Box<MethodAction>),
     MethodActionArgument(Box<MethodActionArgument>),
-    MethodAlreadyDisabledFault(Box<MethodAlreadyDisabledFault>),
+    #[cfg(feature = "all-faults")] MethodAlreadyDisabledFault(Box<MethodAlreadyDisabledFault>),
     MethodDescription(Box<MethodDescription>),
     MethodDisabled(Box<MethodDisabled>),
     MethodFault(Box<MethodFault>),
-    MethodNotFound(Box<MethodNotFound>),
+    #[cfg(feature = "all-faults")] MethodNotFound(Box<MethodNotFound>),
     MetricAlarmExpression(Box<MetricAlarmExpression>),
     MetricAlarmOperator(Box<MetricAlarmOperator>),
-    MigrationDisabled(Box<MigrationDisabled>),
-    MigrationErrorEvent(Box<MigrationErrorEvent>),
-    MigrationEvent(Box<MigrationEvent>),
-    MigrationFault(Box<MigrationFault>),
-    MigrationFeatureNotSupported(Box<MigrationFeatureNotSupported>),
-    MigrationHostErrorEvent(Box<MigrationHostErrorEvent>),
-    MigrationHostWarningEvent(Box<MigrationHostWarningEvent>),
-    MigrationNotReady(Box<MigrationNotReady>),
-    MigrationResourceErrorEvent(Box<MigrationResourceErrorEvent>),
-    MigrationResourceWarningEvent(Box<MigrationResourceWarningEvent>),
-    MigrationWarningEvent(Box<MigrationWarningEvent>),
-    MismatchedBundle(Box<MismatchedBundle>),
-    MismatchedNetworkPolicies(Box<MismatchedNetworkPolicies>),
-    MismatchedVMotionNetworkNames(Box<MismatchedVMotionNetworkNames>),
-    MissingBmcSupport(Box<MissingBmcSupport>),
-    MissingController(Box<MissingController>),
-    MissingIpPool(Box<MissingIpPool>),
-    MissingLinuxCustResources(Box<MissingLinuxCustResources>),
-    MissingNetworkIpConfig(Box<MissingNetworkIpConfig>),
+    #[cfg(feature = "all-faults")] MigrationDisabled(Box<MigrationDisabled>),
+    #[cfg(feature = "all-events")] MigrationErrorEvent(Box<MigrationErrorEvent>),
+    #[cfg(feature = "all-events")] MigrationEvent(Box<MigrationEvent>),
+    #[cfg(feature = "all-faults")] MigrationFault(Box<MigrationFault>),
+    #[cfg(feature = "all-faults")] MigrationFeatureNotSupported(Box<MigrationFeatureNotSupported>),
+    #[cfg(feature = "all-events")] MigrationHostErrorEvent(Box<MigrationHostErrorEvent>),
+    #[cfg(feature = "all-events")] MigrationHostWarningEvent(Box<MigrationHostWarningEvent>),
+    #[cfg(feature = "all-faults")] MigrationNotReady(Box<MigrationNotReady>),
+    #[cfg(feature = "all-events")] MigrationResourceErrorEvent(Box<MigrationResourceErrorEvent>),
+    #[cfg(feature = "all-events")] MigrationResourceWarningEvent(Box<MigrationResourceWarningEvent>),
+    #[cfg(feature = "all-events")] MigrationWarningEvent(Box<MigrationWarningEvent>),
+    #[cfg(feature = "all-faults")] MismatchedBundle(Box<MismatchedBundle>),
+    #[cfg(feature = "all-faults")] MismatchedNetworkPolicies(Box<MismatchedNetworkPolicies>),
+    #[cfg(feature = "all-faults")] MismatchedVMotionNetworkNames(Box<MismatchedVMotionNetworkNames>),
+    #[cfg(feature = "all-faults")] MissingBmcSupport(Box<MissingBmcSupport>),
+    #[cfg(feature = "all-faults")] MissingController(Box<MissingController>),
+    #[cfg(feature = "all-faults")] MissingIpPool(Box<MissingIpPool>),
+    #[cfg(feature = "all-faults")] MissingLinuxCustResources(Box<MissingLinuxCustResources>),
+    #[cfg(feature = "all-faults")] MissingNetworkIpConfig(Box<MissingNetworkIpConfig>),
     MissingObject(Box<MissingObject>),
-    MissingPowerOffConfiguration(Box<MissingPowerOffConfiguration>),
-    MissingPowerOnConfiguration(Box<MissingPowerOnConfiguration>),
+    #[cfg(feature = "all-faults")] MissingPowerOffConfiguration(Box<MissingPowerOffConfiguration>),
+    #[cfg(feature = "all-faults")] MissingPowerOnConfiguration(Box<MissingPowerOnConfiguration>),
     MissingProperty(Box<MissingProperty>),
-    MissingWindowsCustResources(Box<MissingWindowsCustResources>),
-    MksConnectionLimitReached(Box<MksConnectionLimitReached>),
+    #[cfg(feature = "all-faults")] MissingWindowsCustResources(Box<MissingWindowsCustResources>),
+    #[cfg(feature = "all-faults")] MksConnectionLimitReached(Box<MksConnectionLimitReached>),
     ModeInfo(Box<ModeInfo>),
     MonthlyByDayTaskScheduler(Box<MonthlyByDayTaskScheduler>),
     MonthlyByWeekdayTaskScheduler(Box<MonthlyByWeekdayTaskScheduler>),
     MonthlyTaskScheduler(Box<MonthlyTaskScheduler>),
-    MountError(Box<MountError>),
-    MtuMatchEvent(Box<MtuMatchEvent>),
-    MtuMismatchEvent(Box<MtuMismatchEvent>),
-    MultiWriterNotSupported(Box<MultiWriterNotSupported>),
+    #[cfg(feature = "all-faults")] MountError(Box<MountError>),
+    #[cfg(feature = "all-events")] MtuMatchEvent(Box<MtuMatchEvent>),
+    #[cfg(feature = "all-events")] MtuMismatchEvent(Box<MtuMismatchEvent>),
+    #[cfg(feature = "all-faults")] MultiWriterNotSupported(Box<MultiWriterNotSupported>),
     MultipathState(Box<MultipathState>),
-    MultipleCertificatesVerifyFault(Box<MultipleCertificatesVerifyFault>),
-    MultipleCertificatesVerifyFaultThumbprintData(Box<MultipleCertificatesVerifyFaultThumbprintData>),
-    MultipleSnapshotsNotSupported(Box<MultipleSnapshotsNotSupported>),
+    #[cfg(feature = "all-faults")] MultipleCertificatesVerifyFault(Box<MultipleCertificatesVerifyFault>),
+    #[cfg(feature = "all-faults")] MultipleCertificatesVerifyFaultThumbprintData(Box<MultipleCertificatesVerifyFaultThumbprintData>),
+    #[cfg(feature = "all-faults")] MultipleSnapshotsNotSupported(Box<MultipleSnapshotsNotSupported>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -422,70 +422,70 @@ fn decode(
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizationManagerMessageCatalog(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizedMethodFault(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LockerMisconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LockerReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LogBundlingFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LockerMisconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LockerReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LogBundlingFailed(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LongOption(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LongPolicy(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MacAddress(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MacRange(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MaintenanceModeFileMove(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MaintenanceModeFileMove(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ManagedByInfo(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ManagedEntityEventArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ManagedEntityEventArgument(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ManagedEntityStatus(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ManagedObjectNotFound(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemoryFileFormatNotSupportedByDatastore(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemoryHotPlugNotSupported(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemorySizeNotRecommended(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemorySizeNotSupported(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemorySizeNotSupportedByDatastore(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemorySnapshotOnIndependentDisk(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemoryFileFormatNotSupportedByDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemoryHotPlugNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemorySizeNotRecommended(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemorySizeNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemorySizeNotSupportedByDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MemorySnapshotOnIndependentDisk(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodAction(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodActionArgument(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodAlreadyDisabledFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodAlreadyDisabledFault(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodDescription(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodDisabled(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodFault(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MethodNotFound(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MetricAlarmExpression(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MetricAlarmOperator(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationDisabled(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationErrorEvent(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationEvent(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationFault(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationFeatureNotSupported(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationHostErrorEvent(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationHostWarningEvent(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationNotReady(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationResourceErrorEvent(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationResourceWarningEvent(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationWarningEvent(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MismatchedBundle(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MismatchedNetworkPolicies(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MismatchedVMotionNetworkNames(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingBmcSupport(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingController(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingIpPool(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingLinuxCustResources(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingNetworkIpConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationDisabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationErrorEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationFeatureNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationHostErrorEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationHostWarningEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationNotReady(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationResourceErrorEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationResourceWarningEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MigrationWarningEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MismatchedBundle(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MismatchedNetworkPolicies(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MismatchedVMotionNetworkNames(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingBmcSupport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingController(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingIpPool(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingLinuxCustResources(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingNetworkIpConfig(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingObject(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingPowerOffConfiguration(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingPowerOnConfiguration(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingPowerOffConfiguration(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingPowerOnConfiguration(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingProperty(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingWindowsCustResources(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MksConnectionLimitReached(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingWindowsCustResources(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MksConnectionLimitReached(v), Err(e) => return Some(Err(e)) },
         80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ModeInfo(v), Err(e) => return Some(Err(e)) },
         82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyByDayTaskScheduler(v), Err(e) => return Some(Err(e)) },
         83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyByWeekdayTaskScheduler(v), Err(e) => return Some(Err(e)) },
         84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MountError(v), Err(e) => return Some(Err(e)) },
-        99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MtuMatchEvent(v), Err(e) => return Some(Err(e)) },
-        100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MtuMismatchEvent(v), Err(e) => return Some(Err(e)) },
-        101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MultiWriterNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MountError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MtuMatchEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MtuMismatchEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MultiWriterNotSupported(v), Err(e) => return Some(Err(e)) },
         102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MultipathState(v), Err(e) => return Some(Err(e)) },
-        103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MultipleCertificatesVerifyFault(v), Err(e) => return Some(Err(e)) },
-        104 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MultipleCertificatesVerifyFaultThumbprintData(v), Err(e) => return Some(Err(e)) },
-        105 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MultipleSnapshotsNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MultipleCertificatesVerifyFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 104 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MultipleCertificatesVerifyFaultThumbprintData(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 105 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MultipleSnapshotsNotSupported(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -496,70 +496,70 @@ impl std::fmt::Debug for Object {
         match self {
             Object::LocalizationManagerMessageCatalog(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LocalizedMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LockerMisconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LockerReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LogBundlingFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::LogBundlingFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LongOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LongPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MacAddress(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MacRange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MaintenanceModeFileMove(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MaintenanceModeFileMove(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ManagedByInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ManagedEntityEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ManagedEntityEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ManagedEntityStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ManagedObjectNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MemoryFileFormatNotSupportedByDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MemoryHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MemorySizeNotRecommended(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MemorySizeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MemorySizeNotSupportedByDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MemorySnapshotOnIndependentDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MemoryFileFormatNotSupportedByDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MemoryHotPlugNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotRecommended(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupportedByDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MemorySnapshotOnIndependentDisk(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MethodAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MethodActionArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MethodAlreadyDisabledFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MethodAlreadyDisabledFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MethodDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MethodDisabled(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MethodFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MethodNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MethodNotFound(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MetricAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MetricAlarmOperator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationDisabled(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationFeatureNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationHostErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationHostWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationNotReady(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationResourceErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationResourceWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MigrationWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MismatchedBundle(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MismatchedNetworkPolicies(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MismatchedVMotionNetworkNames(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MissingBmcSupport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MissingController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MissingIpPool(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MissingLinuxCustResources(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MissingNetworkIpConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MigrationDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::MigrationErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::MigrationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MigrationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MigrationFeatureNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::MigrationHostErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::MigrationHostWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MigrationNotReady(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::MigrationResourceErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::MigrationResourceWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::MigrationWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MismatchedBundle(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MismatchedNetworkPolicies(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MismatchedVMotionNetworkNames(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MissingBmcSupport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MissingController(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MissingIpPool(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MissingLinuxCustResources(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MissingNetworkIpConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MissingObject(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MissingPowerOffConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MissingPowerOnConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MissingPowerOffConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MissingPowerOnConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MissingProperty(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MissingWindowsCustResources(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MksConnectionLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ModeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MonthlyByDayTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MonthlyByWeekdayTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MonthlyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MountError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MtuMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MtuMismatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MultiWriterNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MountError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::MtuMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::MtuMismatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MultiWriterNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::MultipathState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MultipleCertificatesVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MultipleCertificatesVerifyFaultThumbprintData(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MultipleSnapshotsNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFaultThumbprintData(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::MultipleSnapshotsNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -569,71 +569,71 @@ impl PartialEq for Object {
         match (self, other) {
             (Object::LocalizationManagerMessageCatalog(a), Object::LocalizationManagerMessageCatalog(b)) => **a == **b,
             (Object::LocalizedMethodFault(a), Object::LocalizedMethodFault(b)) => **a == **b,
-            (Object::LockerMisconfiguredEvent(a), Object::LockerMisconfiguredEvent(b)) => **a == **b,
-            (Object::LockerReconfiguredEvent(a), Object::LockerReconfiguredEvent(b)) => **a == **b,
-            (Object::LogBundlingFailed(a), Object::LogBundlingFailed(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::LockerMisconfiguredEvent(a), Object::LockerMisconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::LockerReconfiguredEvent(a), Object::LockerReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::LogBundlingFailed(a), Object::LogBundlingFailed(b)) => **a == **b,
             (Object::LongOption(a), Object::LongOption(b)) => **a == **b,
             (Object::LongPolicy(a), Object::LongPolicy(b)) => **a == **b,
             (Object::MacAddress(a), Object::MacAddress(b)) => **a == **b,
             (Object::MacRange(a), Object::MacRange(b)) => **a == **b,
-            (Object::MaintenanceModeFileMove(a), Object::MaintenanceModeFileMove(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MaintenanceModeFileMove(a), Object::MaintenanceModeFileMove(b)) => **a == **b,
             (Object::ManagedByInfo(a), Object::ManagedByInfo(b)) => **a == **b,
-            (Object::ManagedEntityEventArgument(a), Object::ManagedEntityEventArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ManagedEntityEventArgument(a), Object::ManagedEntityEventArgument(b)) => **a == **b,
             (Object::ManagedEntityStatus(a), Object::ManagedEntityStatus(b)) => **a == **b,
             (Object::ManagedObjectNotFound(a), Object::ManagedObjectNotFound(b)) => **a == **b,
-            (Object::MemoryFileFormatNotSupportedByDatastore(a), Object::MemoryFileFormatNotSupportedByDatastore(b)) => **a == **b,
-            (Object::MemoryHotPlugNotSupported(a), Object::MemoryHotPlugNotSupported(b)) => **a == **b,
-            (Object::MemorySizeNotRecommended(a), Object::MemorySizeNotRecommended(b)) => **a == **b,
-            (Object::MemorySizeNotSupported(a), Object::MemorySizeNotSupported(b)) => **a == **b,
-            (Object::MemorySizeNotSupportedByDatastore(a), Object::MemorySizeNotSupportedByDatastore(b)) => **a == **b,
-            (Object::MemorySnapshotOnIndependentDisk(a), Object::MemorySnapshotOnIndependentDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MemoryFileFormatNotSupportedByDatastore(a), Object::MemoryFileFormatNotSupportedByDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MemoryHotPlugNotSupported(a), Object::MemoryHotPlugNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MemorySizeNotRecommended(a), Object::MemorySizeNotRecommended(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MemorySizeNotSupported(a), Object::MemorySizeNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MemorySizeNotSupportedByDatastore(a), Object::MemorySizeNotSupportedByDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MemorySnapshotOnIndependentDisk(a), Object::MemorySnapshotOnIndependentDisk(b)) => **a == **b,
             (Object::MethodAction(a), Object::MethodAction(b)) => **a == **b,
             (Object::MethodActionArgument(a), Object::MethodActionArgument(b)) => **a == **b,
-            (Object::MethodAlreadyDisabledFault(a), Object::MethodAlreadyDisabledFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MethodAlreadyDisabledFault(a), Object::MethodAlreadyDisabledFault(b)) => **a == **b,
             (Object::MethodDescription(a), Object::MethodDescription(b)) => **a == **b,
             (Object::MethodDisabled(a), Object::MethodDisabled(b)) => **a == **b,
             (Object::MethodFault(a), Object::MethodFault(b)) => **a == **b,
-            (Object::MethodNotFound(a), Object::MethodNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MethodNotFound(a), Object::MethodNotFound(b)) => **a == **b,
             (Object::MetricAlarmExpression(a), Object::MetricAlarmExpression(b)) => **a == **b,
             (Object::MetricAlarmOperator(a), Object::MetricAlarmOperator(b)) => **a == **b,
-            (Object::MigrationDisabled(a), Object::MigrationDisabled(b)) => **a == **b,
-            (Object::MigrationErrorEvent(a), Object::MigrationErrorEvent(b)) => **a == **b,
-            (Object::MigrationEvent(a), Object::MigrationEvent(b)) => **a == **b,
-            (Object::MigrationFault(a), Object::MigrationFault(b)) => **a == **b,
-            (Object::MigrationFeatureNotSupported(a), Object::MigrationFeatureNotSupported(b)) => **a == **b,
-            (Object::MigrationHostErrorEvent(a), Object::MigrationHostErrorEvent(b)) => **a == **b,
-            (Object::MigrationHostWarningEvent(a), Object::MigrationHostWarningEvent(b)) => **a == **b,
-            (Object::MigrationNotReady(a), Object::MigrationNotReady(b)) => **a == **b,
-            (Object::MigrationResourceErrorEvent(a), Object::MigrationResourceErrorEvent(b)) => **a == **b,
-            (Object::MigrationResourceWarningEvent(a), Object::MigrationResourceWarningEvent(b)) => **a == **b,
-            (Object::MigrationWarningEvent(a), Object::MigrationWarningEvent(b)) => **a == **b,
-            (Object::MismatchedBundle(a), Object::MismatchedBundle(b)) => **a == **b,
-            (Object::MismatchedNetworkPolicies(a), Object::MismatchedNetworkPolicies(b)) => **a == **b,
-            (Object::MismatchedVMotionNetworkNames(a), Object::MismatchedVMotionNetworkNames(b)) => **a == **b,
-            (Object::MissingBmcSupport(a), Object::MissingBmcSupport(b)) => **a == **b,
-            (Object::MissingController(a), Object::MissingController(b)) => **a == **b,
-            (Object::MissingIpPool(a), Object::MissingIpPool(b)) => **a == **b,
-            (Object::MissingLinuxCustResources(a), Object::MissingLinuxCustResources(b)) => **a == **b,
-            (Object::MissingNetworkIpConfig(a), Object::MissingNetworkIpConfig(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MigrationDisabled(a), Object::MigrationDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::MigrationErrorEvent(a), Object::MigrationErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::MigrationEvent(a), Object::MigrationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MigrationFault(a), Object::MigrationFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MigrationFeatureNotSupported(a), Object::MigrationFeatureNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::MigrationHostErrorEvent(a), Object::MigrationHostErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::MigrationHostWarningEvent(a), Object::MigrationHostWarningEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MigrationNotReady(a), Object::MigrationNotReady(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::MigrationResourceErrorEvent(a), Object::MigrationResourceErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::MigrationResourceWarningEvent(a), Object::MigrationResourceWarningEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::MigrationWarningEvent(a), Object::MigrationWarningEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MismatchedBundle(a), Object::MismatchedBundle(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MismatchedNetworkPolicies(a), Object::MismatchedNetworkPolicies(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MismatchedVMotionNetworkNames(a), Object::MismatchedVMotionNetworkNames(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MissingBmcSupport(a), Object::MissingBmcSupport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MissingController(a), Object::MissingController(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MissingIpPool(a), Object::MissingIpPool(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MissingLinuxCustResources(a), Object::MissingLinuxCustResources(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MissingNetworkIpConfig(a), Object::MissingNetworkIpConfig(b)) => **a == **b,
             (Object::MissingObject(a), Object::MissingObject(b)) => **a == **b,
-            (Object::MissingPowerOffConfiguration(a), Object::MissingPowerOffConfiguration(b)) => **a == **b,
-            (Object::MissingPowerOnConfiguration(a), Object::MissingPowerOnConfiguration(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MissingPowerOffConfiguration(a), Object::MissingPowerOffConfiguration(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MissingPowerOnConfiguration(a), Object::MissingPowerOnConfiguration(b)) => **a == **b,
             (Object::MissingProperty(a), Object::MissingProperty(b)) => **a == **b,
-            (Object::MissingWindowsCustResources(a), Object::MissingWindowsCustResources(b)) => **a == **b,
-            (Object::MksConnectionLimitReached(a), Object::MksConnectionLimitReached(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MissingWindowsCustResources(a), Object::MissingWindowsCustResources(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MksConnectionLimitReached(a), Object::MksConnectionLimitReached(b)) => **a == **b,
             (Object::ModeInfo(a), Object::ModeInfo(b)) => **a == **b,
             (Object::MonthlyByDayTaskScheduler(a), Object::MonthlyByDayTaskScheduler(b)) => **a == **b,
             (Object::MonthlyByWeekdayTaskScheduler(a), Object::MonthlyByWeekdayTaskScheduler(b)) => **a == **b,
             (Object::MonthlyTaskScheduler(a), Object::MonthlyTaskScheduler(b)) => **a == **b,
-            (Object::MountError(a), Object::MountError(b)) => **a == **b,
-            (Object::MtuMatchEvent(a), Object::MtuMatchEvent(b)) => **a == **b,
-            (Object::MtuMismatchEvent(a), Object::MtuMismatchEvent(b)) => **a == **b,
-            (Object::MultiWriterNotSupported(a), Object::MultiWriterNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MountError(a), Object::MountError(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::MtuMatchEvent(a), Object::MtuMatchEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::MtuMismatchEvent(a), Object::MtuMismatchEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MultiWriterNotSupported(a), Object::MultiWriterNotSupported(b)) => **a == **b,
             (Object::MultipathState(a), Object::MultipathState(b)) => **a == **b,
-            (Object::MultipleCertificatesVerifyFault(a), Object::MultipleCertificatesVerifyFault(b)) => **a == **b,
-            (Object::MultipleCertificatesVerifyFaultThumbprintData(a), Object::MultipleCertificatesVerifyFaultThumbprintData(b)) => **a == **b,
-            (Object::MultipleSnapshotsNotSupported(a), Object::MultipleSnapshotsNotSupported(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-faults")] (Object::MultipleCertificatesVerifyFault(a), Object::MultipleCertificatesVerifyFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MultipleCertificatesVerifyFaultThumbprintData(a), Object::MultipleCertificatesVerifyFaultThumbprintData(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::MultipleSnapshotsNotSupported(a), Object::MultipleSnapshotsNotSupported(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -643,70 +643,70 @@ impl Clone for Object {
         match self {
             Object::LocalizationManagerMessageCatalog(v) => Object::LocalizationManagerMessageCatalog(Box::new((**v).clone())),
             Object::LocalizedMethodFault(v) => Object::LocalizedMethodFault(Box::new((**v).clone())),
-            Object::LockerMisconfiguredEvent(v) => Object::LockerMisconfiguredEvent(Box::new((**v).clone())),
-            Object::LockerReconfiguredEvent(v) => Object::LockerReconfiguredEvent(Box::new((**v).clone())),
-            Object::LogBundlingFailed(v) => Object::LogBundlingFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(v) => Object::LockerMisconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(v) => Object::LockerReconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::LogBundlingFailed(v) => Object::LogBundlingFailed(Box::new((**v).clone())),
             Object::LongOption(v) => Object::LongOption(Box::new((**v).clone())),
             Object::LongPolicy(v) => Object::LongPolicy(Box::new((**v).clone())),
             Object::MacAddress(v) => Object::MacAddress(Box::new((**v).clone())),
             Object::MacRange(v) => Object::MacRange(Box::new((**v).clone())),
-            Object::MaintenanceModeFileMove(v) => Object::MaintenanceModeFileMove(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MaintenanceModeFileMove(v) => Object::MaintenanceModeFileMove(Box::new((**v).clone())),
             Object::ManagedByInfo(v) => Object::ManagedByInfo(Box::new((**v).clone())),
-            Object::ManagedEntityEventArgument(v) => Object::ManagedEntityEventArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ManagedEntityEventArgument(v) => Object::ManagedEntityEventArgument(Box::new((**v).clone())),
             Object::ManagedEntityStatus(v) => Object::ManagedEntityStatus(Box::new((**v).clone())),
             Object::ManagedObjectNotFound(v) => Object::ManagedObjectNotFound(Box::new((**v).clone())),
-            Object::MemoryFileFormatNotSupportedByDatastore(v) => Object::MemoryFileFormatNotSupportedByDatastore(Box::new((**v).clone())),
-            Object::MemoryHotPlugNotSupported(v) => Object::MemoryHotPlugNotSupported(Box::new((**v).clone())),
-            Object::MemorySizeNotRecommended(v) => Object::MemorySizeNotRecommended(Box::new((**v).clone())),
-            Object::MemorySizeNotSupported(v) => Object::MemorySizeNotSupported(Box::new((**v).clone())),
-            Object::MemorySizeNotSupportedByDatastore(v) => Object::MemorySizeNotSupportedByDatastore(Box::new((**v).clone())),
-            Object::MemorySnapshotOnIndependentDisk(v) => Object::MemorySnapshotOnIndependentDisk(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MemoryFileFormatNotSupportedByDatastore(v) => Object::MemoryFileFormatNotSupportedByDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MemoryHotPlugNotSupported(v) => Object::MemoryHotPlugNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotRecommended(v) => Object::MemorySizeNotRecommended(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupported(v) => Object::MemorySizeNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupportedByDatastore(v) => Object::MemorySizeNotSupportedByDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MemorySnapshotOnIndependentDisk(v) => Object::MemorySnapshotOnIndependentDisk(Box::new((**v).clone())),
             Object::MethodAction(v) => Object::MethodAction(Box::new((**v).clone())),
             Object::MethodActionArgument(v) => Object::MethodActionArgument(Box::new((**v).clone())),
-            Object::MethodAlreadyDisabledFault(v) => Object::MethodAlreadyDisabledFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MethodAlreadyDisabledFault(v) => Object::MethodAlreadyDisabledFault(Box::new((**v).clone())),
             Object::MethodDescription(v) => Object::MethodDescription(Box::new((**v).clone())),
             Object::MethodDisabled(v) => Object::MethodDisabled(Box::new((**v).clone())),
             Object::MethodFault(v) => Object::MethodFault(Box::new((**v).clone())),
-            Object::MethodNotFound(v) => Object::MethodNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MethodNotFound(v) => Object::MethodNotFound(Box::new((**v).clone())),
             Object::MetricAlarmExpression(v) => Object::MetricAlarmExpression(Box::new((**v).clone())),
             Object::MetricAlarmOperator(v) => Object::MetricAlarmOperator(Box::new((**v).clone())),
-            Object::MigrationDisabled(v) => Object::MigrationDisabled(Box::new((**v).clone())),
-            Object::MigrationErrorEvent(v) => Object::MigrationErrorEvent(Box::new((**v).clone())),
-            Object::MigrationEvent(v) => Object::MigrationEvent(Box::new((**v).clone())),
-            Object::MigrationFault(v) => Object::MigrationFault(Box::new((**v).clone())),
-            Object::MigrationFeatureNotSupported(v) => Object::MigrationFeatureNotSupported(Box::new((**v).clone())),
-            Object::MigrationHostErrorEvent(v) => Object::MigrationHostErrorEvent(Box::new((**v).clone())),
-            Object::MigrationHostWarningEvent(v) => Object::MigrationHostWarningEvent(Box::new((**v).clone())),
-            Object::MigrationNotReady(v) => Object::MigrationNotReady(Box::new((**v).clone())),
-            Object::MigrationResourceErrorEvent(v) => Object::MigrationResourceErrorEvent(Box::new((**v).clone())),
-            Object::MigrationResourceWarningEvent(v) => Object::MigrationResourceWarningEvent(Box::new((**v).clone())),
-            Object::MigrationWarningEvent(v) => Object::MigrationWarningEvent(Box::new((**v).clone())),
-            Object::MismatchedBundle(v) => Object::MismatchedBundle(Box::new((**v).clone())),
-            Object::MismatchedNetworkPolicies(v) => Object::MismatchedNetworkPolicies(Box::new((**v).clone())),
-            Object::MismatchedVMotionNetworkNames(v) => Object::MismatchedVMotionNetworkNames(Box::new((**v).clone())),
-            Object::MissingBmcSupport(v) => Object::MissingBmcSupport(Box::new((**v).clone())),
-            Object::MissingController(v) => Object::MissingController(Box::new((**v).clone())),
-            Object::MissingIpPool(v) => Object::MissingIpPool(Box::new((**v).clone())),
-            Object::MissingLinuxCustResources(v) => Object::MissingLinuxCustResources(Box::new((**v).clone())),
-            Object::MissingNetworkIpConfig(v) => Object::MissingNetworkIpConfig(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MigrationDisabled(v) => Object::MigrationDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::MigrationErrorEvent(v) => Object::MigrationErrorEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::MigrationEvent(v) => Object::MigrationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MigrationFault(v) => Object::MigrationFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MigrationFeatureNotSupported(v) => Object::MigrationFeatureNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::MigrationHostErrorEvent(v) => Object::MigrationHostErrorEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::MigrationHostWarningEvent(v) => Object::MigrationHostWarningEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MigrationNotReady(v) => Object::MigrationNotReady(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::MigrationResourceErrorEvent(v) => Object::MigrationResourceErrorEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::MigrationResourceWarningEvent(v) => Object::MigrationResourceWarningEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::MigrationWarningEvent(v) => Object::MigrationWarningEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MismatchedBundle(v) => Object::MismatchedBundle(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MismatchedNetworkPolicies(v) => Object::MismatchedNetworkPolicies(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MismatchedVMotionNetworkNames(v) => Object::MismatchedVMotionNetworkNames(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MissingBmcSupport(v) => Object::MissingBmcSupport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MissingController(v) => Object::MissingController(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MissingIpPool(v) => Object::MissingIpPool(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MissingLinuxCustResources(v) => Object::MissingLinuxCustResources(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MissingNetworkIpConfig(v) => Object::MissingNetworkIpConfig(Box::new((**v).clone())),
             Object::MissingObject(v) => Object::MissingObject(Box::new((**v).clone())),
-            Object::MissingPowerOffConfiguration(v) => Object::MissingPowerOffConfiguration(Box::new((**v).clone())),
-            Object::MissingPowerOnConfiguration(v) => Object::MissingPowerOnConfiguration(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MissingPowerOffConfiguration(v) => Object::MissingPowerOffConfiguration(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MissingPowerOnConfiguration(v) => Object::MissingPowerOnConfiguration(Box::new((**v).clone())),
             Object::MissingProperty(v) => Object::MissingProperty(Box::new((**v).clone())),
-            Object::MissingWindowsCustResources(v) => Object::MissingWindowsCustResources(Box::new((**v).clone())),
-            Object::MksConnectionLimitReached(v) => Object::MksConnectionLimitReached(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(v) => Object::MissingWindowsCustResources(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(v) => Object::MksConnectionLimitReached(Box::new((**v).clone())),
             Object::ModeInfo(v) => Object::ModeInfo(Box::new((**v).clone())),
             Object::MonthlyByDayTaskScheduler(v) => Object::MonthlyByDayTaskScheduler(Box::new((**v).clone())),
             Object::MonthlyByWeekdayTaskScheduler(v) => Object::MonthlyByWeekdayTaskScheduler(Box::new((**v).clone())),
             Object::MonthlyTaskScheduler(v) => Object::MonthlyTaskScheduler(Box::new((**v).clone())),
-            Object::MountError(v) => Object::MountError(Box::new((**v).clone())),
-            Object::MtuMatchEvent(v) => Object::MtuMatchEvent(Box::new((**v).clone())),
-            Object::MtuMismatchEvent(v) => Object::MtuMismatchEvent(Box::new((**v).clone())),
-            Object::MultiWriterNotSupported(v) => Object::MultiWriterNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MountError(v) => Object::MountError(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::MtuMatchEvent(v) => Object::MtuMatchEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::MtuMismatchEvent(v) => Object::MtuMismatchEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MultiWriterNotSupported(v) => Object::MultiWriterNotSupported(Box::new((**v).clone())),
             Object::MultipathState(v) => Object::MultipathState(Box::new((**v).clone())),
-            Object::MultipleCertificatesVerifyFault(v) => Object::MultipleCertificatesVerifyFault(Box::new((**v).clone())),
-            Object::MultipleCertificatesVerifyFaultThumbprintData(v) => Object::MultipleCertificatesVerifyFaultThumbprintData(Box::new((**v).clone())),
-            Object::MultipleSnapshotsNotSupported(v) => Object::MultipleSnapshotsNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFault(v) => Object::MultipleCertificatesVerifyFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFaultThumbprintData(v) => Object::MultipleCertificatesVerifyFaultThumbprintData(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::MultipleSnapshotsNotSupported(v) => Object::MultipleSnapshotsNotSupported(Box::new((**v).clone())),
         }
     }
 }
@@ -716,70 +716,70 @@ impl x::DataObject for Object {
         match self {
             Object::LocalizationManagerMessageCatalog(_) => "LocalizationManagerMessageCatalog",
             Object::LocalizedMethodFault(_) => "LocalizedMethodFault",
-            Object::LockerMisconfiguredEvent(_) => "LockerMisconfiguredEvent",
-            Object::LockerReconfiguredEvent(_) => "LockerReconfiguredEvent",
-            Object::LogBundlingFailed(_) => "LogBundlingFailed",
+            #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(_) => "LockerMisconfiguredEvent",
+            #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(_) => "LockerReconfiguredEvent",
+            #[cfg(feature = "all-faults")] Object::LogBundlingFailed(_) => "LogBundlingFailed",
             Object::LongOption(_) => "LongOption",
             Object::LongPolicy(_) => "LongPolicy",
             Object::MacAddress(_) => "MacAddress",
             Object::MacRange(_) => "MacRange",
-            Object::MaintenanceModeFileMove(_) => "MaintenanceModeFileMove",
+            #[cfg(feature = "all-faults")] Object::MaintenanceModeFileMove(_) => "MaintenanceModeFileMove",
             Object::ManagedByInfo(_) => "ManagedByInfo",
-            Object::ManagedEntityEventArgument(_) => "ManagedEntityEventArgument",
+            #[cfg(feature = "all-events")] Object::ManagedEntityEventArgument(_) => "ManagedEntityEventArgument",
             Object::ManagedEntityStatus(_) => "ManagedEntityStatus",
             Object::ManagedObjectNotFound(_) => "ManagedObjectNotFound",
-            Object::MemoryFileFormatNotSupportedByDatastore(_) => "MemoryFileFormatNotSupportedByDatastore",
-            Object::MemoryHotPlugNotSupported(_) => "MemoryHotPlugNotSupported",
-            Object::MemorySizeNotRecommended(_) => "MemorySizeNotRecommended",
-            Object::MemorySizeNotSupported(_) => "MemorySizeNotSupported",
-            Object::MemorySizeNotSupportedByDatastore(_) => "MemorySizeNotSupportedByDatastore",
-            Object::MemorySnapshotOnIndependentDisk(_) => "MemorySnapshotOnIndependentDisk",
+            #[cfg(feature = "all-faults")] Object::MemoryFileFormatNotSupportedByDatastore(_) => "MemoryFileFormatNotSupportedByDatastore",
+            #[cfg(feature = "all-faults")] Object::MemoryHotPlugNotSupported(_) => "MemoryHotPlugNotSupported",
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotRecommended(_) => "MemorySizeNotRecommended",
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupported(_) => "MemorySizeNotSupported",
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupportedByDatastore(_) => "MemorySizeNotSupportedByDatastore",
+            #[cfg(feature = "all-faults")] Object::MemorySnapshotOnIndependentDisk(_) => "MemorySnapshotOnIndependentDisk",
             Object::MethodAction(_) => "MethodAction",
             Object::MethodActionArgument(_) => "MethodActionArgument",
-            Object::MethodAlreadyDisabledFault(_) => "MethodAlreadyDisabledFault",
+            #[cfg(feature = "all-faults")] Object::MethodAlreadyDisabledFault(_) => "MethodAlreadyDisabledFault",
             Object::MethodDescription(_) => "MethodDescription",
             Object::MethodDisabled(_) => "MethodDisabled",
             Object::MethodFault(_) => "MethodFault",
-            Object::MethodNotFound(_) => "MethodNotFound",
+            #[cfg(feature = "all-faults")] Object::MethodNotFound(_) => "MethodNotFound",
             Object::MetricAlarmExpression(_) => "MetricAlarmExpression",
             Object::MetricAlarmOperator(_) => "MetricAlarmOperator",
-            Object::MigrationDisabled(_) => "MigrationDisabled",
-            Object::MigrationErrorEvent(_) => "MigrationErrorEvent",
-            Object::MigrationEvent(_) => "MigrationEvent",
-            Object::MigrationFault(_) => "MigrationFault",
-            Object::MigrationFeatureNotSupported(_) => "MigrationFeatureNotSupported",
-            Object::MigrationHostErrorEvent(_) => "MigrationHostErrorEvent",
-            Object::MigrationHostWarningEvent(_) => "MigrationHostWarningEvent",
-            Object::MigrationNotReady(_) => "MigrationNotReady",
-            Object::MigrationResourceErrorEvent(_) => "MigrationResourceErrorEvent",
-            Object::MigrationResourceWarningEvent(_) => "MigrationResourceWarningEvent",
-            Object::MigrationWarningEvent(_) => "MigrationWarningEvent",
-            Object::MismatchedBundle(_) => "MismatchedBundle",
-            Object::MismatchedNetworkPolicies(_) => "MismatchedNetworkPolicies",
-            Object::MismatchedVMotionNetworkNames(_) => "MismatchedVMotionNetworkNames",
-            Object::MissingBmcSupport(_) => "MissingBmcSupport",
-            Object::MissingController(_) => "MissingController",
-            Object::MissingIpPool(_) => "MissingIpPool",
-            Object::MissingLinuxCustResources(_) => "MissingLinuxCustResources",
-            Object::MissingNetworkIpConfig(_) => "MissingNetworkIpConfig",
+            #[cfg(feature = "all-faults")] Object::MigrationDisabled(_) => "MigrationDisabled",
+            #[cfg(feature = "all-events")] Object::MigrationErrorEvent(_) => "MigrationErrorEvent",
+            #[cfg(feature = "all-events")] Object::MigrationEvent(_) => "MigrationEvent",
+            #[cfg(feature = "all-faults")] Object::MigrationFault(_) => "MigrationFault",
+            #[cfg(feature = "all-faults")] Object::MigrationFeatureNotSupported(_) => "MigrationFeatureNotSupported",
+            #[cfg(feature = "all-events")] Object::MigrationHostErrorEvent(_) => "MigrationHostErrorEvent",
+            #[cfg(feature = "all-events")] Object::MigrationHostWarningEvent(_) => "MigrationHostWarningEvent",
+            #[cfg(feature = "all-faults")] Object::MigrationNotReady(_) => "MigrationNotReady",
+            #[cfg(feature = "all-events")] Object::MigrationResourceErrorEvent(_) => "MigrationResourceErrorEvent",
+            #[cfg(feature = "all-events")] Object::MigrationResourceWarningEvent(_) => "MigrationResourceWarningEvent",
+            #[cfg(feature = "all-events")] Object::MigrationWarningEvent(_) => "MigrationWarningEvent",
+            #[cfg(feature = "all-faults")] Object::MismatchedBundle(_) => "MismatchedBundle",
+            #[cfg(feature = "all-faults")] Object::MismatchedNetworkPolicies(_) => "MismatchedNetworkPolicies",
+            #[cfg(feature = "all-faults")] Object::MismatchedVMotionNetworkNames(_) => "MismatchedVMotionNetworkNames",
+            #[cfg(feature = "all-faults")] Object::MissingBmcSupport(_) => "MissingBmcSupport",
+            #[cfg(feature = "all-faults")] Object::MissingController(_) => "MissingController",
+            #[cfg(feature = "all-faults")] Object::MissingIpPool(_) => "MissingIpPool",
+            #[cfg(feature = "all-faults")] Object::MissingLinuxCustResources(_) => "MissingLinuxCustResources",
+            #[cfg(feature = "all-faults")] Object::MissingNetworkIpConfig(_) => "MissingNetworkIpConfig",
             Object::MissingObject(_) => "MissingObject",
-            Object::MissingPowerOffConfiguration(_) => "MissingPowerOffConfiguration",
-            Object::MissingPowerOnConfiguration(_) => "MissingPowerOnConfiguration",
+            #[cfg(feature = "all-faults")] Object::MissingPowerOffConfiguration(_) => "MissingPowerOffConfiguration",
+            #[cfg(feature = "all-faults")] Object::MissingPowerOnConfiguration(_) => "MissingPowerOnConfiguration",
             Object::MissingProperty(_) => "MissingProperty",
-            Object::MissingWindowsCustResources(_) => "MissingWindowsCustResources",
-            Object::MksConnectionLimitReached(_) => "MksConnectionLimitReached",
+            #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(_) => "MissingWindowsCustResources",
+            #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(_) => "MksConnectionLimitReached",
             Object::ModeInfo(_) => "ModeInfo",
             Object::MonthlyByDayTaskScheduler(_) => "MonthlyByDayTaskScheduler",
             Object::MonthlyByWeekdayTaskScheduler(_) => "MonthlyByWeekdayTaskScheduler",
             Object::MonthlyTaskScheduler(_) => "MonthlyTaskScheduler",
-            Object::MountError(_) => "MountError",
-            Object::MtuMatchEvent(_) => "MtuMatchEvent",
-            Object::MtuMismatchEvent(_) => "MtuMismatchEvent",
-            Object::MultiWriterNotSupported(_) => "MultiWriterNotSupported",
+            #[cfg(feature = "all-faults")] Object::MountError(_) => "MountError",
+            #[cfg(feature = "all-events")] Object::MtuMatchEvent(_) => "MtuMatchEvent",
+            #[cfg(feature = "all-events")] Object::MtuMismatchEvent(_) => "MtuMismatchEvent",
+            #[cfg(feature = "all-faults")] Object::MultiWriterNotSupported(_) => "MultiWriterNotSupported",
             Object::MultipathState(_) => "MultipathState",
-            Object::MultipleCertificatesVerifyFault(_) => "MultipleCertificatesVerifyFault",
-            Object::MultipleCertificatesVerifyFaultThumbprintData(_) => "MultipleCertificatesVerifyFaultThumbprintData",
-            Object::MultipleSnapshotsNotSupported(_) => "MultipleSnapshotsNotSupported",
+            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFault(_) => "MultipleCertificatesVerifyFault",
+            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFaultThumbprintData(_) => "MultipleCertificatesVerifyFaultThumbprintData",
+            #[cfg(feature = "all-faults")] Object::MultipleSnapshotsNotSupported(_) => "MultipleSnapshotsNotSupported",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -801,70 +801,70 @@ impl x::DataObject for Object {
         match self {
             Object::LocalizationManagerMessageCatalog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LocalizedMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LockerMisconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LockerReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LogBundlingFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::LogBundlingFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LongOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LongPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MacAddress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MacRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MaintenanceModeFileMove(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MaintenanceModeFileMove(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ManagedByInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ManagedEntityEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ManagedEntityEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ManagedEntityStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ManagedObjectNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MemoryFileFormatNotSupportedByDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MemoryHotPlugNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MemorySizeNotRecommended(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MemorySizeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MemorySizeNotSupportedByDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MemorySnapshotOnIndependentDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MemoryFileFormatNotSupportedByDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MemoryHotPlugNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotRecommended(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupportedByDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MemorySnapshotOnIndependentDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MethodAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MethodActionArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MethodAlreadyDisabledFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MethodAlreadyDisabledFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MethodDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MethodDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MethodNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MethodNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MetricAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MetricAlarmOperator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationFeatureNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationHostErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationHostWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationNotReady(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationResourceErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationResourceWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MigrationWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MismatchedBundle(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MismatchedNetworkPolicies(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MismatchedVMotionNetworkNames(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MissingBmcSupport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MissingController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MissingIpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MissingLinuxCustResources(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MissingNetworkIpConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MigrationDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::MigrationErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::MigrationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MigrationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MigrationFeatureNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::MigrationHostErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::MigrationHostWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MigrationNotReady(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::MigrationResourceErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::MigrationResourceWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::MigrationWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MismatchedBundle(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MismatchedNetworkPolicies(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MismatchedVMotionNetworkNames(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MissingBmcSupport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MissingController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MissingIpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MissingLinuxCustResources(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MissingNetworkIpConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MissingObject(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MissingPowerOffConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MissingPowerOnConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MissingPowerOffConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MissingPowerOnConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MissingProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MissingWindowsCustResources(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MksConnectionLimitReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ModeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MonthlyByDayTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MonthlyByWeekdayTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MonthlyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MountError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MtuMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MtuMismatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MultiWriterNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MountError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::MtuMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::MtuMismatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MultiWriterNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::MultipathState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MultipleCertificatesVerifyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MultipleCertificatesVerifyFaultThumbprintData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MultipleSnapshotsNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFaultThumbprintData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::MultipleSnapshotsNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -878,11 +878,11 @@ impl x::ObjectType for LocalizationManagerMessageCatalog {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalizationManagerMessageCatalog(v) => Some(v), _ => None, }
+        match object { Object::LocalizationManagerMessageCatalog(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalizationManagerMessageCatalog(v) => Ok(v), other => Err(other), }
+        match object { Object::LocalizationManagerMessageCatalog(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -894,15 +894,15 @@ impl x::ObjectType for LocalizedMethodFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LocalizedMethodFault(v) => Some(v), _ => None, }
+        match object { Object::LocalizedMethodFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LocalizedMethodFault(v) => Ok(v), other => Err(other), }
+        match object { Object::LocalizedMethodFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LockerMisconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for LockerMisconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -910,15 +910,15 @@ impl x::ObjectType for LockerMisconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LockerMisconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::LockerMisconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LockerMisconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::LockerMisconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LockerReconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for LockerReconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -926,15 +926,15 @@ impl x::ObjectType for LockerReconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LockerReconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::LockerReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LockerReconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::LockerReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for LogBundlingFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for LogBundlingFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -942,11 +942,11 @@ impl x::ObjectType for LogBundlingFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LogBundlingFailed(v) => Some(v), _ => None, }
+        match object { Object::LogBundlingFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LogBundlingFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::LogBundlingFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -958,11 +958,11 @@ impl x::ObjectType for LongOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LongOption(v) => Some(v), _ => None, }
+        match object { Object::LongOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LongOption(v) => Ok(v), other => Err(other), }
+        match object { Object::LongOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -974,11 +974,11 @@ impl x::ObjectType for LongPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::LongPolicy(v) => Some(v), _ => None, }
+        match object { Object::LongPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::LongPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::LongPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -990,11 +990,11 @@ impl x::ObjectType for MacAddress {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MacAddress(v) => Some(v), _ => None, }
+        match object { Object::MacAddress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MacAddress(v) => Ok(v), other => Err(other), }
+        match object { Object::MacAddress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1006,15 +1006,15 @@ impl x::ObjectType for MacRange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MacRange(v) => Some(v), _ => None, }
+        match object { Object::MacRange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MacRange(v) => Ok(v), other => Err(other), }
+        match object { Object::MacRange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MaintenanceModeFileMove {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MaintenanceModeFileMove {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1022,11 +1022,11 @@ impl x::ObjectType for MaintenanceModeFileMove {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MaintenanceModeFileMove(v) => Some(v), _ => None, }
+        match object { Object::MaintenanceModeFileMove(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MaintenanceModeFileMove(v) => Ok(v), other => Err(other), }
+        match object { Object::MaintenanceModeFileMove(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1038,15 +1038,15 @@ impl x::ObjectType for ManagedByInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ManagedByInfo(v) => Some(v), _ => None, }
+        match object { Object::ManagedByInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ManagedByInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ManagedByInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ManagedEntityEventArgument {
+#[cfg(feature = "all-events")] impl x::ObjectType for ManagedEntityEventArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1054,11 +1054,11 @@ impl x::ObjectType for ManagedEntityEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ManagedEntityEventArgument(v) => Some(v), _ => None, }
+        match object { Object::ManagedEntityEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ManagedEntityEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ManagedEntityEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1070,11 +1070,11 @@ impl x::ObjectType for ManagedEntityStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ManagedEntityStatus(v) => Some(v), _ => None, }
+        match object { Object::ManagedEntityStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ManagedEntityStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ManagedEntityStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1086,15 +1086,15 @@ impl x::ObjectType for ManagedObjectNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ManagedObjectNotFound(v) => Some(v), _ => None, }
+        match object { Object::ManagedObjectNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ManagedObjectNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::ManagedObjectNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MemoryFileFormatNotSupportedByDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MemoryFileFormatNotSupportedByDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1102,15 +1102,15 @@ impl x::ObjectType for MemoryFileFormatNotSupportedByDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MemoryFileFormatNotSupportedByDatastore(v) => Some(v), _ => None, }
+        match object { Object::MemoryFileFormatNotSupportedByDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MemoryFileFormatNotSupportedByDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::MemoryFileFormatNotSupportedByDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MemoryHotPlugNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MemoryHotPlugNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1118,15 +1118,15 @@ impl x::ObjectType for MemoryHotPlugNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MemoryHotPlugNotSupported(v) => Some(v), _ => None, }
+        match object { Object::MemoryHotPlugNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MemoryHotPlugNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::MemoryHotPlugNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MemorySizeNotRecommended {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MemorySizeNotRecommended {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1134,15 +1134,15 @@ impl x::ObjectType for MemorySizeNotRecommended {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MemorySizeNotRecommended(v) => Some(v), _ => None, }
+        match object { Object::MemorySizeNotRecommended(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MemorySizeNotRecommended(v) => Ok(v), other => Err(other), }
+        match object { Object::MemorySizeNotRecommended(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MemorySizeNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MemorySizeNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1150,15 +1150,15 @@ impl x::ObjectType for MemorySizeNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MemorySizeNotSupported(v) => Some(v), _ => None, }
+        match object { Object::MemorySizeNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MemorySizeNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::MemorySizeNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MemorySizeNotSupportedByDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MemorySizeNotSupportedByDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1166,15 +1166,15 @@ impl x::ObjectType for MemorySizeNotSupportedByDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MemorySizeNotSupportedByDatastore(v) => Some(v), _ => None, }
+        match object { Object::MemorySizeNotSupportedByDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MemorySizeNotSupportedByDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::MemorySizeNotSupportedByDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MemorySnapshotOnIndependentDisk {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MemorySnapshotOnIndependentDisk {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1182,11 +1182,11 @@ impl x::ObjectType for MemorySnapshotOnIndependentDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MemorySnapshotOnIndependentDisk(v) => Some(v), _ => None, }
+        match object { Object::MemorySnapshotOnIndependentDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MemorySnapshotOnIndependentDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::MemorySnapshotOnIndependentDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1198,11 +1198,11 @@ impl x::ObjectType for MethodAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MethodAction(v) => Some(v), _ => None, }
+        match object { Object::MethodAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MethodAction(v) => Ok(v), other => Err(other), }
+        match object { Object::MethodAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1214,15 +1214,15 @@ impl x::ObjectType for MethodActionArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MethodActionArgument(v) => Some(v), _ => None, }
+        match object { Object::MethodActionArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MethodActionArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::MethodActionArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MethodAlreadyDisabledFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MethodAlreadyDisabledFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1230,11 +1230,11 @@ impl x::ObjectType for MethodAlreadyDisabledFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MethodAlreadyDisabledFault(v) => Some(v), _ => None, }
+        match object { Object::MethodAlreadyDisabledFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MethodAlreadyDisabledFault(v) => Ok(v), other => Err(other), }
+        match object { Object::MethodAlreadyDisabledFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1246,11 +1246,11 @@ impl x::ObjectType for MethodDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MethodDescription(v) => Some(v), _ => None, }
+        match object { Object::MethodDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MethodDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::MethodDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1262,11 +1262,11 @@ impl x::ObjectType for MethodDisabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MethodDisabled(v) => Some(v), _ => None, }
+        match object { Object::MethodDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MethodDisabled(v) => Ok(v), other => Err(other), }
+        match object { Object::MethodDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1278,15 +1278,15 @@ impl x::ObjectType for MethodFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MethodFault(v) => Some(v), _ => None, }
+        match object { Object::MethodFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MethodFault(v) => Ok(v), other => Err(other), }
+        match object { Object::MethodFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MethodNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MethodNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1294,11 +1294,11 @@ impl x::ObjectType for MethodNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MethodNotFound(v) => Some(v), _ => None, }
+        match object { Object::MethodNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MethodNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::MethodNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1310,11 +1310,11 @@ impl x::ObjectType for MetricAlarmExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MetricAlarmExpression(v) => Some(v), _ => None, }
+        match object { Object::MetricAlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MetricAlarmExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::MetricAlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1326,15 +1326,15 @@ impl x::ObjectType for MetricAlarmOperator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MetricAlarmOperator(v) => Some(v), _ => None, }
+        match object { Object::MetricAlarmOperator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MetricAlarmOperator(v) => Ok(v), other => Err(other), }
+        match object { Object::MetricAlarmOperator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationDisabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MigrationDisabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1342,15 +1342,15 @@ impl x::ObjectType for MigrationDisabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationDisabled(v) => Some(v), _ => None, }
+        match object { Object::MigrationDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationDisabled(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationErrorEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for MigrationErrorEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1358,15 +1358,15 @@ impl x::ObjectType for MigrationErrorEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationErrorEvent(v) => Some(v), _ => None, }
+        match object { Object::MigrationErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationErrorEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for MigrationEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1374,15 +1374,15 @@ impl x::ObjectType for MigrationEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationEvent(v) => Some(v), _ => None, }
+        match object { Object::MigrationEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MigrationFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1390,15 +1390,15 @@ impl x::ObjectType for MigrationFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationFault(v) => Some(v), _ => None, }
+        match object { Object::MigrationFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationFault(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationFeatureNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MigrationFeatureNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1406,15 +1406,15 @@ impl x::ObjectType for MigrationFeatureNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationFeatureNotSupported(v) => Some(v), _ => None, }
+        match object { Object::MigrationFeatureNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationFeatureNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationFeatureNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationHostErrorEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for MigrationHostErrorEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1422,15 +1422,15 @@ impl x::ObjectType for MigrationHostErrorEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationHostErrorEvent(v) => Some(v), _ => None, }
+        match object { Object::MigrationHostErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationHostErrorEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationHostErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationHostWarningEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for MigrationHostWarningEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1438,15 +1438,15 @@ impl x::ObjectType for MigrationHostWarningEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationHostWarningEvent(v) => Some(v), _ => None, }
+        match object { Object::MigrationHostWarningEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationHostWarningEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationHostWarningEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationNotReady {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MigrationNotReady {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1454,15 +1454,15 @@ impl x::ObjectType for MigrationNotReady {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationNotReady(v) => Some(v), _ => None, }
+        match object { Object::MigrationNotReady(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationNotReady(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationNotReady(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationResourceErrorEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for MigrationResourceErrorEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1470,15 +1470,15 @@ impl x::ObjectType for MigrationResourceErrorEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationResourceErrorEvent(v) => Some(v), _ => None, }
+        match object { Object::MigrationResourceErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationResourceErrorEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationResourceErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationResourceWarningEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for MigrationResourceWarningEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1486,15 +1486,15 @@ impl x::ObjectType for MigrationResourceWarningEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationResourceWarningEvent(v) => Some(v), _ => None, }
+        match object { Object::MigrationResourceWarningEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationResourceWarningEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationResourceWarningEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MigrationWarningEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for MigrationWarningEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1502,15 +1502,15 @@ impl x::ObjectType for MigrationWarningEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MigrationWarningEvent(v) => Some(v), _ => None, }
+        match object { Object::MigrationWarningEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MigrationWarningEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::MigrationWarningEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MismatchedBundle {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MismatchedBundle {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1518,15 +1518,15 @@ impl x::ObjectType for MismatchedBundle {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MismatchedBundle(v) => Some(v), _ => None, }
+        match object { Object::MismatchedBundle(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MismatchedBundle(v) => Ok(v), other => Err(other), }
+        match object { Object::MismatchedBundle(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MismatchedNetworkPolicies {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MismatchedNetworkPolicies {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1534,15 +1534,15 @@ impl x::ObjectType for MismatchedNetworkPolicies {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MismatchedNetworkPolicies(v) => Some(v), _ => None, }
+        match object { Object::MismatchedNetworkPolicies(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MismatchedNetworkPolicies(v) => Ok(v), other => Err(other), }
+        match object { Object::MismatchedNetworkPolicies(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MismatchedVMotionNetworkNames {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MismatchedVMotionNetworkNames {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1550,15 +1550,15 @@ impl x::ObjectType for MismatchedVMotionNetworkNames {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MismatchedVMotionNetworkNames(v) => Some(v), _ => None, }
+        match object { Object::MismatchedVMotionNetworkNames(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MismatchedVMotionNetworkNames(v) => Ok(v), other => Err(other), }
+        match object { Object::MismatchedVMotionNetworkNames(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MissingBmcSupport {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MissingBmcSupport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1566,15 +1566,15 @@ impl x::ObjectType for MissingBmcSupport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MissingBmcSupport(v) => Some(v), _ => None, }
+        match object { Object::MissingBmcSupport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MissingBmcSupport(v) => Ok(v), other => Err(other), }
+        match object { Object::MissingBmcSupport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MissingController {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MissingController {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1582,15 +1582,15 @@ impl x::ObjectType for MissingController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MissingController(v) => Some(v), _ => None, }
+        match object { Object::MissingController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MissingController(v) => Ok(v), other => Err(other), }
+        match object { Object::MissingController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MissingIpPool {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MissingIpPool {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1598,15 +1598,15 @@ impl x::ObjectType for MissingIpPool {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MissingIpPool(v) => Some(v), _ => None, }
+        match object { Object::MissingIpPool(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MissingIpPool(v) => Ok(v), other => Err(other), }
+        match object { Object::MissingIpPool(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MissingLinuxCustResources {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MissingLinuxCustResources {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1614,15 +1614,15 @@ impl x::ObjectType for MissingLinuxCustResources {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MissingLinuxCustResources(v) => Some(v), _ => None, }
+        match object { Object::MissingLinuxCustResources(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MissingLinuxCustResources(v) => Ok(v), other => Err(other), }
+        match object { Object::MissingLinuxCustResources(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MissingNetworkIpConfig {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MissingNetworkIpConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1630,11 +1630,11 @@ impl x::ObjectType for MissingNetworkIpConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MissingNetworkIpConfig(v) => Some(v), _ => None, }
+        match object { Object::MissingNetworkIpConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MissingNetworkIpConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::MissingNetworkIpConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1646,15 +1646,15 @@ impl x::ObjectType for MissingObject {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MissingObject(v) => Some(v), _ => None, }
+        match object { Object::MissingObject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MissingObject(v) => Ok(v), other => Err(other), }
+        match object { Object::MissingObject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MissingPowerOffConfiguration {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MissingPowerOffConfiguration {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1662,15 +1662,15 @@ impl x::ObjectType for MissingPowerOffConfiguration {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MissingPowerOffConfiguration(v) => Some(v), _ => None, }
+        match object { Object::MissingPowerOffConfiguration(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MissingPowerOffConfiguration(v) => Ok(v), other => Err(other), }
+        match object { Object::MissingPowerOffConfiguration(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MissingPowerOnConfiguration {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MissingPowerOnConfiguration {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1678,11 +1678,11 @@ impl x::ObjectType for MissingPowerOnConfiguration {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MissingPowerOnConfiguration(v) => Some(v), _ => None, }
+        match object { Object::MissingPowerOnConfiguration(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MissingPowerOnConfiguration(v) => Ok(v), other => Err(other), }
+        match object { Object::MissingPowerOnConfiguration(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1694,15 +1694,15 @@ impl x::ObjectType for MissingProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MissingProperty(v) => Some(v), _ => None, }
+        match object { Object::MissingProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MissingProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::MissingProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MissingWindowsCustResources {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MissingWindowsCustResources {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1710,15 +1710,15 @@ impl x::ObjectType for MissingWindowsCustResources {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MissingWindowsCustResources(v) => Some(v), _ => None, }
+        match object { Object::MissingWindowsCustResources(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MissingWindowsCustResources(v) => Ok(v), other => Err(other), }
+        match object { Object::MissingWindowsCustResources(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MksConnectionLimitReached {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MksConnectionLimitReached {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1726,11 +1726,11 @@ impl x::ObjectType for MksConnectionLimitReached {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MksConnectionLimitReached(v) => Some(v), _ => None, }
+        match object { Object::MksConnectionLimitReached(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MksConnectionLimitReached(v) => Ok(v), other => Err(other), }
+        match object { Object::MksConnectionLimitReached(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1742,11 +1742,11 @@ impl x::ObjectType for ModeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ModeInfo(v) => Some(v), _ => None, }
+        match object { Object::ModeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ModeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ModeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1758,11 +1758,11 @@ impl x::ObjectType for MonthlyByDayTaskScheduler {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MonthlyByDayTaskScheduler(v) => Some(v), _ => None, }
+        match object { Object::MonthlyByDayTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MonthlyByDayTaskScheduler(v) => Ok(v), other => Err(other), }
+        match object { Object::MonthlyByDayTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1774,11 +1774,11 @@ impl x::ObjectType for MonthlyByWeekdayTaskScheduler {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MonthlyByWeekdayTaskScheduler(v) => Some(v), _ => None, }
+        match object { Object::MonthlyByWeekdayTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MonthlyByWeekdayTaskScheduler(v) => Ok(v), other => Err(other), }
+        match object { Object::MonthlyByWeekdayTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1790,15 +1790,15 @@ impl x::ObjectType for MonthlyTaskScheduler {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MonthlyTaskScheduler(v) => Some(v), _ => None, }
+        match object { Object::MonthlyTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MonthlyTaskScheduler(v) => Ok(v), other => Err(other), }
+        match object { Object::MonthlyTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MountError {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MountError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1806,15 +1806,15 @@ impl x::ObjectType for MountError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MountError(v) => Some(v), _ => None, }
+        match object { Object::MountError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MountError(v) => Ok(v), other => Err(other), }
+        match object { Object::MountError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MtuMatchEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for MtuMatchEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1822,15 +1822,15 @@ impl x::ObjectType for MtuMatchEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MtuMatchEvent(v) => Some(v), _ => None, }
+        match object { Object::MtuMatchEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MtuMatchEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::MtuMatchEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MtuMismatchEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for MtuMismatchEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1838,15 +1838,15 @@ impl x::ObjectType for MtuMismatchEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MtuMismatchEvent(v) => Some(v), _ => None, }
+        match object { Object::MtuMismatchEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MtuMismatchEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::MtuMismatchEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MultiWriterNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MultiWriterNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1854,11 +1854,11 @@ impl x::ObjectType for MultiWriterNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MultiWriterNotSupported(v) => Some(v), _ => None, }
+        match object { Object::MultiWriterNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MultiWriterNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::MultiWriterNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1870,15 +1870,15 @@ impl x::ObjectType for MultipathState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MultipathState(v) => Some(v), _ => None, }
+        match object { Object::MultipathState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MultipathState(v) => Ok(v), other => Err(other), }
+        match object { Object::MultipathState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MultipleCertificatesVerifyFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MultipleCertificatesVerifyFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1886,15 +1886,15 @@ impl x::ObjectType for MultipleCertificatesVerifyFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MultipleCertificatesVerifyFault(v) => Some(v), _ => None, }
+        match object { Object::MultipleCertificatesVerifyFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MultipleCertificatesVerifyFault(v) => Ok(v), other => Err(other), }
+        match object { Object::MultipleCertificatesVerifyFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MultipleCertificatesVerifyFaultThumbprintData {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MultipleCertificatesVerifyFaultThumbprintData {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1902,15 +1902,15 @@ impl x::ObjectType for MultipleCertificatesVerifyFaultThumbprintData {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MultipleCertificatesVerifyFaultThumbprintData(v) => Some(v), _ => None, }
+        match object { Object::MultipleCertificatesVerifyFaultThumbprintData(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MultipleCertificatesVerifyFaultThumbprintData(v) => Ok(v), other => Err(other), }
+        match object { Object::MultipleCertificatesVerifyFaultThumbprintData(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for MultipleSnapshotsNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for MultipleSnapshotsNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1918,10 +1918,10 @@ impl x::ObjectType for MultipleSnapshotsNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::MultipleSnapshotsNotSupported(v) => Some(v), _ => None, }
+        match object { Object::MultipleSnapshotsNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::MultipleSnapshotsNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::MultipleSnapshotsNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -242,17 +242,17 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    NASDatastoreCreatedEvent(Box<NASDatastoreCreatedEvent>),
+    #[cfg(feature = "all-events")] NASDatastoreCreatedEvent(Box<NASDatastoreCreatedEvent>),
     NamePasswordAuthentication(Box<NamePasswordAuthentication>),
-    NamespaceFull(Box<NamespaceFull>),
-    NamespaceLimitReached(Box<NamespaceLimitReached>),
-    NamespaceWriteProtected(Box<NamespaceWriteProtected>),
-    NasConfigFault(Box<NasConfigFault>),
-    NasConnectionLimitReached(Box<NasConnectionLimitReached>),
+    #[cfg(feature = "all-faults")] NamespaceFull(Box<NamespaceFull>),
+    #[cfg(feature = "all-faults")] NamespaceLimitReached(Box<NamespaceLimitReached>),
+    #[cfg(feature = "all-faults")] NamespaceWriteProtected(Box<NamespaceWriteProtected>),
+    #[cfg(feature = "all-faults")] NasConfigFault(Box<NasConfigFault>),
+    #[cfg(feature = "all-faults")] NasConnectionLimitReached(Box<NasConnectionLimitReached>),
     NasDatastoreInfo(Box<NasDatastoreInfo>),
-    NasSessionCredentialConflict(Box<NasSessionCredentialConflict>),
+    #[cfg(feature = "all-faults")] NasSessionCredentialConflict(Box<NasSessionCredentialConflict>),
     NasStorageProfile(Box<NasStorageProfile>),
-    NasVolumeNotMounted(Box<NasVolumeNotMounted>),
+    #[cfg(feature = "all-faults")] NasVolumeNotMounted(Box<NasVolumeNotMounted>),
     NegatableExpression(Box<NegatableExpression>),
     NetBIOSConfigInfo(Box<NetBIOSConfigInfo>),
     NetBIOSConfigInfoMode(Box<NetBIOSConfigInfoMode>),
@@ -280,44 +280,44 @@ pub enum Object {
     NetIpStackInfoNetToMedia(Box<NetIpStackInfoNetToMedia>),
     NetIpStackInfoPreference(Box<NetIpStackInfoPreference>),
     NetStackInstanceProfile(Box<NetStackInstanceProfile>),
-    NetworkCopyFault(Box<NetworkCopyFault>),
-    NetworkDisruptedAndConfigRolledBack(Box<NetworkDisruptedAndConfigRolledBack>),
+    #[cfg(feature = "all-faults")] NetworkCopyFault(Box<NetworkCopyFault>),
+    #[cfg(feature = "all-faults")] NetworkDisruptedAndConfigRolledBack(Box<NetworkDisruptedAndConfigRolledBack>),
     NetworkEventArgument(Box<NetworkEventArgument>),
-    NetworkInaccessible(Box<NetworkInaccessible>),
+    #[cfg(feature = "all-faults")] NetworkInaccessible(Box<NetworkInaccessible>),
     NetworkPolicyProfile(Box<NetworkPolicyProfile>),
     NetworkProfile(Box<NetworkProfile>),
     NetworkProfileDnsConfigProfile(Box<NetworkProfileDnsConfigProfile>),
-    NetworkRollbackEvent(Box<NetworkRollbackEvent>),
+    #[cfg(feature = "all-events")] NetworkRollbackEvent(Box<NetworkRollbackEvent>),
     NetworkSummary(Box<NetworkSummary>),
-    NetworksMayNotBeTheSame(Box<NetworksMayNotBeTheSame>),
-    NicSettingMismatch(Box<NicSettingMismatch>),
-    NoAccessUserEvent(Box<NoAccessUserEvent>),
-    NoActiveHostInCluster(Box<NoActiveHostInCluster>),
-    NoAvailableIp(Box<NoAvailableIp>),
-    NoClientCertificate(Box<NoClientCertificate>),
-    NoCompatibleDatastore(Box<NoCompatibleDatastore>),
-    NoCompatibleHardAffinityHost(Box<NoCompatibleHardAffinityHost>),
-    NoCompatibleHost(Box<NoCompatibleHost>),
-    NoCompatibleHostWithAccessToDevice(Box<NoCompatibleHostWithAccessToDevice>),
-    NoCompatibleSoftAffinityHost(Box<NoCompatibleSoftAffinityHost>),
-    NoConnectedDatastore(Box<NoConnectedDatastore>),
-    NoDatastoresConfiguredEvent(Box<NoDatastoresConfiguredEvent>),
-    NoDiskFound(Box<NoDiskFound>),
-    NoDiskSpace(Box<NoDiskSpace>),
-    NoDisksToCustomize(Box<NoDisksToCustomize>),
-    NoGateway(Box<NoGateway>),
-    NoGuestHeartbeat(Box<NoGuestHeartbeat>),
-    NoHost(Box<NoHost>),
-    NoHostSuitableForFtSecondary(Box<NoHostSuitableForFtSecondary>),
-    NoLicenseEvent(Box<NoLicenseEvent>),
-    NoLicenseServerConfigured(Box<NoLicenseServerConfigured>),
-    NoMaintenanceModeDrsRecommendationForVM(Box<NoMaintenanceModeDrsRecommendationForVM>),
-    NoPeerHostFound(Box<NoPeerHostFound>),
+    #[cfg(feature = "all-faults")] NetworksMayNotBeTheSame(Box<NetworksMayNotBeTheSame>),
+    #[cfg(feature = "all-faults")] NicSettingMismatch(Box<NicSettingMismatch>),
+    #[cfg(feature = "all-events")] NoAccessUserEvent(Box<NoAccessUserEvent>),
+    #[cfg(feature = "all-faults")] NoActiveHostInCluster(Box<NoActiveHostInCluster>),
+    #[cfg(feature = "all-faults")] NoAvailableIp(Box<NoAvailableIp>),
+    #[cfg(feature = "all-faults")] NoClientCertificate(Box<NoClientCertificate>),
+    #[cfg(feature = "all-faults")] NoCompatibleDatastore(Box<NoCompatibleDatastore>),
+    #[cfg(feature = "all-faults")] NoCompatibleHardAffinityHost(Box<NoCompatibleHardAffinityHost>),
+    #[cfg(feature = "all-faults")] NoCompatibleHost(Box<NoCompatibleHost>),
+    #[cfg(feature = "all-faults")] NoCompatibleHostWithAccessToDevice(Box<NoCompatibleHostWithAccessToDevice>),
+    #[cfg(feature = "all-faults")] NoCompatibleSoftAffinityHost(Box<NoCompatibleSoftAffinityHost>),
+    #[cfg(feature = "all-faults")] NoConnectedDatastore(Box<NoConnectedDatastore>),
+    #[cfg(feature = "all-events")] NoDatastoresConfiguredEvent(Box<NoDatastoresConfiguredEvent>),
+    #[cfg(feature = "all-faults")] NoDiskFound(Box<NoDiskFound>),
+    #[cfg(feature = "all-faults")] NoDiskSpace(Box<NoDiskSpace>),
+    #[cfg(feature = "all-faults")] NoDisksToCustomize(Box<NoDisksToCustomize>),
+    #[cfg(feature = "all-faults")] NoGateway(Box<NoGateway>),
+    #[cfg(feature = "all-faults")] NoGuestHeartbeat(Box<NoGuestHeartbeat>),
+    #[cfg(feature = "all-faults")] NoHost(Box<NoHost>),
+    #[cfg(feature = "all-faults")] NoHostSuitableForFtSecondary(Box<NoHostSuitableForFtSecondary>),
+    #[cfg(feature = "all-events")] NoLicenseEvent(Box<NoLicenseEvent>),
+    #[cfg(feature = "all-faults")] NoLicenseServerConfigured(Box<NoLicenseServerConfigured>),
+    #[cfg(feature = "all-events")] NoMaintenanceModeDrsRecommendationForVM(Box<NoMaintenanceModeDrsRecommendationForVM>),
+    #[cfg(feature = "all-faults")] NoPeerHostFound(Box<NoPeerHostFound>),
     NoPermission(Box<NoPermission>),
     NoPermissionEntityPrivileges(Box<NoPermissionEntityPrivileges>),
-    NoPermissionOnAD(Box<NoPermissionOnAD>),
-    NoPermissionOnHost(Box<NoPermissionOnHost>),
-    NoPermissionOnNasVolume(Box<NoPermissionOnNasVolume>),
+    #[cfg(feature = "all-faults")] NoPermissionOnAD(Box<NoPermissionOnAD>),
+    #[cfg(feature = "all-faults")] NoPermissionOnHost(Box<NoPermissionOnHost>),
+    #[cfg(feature = "all-faults")] NoPermissionOnNasVolume(Box<NoPermissionOnNasVolume>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -332,17 +332,17 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NASDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NASDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NamePasswordAuthentication(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NamespaceFull(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NamespaceLimitReached(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NamespaceWriteProtected(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NasConfigFault(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NasConnectionLimitReached(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NamespaceFull(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NamespaceLimitReached(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NamespaceWriteProtected(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NasConfigFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NasConnectionLimitReached(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NasDatastoreInfo(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NasSessionCredentialConflict(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NasSessionCredentialConflict(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NasStorageProfile(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NasVolumeNotMounted(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NasVolumeNotMounted(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NegatableExpression(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetBIOSConfigInfo(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetBIOSConfigInfoMode(v), Err(e) => return Some(Err(e)) },
@@ -370,44 +370,44 @@ fn decode(
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetIpStackInfoNetToMedia(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetIpStackInfoPreference(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetStackInstanceProfile(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkCopyFault(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkDisruptedAndConfigRolledBack(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkCopyFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkDisruptedAndConfigRolledBack(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkEventArgument(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkInaccessible(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkInaccessible(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkPolicyProfile(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkProfile(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkProfileDnsConfigProfile(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkRollbackEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkRollbackEvent(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworkSummary(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworksMayNotBeTheSame(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NicSettingMismatch(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoAccessUserEvent(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoActiveHostInCluster(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoAvailableIp(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoClientCertificate(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoCompatibleDatastore(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoCompatibleHardAffinityHost(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoCompatibleHost(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoCompatibleHostWithAccessToDevice(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoCompatibleSoftAffinityHost(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoConnectedDatastore(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoDatastoresConfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoDiskFound(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoDiskSpace(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoDisksToCustomize(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoGateway(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoGuestHeartbeat(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoHost(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoHostSuitableForFtSecondary(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoLicenseEvent(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoLicenseServerConfigured(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoMaintenanceModeDrsRecommendationForVM(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoPeerHostFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NetworksMayNotBeTheSame(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NicSettingMismatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoAccessUserEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoActiveHostInCluster(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoAvailableIp(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoClientCertificate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoCompatibleDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoCompatibleHardAffinityHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoCompatibleHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoCompatibleHostWithAccessToDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoCompatibleSoftAffinityHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoConnectedDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoDatastoresConfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoDiskFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoDiskSpace(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoDisksToCustomize(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoGateway(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoGuestHeartbeat(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoHostSuitableForFtSecondary(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoLicenseEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoLicenseServerConfigured(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoMaintenanceModeDrsRecommendationForVM(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoPeerHostFound(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoPermission(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoPermissionEntityPrivileges(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoPermissionOnAD(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoPermissionOnHost(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoPermissionOnNasVolume(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoPermissionOnAD(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoPermissionOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoPermissionOnNasVolume(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -416,17 +416,17 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::NASDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::NASDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NamePasswordAuthentication(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NamespaceFull(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NamespaceLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NamespaceWriteProtected(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NasConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NasConnectionLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NamespaceFull(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NamespaceLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NamespaceWriteProtected(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NasConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NasConnectionLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NasDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NasSessionCredentialConflict(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NasSessionCredentialConflict(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NasStorageProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NasVolumeNotMounted(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NasVolumeNotMounted(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NegatableExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NetBIOSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NetBIOSConfigInfoMode(v) => std::fmt::Debug::fmt(&**v, f),
@@ -454,44 +454,44 @@ impl std::fmt::Debug for Object {
             Object::NetIpStackInfoNetToMedia(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NetIpStackInfoPreference(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NetStackInstanceProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NetworkCopyFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NetworkDisruptedAndConfigRolledBack(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NetworkCopyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NetworkDisruptedAndConfigRolledBack(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NetworkEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NetworkInaccessible(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NetworkInaccessible(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NetworkPolicyProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NetworkProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NetworkProfileDnsConfigProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NetworkRollbackEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::NetworkRollbackEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NetworkSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NetworksMayNotBeTheSame(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NicSettingMismatch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoAccessUserEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoActiveHostInCluster(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoAvailableIp(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoClientCertificate(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoCompatibleDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoCompatibleHardAffinityHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoCompatibleHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoCompatibleHostWithAccessToDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoCompatibleSoftAffinityHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoConnectedDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoDatastoresConfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoDiskFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoDiskSpace(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoDisksToCustomize(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoGateway(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoGuestHeartbeat(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoHostSuitableForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoLicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoLicenseServerConfigured(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoMaintenanceModeDrsRecommendationForVM(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoPeerHostFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NetworksMayNotBeTheSame(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NicSettingMismatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::NoAccessUserEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoActiveHostInCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoAvailableIp(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoClientCertificate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHardAffinityHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHostWithAccessToDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleSoftAffinityHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoConnectedDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::NoDatastoresConfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoDiskFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoDiskSpace(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoDisksToCustomize(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoGateway(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoGuestHeartbeat(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoHostSuitableForFtSecondary(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::NoLicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoLicenseServerConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::NoMaintenanceModeDrsRecommendationForVM(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoPeerHostFound(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NoPermission(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NoPermissionEntityPrivileges(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoPermissionOnAD(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoPermissionOnHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoPermissionOnNasVolume(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnAD(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnNasVolume(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -499,17 +499,17 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::NASDatastoreCreatedEvent(a), Object::NASDatastoreCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::NASDatastoreCreatedEvent(a), Object::NASDatastoreCreatedEvent(b)) => **a == **b,
             (Object::NamePasswordAuthentication(a), Object::NamePasswordAuthentication(b)) => **a == **b,
-            (Object::NamespaceFull(a), Object::NamespaceFull(b)) => **a == **b,
-            (Object::NamespaceLimitReached(a), Object::NamespaceLimitReached(b)) => **a == **b,
-            (Object::NamespaceWriteProtected(a), Object::NamespaceWriteProtected(b)) => **a == **b,
-            (Object::NasConfigFault(a), Object::NasConfigFault(b)) => **a == **b,
-            (Object::NasConnectionLimitReached(a), Object::NasConnectionLimitReached(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NamespaceFull(a), Object::NamespaceFull(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NamespaceLimitReached(a), Object::NamespaceLimitReached(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NamespaceWriteProtected(a), Object::NamespaceWriteProtected(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NasConfigFault(a), Object::NasConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NasConnectionLimitReached(a), Object::NasConnectionLimitReached(b)) => **a == **b,
             (Object::NasDatastoreInfo(a), Object::NasDatastoreInfo(b)) => **a == **b,
-            (Object::NasSessionCredentialConflict(a), Object::NasSessionCredentialConflict(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NasSessionCredentialConflict(a), Object::NasSessionCredentialConflict(b)) => **a == **b,
             (Object::NasStorageProfile(a), Object::NasStorageProfile(b)) => **a == **b,
-            (Object::NasVolumeNotMounted(a), Object::NasVolumeNotMounted(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NasVolumeNotMounted(a), Object::NasVolumeNotMounted(b)) => **a == **b,
             (Object::NegatableExpression(a), Object::NegatableExpression(b)) => **a == **b,
             (Object::NetBIOSConfigInfo(a), Object::NetBIOSConfigInfo(b)) => **a == **b,
             (Object::NetBIOSConfigInfoMode(a), Object::NetBIOSConfigInfoMode(b)) => **a == **b,
@@ -537,45 +537,45 @@ impl PartialEq for Object {
             (Object::NetIpStackInfoNetToMedia(a), Object::NetIpStackInfoNetToMedia(b)) => **a == **b,
             (Object::NetIpStackInfoPreference(a), Object::NetIpStackInfoPreference(b)) => **a == **b,
             (Object::NetStackInstanceProfile(a), Object::NetStackInstanceProfile(b)) => **a == **b,
-            (Object::NetworkCopyFault(a), Object::NetworkCopyFault(b)) => **a == **b,
-            (Object::NetworkDisruptedAndConfigRolledBack(a), Object::NetworkDisruptedAndConfigRolledBack(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NetworkCopyFault(a), Object::NetworkCopyFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NetworkDisruptedAndConfigRolledBack(a), Object::NetworkDisruptedAndConfigRolledBack(b)) => **a == **b,
             (Object::NetworkEventArgument(a), Object::NetworkEventArgument(b)) => **a == **b,
-            (Object::NetworkInaccessible(a), Object::NetworkInaccessible(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NetworkInaccessible(a), Object::NetworkInaccessible(b)) => **a == **b,
             (Object::NetworkPolicyProfile(a), Object::NetworkPolicyProfile(b)) => **a == **b,
             (Object::NetworkProfile(a), Object::NetworkProfile(b)) => **a == **b,
             (Object::NetworkProfileDnsConfigProfile(a), Object::NetworkProfileDnsConfigProfile(b)) => **a == **b,
-            (Object::NetworkRollbackEvent(a), Object::NetworkRollbackEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::NetworkRollbackEvent(a), Object::NetworkRollbackEvent(b)) => **a == **b,
             (Object::NetworkSummary(a), Object::NetworkSummary(b)) => **a == **b,
-            (Object::NetworksMayNotBeTheSame(a), Object::NetworksMayNotBeTheSame(b)) => **a == **b,
-            (Object::NicSettingMismatch(a), Object::NicSettingMismatch(b)) => **a == **b,
-            (Object::NoAccessUserEvent(a), Object::NoAccessUserEvent(b)) => **a == **b,
-            (Object::NoActiveHostInCluster(a), Object::NoActiveHostInCluster(b)) => **a == **b,
-            (Object::NoAvailableIp(a), Object::NoAvailableIp(b)) => **a == **b,
-            (Object::NoClientCertificate(a), Object::NoClientCertificate(b)) => **a == **b,
-            (Object::NoCompatibleDatastore(a), Object::NoCompatibleDatastore(b)) => **a == **b,
-            (Object::NoCompatibleHardAffinityHost(a), Object::NoCompatibleHardAffinityHost(b)) => **a == **b,
-            (Object::NoCompatibleHost(a), Object::NoCompatibleHost(b)) => **a == **b,
-            (Object::NoCompatibleHostWithAccessToDevice(a), Object::NoCompatibleHostWithAccessToDevice(b)) => **a == **b,
-            (Object::NoCompatibleSoftAffinityHost(a), Object::NoCompatibleSoftAffinityHost(b)) => **a == **b,
-            (Object::NoConnectedDatastore(a), Object::NoConnectedDatastore(b)) => **a == **b,
-            (Object::NoDatastoresConfiguredEvent(a), Object::NoDatastoresConfiguredEvent(b)) => **a == **b,
-            (Object::NoDiskFound(a), Object::NoDiskFound(b)) => **a == **b,
-            (Object::NoDiskSpace(a), Object::NoDiskSpace(b)) => **a == **b,
-            (Object::NoDisksToCustomize(a), Object::NoDisksToCustomize(b)) => **a == **b,
-            (Object::NoGateway(a), Object::NoGateway(b)) => **a == **b,
-            (Object::NoGuestHeartbeat(a), Object::NoGuestHeartbeat(b)) => **a == **b,
-            (Object::NoHost(a), Object::NoHost(b)) => **a == **b,
-            (Object::NoHostSuitableForFtSecondary(a), Object::NoHostSuitableForFtSecondary(b)) => **a == **b,
-            (Object::NoLicenseEvent(a), Object::NoLicenseEvent(b)) => **a == **b,
-            (Object::NoLicenseServerConfigured(a), Object::NoLicenseServerConfigured(b)) => **a == **b,
-            (Object::NoMaintenanceModeDrsRecommendationForVM(a), Object::NoMaintenanceModeDrsRecommendationForVM(b)) => **a == **b,
-            (Object::NoPeerHostFound(a), Object::NoPeerHostFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NetworksMayNotBeTheSame(a), Object::NetworksMayNotBeTheSame(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NicSettingMismatch(a), Object::NicSettingMismatch(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::NoAccessUserEvent(a), Object::NoAccessUserEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoActiveHostInCluster(a), Object::NoActiveHostInCluster(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoAvailableIp(a), Object::NoAvailableIp(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoClientCertificate(a), Object::NoClientCertificate(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoCompatibleDatastore(a), Object::NoCompatibleDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoCompatibleHardAffinityHost(a), Object::NoCompatibleHardAffinityHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoCompatibleHost(a), Object::NoCompatibleHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoCompatibleHostWithAccessToDevice(a), Object::NoCompatibleHostWithAccessToDevice(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoCompatibleSoftAffinityHost(a), Object::NoCompatibleSoftAffinityHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoConnectedDatastore(a), Object::NoConnectedDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::NoDatastoresConfiguredEvent(a), Object::NoDatastoresConfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoDiskFound(a), Object::NoDiskFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoDiskSpace(a), Object::NoDiskSpace(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoDisksToCustomize(a), Object::NoDisksToCustomize(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoGateway(a), Object::NoGateway(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoGuestHeartbeat(a), Object::NoGuestHeartbeat(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoHost(a), Object::NoHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoHostSuitableForFtSecondary(a), Object::NoHostSuitableForFtSecondary(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::NoLicenseEvent(a), Object::NoLicenseEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoLicenseServerConfigured(a), Object::NoLicenseServerConfigured(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::NoMaintenanceModeDrsRecommendationForVM(a), Object::NoMaintenanceModeDrsRecommendationForVM(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoPeerHostFound(a), Object::NoPeerHostFound(b)) => **a == **b,
             (Object::NoPermission(a), Object::NoPermission(b)) => **a == **b,
             (Object::NoPermissionEntityPrivileges(a), Object::NoPermissionEntityPrivileges(b)) => **a == **b,
-            (Object::NoPermissionOnAD(a), Object::NoPermissionOnAD(b)) => **a == **b,
-            (Object::NoPermissionOnHost(a), Object::NoPermissionOnHost(b)) => **a == **b,
-            (Object::NoPermissionOnNasVolume(a), Object::NoPermissionOnNasVolume(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-faults")] (Object::NoPermissionOnAD(a), Object::NoPermissionOnAD(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoPermissionOnHost(a), Object::NoPermissionOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoPermissionOnNasVolume(a), Object::NoPermissionOnNasVolume(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -583,17 +583,17 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::NASDatastoreCreatedEvent(v) => Object::NASDatastoreCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::NASDatastoreCreatedEvent(v) => Object::NASDatastoreCreatedEvent(Box::new((**v).clone())),
             Object::NamePasswordAuthentication(v) => Object::NamePasswordAuthentication(Box::new((**v).clone())),
-            Object::NamespaceFull(v) => Object::NamespaceFull(Box::new((**v).clone())),
-            Object::NamespaceLimitReached(v) => Object::NamespaceLimitReached(Box::new((**v).clone())),
-            Object::NamespaceWriteProtected(v) => Object::NamespaceWriteProtected(Box::new((**v).clone())),
-            Object::NasConfigFault(v) => Object::NasConfigFault(Box::new((**v).clone())),
-            Object::NasConnectionLimitReached(v) => Object::NasConnectionLimitReached(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NamespaceFull(v) => Object::NamespaceFull(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NamespaceLimitReached(v) => Object::NamespaceLimitReached(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NamespaceWriteProtected(v) => Object::NamespaceWriteProtected(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NasConfigFault(v) => Object::NasConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NasConnectionLimitReached(v) => Object::NasConnectionLimitReached(Box::new((**v).clone())),
             Object::NasDatastoreInfo(v) => Object::NasDatastoreInfo(Box::new((**v).clone())),
-            Object::NasSessionCredentialConflict(v) => Object::NasSessionCredentialConflict(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NasSessionCredentialConflict(v) => Object::NasSessionCredentialConflict(Box::new((**v).clone())),
             Object::NasStorageProfile(v) => Object::NasStorageProfile(Box::new((**v).clone())),
-            Object::NasVolumeNotMounted(v) => Object::NasVolumeNotMounted(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NasVolumeNotMounted(v) => Object::NasVolumeNotMounted(Box::new((**v).clone())),
             Object::NegatableExpression(v) => Object::NegatableExpression(Box::new((**v).clone())),
             Object::NetBIOSConfigInfo(v) => Object::NetBIOSConfigInfo(Box::new((**v).clone())),
             Object::NetBIOSConfigInfoMode(v) => Object::NetBIOSConfigInfoMode(Box::new((**v).clone())),
@@ -621,44 +621,44 @@ impl Clone for Object {
             Object::NetIpStackInfoNetToMedia(v) => Object::NetIpStackInfoNetToMedia(Box::new((**v).clone())),
             Object::NetIpStackInfoPreference(v) => Object::NetIpStackInfoPreference(Box::new((**v).clone())),
             Object::NetStackInstanceProfile(v) => Object::NetStackInstanceProfile(Box::new((**v).clone())),
-            Object::NetworkCopyFault(v) => Object::NetworkCopyFault(Box::new((**v).clone())),
-            Object::NetworkDisruptedAndConfigRolledBack(v) => Object::NetworkDisruptedAndConfigRolledBack(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NetworkCopyFault(v) => Object::NetworkCopyFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NetworkDisruptedAndConfigRolledBack(v) => Object::NetworkDisruptedAndConfigRolledBack(Box::new((**v).clone())),
             Object::NetworkEventArgument(v) => Object::NetworkEventArgument(Box::new((**v).clone())),
-            Object::NetworkInaccessible(v) => Object::NetworkInaccessible(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NetworkInaccessible(v) => Object::NetworkInaccessible(Box::new((**v).clone())),
             Object::NetworkPolicyProfile(v) => Object::NetworkPolicyProfile(Box::new((**v).clone())),
             Object::NetworkProfile(v) => Object::NetworkProfile(Box::new((**v).clone())),
             Object::NetworkProfileDnsConfigProfile(v) => Object::NetworkProfileDnsConfigProfile(Box::new((**v).clone())),
-            Object::NetworkRollbackEvent(v) => Object::NetworkRollbackEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::NetworkRollbackEvent(v) => Object::NetworkRollbackEvent(Box::new((**v).clone())),
             Object::NetworkSummary(v) => Object::NetworkSummary(Box::new((**v).clone())),
-            Object::NetworksMayNotBeTheSame(v) => Object::NetworksMayNotBeTheSame(Box::new((**v).clone())),
-            Object::NicSettingMismatch(v) => Object::NicSettingMismatch(Box::new((**v).clone())),
-            Object::NoAccessUserEvent(v) => Object::NoAccessUserEvent(Box::new((**v).clone())),
-            Object::NoActiveHostInCluster(v) => Object::NoActiveHostInCluster(Box::new((**v).clone())),
-            Object::NoAvailableIp(v) => Object::NoAvailableIp(Box::new((**v).clone())),
-            Object::NoClientCertificate(v) => Object::NoClientCertificate(Box::new((**v).clone())),
-            Object::NoCompatibleDatastore(v) => Object::NoCompatibleDatastore(Box::new((**v).clone())),
-            Object::NoCompatibleHardAffinityHost(v) => Object::NoCompatibleHardAffinityHost(Box::new((**v).clone())),
-            Object::NoCompatibleHost(v) => Object::NoCompatibleHost(Box::new((**v).clone())),
-            Object::NoCompatibleHostWithAccessToDevice(v) => Object::NoCompatibleHostWithAccessToDevice(Box::new((**v).clone())),
-            Object::NoCompatibleSoftAffinityHost(v) => Object::NoCompatibleSoftAffinityHost(Box::new((**v).clone())),
-            Object::NoConnectedDatastore(v) => Object::NoConnectedDatastore(Box::new((**v).clone())),
-            Object::NoDatastoresConfiguredEvent(v) => Object::NoDatastoresConfiguredEvent(Box::new((**v).clone())),
-            Object::NoDiskFound(v) => Object::NoDiskFound(Box::new((**v).clone())),
-            Object::NoDiskSpace(v) => Object::NoDiskSpace(Box::new((**v).clone())),
-            Object::NoDisksToCustomize(v) => Object::NoDisksToCustomize(Box::new((**v).clone())),
-            Object::NoGateway(v) => Object::NoGateway(Box::new((**v).clone())),
-            Object::NoGuestHeartbeat(v) => Object::NoGuestHeartbeat(Box::new((**v).clone())),
-            Object::NoHost(v) => Object::NoHost(Box::new((**v).clone())),
-            Object::NoHostSuitableForFtSecondary(v) => Object::NoHostSuitableForFtSecondary(Box::new((**v).clone())),
-            Object::NoLicenseEvent(v) => Object::NoLicenseEvent(Box::new((**v).clone())),
-            Object::NoLicenseServerConfigured(v) => Object::NoLicenseServerConfigured(Box::new((**v).clone())),
-            Object::NoMaintenanceModeDrsRecommendationForVM(v) => Object::NoMaintenanceModeDrsRecommendationForVM(Box::new((**v).clone())),
-            Object::NoPeerHostFound(v) => Object::NoPeerHostFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NetworksMayNotBeTheSame(v) => Object::NetworksMayNotBeTheSame(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NicSettingMismatch(v) => Object::NicSettingMismatch(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::NoAccessUserEvent(v) => Object::NoAccessUserEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoActiveHostInCluster(v) => Object::NoActiveHostInCluster(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoAvailableIp(v) => Object::NoAvailableIp(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoClientCertificate(v) => Object::NoClientCertificate(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleDatastore(v) => Object::NoCompatibleDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHardAffinityHost(v) => Object::NoCompatibleHardAffinityHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHost(v) => Object::NoCompatibleHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHostWithAccessToDevice(v) => Object::NoCompatibleHostWithAccessToDevice(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleSoftAffinityHost(v) => Object::NoCompatibleSoftAffinityHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoConnectedDatastore(v) => Object::NoConnectedDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::NoDatastoresConfiguredEvent(v) => Object::NoDatastoresConfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoDiskFound(v) => Object::NoDiskFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoDiskSpace(v) => Object::NoDiskSpace(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoDisksToCustomize(v) => Object::NoDisksToCustomize(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoGateway(v) => Object::NoGateway(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoGuestHeartbeat(v) => Object::NoGuestHeartbeat(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoHost(v) => Object::NoHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoHostSuitableForFtSecondary(v) => Object::NoHostSuitableForFtSecondary(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::NoLicenseEvent(v) => Object::NoLicenseEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoLicenseServerConfigured(v) => Object::NoLicenseServerConfigured(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::NoMaintenanceModeDrsRecommendationForVM(v) => Object::NoMaintenanceModeDrsRecommendationForVM(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoPeerHostFound(v) => Object::NoPeerHostFound(Box::new((**v).clone())),
             Object::NoPermission(v) => Object::NoPermission(Box::new((**v).clone())),
             Object::NoPermissionEntityPrivileges(v) => Object::NoPermissionEntityPrivileges(Box::new((**v).clone())),
-            Object::NoPermissionOnAD(v) => Object::NoPermissionOnAD(Box::new((**v).clone())),
-            Object::NoPermissionOnHost(v) => Object::NoPermissionOnHost(Box::new((**v).clone())),
-            Object::NoPermissionOnNasVolume(v) => Object::NoPermissionOnNasVolume(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnAD(v) => Object::NoPermissionOnAD(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnHost(v) => Object::NoPermissionOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnNasVolume(v) => Object::NoPermissionOnNasVolume(Box::new((**v).clone())),
         }
     }
 }
@@ -666,17 +666,17 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::NASDatastoreCreatedEvent(_) => "NASDatastoreCreatedEvent",
+            #[cfg(feature = "all-events")] Object::NASDatastoreCreatedEvent(_) => "NASDatastoreCreatedEvent",
             Object::NamePasswordAuthentication(_) => "NamePasswordAuthentication",
-            Object::NamespaceFull(_) => "NamespaceFull",
-            Object::NamespaceLimitReached(_) => "NamespaceLimitReached",
-            Object::NamespaceWriteProtected(_) => "NamespaceWriteProtected",
-            Object::NasConfigFault(_) => "NasConfigFault",
-            Object::NasConnectionLimitReached(_) => "NasConnectionLimitReached",
+            #[cfg(feature = "all-faults")] Object::NamespaceFull(_) => "NamespaceFull",
+            #[cfg(feature = "all-faults")] Object::NamespaceLimitReached(_) => "NamespaceLimitReached",
+            #[cfg(feature = "all-faults")] Object::NamespaceWriteProtected(_) => "NamespaceWriteProtected",
+            #[cfg(feature = "all-faults")] Object::NasConfigFault(_) => "NasConfigFault",
+            #[cfg(feature = "all-faults")] Object::NasConnectionLimitReached(_) => "NasConnectionLimitReached",
             Object::NasDatastoreInfo(_) => "NasDatastoreInfo",
-            Object::NasSessionCredentialConflict(_) => "NasSessionCredentialConflict",
+            #[cfg(feature = "all-faults")] Object::NasSessionCredentialConflict(_) => "NasSessionCredentialConflict",
             Object::NasStorageProfile(_) => "NasStorageProfile",
-            Object::NasVolumeNotMounted(_) => "NasVolumeNotMounted",
+            #[cfg(feature = "all-faults")] Object::NasVolumeNotMounted(_) => "NasVolumeNotMounted",
             Object::NegatableExpression(_) => "NegatableExpression",
             Object::NetBIOSConfigInfo(_) => "NetBIOSConfigInfo",
             Object::NetBIOSConfigInfoMode(_) => "NetBIOSConfigInfoMode",
@@ -704,44 +704,44 @@ impl x::DataObject for Object {
             Object::NetIpStackInfoNetToMedia(_) => "NetIpStackInfoNetToMedia",
             Object::NetIpStackInfoPreference(_) => "NetIpStackInfoPreference",
             Object::NetStackInstanceProfile(_) => "NetStackInstanceProfile",
-            Object::NetworkCopyFault(_) => "NetworkCopyFault",
-            Object::NetworkDisruptedAndConfigRolledBack(_) => "NetworkDisruptedAndConfigRolledBack",
+            #[cfg(feature = "all-faults")] Object::NetworkCopyFault(_) => "NetworkCopyFault",
+            #[cfg(feature = "all-faults")] Object::NetworkDisruptedAndConfigRolledBack(_) => "NetworkDisruptedAndConfigRolledBack",
             Object::NetworkEventArgument(_) => "NetworkEventArgument",
-            Object::NetworkInaccessible(_) => "NetworkInaccessible",
+            #[cfg(feature = "all-faults")] Object::NetworkInaccessible(_) => "NetworkInaccessible",
             Object::NetworkPolicyProfile(_) => "NetworkPolicyProfile",
             Object::NetworkProfile(_) => "NetworkProfile",
             Object::NetworkProfileDnsConfigProfile(_) => "NetworkProfileDnsConfigProfile",
-            Object::NetworkRollbackEvent(_) => "NetworkRollbackEvent",
+            #[cfg(feature = "all-events")] Object::NetworkRollbackEvent(_) => "NetworkRollbackEvent",
             Object::NetworkSummary(_) => "NetworkSummary",
-            Object::NetworksMayNotBeTheSame(_) => "NetworksMayNotBeTheSame",
-            Object::NicSettingMismatch(_) => "NicSettingMismatch",
-            Object::NoAccessUserEvent(_) => "NoAccessUserEvent",
-            Object::NoActiveHostInCluster(_) => "NoActiveHostInCluster",
-            Object::NoAvailableIp(_) => "NoAvailableIp",
-            Object::NoClientCertificate(_) => "NoClientCertificate",
-            Object::NoCompatibleDatastore(_) => "NoCompatibleDatastore",
-            Object::NoCompatibleHardAffinityHost(_) => "NoCompatibleHardAffinityHost",
-            Object::NoCompatibleHost(_) => "NoCompatibleHost",
-            Object::NoCompatibleHostWithAccessToDevice(_) => "NoCompatibleHostWithAccessToDevice",
-            Object::NoCompatibleSoftAffinityHost(_) => "NoCompatibleSoftAffinityHost",
-            Object::NoConnectedDatastore(_) => "NoConnectedDatastore",
-            Object::NoDatastoresConfiguredEvent(_) => "NoDatastoresConfiguredEvent",
-            Object::NoDiskFound(_) => "NoDiskFound",
-            Object::NoDiskSpace(_) => "NoDiskSpace",
-            Object::NoDisksToCustomize(_) => "NoDisksToCustomize",
-            Object::NoGateway(_) => "NoGateway",
-            Object::NoGuestHeartbeat(_) => "NoGuestHeartbeat",
-            Object::NoHost(_) => "NoHost",
-            Object::NoHostSuitableForFtSecondary(_) => "NoHostSuitableForFtSecondary",
-            Object::NoLicenseEvent(_) => "NoLicenseEvent",
-            Object::NoLicenseServerConfigured(_) => "NoLicenseServerConfigured",
-            Object::NoMaintenanceModeDrsRecommendationForVM(_) => "NoMaintenanceModeDrsRecommendationForVM",
-            Object::NoPeerHostFound(_) => "NoPeerHostFound",
+            #[cfg(feature = "all-faults")] Object::NetworksMayNotBeTheSame(_) => "NetworksMayNotBeTheSame",
+            #[cfg(feature = "all-faults")] Object::NicSettingMismatch(_) => "NicSettingMismatch",
+            #[cfg(feature = "all-events")] Object::NoAccessUserEvent(_) => "NoAccessUserEvent",
+            #[cfg(feature = "all-faults")] Object::NoActiveHostInCluster(_) => "NoActiveHostInCluster",
+            #[cfg(feature = "all-faults")] Object::NoAvailableIp(_) => "NoAvailableIp",
+            #[cfg(feature = "all-faults")] Object::NoClientCertificate(_) => "NoClientCertificate",
+            #[cfg(feature = "all-faults")] Object::NoCompatibleDatastore(_) => "NoCompatibleDatastore",
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHardAffinityHost(_) => "NoCompatibleHardAffinityHost",
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHost(_) => "NoCompatibleHost",
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHostWithAccessToDevice(_) => "NoCompatibleHostWithAccessToDevice",
+            #[cfg(feature = "all-faults")] Object::NoCompatibleSoftAffinityHost(_) => "NoCompatibleSoftAffinityHost",
+            #[cfg(feature = "all-faults")] Object::NoConnectedDatastore(_) => "NoConnectedDatastore",
+            #[cfg(feature = "all-events")] Object::NoDatastoresConfiguredEvent(_) => "NoDatastoresConfiguredEvent",
+            #[cfg(feature = "all-faults")] Object::NoDiskFound(_) => "NoDiskFound",
+            #[cfg(feature = "all-faults")] Object::NoDiskSpace(_) => "NoDiskSpace",
+            #[cfg(feature = "all-faults")] Object::NoDisksToCustomize(_) => "NoDisksToCustomize",
+            #[cfg(feature = "all-faults")] Object::NoGateway(_) => "NoGateway",
+            #[cfg(feature = "all-faults")] Object::NoGuestHeartbeat(_) => "NoGuestHeartbeat",
+            #[cfg(feature = "all-faults")] Object::NoHost(_) => "NoHost",
+            #[cfg(feature = "all-faults")] Object::NoHostSuitableForFtSecondary(_) => "NoHostSuitableForFtSecondary",
+            #[cfg(feature = "all-events")] Object::NoLicenseEvent(_) => "NoLicenseEvent",
+            #[cfg(feature = "all-faults")] Object::NoLicenseServerConfigured(_) => "NoLicenseServerConfigured",
+            #[cfg(feature = "all-events")] Object::NoMaintenanceModeDrsRecommendationForVM(_) => "NoMaintenanceModeDrsRecommendationForVM",
+            #[cfg(feature = "all-faults")] Object::NoPeerHostFound(_) => "NoPeerHostFound",
             Object::NoPermission(_) => "NoPermission",
             Object::NoPermissionEntityPrivileges(_) => "NoPermissionEntityPrivileges",
-            Object::NoPermissionOnAD(_) => "NoPermissionOnAD",
-            Object::NoPermissionOnHost(_) => "NoPermissionOnHost",
-            Object::NoPermissionOnNasVolume(_) => "NoPermissionOnNasVolume",
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnAD(_) => "NoPermissionOnAD",
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnHost(_) => "NoPermissionOnHost",
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnNasVolume(_) => "NoPermissionOnNasVolume",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -761,17 +761,17 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::NASDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::NASDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NamePasswordAuthentication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NamespaceFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NamespaceLimitReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NamespaceWriteProtected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NasConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NasConnectionLimitReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NamespaceFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NamespaceLimitReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NamespaceWriteProtected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NasConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NasConnectionLimitReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NasDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NasSessionCredentialConflict(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NasSessionCredentialConflict(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NasStorageProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NasVolumeNotMounted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NasVolumeNotMounted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NegatableExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NetBIOSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NetBIOSConfigInfoMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -799,50 +799,50 @@ impl x::DataObject for Object {
             Object::NetIpStackInfoNetToMedia(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NetIpStackInfoPreference(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NetStackInstanceProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NetworkCopyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NetworkDisruptedAndConfigRolledBack(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NetworkCopyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NetworkDisruptedAndConfigRolledBack(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NetworkEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NetworkInaccessible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NetworkInaccessible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NetworkPolicyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NetworkProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NetworkProfileDnsConfigProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NetworkRollbackEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::NetworkRollbackEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NetworkSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NetworksMayNotBeTheSame(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NicSettingMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoAccessUserEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoActiveHostInCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoAvailableIp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoClientCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoCompatibleDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoCompatibleHardAffinityHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoCompatibleHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoCompatibleHostWithAccessToDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoCompatibleSoftAffinityHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoConnectedDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoDatastoresConfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoDiskFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoDiskSpace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoDisksToCustomize(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoGateway(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoGuestHeartbeat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoHostSuitableForFtSecondary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoLicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoLicenseServerConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoMaintenanceModeDrsRecommendationForVM(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoPeerHostFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NetworksMayNotBeTheSame(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NicSettingMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::NoAccessUserEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoActiveHostInCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoAvailableIp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoClientCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHardAffinityHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleHostWithAccessToDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoCompatibleSoftAffinityHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoConnectedDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::NoDatastoresConfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoDiskFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoDiskSpace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoDisksToCustomize(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoGateway(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoGuestHeartbeat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoHostSuitableForFtSecondary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::NoLicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoLicenseServerConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::NoMaintenanceModeDrsRecommendationForVM(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoPeerHostFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NoPermission(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NoPermissionEntityPrivileges(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoPermissionOnAD(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoPermissionOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoPermissionOnNasVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnAD(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoPermissionOnNasVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for NASDatastoreCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for NASDatastoreCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -850,11 +850,11 @@ impl x::ObjectType for NASDatastoreCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NASDatastoreCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::NASDatastoreCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NASDatastoreCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::NASDatastoreCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -866,15 +866,15 @@ impl x::ObjectType for NamePasswordAuthentication {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NamePasswordAuthentication(v) => Some(v), _ => None, }
+        match object { Object::NamePasswordAuthentication(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NamePasswordAuthentication(v) => Ok(v), other => Err(other), }
+        match object { Object::NamePasswordAuthentication(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NamespaceFull {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NamespaceFull {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -882,15 +882,15 @@ impl x::ObjectType for NamespaceFull {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NamespaceFull(v) => Some(v), _ => None, }
+        match object { Object::NamespaceFull(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NamespaceFull(v) => Ok(v), other => Err(other), }
+        match object { Object::NamespaceFull(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NamespaceLimitReached {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NamespaceLimitReached {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -898,15 +898,15 @@ impl x::ObjectType for NamespaceLimitReached {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NamespaceLimitReached(v) => Some(v), _ => None, }
+        match object { Object::NamespaceLimitReached(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NamespaceLimitReached(v) => Ok(v), other => Err(other), }
+        match object { Object::NamespaceLimitReached(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NamespaceWriteProtected {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NamespaceWriteProtected {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -914,15 +914,15 @@ impl x::ObjectType for NamespaceWriteProtected {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NamespaceWriteProtected(v) => Some(v), _ => None, }
+        match object { Object::NamespaceWriteProtected(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NamespaceWriteProtected(v) => Ok(v), other => Err(other), }
+        match object { Object::NamespaceWriteProtected(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NasConfigFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NasConfigFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -930,15 +930,15 @@ impl x::ObjectType for NasConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NasConfigFault(v) => Some(v), _ => None, }
+        match object { Object::NasConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NasConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::NasConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NasConnectionLimitReached {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NasConnectionLimitReached {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -946,11 +946,11 @@ impl x::ObjectType for NasConnectionLimitReached {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NasConnectionLimitReached(v) => Some(v), _ => None, }
+        match object { Object::NasConnectionLimitReached(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NasConnectionLimitReached(v) => Ok(v), other => Err(other), }
+        match object { Object::NasConnectionLimitReached(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -962,15 +962,15 @@ impl x::ObjectType for NasDatastoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NasDatastoreInfo(v) => Some(v), _ => None, }
+        match object { Object::NasDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NasDatastoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NasDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NasSessionCredentialConflict {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NasSessionCredentialConflict {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -978,11 +978,11 @@ impl x::ObjectType for NasSessionCredentialConflict {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NasSessionCredentialConflict(v) => Some(v), _ => None, }
+        match object { Object::NasSessionCredentialConflict(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NasSessionCredentialConflict(v) => Ok(v), other => Err(other), }
+        match object { Object::NasSessionCredentialConflict(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -994,15 +994,15 @@ impl x::ObjectType for NasStorageProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NasStorageProfile(v) => Some(v), _ => None, }
+        match object { Object::NasStorageProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NasStorageProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::NasStorageProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NasVolumeNotMounted {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NasVolumeNotMounted {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1010,11 +1010,11 @@ impl x::ObjectType for NasVolumeNotMounted {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NasVolumeNotMounted(v) => Some(v), _ => None, }
+        match object { Object::NasVolumeNotMounted(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NasVolumeNotMounted(v) => Ok(v), other => Err(other), }
+        match object { Object::NasVolumeNotMounted(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1026,11 +1026,11 @@ impl x::ObjectType for NegatableExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NegatableExpression(v) => Some(v), _ => None, }
+        match object { Object::NegatableExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NegatableExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::NegatableExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1042,11 +1042,11 @@ impl x::ObjectType for NetBIOSConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetBIOSConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::NetBIOSConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetBIOSConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NetBIOSConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1058,11 +1058,11 @@ impl x::ObjectType for NetBIOSConfigInfoMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetBIOSConfigInfoMode(v) => Some(v), _ => None, }
+        match object { Object::NetBIOSConfigInfoMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetBIOSConfigInfoMode(v) => Ok(v), other => Err(other), }
+        match object { Object::NetBIOSConfigInfoMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1074,11 +1074,11 @@ impl x::ObjectType for NetDhcpConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetDhcpConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::NetDhcpConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetDhcpConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NetDhcpConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1090,11 +1090,11 @@ impl x::ObjectType for NetDhcpConfigInfoDhcpOptions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetDhcpConfigInfoDhcpOptions(v) => Some(v), _ => None, }
+        match object { Object::NetDhcpConfigInfoDhcpOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetDhcpConfigInfoDhcpOptions(v) => Ok(v), other => Err(other), }
+        match object { Object::NetDhcpConfigInfoDhcpOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1106,11 +1106,11 @@ impl x::ObjectType for NetDhcpConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetDhcpConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::NetDhcpConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetDhcpConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NetDhcpConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1122,11 +1122,11 @@ impl x::ObjectType for NetDhcpConfigSpecDhcpOptionsSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetDhcpConfigSpecDhcpOptionsSpec(v) => Some(v), _ => None, }
+        match object { Object::NetDhcpConfigSpecDhcpOptionsSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetDhcpConfigSpecDhcpOptionsSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NetDhcpConfigSpecDhcpOptionsSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1138,11 +1138,11 @@ impl x::ObjectType for NetDnsConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetDnsConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::NetDnsConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetDnsConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NetDnsConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1154,11 +1154,11 @@ impl x::ObjectType for NetDnsConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetDnsConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::NetDnsConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetDnsConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NetDnsConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1170,11 +1170,11 @@ impl x::ObjectType for NetIpConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::NetIpConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1186,11 +1186,11 @@ impl x::ObjectType for NetIpConfigInfoIpAddress {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpConfigInfoIpAddress(v) => Some(v), _ => None, }
+        match object { Object::NetIpConfigInfoIpAddress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpConfigInfoIpAddress(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpConfigInfoIpAddress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1202,11 +1202,11 @@ impl x::ObjectType for NetIpConfigInfoIpAddressOrigin {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpConfigInfoIpAddressOrigin(v) => Some(v), _ => None, }
+        match object { Object::NetIpConfigInfoIpAddressOrigin(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpConfigInfoIpAddressOrigin(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpConfigInfoIpAddressOrigin(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1218,11 +1218,11 @@ impl x::ObjectType for NetIpConfigInfoIpAddressStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpConfigInfoIpAddressStatus(v) => Some(v), _ => None, }
+        match object { Object::NetIpConfigInfoIpAddressStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpConfigInfoIpAddressStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpConfigInfoIpAddressStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1234,11 +1234,11 @@ impl x::ObjectType for NetIpConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::NetIpConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1250,11 +1250,11 @@ impl x::ObjectType for NetIpConfigSpecIpAddressSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpConfigSpecIpAddressSpec(v) => Some(v), _ => None, }
+        match object { Object::NetIpConfigSpecIpAddressSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpConfigSpecIpAddressSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpConfigSpecIpAddressSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1266,11 +1266,11 @@ impl x::ObjectType for NetIpRouteConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpRouteConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::NetIpRouteConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpRouteConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpRouteConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1282,11 +1282,11 @@ impl x::ObjectType for NetIpRouteConfigInfoGateway {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpRouteConfigInfoGateway(v) => Some(v), _ => None, }
+        match object { Object::NetIpRouteConfigInfoGateway(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpRouteConfigInfoGateway(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpRouteConfigInfoGateway(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1298,11 +1298,11 @@ impl x::ObjectType for NetIpRouteConfigInfoIpRoute {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpRouteConfigInfoIpRoute(v) => Some(v), _ => None, }
+        match object { Object::NetIpRouteConfigInfoIpRoute(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpRouteConfigInfoIpRoute(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpRouteConfigInfoIpRoute(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1314,11 +1314,11 @@ impl x::ObjectType for NetIpRouteConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpRouteConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::NetIpRouteConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpRouteConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpRouteConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1330,11 +1330,11 @@ impl x::ObjectType for NetIpRouteConfigSpecGatewaySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpRouteConfigSpecGatewaySpec(v) => Some(v), _ => None, }
+        match object { Object::NetIpRouteConfigSpecGatewaySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpRouteConfigSpecGatewaySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpRouteConfigSpecGatewaySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1346,11 +1346,11 @@ impl x::ObjectType for NetIpRouteConfigSpecIpRouteSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpRouteConfigSpecIpRouteSpec(v) => Some(v), _ => None, }
+        match object { Object::NetIpRouteConfigSpecIpRouteSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpRouteConfigSpecIpRouteSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpRouteConfigSpecIpRouteSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1362,11 +1362,11 @@ impl x::ObjectType for NetIpStackInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpStackInfo(v) => Some(v), _ => None, }
+        match object { Object::NetIpStackInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpStackInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpStackInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1378,11 +1378,11 @@ impl x::ObjectType for NetIpStackInfoDefaultRouter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpStackInfoDefaultRouter(v) => Some(v), _ => None, }
+        match object { Object::NetIpStackInfoDefaultRouter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpStackInfoDefaultRouter(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpStackInfoDefaultRouter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1394,11 +1394,11 @@ impl x::ObjectType for NetIpStackInfoEntryType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpStackInfoEntryType(v) => Some(v), _ => None, }
+        match object { Object::NetIpStackInfoEntryType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpStackInfoEntryType(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpStackInfoEntryType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1410,11 +1410,11 @@ impl x::ObjectType for NetIpStackInfoNetToMedia {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpStackInfoNetToMedia(v) => Some(v), _ => None, }
+        match object { Object::NetIpStackInfoNetToMedia(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpStackInfoNetToMedia(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpStackInfoNetToMedia(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1426,11 +1426,11 @@ impl x::ObjectType for NetIpStackInfoPreference {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetIpStackInfoPreference(v) => Some(v), _ => None, }
+        match object { Object::NetIpStackInfoPreference(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetIpStackInfoPreference(v) => Ok(v), other => Err(other), }
+        match object { Object::NetIpStackInfoPreference(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1442,15 +1442,15 @@ impl x::ObjectType for NetStackInstanceProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetStackInstanceProfile(v) => Some(v), _ => None, }
+        match object { Object::NetStackInstanceProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetStackInstanceProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::NetStackInstanceProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NetworkCopyFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NetworkCopyFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1458,15 +1458,15 @@ impl x::ObjectType for NetworkCopyFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetworkCopyFault(v) => Some(v), _ => None, }
+        match object { Object::NetworkCopyFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetworkCopyFault(v) => Ok(v), other => Err(other), }
+        match object { Object::NetworkCopyFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NetworkDisruptedAndConfigRolledBack {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NetworkDisruptedAndConfigRolledBack {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1474,11 +1474,11 @@ impl x::ObjectType for NetworkDisruptedAndConfigRolledBack {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetworkDisruptedAndConfigRolledBack(v) => Some(v), _ => None, }
+        match object { Object::NetworkDisruptedAndConfigRolledBack(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetworkDisruptedAndConfigRolledBack(v) => Ok(v), other => Err(other), }
+        match object { Object::NetworkDisruptedAndConfigRolledBack(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1490,15 +1490,15 @@ impl x::ObjectType for NetworkEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetworkEventArgument(v) => Some(v), _ => None, }
+        match object { Object::NetworkEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetworkEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::NetworkEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NetworkInaccessible {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NetworkInaccessible {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1506,11 +1506,11 @@ impl x::ObjectType for NetworkInaccessible {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetworkInaccessible(v) => Some(v), _ => None, }
+        match object { Object::NetworkInaccessible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetworkInaccessible(v) => Ok(v), other => Err(other), }
+        match object { Object::NetworkInaccessible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1522,11 +1522,11 @@ impl x::ObjectType for NetworkPolicyProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetworkPolicyProfile(v) => Some(v), _ => None, }
+        match object { Object::NetworkPolicyProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetworkPolicyProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::NetworkPolicyProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1538,11 +1538,11 @@ impl x::ObjectType for NetworkProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetworkProfile(v) => Some(v), _ => None, }
+        match object { Object::NetworkProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetworkProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::NetworkProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1554,15 +1554,15 @@ impl x::ObjectType for NetworkProfileDnsConfigProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetworkProfileDnsConfigProfile(v) => Some(v), _ => None, }
+        match object { Object::NetworkProfileDnsConfigProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetworkProfileDnsConfigProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::NetworkProfileDnsConfigProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NetworkRollbackEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for NetworkRollbackEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1570,11 +1570,11 @@ impl x::ObjectType for NetworkRollbackEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetworkRollbackEvent(v) => Some(v), _ => None, }
+        match object { Object::NetworkRollbackEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetworkRollbackEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::NetworkRollbackEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1586,15 +1586,15 @@ impl x::ObjectType for NetworkSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetworkSummary(v) => Some(v), _ => None, }
+        match object { Object::NetworkSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetworkSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::NetworkSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NetworksMayNotBeTheSame {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NetworksMayNotBeTheSame {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1602,15 +1602,15 @@ impl x::ObjectType for NetworksMayNotBeTheSame {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NetworksMayNotBeTheSame(v) => Some(v), _ => None, }
+        match object { Object::NetworksMayNotBeTheSame(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NetworksMayNotBeTheSame(v) => Ok(v), other => Err(other), }
+        match object { Object::NetworksMayNotBeTheSame(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NicSettingMismatch {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NicSettingMismatch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1618,15 +1618,15 @@ impl x::ObjectType for NicSettingMismatch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NicSettingMismatch(v) => Some(v), _ => None, }
+        match object { Object::NicSettingMismatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NicSettingMismatch(v) => Ok(v), other => Err(other), }
+        match object { Object::NicSettingMismatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoAccessUserEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for NoAccessUserEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1634,15 +1634,15 @@ impl x::ObjectType for NoAccessUserEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoAccessUserEvent(v) => Some(v), _ => None, }
+        match object { Object::NoAccessUserEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoAccessUserEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::NoAccessUserEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoActiveHostInCluster {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoActiveHostInCluster {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1650,15 +1650,15 @@ impl x::ObjectType for NoActiveHostInCluster {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoActiveHostInCluster(v) => Some(v), _ => None, }
+        match object { Object::NoActiveHostInCluster(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoActiveHostInCluster(v) => Ok(v), other => Err(other), }
+        match object { Object::NoActiveHostInCluster(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoAvailableIp {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoAvailableIp {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1666,15 +1666,15 @@ impl x::ObjectType for NoAvailableIp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoAvailableIp(v) => Some(v), _ => None, }
+        match object { Object::NoAvailableIp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoAvailableIp(v) => Ok(v), other => Err(other), }
+        match object { Object::NoAvailableIp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoClientCertificate {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoClientCertificate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1682,15 +1682,15 @@ impl x::ObjectType for NoClientCertificate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoClientCertificate(v) => Some(v), _ => None, }
+        match object { Object::NoClientCertificate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoClientCertificate(v) => Ok(v), other => Err(other), }
+        match object { Object::NoClientCertificate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoCompatibleDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoCompatibleDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1698,15 +1698,15 @@ impl x::ObjectType for NoCompatibleDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoCompatibleDatastore(v) => Some(v), _ => None, }
+        match object { Object::NoCompatibleDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoCompatibleDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::NoCompatibleDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoCompatibleHardAffinityHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoCompatibleHardAffinityHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1714,15 +1714,15 @@ impl x::ObjectType for NoCompatibleHardAffinityHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoCompatibleHardAffinityHost(v) => Some(v), _ => None, }
+        match object { Object::NoCompatibleHardAffinityHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoCompatibleHardAffinityHost(v) => Ok(v), other => Err(other), }
+        match object { Object::NoCompatibleHardAffinityHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoCompatibleHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoCompatibleHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1730,15 +1730,15 @@ impl x::ObjectType for NoCompatibleHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoCompatibleHost(v) => Some(v), _ => None, }
+        match object { Object::NoCompatibleHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoCompatibleHost(v) => Ok(v), other => Err(other), }
+        match object { Object::NoCompatibleHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoCompatibleHostWithAccessToDevice {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoCompatibleHostWithAccessToDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1746,15 +1746,15 @@ impl x::ObjectType for NoCompatibleHostWithAccessToDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoCompatibleHostWithAccessToDevice(v) => Some(v), _ => None, }
+        match object { Object::NoCompatibleHostWithAccessToDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoCompatibleHostWithAccessToDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::NoCompatibleHostWithAccessToDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoCompatibleSoftAffinityHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoCompatibleSoftAffinityHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1762,15 +1762,15 @@ impl x::ObjectType for NoCompatibleSoftAffinityHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoCompatibleSoftAffinityHost(v) => Some(v), _ => None, }
+        match object { Object::NoCompatibleSoftAffinityHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoCompatibleSoftAffinityHost(v) => Ok(v), other => Err(other), }
+        match object { Object::NoCompatibleSoftAffinityHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoConnectedDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoConnectedDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1778,15 +1778,15 @@ impl x::ObjectType for NoConnectedDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoConnectedDatastore(v) => Some(v), _ => None, }
+        match object { Object::NoConnectedDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoConnectedDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::NoConnectedDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoDatastoresConfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for NoDatastoresConfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1794,15 +1794,15 @@ impl x::ObjectType for NoDatastoresConfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoDatastoresConfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::NoDatastoresConfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoDatastoresConfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::NoDatastoresConfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoDiskFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoDiskFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1810,15 +1810,15 @@ impl x::ObjectType for NoDiskFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoDiskFound(v) => Some(v), _ => None, }
+        match object { Object::NoDiskFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoDiskFound(v) => Ok(v), other => Err(other), }
+        match object { Object::NoDiskFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoDiskSpace {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoDiskSpace {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1826,15 +1826,15 @@ impl x::ObjectType for NoDiskSpace {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoDiskSpace(v) => Some(v), _ => None, }
+        match object { Object::NoDiskSpace(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoDiskSpace(v) => Ok(v), other => Err(other), }
+        match object { Object::NoDiskSpace(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoDisksToCustomize {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoDisksToCustomize {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1842,15 +1842,15 @@ impl x::ObjectType for NoDisksToCustomize {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoDisksToCustomize(v) => Some(v), _ => None, }
+        match object { Object::NoDisksToCustomize(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoDisksToCustomize(v) => Ok(v), other => Err(other), }
+        match object { Object::NoDisksToCustomize(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoGateway {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoGateway {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1858,15 +1858,15 @@ impl x::ObjectType for NoGateway {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoGateway(v) => Some(v), _ => None, }
+        match object { Object::NoGateway(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoGateway(v) => Ok(v), other => Err(other), }
+        match object { Object::NoGateway(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoGuestHeartbeat {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoGuestHeartbeat {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1874,15 +1874,15 @@ impl x::ObjectType for NoGuestHeartbeat {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoGuestHeartbeat(v) => Some(v), _ => None, }
+        match object { Object::NoGuestHeartbeat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoGuestHeartbeat(v) => Ok(v), other => Err(other), }
+        match object { Object::NoGuestHeartbeat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1890,15 +1890,15 @@ impl x::ObjectType for NoHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoHost(v) => Some(v), _ => None, }
+        match object { Object::NoHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoHost(v) => Ok(v), other => Err(other), }
+        match object { Object::NoHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoHostSuitableForFtSecondary {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoHostSuitableForFtSecondary {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1906,15 +1906,15 @@ impl x::ObjectType for NoHostSuitableForFtSecondary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoHostSuitableForFtSecondary(v) => Some(v), _ => None, }
+        match object { Object::NoHostSuitableForFtSecondary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoHostSuitableForFtSecondary(v) => Ok(v), other => Err(other), }
+        match object { Object::NoHostSuitableForFtSecondary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoLicenseEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for NoLicenseEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1922,15 +1922,15 @@ impl x::ObjectType for NoLicenseEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoLicenseEvent(v) => Some(v), _ => None, }
+        match object { Object::NoLicenseEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoLicenseEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::NoLicenseEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoLicenseServerConfigured {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoLicenseServerConfigured {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1938,15 +1938,15 @@ impl x::ObjectType for NoLicenseServerConfigured {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoLicenseServerConfigured(v) => Some(v), _ => None, }
+        match object { Object::NoLicenseServerConfigured(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoLicenseServerConfigured(v) => Ok(v), other => Err(other), }
+        match object { Object::NoLicenseServerConfigured(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoMaintenanceModeDrsRecommendationForVM {
+#[cfg(feature = "all-events")] impl x::ObjectType for NoMaintenanceModeDrsRecommendationForVM {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1954,15 +1954,15 @@ impl x::ObjectType for NoMaintenanceModeDrsRecommendationForVM {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoMaintenanceModeDrsRecommendationForVM(v) => Some(v), _ => None, }
+        match object { Object::NoMaintenanceModeDrsRecommendationForVM(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoMaintenanceModeDrsRecommendationForVM(v) => Ok(v), other => Err(other), }
+        match object { Object::NoMaintenanceModeDrsRecommendationForVM(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoPeerHostFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoPeerHostFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1970,11 +1970,11 @@ impl x::ObjectType for NoPeerHostFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoPeerHostFound(v) => Some(v), _ => None, }
+        match object { Object::NoPeerHostFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoPeerHostFound(v) => Ok(v), other => Err(other), }
+        match object { Object::NoPeerHostFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1986,11 +1986,11 @@ impl x::ObjectType for NoPermission {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoPermission(v) => Some(v), _ => None, }
+        match object { Object::NoPermission(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoPermission(v) => Ok(v), other => Err(other), }
+        match object { Object::NoPermission(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2002,15 +2002,15 @@ impl x::ObjectType for NoPermissionEntityPrivileges {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoPermissionEntityPrivileges(v) => Some(v), _ => None, }
+        match object { Object::NoPermissionEntityPrivileges(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoPermissionEntityPrivileges(v) => Ok(v), other => Err(other), }
+        match object { Object::NoPermissionEntityPrivileges(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoPermissionOnAD {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoPermissionOnAD {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2018,15 +2018,15 @@ impl x::ObjectType for NoPermissionOnAD {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoPermissionOnAD(v) => Some(v), _ => None, }
+        match object { Object::NoPermissionOnAD(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoPermissionOnAD(v) => Ok(v), other => Err(other), }
+        match object { Object::NoPermissionOnAD(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoPermissionOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoPermissionOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2034,15 +2034,15 @@ impl x::ObjectType for NoPermissionOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoPermissionOnHost(v) => Some(v), _ => None, }
+        match object { Object::NoPermissionOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoPermissionOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::NoPermissionOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoPermissionOnNasVolume {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoPermissionOnNasVolume {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2050,10 +2050,10 @@ impl x::ObjectType for NoPermissionOnNasVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoPermissionOnNasVolume(v) => Some(v), _ => None, }
+        match object { Object::NoPermissionOnNasVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoPermissionOnNasVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::NoPermissionOnNasVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

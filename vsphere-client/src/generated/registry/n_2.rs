@@ -232,46 +232,46 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    NoSubjectName(Box<NoSubjectName>),
-    NoVcManagedIpConfigured(Box<NoVcManagedIpConfigured>),
-    NoVirtualNic(Box<NoVirtualNic>),
-    NoVmInVApp(Box<NoVmInVApp>),
+    #[cfg(feature = "all-faults")] NoSubjectName(Box<NoSubjectName>),
+    #[cfg(feature = "all-faults")] NoVcManagedIpConfigured(Box<NoVcManagedIpConfigured>),
+    #[cfg(feature = "all-faults")] NoVirtualNic(Box<NoVirtualNic>),
+    #[cfg(feature = "all-faults")] NoVmInVApp(Box<NoVmInVApp>),
     NodeDeploymentSpec(Box<NodeDeploymentSpec>),
     NodeNetworkSpec(Box<NodeNetworkSpec>),
-    NonADUserRequired(Box<NonADUserRequired>),
-    NonHomeRDMVMotionNotSupported(Box<NonHomeRDMVMotionNotSupported>),
-    NonPersistentDisksNotSupported(Box<NonPersistentDisksNotSupported>),
-    NonVIWorkloadDetectedOnDatastoreEvent(Box<NonVIWorkloadDetectedOnDatastoreEvent>),
-    NonVmwareOuiMacNotSupportedHost(Box<NonVmwareOuiMacNotSupportedHost>),
-    NotADirectory(Box<NotADirectory>),
-    NotAFile(Box<NotAFile>),
+    #[cfg(feature = "all-faults")] NonADUserRequired(Box<NonADUserRequired>),
+    #[cfg(feature = "all-faults")] NonHomeRDMVMotionNotSupported(Box<NonHomeRDMVMotionNotSupported>),
+    #[cfg(feature = "all-faults")] NonPersistentDisksNotSupported(Box<NonPersistentDisksNotSupported>),
+    #[cfg(feature = "all-events")] NonVIWorkloadDetectedOnDatastoreEvent(Box<NonVIWorkloadDetectedOnDatastoreEvent>),
+    #[cfg(feature = "all-faults")] NonVmwareOuiMacNotSupportedHost(Box<NonVmwareOuiMacNotSupportedHost>),
+    #[cfg(feature = "all-faults")] NotADirectory(Box<NotADirectory>),
+    #[cfg(feature = "all-faults")] NotAFile(Box<NotAFile>),
     NotAuthenticated(Box<NotAuthenticated>),
-    NotEnoughCpus(Box<NotEnoughCpus>),
+    #[cfg(feature = "all-faults")] NotEnoughCpus(Box<NotEnoughCpus>),
     NotEnoughLicenses(Box<NotEnoughLicenses>),
-    NotEnoughLogicalCpus(Box<NotEnoughLogicalCpus>),
-    NotEnoughResourcesToStartVmEvent(Box<NotEnoughResourcesToStartVmEvent>),
+    #[cfg(feature = "all-faults")] NotEnoughLogicalCpus(Box<NotEnoughLogicalCpus>),
+    #[cfg(feature = "all-events")] NotEnoughResourcesToStartVmEvent(Box<NotEnoughResourcesToStartVmEvent>),
     NotFound(Box<NotFound>),
     NotImplemented(Box<NotImplemented>),
     NotSupported(Box<NotSupported>),
-    NotSupportedDeviceForFT(Box<NotSupportedDeviceForFT>),
+    #[cfg(feature = "all-faults")] NotSupportedDeviceForFT(Box<NotSupportedDeviceForFT>),
     NotSupportedDeviceForFTDeviceType(Box<NotSupportedDeviceForFTDeviceType>),
-    NotSupportedHost(Box<NotSupportedHost>),
-    NotSupportedHostForChecksum(Box<NotSupportedHostForChecksum>),
-    NotSupportedHostForVFlash(Box<NotSupportedHostForVFlash>),
-    NotSupportedHostForVmcp(Box<NotSupportedHostForVmcp>),
-    NotSupportedHostForVmemFile(Box<NotSupportedHostForVmemFile>),
-    NotSupportedHostForVsan(Box<NotSupportedHostForVsan>),
-    NotSupportedHostInCluster(Box<NotSupportedHostInCluster>),
-    NotSupportedHostInDvs(Box<NotSupportedHostInDvs>),
-    NotSupportedHostInHACluster(Box<NotSupportedHostInHACluster>),
-    NotUserConfigurableProperty(Box<NotUserConfigurableProperty>),
+    #[cfg(feature = "all-faults")] NotSupportedHost(Box<NotSupportedHost>),
+    #[cfg(feature = "all-faults")] NotSupportedHostForChecksum(Box<NotSupportedHostForChecksum>),
+    #[cfg(feature = "all-faults")] NotSupportedHostForVFlash(Box<NotSupportedHostForVFlash>),
+    #[cfg(feature = "all-faults")] NotSupportedHostForVmcp(Box<NotSupportedHostForVmcp>),
+    #[cfg(feature = "all-faults")] NotSupportedHostForVmemFile(Box<NotSupportedHostForVmemFile>),
+    #[cfg(feature = "all-faults")] NotSupportedHostForVsan(Box<NotSupportedHostForVsan>),
+    #[cfg(feature = "all-faults")] NotSupportedHostInCluster(Box<NotSupportedHostInCluster>),
+    #[cfg(feature = "all-faults")] NotSupportedHostInDvs(Box<NotSupportedHostInDvs>),
+    #[cfg(feature = "all-faults")] NotSupportedHostInHACluster(Box<NotSupportedHostInHACluster>),
+    #[cfg(feature = "all-faults")] NotUserConfigurableProperty(Box<NotUserConfigurableProperty>),
     NsxHostVNicProfile(Box<NsxHostVNicProfile>),
     NumPortsProfile(Box<NumPortsProfile>),
-    NumVirtualCoresPerSocketNotSupported(Box<NumVirtualCoresPerSocketNotSupported>),
-    NumVirtualCpusExceedsLimit(Box<NumVirtualCpusExceedsLimit>),
-    NumVirtualCpusIncompatible(Box<NumVirtualCpusIncompatible>),
+    #[cfg(feature = "all-faults")] NumVirtualCoresPerSocketNotSupported(Box<NumVirtualCoresPerSocketNotSupported>),
+    #[cfg(feature = "all-faults")] NumVirtualCpusExceedsLimit(Box<NumVirtualCpusExceedsLimit>),
+    #[cfg(feature = "all-faults")] NumVirtualCpusIncompatible(Box<NumVirtualCpusIncompatible>),
     NumVirtualCpusIncompatibleReason(Box<NumVirtualCpusIncompatibleReason>),
-    NumVirtualCpusNotSupported(Box<NumVirtualCpusNotSupported>),
+    #[cfg(feature = "all-faults")] NumVirtualCpusNotSupported(Box<NumVirtualCpusNotSupported>),
     NumericRange(Box<NumericRange>),
     NvdimmDimmInfo(Box<NvdimmDimmInfo>),
     NvdimmGuid(Box<NvdimmGuid>),
@@ -307,46 +307,46 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoSubjectName(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoVcManagedIpConfigured(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoVirtualNic(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoVmInVApp(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoSubjectName(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoVcManagedIpConfigured(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoVirtualNic(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoVmInVApp(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NodeDeploymentSpec(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NodeNetworkSpec(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonADUserRequired(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonHomeRDMVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonPersistentDisksNotSupported(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonVIWorkloadDetectedOnDatastoreEvent(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonVmwareOuiMacNotSupportedHost(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotADirectory(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotAFile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonADUserRequired(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonHomeRDMVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonPersistentDisksNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonVIWorkloadDetectedOnDatastoreEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonVmwareOuiMacNotSupportedHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotADirectory(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotAFile(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotAuthenticated(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotEnoughCpus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotEnoughCpus(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotEnoughLicenses(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotEnoughLogicalCpus(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotEnoughResourcesToStartVmEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotEnoughLogicalCpus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotEnoughResourcesToStartVmEvent(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotFound(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotImplemented(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupported(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedDeviceForFT(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedDeviceForFT(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedDeviceForFTDeviceType(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHost(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostForChecksum(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostForVFlash(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostForVmcp(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostForVmemFile(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostForVsan(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostInCluster(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostInDvs(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostInHACluster(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotUserConfigurableProperty(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostForChecksum(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostForVFlash(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostForVmcp(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostForVmemFile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostForVsan(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostInCluster(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostInDvs(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotSupportedHostInHACluster(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NotUserConfigurableProperty(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NsxHostVNicProfile(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumPortsProfile(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCoresPerSocketNotSupported(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCpusExceedsLimit(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCpusIncompatible(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCoresPerSocketNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCpusExceedsLimit(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCpusIncompatible(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCpusIncompatibleReason(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCpusNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCpusNotSupported(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumericRange(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmDimmInfo(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmGuid(v), Err(e) => return Some(Err(e)) },
@@ -376,46 +376,46 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::NoSubjectName(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoVcManagedIpConfigured(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoVirtualNic(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NoVmInVApp(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoSubjectName(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoVcManagedIpConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoVirtualNic(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NoVmInVApp(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NodeDeploymentSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NodeNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NonADUserRequired(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NonHomeRDMVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NonPersistentDisksNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NonVmwareOuiMacNotSupportedHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotADirectory(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotAFile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NonADUserRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NonHomeRDMVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NonPersistentDisksNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NonVmwareOuiMacNotSupportedHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotADirectory(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotAFile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NotAuthenticated(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotEnoughCpus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotEnoughCpus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NotEnoughLicenses(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotEnoughLogicalCpus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotEnoughResourcesToStartVmEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotEnoughLogicalCpus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::NotEnoughResourcesToStartVmEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NotFound(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NotImplemented(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotSupportedDeviceForFT(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotSupportedDeviceForFT(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NotSupportedDeviceForFTDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotSupportedHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotSupportedHostForChecksum(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotSupportedHostForVFlash(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotSupportedHostForVmcp(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotSupportedHostForVmemFile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotSupportedHostForVsan(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotSupportedHostInCluster(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotSupportedHostInDvs(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotSupportedHostInHACluster(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NotUserConfigurableProperty(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForChecksum(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVFlash(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmcp(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmemFile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVsan(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInCluster(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInDvs(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInHACluster(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NotUserConfigurableProperty(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NsxHostVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NumPortsProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NumVirtualCoresPerSocketNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NumVirtualCpusExceedsLimit(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NumVirtualCpusIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCoresPerSocketNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusExceedsLimit(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NumVirtualCpusIncompatibleReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NumVirtualCpusNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NumericRange(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NvdimmDimmInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NvdimmGuid(v) => std::fmt::Debug::fmt(&**v, f),
@@ -444,46 +444,46 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::NoSubjectName(a), Object::NoSubjectName(b)) => **a == **b,
-            (Object::NoVcManagedIpConfigured(a), Object::NoVcManagedIpConfigured(b)) => **a == **b,
-            (Object::NoVirtualNic(a), Object::NoVirtualNic(b)) => **a == **b,
-            (Object::NoVmInVApp(a), Object::NoVmInVApp(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoSubjectName(a), Object::NoSubjectName(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoVcManagedIpConfigured(a), Object::NoVcManagedIpConfigured(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoVirtualNic(a), Object::NoVirtualNic(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NoVmInVApp(a), Object::NoVmInVApp(b)) => **a == **b,
             (Object::NodeDeploymentSpec(a), Object::NodeDeploymentSpec(b)) => **a == **b,
             (Object::NodeNetworkSpec(a), Object::NodeNetworkSpec(b)) => **a == **b,
-            (Object::NonADUserRequired(a), Object::NonADUserRequired(b)) => **a == **b,
-            (Object::NonHomeRDMVMotionNotSupported(a), Object::NonHomeRDMVMotionNotSupported(b)) => **a == **b,
-            (Object::NonPersistentDisksNotSupported(a), Object::NonPersistentDisksNotSupported(b)) => **a == **b,
-            (Object::NonVIWorkloadDetectedOnDatastoreEvent(a), Object::NonVIWorkloadDetectedOnDatastoreEvent(b)) => **a == **b,
-            (Object::NonVmwareOuiMacNotSupportedHost(a), Object::NonVmwareOuiMacNotSupportedHost(b)) => **a == **b,
-            (Object::NotADirectory(a), Object::NotADirectory(b)) => **a == **b,
-            (Object::NotAFile(a), Object::NotAFile(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NonADUserRequired(a), Object::NonADUserRequired(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NonHomeRDMVMotionNotSupported(a), Object::NonHomeRDMVMotionNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NonPersistentDisksNotSupported(a), Object::NonPersistentDisksNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::NonVIWorkloadDetectedOnDatastoreEvent(a), Object::NonVIWorkloadDetectedOnDatastoreEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NonVmwareOuiMacNotSupportedHost(a), Object::NonVmwareOuiMacNotSupportedHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotADirectory(a), Object::NotADirectory(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotAFile(a), Object::NotAFile(b)) => **a == **b,
             (Object::NotAuthenticated(a), Object::NotAuthenticated(b)) => **a == **b,
-            (Object::NotEnoughCpus(a), Object::NotEnoughCpus(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotEnoughCpus(a), Object::NotEnoughCpus(b)) => **a == **b,
             (Object::NotEnoughLicenses(a), Object::NotEnoughLicenses(b)) => **a == **b,
-            (Object::NotEnoughLogicalCpus(a), Object::NotEnoughLogicalCpus(b)) => **a == **b,
-            (Object::NotEnoughResourcesToStartVmEvent(a), Object::NotEnoughResourcesToStartVmEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotEnoughLogicalCpus(a), Object::NotEnoughLogicalCpus(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::NotEnoughResourcesToStartVmEvent(a), Object::NotEnoughResourcesToStartVmEvent(b)) => **a == **b,
             (Object::NotFound(a), Object::NotFound(b)) => **a == **b,
             (Object::NotImplemented(a), Object::NotImplemented(b)) => **a == **b,
             (Object::NotSupported(a), Object::NotSupported(b)) => **a == **b,
-            (Object::NotSupportedDeviceForFT(a), Object::NotSupportedDeviceForFT(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotSupportedDeviceForFT(a), Object::NotSupportedDeviceForFT(b)) => **a == **b,
             (Object::NotSupportedDeviceForFTDeviceType(a), Object::NotSupportedDeviceForFTDeviceType(b)) => **a == **b,
-            (Object::NotSupportedHost(a), Object::NotSupportedHost(b)) => **a == **b,
-            (Object::NotSupportedHostForChecksum(a), Object::NotSupportedHostForChecksum(b)) => **a == **b,
-            (Object::NotSupportedHostForVFlash(a), Object::NotSupportedHostForVFlash(b)) => **a == **b,
-            (Object::NotSupportedHostForVmcp(a), Object::NotSupportedHostForVmcp(b)) => **a == **b,
-            (Object::NotSupportedHostForVmemFile(a), Object::NotSupportedHostForVmemFile(b)) => **a == **b,
-            (Object::NotSupportedHostForVsan(a), Object::NotSupportedHostForVsan(b)) => **a == **b,
-            (Object::NotSupportedHostInCluster(a), Object::NotSupportedHostInCluster(b)) => **a == **b,
-            (Object::NotSupportedHostInDvs(a), Object::NotSupportedHostInDvs(b)) => **a == **b,
-            (Object::NotSupportedHostInHACluster(a), Object::NotSupportedHostInHACluster(b)) => **a == **b,
-            (Object::NotUserConfigurableProperty(a), Object::NotUserConfigurableProperty(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotSupportedHost(a), Object::NotSupportedHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotSupportedHostForChecksum(a), Object::NotSupportedHostForChecksum(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotSupportedHostForVFlash(a), Object::NotSupportedHostForVFlash(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotSupportedHostForVmcp(a), Object::NotSupportedHostForVmcp(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotSupportedHostForVmemFile(a), Object::NotSupportedHostForVmemFile(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotSupportedHostForVsan(a), Object::NotSupportedHostForVsan(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotSupportedHostInCluster(a), Object::NotSupportedHostInCluster(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotSupportedHostInDvs(a), Object::NotSupportedHostInDvs(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotSupportedHostInHACluster(a), Object::NotSupportedHostInHACluster(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NotUserConfigurableProperty(a), Object::NotUserConfigurableProperty(b)) => **a == **b,
             (Object::NsxHostVNicProfile(a), Object::NsxHostVNicProfile(b)) => **a == **b,
             (Object::NumPortsProfile(a), Object::NumPortsProfile(b)) => **a == **b,
-            (Object::NumVirtualCoresPerSocketNotSupported(a), Object::NumVirtualCoresPerSocketNotSupported(b)) => **a == **b,
-            (Object::NumVirtualCpusExceedsLimit(a), Object::NumVirtualCpusExceedsLimit(b)) => **a == **b,
-            (Object::NumVirtualCpusIncompatible(a), Object::NumVirtualCpusIncompatible(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NumVirtualCoresPerSocketNotSupported(a), Object::NumVirtualCoresPerSocketNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NumVirtualCpusExceedsLimit(a), Object::NumVirtualCpusExceedsLimit(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NumVirtualCpusIncompatible(a), Object::NumVirtualCpusIncompatible(b)) => **a == **b,
             (Object::NumVirtualCpusIncompatibleReason(a), Object::NumVirtualCpusIncompatibleReason(b)) => **a == **b,
-            (Object::NumVirtualCpusNotSupported(a), Object::NumVirtualCpusNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::NumVirtualCpusNotSupported(a), Object::NumVirtualCpusNotSupported(b)) => **a == **b,
             (Object::NumericRange(a), Object::NumericRange(b)) => **a == **b,
             (Object::NvdimmDimmInfo(a), Object::NvdimmDimmInfo(b)) => **a == **b,
             (Object::NvdimmGuid(a), Object::NvdimmGuid(b)) => **a == **b,
@@ -505,7 +505,7 @@ impl PartialEq for Object {
             (Object::NvdimmRegionInfo(a), Object::NvdimmRegionInfo(b)) => **a == **b,
             (Object::NvdimmSummary(a), Object::NvdimmSummary(b)) => **a == **b,
             (Object::NvdimmSystemInfo(a), Object::NvdimmSystemInfo(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -513,46 +513,46 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::NoSubjectName(v) => Object::NoSubjectName(Box::new((**v).clone())),
-            Object::NoVcManagedIpConfigured(v) => Object::NoVcManagedIpConfigured(Box::new((**v).clone())),
-            Object::NoVirtualNic(v) => Object::NoVirtualNic(Box::new((**v).clone())),
-            Object::NoVmInVApp(v) => Object::NoVmInVApp(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoSubjectName(v) => Object::NoSubjectName(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoVcManagedIpConfigured(v) => Object::NoVcManagedIpConfigured(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoVirtualNic(v) => Object::NoVirtualNic(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NoVmInVApp(v) => Object::NoVmInVApp(Box::new((**v).clone())),
             Object::NodeDeploymentSpec(v) => Object::NodeDeploymentSpec(Box::new((**v).clone())),
             Object::NodeNetworkSpec(v) => Object::NodeNetworkSpec(Box::new((**v).clone())),
-            Object::NonADUserRequired(v) => Object::NonADUserRequired(Box::new((**v).clone())),
-            Object::NonHomeRDMVMotionNotSupported(v) => Object::NonHomeRDMVMotionNotSupported(Box::new((**v).clone())),
-            Object::NonPersistentDisksNotSupported(v) => Object::NonPersistentDisksNotSupported(Box::new((**v).clone())),
-            Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => Object::NonVIWorkloadDetectedOnDatastoreEvent(Box::new((**v).clone())),
-            Object::NonVmwareOuiMacNotSupportedHost(v) => Object::NonVmwareOuiMacNotSupportedHost(Box::new((**v).clone())),
-            Object::NotADirectory(v) => Object::NotADirectory(Box::new((**v).clone())),
-            Object::NotAFile(v) => Object::NotAFile(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NonADUserRequired(v) => Object::NonADUserRequired(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NonHomeRDMVMotionNotSupported(v) => Object::NonHomeRDMVMotionNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NonPersistentDisksNotSupported(v) => Object::NonPersistentDisksNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => Object::NonVIWorkloadDetectedOnDatastoreEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NonVmwareOuiMacNotSupportedHost(v) => Object::NonVmwareOuiMacNotSupportedHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotADirectory(v) => Object::NotADirectory(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotAFile(v) => Object::NotAFile(Box::new((**v).clone())),
             Object::NotAuthenticated(v) => Object::NotAuthenticated(Box::new((**v).clone())),
-            Object::NotEnoughCpus(v) => Object::NotEnoughCpus(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotEnoughCpus(v) => Object::NotEnoughCpus(Box::new((**v).clone())),
             Object::NotEnoughLicenses(v) => Object::NotEnoughLicenses(Box::new((**v).clone())),
-            Object::NotEnoughLogicalCpus(v) => Object::NotEnoughLogicalCpus(Box::new((**v).clone())),
-            Object::NotEnoughResourcesToStartVmEvent(v) => Object::NotEnoughResourcesToStartVmEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotEnoughLogicalCpus(v) => Object::NotEnoughLogicalCpus(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::NotEnoughResourcesToStartVmEvent(v) => Object::NotEnoughResourcesToStartVmEvent(Box::new((**v).clone())),
             Object::NotFound(v) => Object::NotFound(Box::new((**v).clone())),
             Object::NotImplemented(v) => Object::NotImplemented(Box::new((**v).clone())),
             Object::NotSupported(v) => Object::NotSupported(Box::new((**v).clone())),
-            Object::NotSupportedDeviceForFT(v) => Object::NotSupportedDeviceForFT(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotSupportedDeviceForFT(v) => Object::NotSupportedDeviceForFT(Box::new((**v).clone())),
             Object::NotSupportedDeviceForFTDeviceType(v) => Object::NotSupportedDeviceForFTDeviceType(Box::new((**v).clone())),
-            Object::NotSupportedHost(v) => Object::NotSupportedHost(Box::new((**v).clone())),
-            Object::NotSupportedHostForChecksum(v) => Object::NotSupportedHostForChecksum(Box::new((**v).clone())),
-            Object::NotSupportedHostForVFlash(v) => Object::NotSupportedHostForVFlash(Box::new((**v).clone())),
-            Object::NotSupportedHostForVmcp(v) => Object::NotSupportedHostForVmcp(Box::new((**v).clone())),
-            Object::NotSupportedHostForVmemFile(v) => Object::NotSupportedHostForVmemFile(Box::new((**v).clone())),
-            Object::NotSupportedHostForVsan(v) => Object::NotSupportedHostForVsan(Box::new((**v).clone())),
-            Object::NotSupportedHostInCluster(v) => Object::NotSupportedHostInCluster(Box::new((**v).clone())),
-            Object::NotSupportedHostInDvs(v) => Object::NotSupportedHostInDvs(Box::new((**v).clone())),
-            Object::NotSupportedHostInHACluster(v) => Object::NotSupportedHostInHACluster(Box::new((**v).clone())),
-            Object::NotUserConfigurableProperty(v) => Object::NotUserConfigurableProperty(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHost(v) => Object::NotSupportedHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForChecksum(v) => Object::NotSupportedHostForChecksum(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVFlash(v) => Object::NotSupportedHostForVFlash(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmcp(v) => Object::NotSupportedHostForVmcp(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmemFile(v) => Object::NotSupportedHostForVmemFile(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVsan(v) => Object::NotSupportedHostForVsan(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInCluster(v) => Object::NotSupportedHostInCluster(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInDvs(v) => Object::NotSupportedHostInDvs(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInHACluster(v) => Object::NotSupportedHostInHACluster(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NotUserConfigurableProperty(v) => Object::NotUserConfigurableProperty(Box::new((**v).clone())),
             Object::NsxHostVNicProfile(v) => Object::NsxHostVNicProfile(Box::new((**v).clone())),
             Object::NumPortsProfile(v) => Object::NumPortsProfile(Box::new((**v).clone())),
-            Object::NumVirtualCoresPerSocketNotSupported(v) => Object::NumVirtualCoresPerSocketNotSupported(Box::new((**v).clone())),
-            Object::NumVirtualCpusExceedsLimit(v) => Object::NumVirtualCpusExceedsLimit(Box::new((**v).clone())),
-            Object::NumVirtualCpusIncompatible(v) => Object::NumVirtualCpusIncompatible(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCoresPerSocketNotSupported(v) => Object::NumVirtualCoresPerSocketNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusExceedsLimit(v) => Object::NumVirtualCpusExceedsLimit(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusIncompatible(v) => Object::NumVirtualCpusIncompatible(Box::new((**v).clone())),
             Object::NumVirtualCpusIncompatibleReason(v) => Object::NumVirtualCpusIncompatibleReason(Box::new((**v).clone())),
-            Object::NumVirtualCpusNotSupported(v) => Object::NumVirtualCpusNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusNotSupported(v) => Object::NumVirtualCpusNotSupported(Box::new((**v).clone())),
             Object::NumericRange(v) => Object::NumericRange(Box::new((**v).clone())),
             Object::NvdimmDimmInfo(v) => Object::NvdimmDimmInfo(Box::new((**v).clone())),
             Object::NvdimmGuid(v) => Object::NvdimmGuid(Box::new((**v).clone())),
@@ -581,46 +581,46 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::NoSubjectName(_) => "NoSubjectName",
-            Object::NoVcManagedIpConfigured(_) => "NoVcManagedIpConfigured",
-            Object::NoVirtualNic(_) => "NoVirtualNic",
-            Object::NoVmInVApp(_) => "NoVmInVApp",
+            #[cfg(feature = "all-faults")] Object::NoSubjectName(_) => "NoSubjectName",
+            #[cfg(feature = "all-faults")] Object::NoVcManagedIpConfigured(_) => "NoVcManagedIpConfigured",
+            #[cfg(feature = "all-faults")] Object::NoVirtualNic(_) => "NoVirtualNic",
+            #[cfg(feature = "all-faults")] Object::NoVmInVApp(_) => "NoVmInVApp",
             Object::NodeDeploymentSpec(_) => "NodeDeploymentSpec",
             Object::NodeNetworkSpec(_) => "NodeNetworkSpec",
-            Object::NonADUserRequired(_) => "NonADUserRequired",
-            Object::NonHomeRDMVMotionNotSupported(_) => "NonHomeRDMVMotionNotSupported",
-            Object::NonPersistentDisksNotSupported(_) => "NonPersistentDisksNotSupported",
-            Object::NonVIWorkloadDetectedOnDatastoreEvent(_) => "NonVIWorkloadDetectedOnDatastoreEvent",
-            Object::NonVmwareOuiMacNotSupportedHost(_) => "NonVmwareOuiMacNotSupportedHost",
-            Object::NotADirectory(_) => "NotADirectory",
-            Object::NotAFile(_) => "NotAFile",
+            #[cfg(feature = "all-faults")] Object::NonADUserRequired(_) => "NonADUserRequired",
+            #[cfg(feature = "all-faults")] Object::NonHomeRDMVMotionNotSupported(_) => "NonHomeRDMVMotionNotSupported",
+            #[cfg(feature = "all-faults")] Object::NonPersistentDisksNotSupported(_) => "NonPersistentDisksNotSupported",
+            #[cfg(feature = "all-events")] Object::NonVIWorkloadDetectedOnDatastoreEvent(_) => "NonVIWorkloadDetectedOnDatastoreEvent",
+            #[cfg(feature = "all-faults")] Object::NonVmwareOuiMacNotSupportedHost(_) => "NonVmwareOuiMacNotSupportedHost",
+            #[cfg(feature = "all-faults")] Object::NotADirectory(_) => "NotADirectory",
+            #[cfg(feature = "all-faults")] Object::NotAFile(_) => "NotAFile",
             Object::NotAuthenticated(_) => "NotAuthenticated",
-            Object::NotEnoughCpus(_) => "NotEnoughCpus",
+            #[cfg(feature = "all-faults")] Object::NotEnoughCpus(_) => "NotEnoughCpus",
             Object::NotEnoughLicenses(_) => "NotEnoughLicenses",
-            Object::NotEnoughLogicalCpus(_) => "NotEnoughLogicalCpus",
-            Object::NotEnoughResourcesToStartVmEvent(_) => "NotEnoughResourcesToStartVmEvent",
+            #[cfg(feature = "all-faults")] Object::NotEnoughLogicalCpus(_) => "NotEnoughLogicalCpus",
+            #[cfg(feature = "all-events")] Object::NotEnoughResourcesToStartVmEvent(_) => "NotEnoughResourcesToStartVmEvent",
             Object::NotFound(_) => "NotFound",
             Object::NotImplemented(_) => "NotImplemented",
             Object::NotSupported(_) => "NotSupported",
-            Object::NotSupportedDeviceForFT(_) => "NotSupportedDeviceForFT",
+            #[cfg(feature = "all-faults")] Object::NotSupportedDeviceForFT(_) => "NotSupportedDeviceForFT",
             Object::NotSupportedDeviceForFTDeviceType(_) => "NotSupportedDeviceForFTDeviceType",
-            Object::NotSupportedHost(_) => "NotSupportedHost",
-            Object::NotSupportedHostForChecksum(_) => "NotSupportedHostForChecksum",
-            Object::NotSupportedHostForVFlash(_) => "NotSupportedHostForVFlash",
-            Object::NotSupportedHostForVmcp(_) => "NotSupportedHostForVmcp",
-            Object::NotSupportedHostForVmemFile(_) => "NotSupportedHostForVmemFile",
-            Object::NotSupportedHostForVsan(_) => "NotSupportedHostForVsan",
-            Object::NotSupportedHostInCluster(_) => "NotSupportedHostInCluster",
-            Object::NotSupportedHostInDvs(_) => "NotSupportedHostInDvs",
-            Object::NotSupportedHostInHACluster(_) => "NotSupportedHostInHACluster",
-            Object::NotUserConfigurableProperty(_) => "NotUserConfigurableProperty",
+            #[cfg(feature = "all-faults")] Object::NotSupportedHost(_) => "NotSupportedHost",
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForChecksum(_) => "NotSupportedHostForChecksum",
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVFlash(_) => "NotSupportedHostForVFlash",
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmcp(_) => "NotSupportedHostForVmcp",
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmemFile(_) => "NotSupportedHostForVmemFile",
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVsan(_) => "NotSupportedHostForVsan",
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInCluster(_) => "NotSupportedHostInCluster",
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInDvs(_) => "NotSupportedHostInDvs",
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInHACluster(_) => "NotSupportedHostInHACluster",
+            #[cfg(feature = "all-faults")] Object::NotUserConfigurableProperty(_) => "NotUserConfigurableProperty",
             Object::NsxHostVNicProfile(_) => "NsxHostVNicProfile",
             Object::NumPortsProfile(_) => "NumPortsProfile",
-            Object::NumVirtualCoresPerSocketNotSupported(_) => "NumVirtualCoresPerSocketNotSupported",
-            Object::NumVirtualCpusExceedsLimit(_) => "NumVirtualCpusExceedsLimit",
-            Object::NumVirtualCpusIncompatible(_) => "NumVirtualCpusIncompatible",
+            #[cfg(feature = "all-faults")] Object::NumVirtualCoresPerSocketNotSupported(_) => "NumVirtualCoresPerSocketNotSupported",
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusExceedsLimit(_) => "NumVirtualCpusExceedsLimit",
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusIncompatible(_) => "NumVirtualCpusIncompatible",
             Object::NumVirtualCpusIncompatibleReason(_) => "NumVirtualCpusIncompatibleReason",
-            Object::NumVirtualCpusNotSupported(_) => "NumVirtualCpusNotSupported",
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusNotSupported(_) => "NumVirtualCpusNotSupported",
             Object::NumericRange(_) => "NumericRange",
             Object::NvdimmDimmInfo(_) => "NvdimmDimmInfo",
             Object::NvdimmGuid(_) => "NvdimmGuid",
@@ -661,46 +661,46 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::NoSubjectName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoVcManagedIpConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoVirtualNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NoVmInVApp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoSubjectName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoVcManagedIpConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoVirtualNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NoVmInVApp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NodeDeploymentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NodeNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NonADUserRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NonHomeRDMVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NonPersistentDisksNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NonVmwareOuiMacNotSupportedHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotADirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotAFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NonADUserRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NonHomeRDMVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NonPersistentDisksNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NonVmwareOuiMacNotSupportedHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotADirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotAFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NotAuthenticated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotEnoughCpus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotEnoughCpus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NotEnoughLicenses(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotEnoughLogicalCpus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotEnoughResourcesToStartVmEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotEnoughLogicalCpus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::NotEnoughResourcesToStartVmEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NotImplemented(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotSupportedDeviceForFT(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotSupportedDeviceForFT(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NotSupportedDeviceForFTDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotSupportedHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotSupportedHostForChecksum(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotSupportedHostForVFlash(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotSupportedHostForVmcp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotSupportedHostForVmemFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotSupportedHostForVsan(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotSupportedHostInCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotSupportedHostInDvs(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotSupportedHostInHACluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NotUserConfigurableProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForChecksum(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVFlash(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmcp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmemFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVsan(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInCluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInDvs(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotSupportedHostInHACluster(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NotUserConfigurableProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NsxHostVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NumPortsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NumVirtualCoresPerSocketNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NumVirtualCpusExceedsLimit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NumVirtualCpusIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCoresPerSocketNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusExceedsLimit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NumVirtualCpusIncompatibleReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NumVirtualCpusNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::NumVirtualCpusNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NumericRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NvdimmDimmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NvdimmGuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -727,7 +727,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for NoSubjectName {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoSubjectName {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -735,15 +735,15 @@ impl x::ObjectType for NoSubjectName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoSubjectName(v) => Some(v), _ => None, }
+        match object { Object::NoSubjectName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoSubjectName(v) => Ok(v), other => Err(other), }
+        match object { Object::NoSubjectName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoVcManagedIpConfigured {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoVcManagedIpConfigured {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -751,15 +751,15 @@ impl x::ObjectType for NoVcManagedIpConfigured {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoVcManagedIpConfigured(v) => Some(v), _ => None, }
+        match object { Object::NoVcManagedIpConfigured(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoVcManagedIpConfigured(v) => Ok(v), other => Err(other), }
+        match object { Object::NoVcManagedIpConfigured(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoVirtualNic {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoVirtualNic {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -767,15 +767,15 @@ impl x::ObjectType for NoVirtualNic {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoVirtualNic(v) => Some(v), _ => None, }
+        match object { Object::NoVirtualNic(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoVirtualNic(v) => Ok(v), other => Err(other), }
+        match object { Object::NoVirtualNic(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NoVmInVApp {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NoVmInVApp {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -783,11 +783,11 @@ impl x::ObjectType for NoVmInVApp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NoVmInVApp(v) => Some(v), _ => None, }
+        match object { Object::NoVmInVApp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NoVmInVApp(v) => Ok(v), other => Err(other), }
+        match object { Object::NoVmInVApp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -799,11 +799,11 @@ impl x::ObjectType for NodeDeploymentSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NodeDeploymentSpec(v) => Some(v), _ => None, }
+        match object { Object::NodeDeploymentSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NodeDeploymentSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NodeDeploymentSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -815,15 +815,15 @@ impl x::ObjectType for NodeNetworkSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NodeNetworkSpec(v) => Some(v), _ => None, }
+        match object { Object::NodeNetworkSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NodeNetworkSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NodeNetworkSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NonADUserRequired {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NonADUserRequired {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -831,15 +831,15 @@ impl x::ObjectType for NonADUserRequired {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NonADUserRequired(v) => Some(v), _ => None, }
+        match object { Object::NonADUserRequired(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NonADUserRequired(v) => Ok(v), other => Err(other), }
+        match object { Object::NonADUserRequired(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NonHomeRDMVMotionNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NonHomeRDMVMotionNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -847,15 +847,15 @@ impl x::ObjectType for NonHomeRDMVMotionNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NonHomeRDMVMotionNotSupported(v) => Some(v), _ => None, }
+        match object { Object::NonHomeRDMVMotionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NonHomeRDMVMotionNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::NonHomeRDMVMotionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NonPersistentDisksNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NonPersistentDisksNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -863,15 +863,15 @@ impl x::ObjectType for NonPersistentDisksNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NonPersistentDisksNotSupported(v) => Some(v), _ => None, }
+        match object { Object::NonPersistentDisksNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NonPersistentDisksNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::NonPersistentDisksNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NonVIWorkloadDetectedOnDatastoreEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for NonVIWorkloadDetectedOnDatastoreEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -879,15 +879,15 @@ impl x::ObjectType for NonVIWorkloadDetectedOnDatastoreEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => Some(v), _ => None, }
+        match object { Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NonVmwareOuiMacNotSupportedHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NonVmwareOuiMacNotSupportedHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -895,15 +895,15 @@ impl x::ObjectType for NonVmwareOuiMacNotSupportedHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NonVmwareOuiMacNotSupportedHost(v) => Some(v), _ => None, }
+        match object { Object::NonVmwareOuiMacNotSupportedHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NonVmwareOuiMacNotSupportedHost(v) => Ok(v), other => Err(other), }
+        match object { Object::NonVmwareOuiMacNotSupportedHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotADirectory {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotADirectory {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -911,15 +911,15 @@ impl x::ObjectType for NotADirectory {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotADirectory(v) => Some(v), _ => None, }
+        match object { Object::NotADirectory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotADirectory(v) => Ok(v), other => Err(other), }
+        match object { Object::NotADirectory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotAFile {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotAFile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -927,11 +927,11 @@ impl x::ObjectType for NotAFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotAFile(v) => Some(v), _ => None, }
+        match object { Object::NotAFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotAFile(v) => Ok(v), other => Err(other), }
+        match object { Object::NotAFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -943,15 +943,15 @@ impl x::ObjectType for NotAuthenticated {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotAuthenticated(v) => Some(v), _ => None, }
+        match object { Object::NotAuthenticated(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotAuthenticated(v) => Ok(v), other => Err(other), }
+        match object { Object::NotAuthenticated(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotEnoughCpus {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotEnoughCpus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -959,11 +959,11 @@ impl x::ObjectType for NotEnoughCpus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotEnoughCpus(v) => Some(v), _ => None, }
+        match object { Object::NotEnoughCpus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotEnoughCpus(v) => Ok(v), other => Err(other), }
+        match object { Object::NotEnoughCpus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -975,15 +975,15 @@ impl x::ObjectType for NotEnoughLicenses {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotEnoughLicenses(v) => Some(v), _ => None, }
+        match object { Object::NotEnoughLicenses(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotEnoughLicenses(v) => Ok(v), other => Err(other), }
+        match object { Object::NotEnoughLicenses(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotEnoughLogicalCpus {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotEnoughLogicalCpus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -991,15 +991,15 @@ impl x::ObjectType for NotEnoughLogicalCpus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotEnoughLogicalCpus(v) => Some(v), _ => None, }
+        match object { Object::NotEnoughLogicalCpus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotEnoughLogicalCpus(v) => Ok(v), other => Err(other), }
+        match object { Object::NotEnoughLogicalCpus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotEnoughResourcesToStartVmEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for NotEnoughResourcesToStartVmEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1007,11 +1007,11 @@ impl x::ObjectType for NotEnoughResourcesToStartVmEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotEnoughResourcesToStartVmEvent(v) => Some(v), _ => None, }
+        match object { Object::NotEnoughResourcesToStartVmEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotEnoughResourcesToStartVmEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::NotEnoughResourcesToStartVmEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1023,11 +1023,11 @@ impl x::ObjectType for NotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotFound(v) => Some(v), _ => None, }
+        match object { Object::NotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::NotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1039,11 +1039,11 @@ impl x::ObjectType for NotImplemented {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotImplemented(v) => Some(v), _ => None, }
+        match object { Object::NotImplemented(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotImplemented(v) => Ok(v), other => Err(other), }
+        match object { Object::NotImplemented(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1055,15 +1055,15 @@ impl x::ObjectType for NotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupported(v) => Some(v), _ => None, }
+        match object { Object::NotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotSupportedDeviceForFT {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotSupportedDeviceForFT {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1071,11 +1071,11 @@ impl x::ObjectType for NotSupportedDeviceForFT {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedDeviceForFT(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedDeviceForFT(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedDeviceForFT(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedDeviceForFT(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1087,15 +1087,15 @@ impl x::ObjectType for NotSupportedDeviceForFTDeviceType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedDeviceForFTDeviceType(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedDeviceForFTDeviceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedDeviceForFTDeviceType(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedDeviceForFTDeviceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotSupportedHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotSupportedHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1103,15 +1103,15 @@ impl x::ObjectType for NotSupportedHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedHost(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedHost(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotSupportedHostForChecksum {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotSupportedHostForChecksum {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1119,15 +1119,15 @@ impl x::ObjectType for NotSupportedHostForChecksum {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedHostForChecksum(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedHostForChecksum(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedHostForChecksum(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedHostForChecksum(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotSupportedHostForVFlash {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotSupportedHostForVFlash {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1135,15 +1135,15 @@ impl x::ObjectType for NotSupportedHostForVFlash {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedHostForVFlash(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedHostForVFlash(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedHostForVFlash(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedHostForVFlash(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotSupportedHostForVmcp {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotSupportedHostForVmcp {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1151,15 +1151,15 @@ impl x::ObjectType for NotSupportedHostForVmcp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedHostForVmcp(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedHostForVmcp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedHostForVmcp(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedHostForVmcp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotSupportedHostForVmemFile {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotSupportedHostForVmemFile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1167,15 +1167,15 @@ impl x::ObjectType for NotSupportedHostForVmemFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedHostForVmemFile(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedHostForVmemFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedHostForVmemFile(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedHostForVmemFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotSupportedHostForVsan {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotSupportedHostForVsan {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1183,15 +1183,15 @@ impl x::ObjectType for NotSupportedHostForVsan {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedHostForVsan(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedHostForVsan(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedHostForVsan(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedHostForVsan(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotSupportedHostInCluster {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotSupportedHostInCluster {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1199,15 +1199,15 @@ impl x::ObjectType for NotSupportedHostInCluster {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedHostInCluster(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedHostInCluster(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedHostInCluster(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedHostInCluster(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotSupportedHostInDvs {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotSupportedHostInDvs {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1215,15 +1215,15 @@ impl x::ObjectType for NotSupportedHostInDvs {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedHostInDvs(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedHostInDvs(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedHostInDvs(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedHostInDvs(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotSupportedHostInHACluster {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotSupportedHostInHACluster {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1231,15 +1231,15 @@ impl x::ObjectType for NotSupportedHostInHACluster {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotSupportedHostInHACluster(v) => Some(v), _ => None, }
+        match object { Object::NotSupportedHostInHACluster(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotSupportedHostInHACluster(v) => Ok(v), other => Err(other), }
+        match object { Object::NotSupportedHostInHACluster(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NotUserConfigurableProperty {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NotUserConfigurableProperty {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1247,11 +1247,11 @@ impl x::ObjectType for NotUserConfigurableProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NotUserConfigurableProperty(v) => Some(v), _ => None, }
+        match object { Object::NotUserConfigurableProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NotUserConfigurableProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::NotUserConfigurableProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1263,11 +1263,11 @@ impl x::ObjectType for NsxHostVNicProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NsxHostVNicProfile(v) => Some(v), _ => None, }
+        match object { Object::NsxHostVNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NsxHostVNicProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::NsxHostVNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1279,15 +1279,15 @@ impl x::ObjectType for NumPortsProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NumPortsProfile(v) => Some(v), _ => None, }
+        match object { Object::NumPortsProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NumPortsProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::NumPortsProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NumVirtualCoresPerSocketNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NumVirtualCoresPerSocketNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1295,15 +1295,15 @@ impl x::ObjectType for NumVirtualCoresPerSocketNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NumVirtualCoresPerSocketNotSupported(v) => Some(v), _ => None, }
+        match object { Object::NumVirtualCoresPerSocketNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NumVirtualCoresPerSocketNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::NumVirtualCoresPerSocketNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NumVirtualCpusExceedsLimit {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NumVirtualCpusExceedsLimit {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1311,15 +1311,15 @@ impl x::ObjectType for NumVirtualCpusExceedsLimit {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NumVirtualCpusExceedsLimit(v) => Some(v), _ => None, }
+        match object { Object::NumVirtualCpusExceedsLimit(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NumVirtualCpusExceedsLimit(v) => Ok(v), other => Err(other), }
+        match object { Object::NumVirtualCpusExceedsLimit(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NumVirtualCpusIncompatible {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NumVirtualCpusIncompatible {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1327,11 +1327,11 @@ impl x::ObjectType for NumVirtualCpusIncompatible {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NumVirtualCpusIncompatible(v) => Some(v), _ => None, }
+        match object { Object::NumVirtualCpusIncompatible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NumVirtualCpusIncompatible(v) => Ok(v), other => Err(other), }
+        match object { Object::NumVirtualCpusIncompatible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1343,15 +1343,15 @@ impl x::ObjectType for NumVirtualCpusIncompatibleReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NumVirtualCpusIncompatibleReason(v) => Some(v), _ => None, }
+        match object { Object::NumVirtualCpusIncompatibleReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NumVirtualCpusIncompatibleReason(v) => Ok(v), other => Err(other), }
+        match object { Object::NumVirtualCpusIncompatibleReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for NumVirtualCpusNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for NumVirtualCpusNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1359,11 +1359,11 @@ impl x::ObjectType for NumVirtualCpusNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NumVirtualCpusNotSupported(v) => Some(v), _ => None, }
+        match object { Object::NumVirtualCpusNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NumVirtualCpusNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::NumVirtualCpusNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1375,11 +1375,11 @@ impl x::ObjectType for NumericRange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NumericRange(v) => Some(v), _ => None, }
+        match object { Object::NumericRange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NumericRange(v) => Ok(v), other => Err(other), }
+        match object { Object::NumericRange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1391,11 +1391,11 @@ impl x::ObjectType for NvdimmDimmInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmDimmInfo(v) => Some(v), _ => None, }
+        match object { Object::NvdimmDimmInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmDimmInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmDimmInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1407,11 +1407,11 @@ impl x::ObjectType for NvdimmGuid {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmGuid(v) => Some(v), _ => None, }
+        match object { Object::NvdimmGuid(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmGuid(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmGuid(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1423,11 +1423,11 @@ impl x::ObjectType for NvdimmHealthInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmHealthInfo(v) => Some(v), _ => None, }
+        match object { Object::NvdimmHealthInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmHealthInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmHealthInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1439,11 +1439,11 @@ impl x::ObjectType for NvdimmInterleaveSetInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmInterleaveSetInfo(v) => Some(v), _ => None, }
+        match object { Object::NvdimmInterleaveSetInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmInterleaveSetInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmInterleaveSetInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1455,11 +1455,11 @@ impl x::ObjectType for NvdimmInterleaveSetState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmInterleaveSetState(v) => Some(v), _ => None, }
+        match object { Object::NvdimmInterleaveSetState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmInterleaveSetState(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmInterleaveSetState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1471,11 +1471,11 @@ impl x::ObjectType for NvdimmNamespaceCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmNamespaceCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::NvdimmNamespaceCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmNamespaceCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmNamespaceCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1487,11 +1487,11 @@ impl x::ObjectType for NvdimmNamespaceDeleteSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmNamespaceDeleteSpec(v) => Some(v), _ => None, }
+        match object { Object::NvdimmNamespaceDeleteSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmNamespaceDeleteSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmNamespaceDeleteSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1503,11 +1503,11 @@ impl x::ObjectType for NvdimmNamespaceDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmNamespaceDetails(v) => Some(v), _ => None, }
+        match object { Object::NvdimmNamespaceDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmNamespaceDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmNamespaceDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1519,11 +1519,11 @@ impl x::ObjectType for NvdimmNamespaceDetailsHealthStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmNamespaceDetailsHealthStatus(v) => Some(v), _ => None, }
+        match object { Object::NvdimmNamespaceDetailsHealthStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmNamespaceDetailsHealthStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmNamespaceDetailsHealthStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1535,11 +1535,11 @@ impl x::ObjectType for NvdimmNamespaceDetailsState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmNamespaceDetailsState(v) => Some(v), _ => None, }
+        match object { Object::NvdimmNamespaceDetailsState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmNamespaceDetailsState(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmNamespaceDetailsState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1551,11 +1551,11 @@ impl x::ObjectType for NvdimmNamespaceHealthStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmNamespaceHealthStatus(v) => Some(v), _ => None, }
+        match object { Object::NvdimmNamespaceHealthStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmNamespaceHealthStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmNamespaceHealthStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1567,11 +1567,11 @@ impl x::ObjectType for NvdimmNamespaceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmNamespaceInfo(v) => Some(v), _ => None, }
+        match object { Object::NvdimmNamespaceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmNamespaceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmNamespaceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1583,11 +1583,11 @@ impl x::ObjectType for NvdimmNamespaceState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmNamespaceState(v) => Some(v), _ => None, }
+        match object { Object::NvdimmNamespaceState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmNamespaceState(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmNamespaceState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1599,11 +1599,11 @@ impl x::ObjectType for NvdimmNamespaceType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmNamespaceType(v) => Some(v), _ => None, }
+        match object { Object::NvdimmNamespaceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmNamespaceType(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmNamespaceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1615,11 +1615,11 @@ impl x::ObjectType for NvdimmNvdimmHealthInfoState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmNvdimmHealthInfoState(v) => Some(v), _ => None, }
+        match object { Object::NvdimmNvdimmHealthInfoState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmNvdimmHealthInfoState(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmNvdimmHealthInfoState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1631,11 +1631,11 @@ impl x::ObjectType for NvdimmPMemNamespaceCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmPMemNamespaceCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::NvdimmPMemNamespaceCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmPMemNamespaceCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmPMemNamespaceCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1647,11 +1647,11 @@ impl x::ObjectType for NvdimmRangeType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmRangeType(v) => Some(v), _ => None, }
+        match object { Object::NvdimmRangeType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmRangeType(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmRangeType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1663,11 +1663,11 @@ impl x::ObjectType for NvdimmRegionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmRegionInfo(v) => Some(v), _ => None, }
+        match object { Object::NvdimmRegionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmRegionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmRegionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1679,11 +1679,11 @@ impl x::ObjectType for NvdimmSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmSummary(v) => Some(v), _ => None, }
+        match object { Object::NvdimmSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1695,10 +1695,10 @@ impl x::ObjectType for NvdimmSystemInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::NvdimmSystemInfo(v) => Some(v), _ => None, }
+        match object { Object::NvdimmSystemInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::NvdimmSystemInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::NvdimmSystemInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -253,34 +253,34 @@ pub enum Object {
     OpaqueNetworkSummary(Box<OpaqueNetworkSummary>),
     OpaqueNetworkTargetInfo(Box<OpaqueNetworkTargetInfo>),
     OpaqueSwitchProfile(Box<OpaqueSwitchProfile>),
-    OperationDisabledByGuest(Box<OperationDisabledByGuest>),
-    OperationDisallowedOnHost(Box<OperationDisallowedOnHost>),
-    OperationNotSupportedByGuest(Box<OperationNotSupportedByGuest>),
+    #[cfg(feature = "all-faults")] OperationDisabledByGuest(Box<OperationDisabledByGuest>),
+    #[cfg(feature = "all-faults")] OperationDisallowedOnHost(Box<OperationDisallowedOnHost>),
+    #[cfg(feature = "all-faults")] OperationNotSupportedByGuest(Box<OperationNotSupportedByGuest>),
     OptionDef(Box<OptionDef>),
     OptionProfile(Box<OptionProfile>),
     OptionType(Box<OptionType>),
     OptionValue(Box<OptionValue>),
     OrAlarmExpression(Box<OrAlarmExpression>),
-    OutOfBounds(Box<OutOfBounds>),
-    OutOfSyncDvsHost(Box<OutOfSyncDvsHost>),
-    OvfAttribute(Box<OvfAttribute>),
-    OvfConnectedDevice(Box<OvfConnectedDevice>),
-    OvfConnectedDeviceFloppy(Box<OvfConnectedDeviceFloppy>),
-    OvfConnectedDeviceIso(Box<OvfConnectedDeviceIso>),
-    OvfConstraint(Box<OvfConstraint>),
-    OvfConsumerCallbackFault(Box<OvfConsumerCallbackFault>),
-    OvfConsumerCommunicationError(Box<OvfConsumerCommunicationError>),
-    OvfConsumerFault(Box<OvfConsumerFault>),
-    OvfConsumerInvalidSection(Box<OvfConsumerInvalidSection>),
+    #[cfg(feature = "all-faults")] OutOfBounds(Box<OutOfBounds>),
+    #[cfg(feature = "all-events")] OutOfSyncDvsHost(Box<OutOfSyncDvsHost>),
+    #[cfg(feature = "all-faults")] OvfAttribute(Box<OvfAttribute>),
+    #[cfg(feature = "all-faults")] OvfConnectedDevice(Box<OvfConnectedDevice>),
+    #[cfg(feature = "all-faults")] OvfConnectedDeviceFloppy(Box<OvfConnectedDeviceFloppy>),
+    #[cfg(feature = "all-faults")] OvfConnectedDeviceIso(Box<OvfConnectedDeviceIso>),
+    #[cfg(feature = "all-faults")] OvfConstraint(Box<OvfConstraint>),
+    #[cfg(feature = "all-faults")] OvfConsumerCallbackFault(Box<OvfConsumerCallbackFault>),
+    #[cfg(feature = "all-faults")] OvfConsumerCommunicationError(Box<OvfConsumerCommunicationError>),
+    #[cfg(feature = "all-faults")] OvfConsumerFault(Box<OvfConsumerFault>),
+    #[cfg(feature = "all-faults")] OvfConsumerInvalidSection(Box<OvfConsumerInvalidSection>),
     OvfConsumerOstNode(Box<OvfConsumerOstNode>),
     OvfConsumerOstNodeType(Box<OvfConsumerOstNodeType>),
     OvfConsumerOvfSection(Box<OvfConsumerOvfSection>),
-    OvfConsumerPowerOnFault(Box<OvfConsumerPowerOnFault>),
-    OvfConsumerUndeclaredSection(Box<OvfConsumerUndeclaredSection>),
-    OvfConsumerUndefinedPrefix(Box<OvfConsumerUndefinedPrefix>),
-    OvfConsumerValidationFault(Box<OvfConsumerValidationFault>),
-    OvfCpuCompatibility(Box<OvfCpuCompatibility>),
-    OvfCpuCompatibilityCheckNotSupported(Box<OvfCpuCompatibilityCheckNotSupported>),
+    #[cfg(feature = "all-faults")] OvfConsumerPowerOnFault(Box<OvfConsumerPowerOnFault>),
+    #[cfg(feature = "all-faults")] OvfConsumerUndeclaredSection(Box<OvfConsumerUndeclaredSection>),
+    #[cfg(feature = "all-faults")] OvfConsumerUndefinedPrefix(Box<OvfConsumerUndefinedPrefix>),
+    #[cfg(feature = "all-faults")] OvfConsumerValidationFault(Box<OvfConsumerValidationFault>),
+    #[cfg(feature = "all-faults")] OvfCpuCompatibility(Box<OvfCpuCompatibility>),
+    #[cfg(feature = "all-faults")] OvfCpuCompatibilityCheckNotSupported(Box<OvfCpuCompatibilityCheckNotSupported>),
     OvfCreateDescriptorParams(Box<OvfCreateDescriptorParams>),
     OvfCreateDescriptorResult(Box<OvfCreateDescriptorResult>),
     OvfCreateImportSpecParams(Box<OvfCreateImportSpecParams>),
@@ -288,38 +288,38 @@ pub enum Object {
     OvfCreateImportSpecResult(Box<OvfCreateImportSpecResult>),
     OvfDatastoreMapping(Box<OvfDatastoreMapping>),
     OvfDeploymentOption(Box<OvfDeploymentOption>),
-    OvfDiskMappingNotFound(Box<OvfDiskMappingNotFound>),
-    OvfDiskOrderConstraint(Box<OvfDiskOrderConstraint>),
-    OvfDuplicateElement(Box<OvfDuplicateElement>),
-    OvfDuplicatedElementBoundary(Box<OvfDuplicatedElementBoundary>),
-    OvfDuplicatedPropertyIdExport(Box<OvfDuplicatedPropertyIdExport>),
-    OvfDuplicatedPropertyIdImport(Box<OvfDuplicatedPropertyIdImport>),
-    OvfElement(Box<OvfElement>),
-    OvfElementInvalidValue(Box<OvfElementInvalidValue>),
-    OvfExport(Box<OvfExport>),
-    OvfExportFailed(Box<OvfExportFailed>),
-    OvfFault(Box<OvfFault>),
+    #[cfg(feature = "all-faults")] OvfDiskMappingNotFound(Box<OvfDiskMappingNotFound>),
+    #[cfg(feature = "all-faults")] OvfDiskOrderConstraint(Box<OvfDiskOrderConstraint>),
+    #[cfg(feature = "all-faults")] OvfDuplicateElement(Box<OvfDuplicateElement>),
+    #[cfg(feature = "all-faults")] OvfDuplicatedElementBoundary(Box<OvfDuplicatedElementBoundary>),
+    #[cfg(feature = "all-faults")] OvfDuplicatedPropertyIdExport(Box<OvfDuplicatedPropertyIdExport>),
+    #[cfg(feature = "all-faults")] OvfDuplicatedPropertyIdImport(Box<OvfDuplicatedPropertyIdImport>),
+    #[cfg(feature = "all-faults")] OvfElement(Box<OvfElement>),
+    #[cfg(feature = "all-faults")] OvfElementInvalidValue(Box<OvfElementInvalidValue>),
+    #[cfg(feature = "all-faults")] OvfExport(Box<OvfExport>),
+    #[cfg(feature = "all-faults")] OvfExportFailed(Box<OvfExportFailed>),
+    #[cfg(feature = "all-faults")] OvfFault(Box<OvfFault>),
     OvfFile(Box<OvfFile>),
     OvfFileItem(Box<OvfFileItem>),
-    OvfHardwareCheck(Box<OvfHardwareCheck>),
-    OvfHardwareExport(Box<OvfHardwareExport>),
-    OvfHostResourceConstraint(Box<OvfHostResourceConstraint>),
-    OvfHostValueNotParsed(Box<OvfHostValueNotParsed>),
-    OvfImport(Box<OvfImport>),
-    OvfImportFailed(Box<OvfImportFailed>),
+    #[cfg(feature = "all-faults")] OvfHardwareCheck(Box<OvfHardwareCheck>),
+    #[cfg(feature = "all-faults")] OvfHardwareExport(Box<OvfHardwareExport>),
+    #[cfg(feature = "all-faults")] OvfHostResourceConstraint(Box<OvfHostResourceConstraint>),
+    #[cfg(feature = "all-faults")] OvfHostValueNotParsed(Box<OvfHostValueNotParsed>),
+    #[cfg(feature = "all-faults")] OvfImport(Box<OvfImport>),
+    #[cfg(feature = "all-faults")] OvfImportFailed(Box<OvfImportFailed>),
     OvfImportParams(Box<OvfImportParams>),
-    OvfInternalError(Box<OvfInternalError>),
-    OvfInvalidPackage(Box<OvfInvalidPackage>),
-    OvfInvalidValue(Box<OvfInvalidValue>),
-    OvfInvalidValueConfiguration(Box<OvfInvalidValueConfiguration>),
-    OvfInvalidValueEmpty(Box<OvfInvalidValueEmpty>),
-    OvfInvalidValueFormatMalformed(Box<OvfInvalidValueFormatMalformed>),
-    OvfInvalidValueReference(Box<OvfInvalidValueReference>),
-    OvfInvalidVmName(Box<OvfInvalidVmName>),
+    #[cfg(feature = "all-faults")] OvfInternalError(Box<OvfInternalError>),
+    #[cfg(feature = "all-faults")] OvfInvalidPackage(Box<OvfInvalidPackage>),
+    #[cfg(feature = "all-faults")] OvfInvalidValue(Box<OvfInvalidValue>),
+    #[cfg(feature = "all-faults")] OvfInvalidValueConfiguration(Box<OvfInvalidValueConfiguration>),
+    #[cfg(feature = "all-faults")] OvfInvalidValueEmpty(Box<OvfInvalidValueEmpty>),
+    #[cfg(feature = "all-faults")] OvfInvalidValueFormatMalformed(Box<OvfInvalidValueFormatMalformed>),
+    #[cfg(feature = "all-faults")] OvfInvalidValueReference(Box<OvfInvalidValueReference>),
+    #[cfg(feature = "all-faults")] OvfInvalidVmName(Box<OvfInvalidVmName>),
     OvfManagerCommonParams(Box<OvfManagerCommonParams>),
-    OvfMappedOsId(Box<OvfMappedOsId>),
-    OvfMissingAttribute(Box<OvfMissingAttribute>),
-    OvfMissingElement(Box<OvfMissingElement>),
+    #[cfg(feature = "all-faults")] OvfMappedOsId(Box<OvfMappedOsId>),
+    #[cfg(feature = "all-faults")] OvfMissingAttribute(Box<OvfMissingAttribute>),
+    #[cfg(feature = "all-faults")] OvfMissingElement(Box<OvfMissingElement>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -343,34 +343,34 @@ fn decode(
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OpaqueNetworkSummary(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OpaqueNetworkTargetInfo(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OpaqueSwitchProfile(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OperationDisabledByGuest(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OperationDisallowedOnHost(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OperationNotSupportedByGuest(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OperationDisabledByGuest(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OperationDisallowedOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OperationNotSupportedByGuest(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OptionDef(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OptionProfile(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OptionType(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OptionValue(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OrAlarmExpression(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OutOfBounds(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OutOfSyncDvsHost(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfAttribute(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConnectedDevice(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConnectedDeviceFloppy(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConnectedDeviceIso(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConstraint(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerCallbackFault(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerCommunicationError(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerFault(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerInvalidSection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OutOfBounds(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OutOfSyncDvsHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfAttribute(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConnectedDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConnectedDeviceFloppy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConnectedDeviceIso(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConstraint(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerCallbackFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerCommunicationError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerInvalidSection(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerOstNode(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerOstNodeType(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerOvfSection(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerPowerOnFault(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerUndeclaredSection(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerUndefinedPrefix(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerValidationFault(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfCpuCompatibility(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfCpuCompatibilityCheckNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerPowerOnFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerUndeclaredSection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerUndefinedPrefix(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfConsumerValidationFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfCpuCompatibility(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfCpuCompatibilityCheckNotSupported(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfCreateDescriptorParams(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfCreateDescriptorResult(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfCreateImportSpecParams(v), Err(e) => return Some(Err(e)) },
@@ -378,38 +378,38 @@ fn decode(
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfCreateImportSpecResult(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDatastoreMapping(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDeploymentOption(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDiskMappingNotFound(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDiskOrderConstraint(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDuplicateElement(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDuplicatedElementBoundary(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDuplicatedPropertyIdExport(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDuplicatedPropertyIdImport(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfElement(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfElementInvalidValue(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfExport(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfExportFailed(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDiskMappingNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDiskOrderConstraint(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDuplicateElement(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDuplicatedElementBoundary(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDuplicatedPropertyIdExport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfDuplicatedPropertyIdImport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfElement(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfElementInvalidValue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfExport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfExportFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfFault(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfFile(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfFileItem(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfHardwareCheck(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfHardwareExport(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfHostResourceConstraint(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfHostValueNotParsed(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfImport(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfImportFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfHardwareCheck(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfHardwareExport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfHostResourceConstraint(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfHostValueNotParsed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfImport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfImportFailed(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfImportParams(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInternalError(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidPackage(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidValue(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidValueConfiguration(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidValueEmpty(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidValueFormatMalformed(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidValueReference(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidVmName(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInternalError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidPackage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidValue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidValueConfiguration(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidValueEmpty(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidValueFormatMalformed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidValueReference(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfInvalidVmName(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfManagerCommonParams(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfMappedOsId(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfMissingAttribute(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfMissingElement(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfMappedOsId(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfMissingAttribute(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfMissingElement(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -427,34 +427,34 @@ impl std::fmt::Debug for Object {
             Object::OpaqueNetworkSummary(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OpaqueNetworkTargetInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OpaqueSwitchProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OperationDisabledByGuest(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OperationDisallowedOnHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OperationNotSupportedByGuest(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OperationDisabledByGuest(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OperationDisallowedOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OperationNotSupportedByGuest(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OptionDef(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OptionProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OptionType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OptionValue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OrAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OutOfBounds(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OutOfSyncDvsHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfAttribute(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConnectedDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConnectedDeviceFloppy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConnectedDeviceIso(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConstraint(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConsumerCallbackFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConsumerCommunicationError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConsumerFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConsumerInvalidSection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OutOfBounds(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::OutOfSyncDvsHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfAttribute(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDeviceFloppy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDeviceIso(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConstraint(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerCallbackFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerCommunicationError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerInvalidSection(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfConsumerOstNode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfConsumerOstNodeType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfConsumerOvfSection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConsumerPowerOnFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConsumerUndeclaredSection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConsumerUndefinedPrefix(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfConsumerValidationFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfCpuCompatibility(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfCpuCompatibilityCheckNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerPowerOnFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerUndeclaredSection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerUndefinedPrefix(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerValidationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfCpuCompatibility(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfCpuCompatibilityCheckNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfCreateDescriptorParams(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfCreateDescriptorResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfCreateImportSpecParams(v) => std::fmt::Debug::fmt(&**v, f),
@@ -462,38 +462,38 @@ impl std::fmt::Debug for Object {
             Object::OvfCreateImportSpecResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfDatastoreMapping(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfDeploymentOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfDiskMappingNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfDiskOrderConstraint(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfDuplicateElement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfDuplicatedElementBoundary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfDuplicatedPropertyIdExport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfDuplicatedPropertyIdImport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfElement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfElementInvalidValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfExport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfExportFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfDiskMappingNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfDiskOrderConstraint(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicateElement(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedElementBoundary(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedPropertyIdExport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedPropertyIdImport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfElement(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfElementInvalidValue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfExport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfExportFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfFile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfFileItem(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfHardwareCheck(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfHardwareExport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfHostResourceConstraint(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfHostValueNotParsed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfImport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfImportFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfHardwareCheck(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfHardwareExport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfHostResourceConstraint(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfHostValueNotParsed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfImport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfImportFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfImportParams(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfInternalError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfInvalidPackage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfInvalidValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfInvalidValueConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfInvalidValueEmpty(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfInvalidValueFormatMalformed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfInvalidValueReference(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfInvalidVmName(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfInternalError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidPackage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueEmpty(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueFormatMalformed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueReference(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidVmName(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfManagerCommonParams(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfMappedOsId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfMissingAttribute(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfMissingElement(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfMappedOsId(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfMissingAttribute(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfMissingElement(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -510,34 +510,34 @@ impl PartialEq for Object {
             (Object::OpaqueNetworkSummary(a), Object::OpaqueNetworkSummary(b)) => **a == **b,
             (Object::OpaqueNetworkTargetInfo(a), Object::OpaqueNetworkTargetInfo(b)) => **a == **b,
             (Object::OpaqueSwitchProfile(a), Object::OpaqueSwitchProfile(b)) => **a == **b,
-            (Object::OperationDisabledByGuest(a), Object::OperationDisabledByGuest(b)) => **a == **b,
-            (Object::OperationDisallowedOnHost(a), Object::OperationDisallowedOnHost(b)) => **a == **b,
-            (Object::OperationNotSupportedByGuest(a), Object::OperationNotSupportedByGuest(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OperationDisabledByGuest(a), Object::OperationDisabledByGuest(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OperationDisallowedOnHost(a), Object::OperationDisallowedOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OperationNotSupportedByGuest(a), Object::OperationNotSupportedByGuest(b)) => **a == **b,
             (Object::OptionDef(a), Object::OptionDef(b)) => **a == **b,
             (Object::OptionProfile(a), Object::OptionProfile(b)) => **a == **b,
             (Object::OptionType(a), Object::OptionType(b)) => **a == **b,
             (Object::OptionValue(a), Object::OptionValue(b)) => **a == **b,
             (Object::OrAlarmExpression(a), Object::OrAlarmExpression(b)) => **a == **b,
-            (Object::OutOfBounds(a), Object::OutOfBounds(b)) => **a == **b,
-            (Object::OutOfSyncDvsHost(a), Object::OutOfSyncDvsHost(b)) => **a == **b,
-            (Object::OvfAttribute(a), Object::OvfAttribute(b)) => **a == **b,
-            (Object::OvfConnectedDevice(a), Object::OvfConnectedDevice(b)) => **a == **b,
-            (Object::OvfConnectedDeviceFloppy(a), Object::OvfConnectedDeviceFloppy(b)) => **a == **b,
-            (Object::OvfConnectedDeviceIso(a), Object::OvfConnectedDeviceIso(b)) => **a == **b,
-            (Object::OvfConstraint(a), Object::OvfConstraint(b)) => **a == **b,
-            (Object::OvfConsumerCallbackFault(a), Object::OvfConsumerCallbackFault(b)) => **a == **b,
-            (Object::OvfConsumerCommunicationError(a), Object::OvfConsumerCommunicationError(b)) => **a == **b,
-            (Object::OvfConsumerFault(a), Object::OvfConsumerFault(b)) => **a == **b,
-            (Object::OvfConsumerInvalidSection(a), Object::OvfConsumerInvalidSection(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OutOfBounds(a), Object::OutOfBounds(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::OutOfSyncDvsHost(a), Object::OutOfSyncDvsHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfAttribute(a), Object::OvfAttribute(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConnectedDevice(a), Object::OvfConnectedDevice(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConnectedDeviceFloppy(a), Object::OvfConnectedDeviceFloppy(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConnectedDeviceIso(a), Object::OvfConnectedDeviceIso(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConstraint(a), Object::OvfConstraint(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConsumerCallbackFault(a), Object::OvfConsumerCallbackFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConsumerCommunicationError(a), Object::OvfConsumerCommunicationError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConsumerFault(a), Object::OvfConsumerFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConsumerInvalidSection(a), Object::OvfConsumerInvalidSection(b)) => **a == **b,
             (Object::OvfConsumerOstNode(a), Object::OvfConsumerOstNode(b)) => **a == **b,
             (Object::OvfConsumerOstNodeType(a), Object::OvfConsumerOstNodeType(b)) => **a == **b,
             (Object::OvfConsumerOvfSection(a), Object::OvfConsumerOvfSection(b)) => **a == **b,
-            (Object::OvfConsumerPowerOnFault(a), Object::OvfConsumerPowerOnFault(b)) => **a == **b,
-            (Object::OvfConsumerUndeclaredSection(a), Object::OvfConsumerUndeclaredSection(b)) => **a == **b,
-            (Object::OvfConsumerUndefinedPrefix(a), Object::OvfConsumerUndefinedPrefix(b)) => **a == **b,
-            (Object::OvfConsumerValidationFault(a), Object::OvfConsumerValidationFault(b)) => **a == **b,
-            (Object::OvfCpuCompatibility(a), Object::OvfCpuCompatibility(b)) => **a == **b,
-            (Object::OvfCpuCompatibilityCheckNotSupported(a), Object::OvfCpuCompatibilityCheckNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConsumerPowerOnFault(a), Object::OvfConsumerPowerOnFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConsumerUndeclaredSection(a), Object::OvfConsumerUndeclaredSection(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConsumerUndefinedPrefix(a), Object::OvfConsumerUndefinedPrefix(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfConsumerValidationFault(a), Object::OvfConsumerValidationFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfCpuCompatibility(a), Object::OvfCpuCompatibility(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfCpuCompatibilityCheckNotSupported(a), Object::OvfCpuCompatibilityCheckNotSupported(b)) => **a == **b,
             (Object::OvfCreateDescriptorParams(a), Object::OvfCreateDescriptorParams(b)) => **a == **b,
             (Object::OvfCreateDescriptorResult(a), Object::OvfCreateDescriptorResult(b)) => **a == **b,
             (Object::OvfCreateImportSpecParams(a), Object::OvfCreateImportSpecParams(b)) => **a == **b,
@@ -545,39 +545,39 @@ impl PartialEq for Object {
             (Object::OvfCreateImportSpecResult(a), Object::OvfCreateImportSpecResult(b)) => **a == **b,
             (Object::OvfDatastoreMapping(a), Object::OvfDatastoreMapping(b)) => **a == **b,
             (Object::OvfDeploymentOption(a), Object::OvfDeploymentOption(b)) => **a == **b,
-            (Object::OvfDiskMappingNotFound(a), Object::OvfDiskMappingNotFound(b)) => **a == **b,
-            (Object::OvfDiskOrderConstraint(a), Object::OvfDiskOrderConstraint(b)) => **a == **b,
-            (Object::OvfDuplicateElement(a), Object::OvfDuplicateElement(b)) => **a == **b,
-            (Object::OvfDuplicatedElementBoundary(a), Object::OvfDuplicatedElementBoundary(b)) => **a == **b,
-            (Object::OvfDuplicatedPropertyIdExport(a), Object::OvfDuplicatedPropertyIdExport(b)) => **a == **b,
-            (Object::OvfDuplicatedPropertyIdImport(a), Object::OvfDuplicatedPropertyIdImport(b)) => **a == **b,
-            (Object::OvfElement(a), Object::OvfElement(b)) => **a == **b,
-            (Object::OvfElementInvalidValue(a), Object::OvfElementInvalidValue(b)) => **a == **b,
-            (Object::OvfExport(a), Object::OvfExport(b)) => **a == **b,
-            (Object::OvfExportFailed(a), Object::OvfExportFailed(b)) => **a == **b,
-            (Object::OvfFault(a), Object::OvfFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfDiskMappingNotFound(a), Object::OvfDiskMappingNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfDiskOrderConstraint(a), Object::OvfDiskOrderConstraint(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfDuplicateElement(a), Object::OvfDuplicateElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfDuplicatedElementBoundary(a), Object::OvfDuplicatedElementBoundary(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfDuplicatedPropertyIdExport(a), Object::OvfDuplicatedPropertyIdExport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfDuplicatedPropertyIdImport(a), Object::OvfDuplicatedPropertyIdImport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfElement(a), Object::OvfElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfElementInvalidValue(a), Object::OvfElementInvalidValue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfExport(a), Object::OvfExport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfExportFailed(a), Object::OvfExportFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfFault(a), Object::OvfFault(b)) => **a == **b,
             (Object::OvfFile(a), Object::OvfFile(b)) => **a == **b,
             (Object::OvfFileItem(a), Object::OvfFileItem(b)) => **a == **b,
-            (Object::OvfHardwareCheck(a), Object::OvfHardwareCheck(b)) => **a == **b,
-            (Object::OvfHardwareExport(a), Object::OvfHardwareExport(b)) => **a == **b,
-            (Object::OvfHostResourceConstraint(a), Object::OvfHostResourceConstraint(b)) => **a == **b,
-            (Object::OvfHostValueNotParsed(a), Object::OvfHostValueNotParsed(b)) => **a == **b,
-            (Object::OvfImport(a), Object::OvfImport(b)) => **a == **b,
-            (Object::OvfImportFailed(a), Object::OvfImportFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfHardwareCheck(a), Object::OvfHardwareCheck(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfHardwareExport(a), Object::OvfHardwareExport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfHostResourceConstraint(a), Object::OvfHostResourceConstraint(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfHostValueNotParsed(a), Object::OvfHostValueNotParsed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfImport(a), Object::OvfImport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfImportFailed(a), Object::OvfImportFailed(b)) => **a == **b,
             (Object::OvfImportParams(a), Object::OvfImportParams(b)) => **a == **b,
-            (Object::OvfInternalError(a), Object::OvfInternalError(b)) => **a == **b,
-            (Object::OvfInvalidPackage(a), Object::OvfInvalidPackage(b)) => **a == **b,
-            (Object::OvfInvalidValue(a), Object::OvfInvalidValue(b)) => **a == **b,
-            (Object::OvfInvalidValueConfiguration(a), Object::OvfInvalidValueConfiguration(b)) => **a == **b,
-            (Object::OvfInvalidValueEmpty(a), Object::OvfInvalidValueEmpty(b)) => **a == **b,
-            (Object::OvfInvalidValueFormatMalformed(a), Object::OvfInvalidValueFormatMalformed(b)) => **a == **b,
-            (Object::OvfInvalidValueReference(a), Object::OvfInvalidValueReference(b)) => **a == **b,
-            (Object::OvfInvalidVmName(a), Object::OvfInvalidVmName(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfInternalError(a), Object::OvfInternalError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfInvalidPackage(a), Object::OvfInvalidPackage(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfInvalidValue(a), Object::OvfInvalidValue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfInvalidValueConfiguration(a), Object::OvfInvalidValueConfiguration(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfInvalidValueEmpty(a), Object::OvfInvalidValueEmpty(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfInvalidValueFormatMalformed(a), Object::OvfInvalidValueFormatMalformed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfInvalidValueReference(a), Object::OvfInvalidValueReference(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfInvalidVmName(a), Object::OvfInvalidVmName(b)) => **a == **b,
             (Object::OvfManagerCommonParams(a), Object::OvfManagerCommonParams(b)) => **a == **b,
-            (Object::OvfMappedOsId(a), Object::OvfMappedOsId(b)) => **a == **b,
-            (Object::OvfMissingAttribute(a), Object::OvfMissingAttribute(b)) => **a == **b,
-            (Object::OvfMissingElement(a), Object::OvfMissingElement(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-faults")] (Object::OvfMappedOsId(a), Object::OvfMappedOsId(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfMissingAttribute(a), Object::OvfMissingAttribute(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfMissingElement(a), Object::OvfMissingElement(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -594,34 +594,34 @@ impl Clone for Object {
             Object::OpaqueNetworkSummary(v) => Object::OpaqueNetworkSummary(Box::new((**v).clone())),
             Object::OpaqueNetworkTargetInfo(v) => Object::OpaqueNetworkTargetInfo(Box::new((**v).clone())),
             Object::OpaqueSwitchProfile(v) => Object::OpaqueSwitchProfile(Box::new((**v).clone())),
-            Object::OperationDisabledByGuest(v) => Object::OperationDisabledByGuest(Box::new((**v).clone())),
-            Object::OperationDisallowedOnHost(v) => Object::OperationDisallowedOnHost(Box::new((**v).clone())),
-            Object::OperationNotSupportedByGuest(v) => Object::OperationNotSupportedByGuest(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OperationDisabledByGuest(v) => Object::OperationDisabledByGuest(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OperationDisallowedOnHost(v) => Object::OperationDisallowedOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OperationNotSupportedByGuest(v) => Object::OperationNotSupportedByGuest(Box::new((**v).clone())),
             Object::OptionDef(v) => Object::OptionDef(Box::new((**v).clone())),
             Object::OptionProfile(v) => Object::OptionProfile(Box::new((**v).clone())),
             Object::OptionType(v) => Object::OptionType(Box::new((**v).clone())),
             Object::OptionValue(v) => Object::OptionValue(Box::new((**v).clone())),
             Object::OrAlarmExpression(v) => Object::OrAlarmExpression(Box::new((**v).clone())),
-            Object::OutOfBounds(v) => Object::OutOfBounds(Box::new((**v).clone())),
-            Object::OutOfSyncDvsHost(v) => Object::OutOfSyncDvsHost(Box::new((**v).clone())),
-            Object::OvfAttribute(v) => Object::OvfAttribute(Box::new((**v).clone())),
-            Object::OvfConnectedDevice(v) => Object::OvfConnectedDevice(Box::new((**v).clone())),
-            Object::OvfConnectedDeviceFloppy(v) => Object::OvfConnectedDeviceFloppy(Box::new((**v).clone())),
-            Object::OvfConnectedDeviceIso(v) => Object::OvfConnectedDeviceIso(Box::new((**v).clone())),
-            Object::OvfConstraint(v) => Object::OvfConstraint(Box::new((**v).clone())),
-            Object::OvfConsumerCallbackFault(v) => Object::OvfConsumerCallbackFault(Box::new((**v).clone())),
-            Object::OvfConsumerCommunicationError(v) => Object::OvfConsumerCommunicationError(Box::new((**v).clone())),
-            Object::OvfConsumerFault(v) => Object::OvfConsumerFault(Box::new((**v).clone())),
-            Object::OvfConsumerInvalidSection(v) => Object::OvfConsumerInvalidSection(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OutOfBounds(v) => Object::OutOfBounds(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::OutOfSyncDvsHost(v) => Object::OutOfSyncDvsHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfAttribute(v) => Object::OvfAttribute(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDevice(v) => Object::OvfConnectedDevice(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDeviceFloppy(v) => Object::OvfConnectedDeviceFloppy(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDeviceIso(v) => Object::OvfConnectedDeviceIso(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConstraint(v) => Object::OvfConstraint(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerCallbackFault(v) => Object::OvfConsumerCallbackFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerCommunicationError(v) => Object::OvfConsumerCommunicationError(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerFault(v) => Object::OvfConsumerFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerInvalidSection(v) => Object::OvfConsumerInvalidSection(Box::new((**v).clone())),
             Object::OvfConsumerOstNode(v) => Object::OvfConsumerOstNode(Box::new((**v).clone())),
             Object::OvfConsumerOstNodeType(v) => Object::OvfConsumerOstNodeType(Box::new((**v).clone())),
             Object::OvfConsumerOvfSection(v) => Object::OvfConsumerOvfSection(Box::new((**v).clone())),
-            Object::OvfConsumerPowerOnFault(v) => Object::OvfConsumerPowerOnFault(Box::new((**v).clone())),
-            Object::OvfConsumerUndeclaredSection(v) => Object::OvfConsumerUndeclaredSection(Box::new((**v).clone())),
-            Object::OvfConsumerUndefinedPrefix(v) => Object::OvfConsumerUndefinedPrefix(Box::new((**v).clone())),
-            Object::OvfConsumerValidationFault(v) => Object::OvfConsumerValidationFault(Box::new((**v).clone())),
-            Object::OvfCpuCompatibility(v) => Object::OvfCpuCompatibility(Box::new((**v).clone())),
-            Object::OvfCpuCompatibilityCheckNotSupported(v) => Object::OvfCpuCompatibilityCheckNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerPowerOnFault(v) => Object::OvfConsumerPowerOnFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerUndeclaredSection(v) => Object::OvfConsumerUndeclaredSection(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerUndefinedPrefix(v) => Object::OvfConsumerUndefinedPrefix(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerValidationFault(v) => Object::OvfConsumerValidationFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfCpuCompatibility(v) => Object::OvfCpuCompatibility(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfCpuCompatibilityCheckNotSupported(v) => Object::OvfCpuCompatibilityCheckNotSupported(Box::new((**v).clone())),
             Object::OvfCreateDescriptorParams(v) => Object::OvfCreateDescriptorParams(Box::new((**v).clone())),
             Object::OvfCreateDescriptorResult(v) => Object::OvfCreateDescriptorResult(Box::new((**v).clone())),
             Object::OvfCreateImportSpecParams(v) => Object::OvfCreateImportSpecParams(Box::new((**v).clone())),
@@ -629,38 +629,38 @@ impl Clone for Object {
             Object::OvfCreateImportSpecResult(v) => Object::OvfCreateImportSpecResult(Box::new((**v).clone())),
             Object::OvfDatastoreMapping(v) => Object::OvfDatastoreMapping(Box::new((**v).clone())),
             Object::OvfDeploymentOption(v) => Object::OvfDeploymentOption(Box::new((**v).clone())),
-            Object::OvfDiskMappingNotFound(v) => Object::OvfDiskMappingNotFound(Box::new((**v).clone())),
-            Object::OvfDiskOrderConstraint(v) => Object::OvfDiskOrderConstraint(Box::new((**v).clone())),
-            Object::OvfDuplicateElement(v) => Object::OvfDuplicateElement(Box::new((**v).clone())),
-            Object::OvfDuplicatedElementBoundary(v) => Object::OvfDuplicatedElementBoundary(Box::new((**v).clone())),
-            Object::OvfDuplicatedPropertyIdExport(v) => Object::OvfDuplicatedPropertyIdExport(Box::new((**v).clone())),
-            Object::OvfDuplicatedPropertyIdImport(v) => Object::OvfDuplicatedPropertyIdImport(Box::new((**v).clone())),
-            Object::OvfElement(v) => Object::OvfElement(Box::new((**v).clone())),
-            Object::OvfElementInvalidValue(v) => Object::OvfElementInvalidValue(Box::new((**v).clone())),
-            Object::OvfExport(v) => Object::OvfExport(Box::new((**v).clone())),
-            Object::OvfExportFailed(v) => Object::OvfExportFailed(Box::new((**v).clone())),
-            Object::OvfFault(v) => Object::OvfFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfDiskMappingNotFound(v) => Object::OvfDiskMappingNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfDiskOrderConstraint(v) => Object::OvfDiskOrderConstraint(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicateElement(v) => Object::OvfDuplicateElement(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedElementBoundary(v) => Object::OvfDuplicatedElementBoundary(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedPropertyIdExport(v) => Object::OvfDuplicatedPropertyIdExport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedPropertyIdImport(v) => Object::OvfDuplicatedPropertyIdImport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfElement(v) => Object::OvfElement(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfElementInvalidValue(v) => Object::OvfElementInvalidValue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfExport(v) => Object::OvfExport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfExportFailed(v) => Object::OvfExportFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfFault(v) => Object::OvfFault(Box::new((**v).clone())),
             Object::OvfFile(v) => Object::OvfFile(Box::new((**v).clone())),
             Object::OvfFileItem(v) => Object::OvfFileItem(Box::new((**v).clone())),
-            Object::OvfHardwareCheck(v) => Object::OvfHardwareCheck(Box::new((**v).clone())),
-            Object::OvfHardwareExport(v) => Object::OvfHardwareExport(Box::new((**v).clone())),
-            Object::OvfHostResourceConstraint(v) => Object::OvfHostResourceConstraint(Box::new((**v).clone())),
-            Object::OvfHostValueNotParsed(v) => Object::OvfHostValueNotParsed(Box::new((**v).clone())),
-            Object::OvfImport(v) => Object::OvfImport(Box::new((**v).clone())),
-            Object::OvfImportFailed(v) => Object::OvfImportFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfHardwareCheck(v) => Object::OvfHardwareCheck(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfHardwareExport(v) => Object::OvfHardwareExport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfHostResourceConstraint(v) => Object::OvfHostResourceConstraint(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfHostValueNotParsed(v) => Object::OvfHostValueNotParsed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfImport(v) => Object::OvfImport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfImportFailed(v) => Object::OvfImportFailed(Box::new((**v).clone())),
             Object::OvfImportParams(v) => Object::OvfImportParams(Box::new((**v).clone())),
-            Object::OvfInternalError(v) => Object::OvfInternalError(Box::new((**v).clone())),
-            Object::OvfInvalidPackage(v) => Object::OvfInvalidPackage(Box::new((**v).clone())),
-            Object::OvfInvalidValue(v) => Object::OvfInvalidValue(Box::new((**v).clone())),
-            Object::OvfInvalidValueConfiguration(v) => Object::OvfInvalidValueConfiguration(Box::new((**v).clone())),
-            Object::OvfInvalidValueEmpty(v) => Object::OvfInvalidValueEmpty(Box::new((**v).clone())),
-            Object::OvfInvalidValueFormatMalformed(v) => Object::OvfInvalidValueFormatMalformed(Box::new((**v).clone())),
-            Object::OvfInvalidValueReference(v) => Object::OvfInvalidValueReference(Box::new((**v).clone())),
-            Object::OvfInvalidVmName(v) => Object::OvfInvalidVmName(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfInternalError(v) => Object::OvfInternalError(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidPackage(v) => Object::OvfInvalidPackage(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValue(v) => Object::OvfInvalidValue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueConfiguration(v) => Object::OvfInvalidValueConfiguration(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueEmpty(v) => Object::OvfInvalidValueEmpty(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueFormatMalformed(v) => Object::OvfInvalidValueFormatMalformed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueReference(v) => Object::OvfInvalidValueReference(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidVmName(v) => Object::OvfInvalidVmName(Box::new((**v).clone())),
             Object::OvfManagerCommonParams(v) => Object::OvfManagerCommonParams(Box::new((**v).clone())),
-            Object::OvfMappedOsId(v) => Object::OvfMappedOsId(Box::new((**v).clone())),
-            Object::OvfMissingAttribute(v) => Object::OvfMissingAttribute(Box::new((**v).clone())),
-            Object::OvfMissingElement(v) => Object::OvfMissingElement(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfMappedOsId(v) => Object::OvfMappedOsId(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfMissingAttribute(v) => Object::OvfMissingAttribute(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfMissingElement(v) => Object::OvfMissingElement(Box::new((**v).clone())),
         }
     }
 }
@@ -677,34 +677,34 @@ impl x::DataObject for Object {
             Object::OpaqueNetworkSummary(_) => "OpaqueNetworkSummary",
             Object::OpaqueNetworkTargetInfo(_) => "OpaqueNetworkTargetInfo",
             Object::OpaqueSwitchProfile(_) => "OpaqueSwitchProfile",
-            Object::OperationDisabledByGuest(_) => "OperationDisabledByGuest",
-            Object::OperationDisallowedOnHost(_) => "OperationDisallowedOnHost",
-            Object::OperationNotSupportedByGuest(_) => "OperationNotSupportedByGuest",
+            #[cfg(feature = "all-faults")] Object::OperationDisabledByGuest(_) => "OperationDisabledByGuest",
+            #[cfg(feature = "all-faults")] Object::OperationDisallowedOnHost(_) => "OperationDisallowedOnHost",
+            #[cfg(feature = "all-faults")] Object::OperationNotSupportedByGuest(_) => "OperationNotSupportedByGuest",
             Object::OptionDef(_) => "OptionDef",
             Object::OptionProfile(_) => "OptionProfile",
             Object::OptionType(_) => "OptionType",
             Object::OptionValue(_) => "OptionValue",
             Object::OrAlarmExpression(_) => "OrAlarmExpression",
-            Object::OutOfBounds(_) => "OutOfBounds",
-            Object::OutOfSyncDvsHost(_) => "OutOfSyncDvsHost",
-            Object::OvfAttribute(_) => "OvfAttribute",
-            Object::OvfConnectedDevice(_) => "OvfConnectedDevice",
-            Object::OvfConnectedDeviceFloppy(_) => "OvfConnectedDeviceFloppy",
-            Object::OvfConnectedDeviceIso(_) => "OvfConnectedDeviceIso",
-            Object::OvfConstraint(_) => "OvfConstraint",
-            Object::OvfConsumerCallbackFault(_) => "OvfConsumerCallbackFault",
-            Object::OvfConsumerCommunicationError(_) => "OvfConsumerCommunicationError",
-            Object::OvfConsumerFault(_) => "OvfConsumerFault",
-            Object::OvfConsumerInvalidSection(_) => "OvfConsumerInvalidSection",
+            #[cfg(feature = "all-faults")] Object::OutOfBounds(_) => "OutOfBounds",
+            #[cfg(feature = "all-events")] Object::OutOfSyncDvsHost(_) => "OutOfSyncDvsHost",
+            #[cfg(feature = "all-faults")] Object::OvfAttribute(_) => "OvfAttribute",
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDevice(_) => "OvfConnectedDevice",
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDeviceFloppy(_) => "OvfConnectedDeviceFloppy",
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDeviceIso(_) => "OvfConnectedDeviceIso",
+            #[cfg(feature = "all-faults")] Object::OvfConstraint(_) => "OvfConstraint",
+            #[cfg(feature = "all-faults")] Object::OvfConsumerCallbackFault(_) => "OvfConsumerCallbackFault",
+            #[cfg(feature = "all-faults")] Object::OvfConsumerCommunicationError(_) => "OvfConsumerCommunicationError",
+            #[cfg(feature = "all-faults")] Object::OvfConsumerFault(_) => "OvfConsumerFault",
+            #[cfg(feature = "all-faults")] Object::OvfConsumerInvalidSection(_) => "OvfConsumerInvalidSection",
             Object::OvfConsumerOstNode(_) => "OvfConsumerOstNode",
             Object::OvfConsumerOstNodeType(_) => "OvfConsumerOstNodeType",
             Object::OvfConsumerOvfSection(_) => "OvfConsumerOvfSection",
-            Object::OvfConsumerPowerOnFault(_) => "OvfConsumerPowerOnFault",
-            Object::OvfConsumerUndeclaredSection(_) => "OvfConsumerUndeclaredSection",
-            Object::OvfConsumerUndefinedPrefix(_) => "OvfConsumerUndefinedPrefix",
-            Object::OvfConsumerValidationFault(_) => "OvfConsumerValidationFault",
-            Object::OvfCpuCompatibility(_) => "OvfCpuCompatibility",
-            Object::OvfCpuCompatibilityCheckNotSupported(_) => "OvfCpuCompatibilityCheckNotSupported",
+            #[cfg(feature = "all-faults")] Object::OvfConsumerPowerOnFault(_) => "OvfConsumerPowerOnFault",
+            #[cfg(feature = "all-faults")] Object::OvfConsumerUndeclaredSection(_) => "OvfConsumerUndeclaredSection",
+            #[cfg(feature = "all-faults")] Object::OvfConsumerUndefinedPrefix(_) => "OvfConsumerUndefinedPrefix",
+            #[cfg(feature = "all-faults")] Object::OvfConsumerValidationFault(_) => "OvfConsumerValidationFault",
+            #[cfg(feature = "all-faults")] Object::OvfCpuCompatibility(_) => "OvfCpuCompatibility",
+            #[cfg(feature = "all-faults")] Object::OvfCpuCompatibilityCheckNotSupported(_) => "OvfCpuCompatibilityCheckNotSupported",
             Object::OvfCreateDescriptorParams(_) => "OvfCreateDescriptorParams",
             Object::OvfCreateDescriptorResult(_) => "OvfCreateDescriptorResult",
             Object::OvfCreateImportSpecParams(_) => "OvfCreateImportSpecParams",
@@ -712,38 +712,38 @@ impl x::DataObject for Object {
             Object::OvfCreateImportSpecResult(_) => "OvfCreateImportSpecResult",
             Object::OvfDatastoreMapping(_) => "OvfDatastoreMapping",
             Object::OvfDeploymentOption(_) => "OvfDeploymentOption",
-            Object::OvfDiskMappingNotFound(_) => "OvfDiskMappingNotFound",
-            Object::OvfDiskOrderConstraint(_) => "OvfDiskOrderConstraint",
-            Object::OvfDuplicateElement(_) => "OvfDuplicateElement",
-            Object::OvfDuplicatedElementBoundary(_) => "OvfDuplicatedElementBoundary",
-            Object::OvfDuplicatedPropertyIdExport(_) => "OvfDuplicatedPropertyIdExport",
-            Object::OvfDuplicatedPropertyIdImport(_) => "OvfDuplicatedPropertyIdImport",
-            Object::OvfElement(_) => "OvfElement",
-            Object::OvfElementInvalidValue(_) => "OvfElementInvalidValue",
-            Object::OvfExport(_) => "OvfExport",
-            Object::OvfExportFailed(_) => "OvfExportFailed",
-            Object::OvfFault(_) => "OvfFault",
+            #[cfg(feature = "all-faults")] Object::OvfDiskMappingNotFound(_) => "OvfDiskMappingNotFound",
+            #[cfg(feature = "all-faults")] Object::OvfDiskOrderConstraint(_) => "OvfDiskOrderConstraint",
+            #[cfg(feature = "all-faults")] Object::OvfDuplicateElement(_) => "OvfDuplicateElement",
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedElementBoundary(_) => "OvfDuplicatedElementBoundary",
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedPropertyIdExport(_) => "OvfDuplicatedPropertyIdExport",
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedPropertyIdImport(_) => "OvfDuplicatedPropertyIdImport",
+            #[cfg(feature = "all-faults")] Object::OvfElement(_) => "OvfElement",
+            #[cfg(feature = "all-faults")] Object::OvfElementInvalidValue(_) => "OvfElementInvalidValue",
+            #[cfg(feature = "all-faults")] Object::OvfExport(_) => "OvfExport",
+            #[cfg(feature = "all-faults")] Object::OvfExportFailed(_) => "OvfExportFailed",
+            #[cfg(feature = "all-faults")] Object::OvfFault(_) => "OvfFault",
             Object::OvfFile(_) => "OvfFile",
             Object::OvfFileItem(_) => "OvfFileItem",
-            Object::OvfHardwareCheck(_) => "OvfHardwareCheck",
-            Object::OvfHardwareExport(_) => "OvfHardwareExport",
-            Object::OvfHostResourceConstraint(_) => "OvfHostResourceConstraint",
-            Object::OvfHostValueNotParsed(_) => "OvfHostValueNotParsed",
-            Object::OvfImport(_) => "OvfImport",
-            Object::OvfImportFailed(_) => "OvfImportFailed",
+            #[cfg(feature = "all-faults")] Object::OvfHardwareCheck(_) => "OvfHardwareCheck",
+            #[cfg(feature = "all-faults")] Object::OvfHardwareExport(_) => "OvfHardwareExport",
+            #[cfg(feature = "all-faults")] Object::OvfHostResourceConstraint(_) => "OvfHostResourceConstraint",
+            #[cfg(feature = "all-faults")] Object::OvfHostValueNotParsed(_) => "OvfHostValueNotParsed",
+            #[cfg(feature = "all-faults")] Object::OvfImport(_) => "OvfImport",
+            #[cfg(feature = "all-faults")] Object::OvfImportFailed(_) => "OvfImportFailed",
             Object::OvfImportParams(_) => "OvfImportParams",
-            Object::OvfInternalError(_) => "OvfInternalError",
-            Object::OvfInvalidPackage(_) => "OvfInvalidPackage",
-            Object::OvfInvalidValue(_) => "OvfInvalidValue",
-            Object::OvfInvalidValueConfiguration(_) => "OvfInvalidValueConfiguration",
-            Object::OvfInvalidValueEmpty(_) => "OvfInvalidValueEmpty",
-            Object::OvfInvalidValueFormatMalformed(_) => "OvfInvalidValueFormatMalformed",
-            Object::OvfInvalidValueReference(_) => "OvfInvalidValueReference",
-            Object::OvfInvalidVmName(_) => "OvfInvalidVmName",
+            #[cfg(feature = "all-faults")] Object::OvfInternalError(_) => "OvfInternalError",
+            #[cfg(feature = "all-faults")] Object::OvfInvalidPackage(_) => "OvfInvalidPackage",
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValue(_) => "OvfInvalidValue",
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueConfiguration(_) => "OvfInvalidValueConfiguration",
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueEmpty(_) => "OvfInvalidValueEmpty",
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueFormatMalformed(_) => "OvfInvalidValueFormatMalformed",
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueReference(_) => "OvfInvalidValueReference",
+            #[cfg(feature = "all-faults")] Object::OvfInvalidVmName(_) => "OvfInvalidVmName",
             Object::OvfManagerCommonParams(_) => "OvfManagerCommonParams",
-            Object::OvfMappedOsId(_) => "OvfMappedOsId",
-            Object::OvfMissingAttribute(_) => "OvfMissingAttribute",
-            Object::OvfMissingElement(_) => "OvfMissingElement",
+            #[cfg(feature = "all-faults")] Object::OvfMappedOsId(_) => "OvfMappedOsId",
+            #[cfg(feature = "all-faults")] Object::OvfMissingAttribute(_) => "OvfMissingAttribute",
+            #[cfg(feature = "all-faults")] Object::OvfMissingElement(_) => "OvfMissingElement",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -772,34 +772,34 @@ impl x::DataObject for Object {
             Object::OpaqueNetworkSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OpaqueNetworkTargetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OpaqueSwitchProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OperationDisabledByGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OperationDisallowedOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OperationNotSupportedByGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OperationDisabledByGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OperationDisallowedOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OperationNotSupportedByGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OptionDef(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OptionProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OptionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OptionValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OrAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OutOfBounds(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OutOfSyncDvsHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfAttribute(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConnectedDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConnectedDeviceFloppy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConnectedDeviceIso(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConstraint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConsumerCallbackFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConsumerCommunicationError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConsumerFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConsumerInvalidSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OutOfBounds(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::OutOfSyncDvsHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfAttribute(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDeviceFloppy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConnectedDeviceIso(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConstraint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerCallbackFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerCommunicationError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerInvalidSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfConsumerOstNode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfConsumerOstNodeType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfConsumerOvfSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConsumerPowerOnFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConsumerUndeclaredSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConsumerUndefinedPrefix(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfConsumerValidationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfCpuCompatibility(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfCpuCompatibilityCheckNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerPowerOnFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerUndeclaredSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerUndefinedPrefix(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfConsumerValidationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfCpuCompatibility(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfCpuCompatibilityCheckNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfCreateDescriptorParams(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfCreateDescriptorResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfCreateImportSpecParams(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -807,38 +807,38 @@ impl x::DataObject for Object {
             Object::OvfCreateImportSpecResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfDatastoreMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfDeploymentOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfDiskMappingNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfDiskOrderConstraint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfDuplicateElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfDuplicatedElementBoundary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfDuplicatedPropertyIdExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfDuplicatedPropertyIdImport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfElementInvalidValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfExportFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfDiskMappingNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfDiskOrderConstraint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicateElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedElementBoundary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedPropertyIdExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfDuplicatedPropertyIdImport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfElementInvalidValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfExportFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfFileItem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfHardwareCheck(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfHardwareExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfHostResourceConstraint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfHostValueNotParsed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfImport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfImportFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfHardwareCheck(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfHardwareExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfHostResourceConstraint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfHostValueNotParsed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfImport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfImportFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfImportParams(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfInternalError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfInvalidPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfInvalidValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfInvalidValueConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfInvalidValueEmpty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfInvalidValueFormatMalformed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfInvalidValueReference(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfInvalidVmName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfInternalError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueEmpty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueFormatMalformed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidValueReference(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfInvalidVmName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfManagerCommonParams(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfMappedOsId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfMissingAttribute(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfMissingElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfMappedOsId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfMissingAttribute(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfMissingElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -852,11 +852,11 @@ impl x::ObjectType for ObjectContent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ObjectContent(v) => Some(v), _ => None, }
+        match object { Object::ObjectContent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ObjectContent(v) => Ok(v), other => Err(other), }
+        match object { Object::ObjectContent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -868,11 +868,11 @@ impl x::ObjectType for ObjectSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ObjectSpec(v) => Some(v), _ => None, }
+        match object { Object::ObjectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ObjectSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ObjectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -884,11 +884,11 @@ impl x::ObjectType for ObjectUpdate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ObjectUpdate(v) => Some(v), _ => None, }
+        match object { Object::ObjectUpdate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ObjectUpdate(v) => Ok(v), other => Err(other), }
+        match object { Object::ObjectUpdate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -900,11 +900,11 @@ impl x::ObjectType for ObjectUpdateKind {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ObjectUpdateKind(v) => Some(v), _ => None, }
+        match object { Object::ObjectUpdateKind(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ObjectUpdateKind(v) => Ok(v), other => Err(other), }
+        match object { Object::ObjectUpdateKind(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -916,11 +916,11 @@ impl x::ObjectType for OnceTaskScheduler {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OnceTaskScheduler(v) => Some(v), _ => None, }
+        match object { Object::OnceTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OnceTaskScheduler(v) => Ok(v), other => Err(other), }
+        match object { Object::OnceTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -932,11 +932,11 @@ impl x::ObjectType for OpaqueNetworkCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OpaqueNetworkCapability(v) => Some(v), _ => None, }
+        match object { Object::OpaqueNetworkCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OpaqueNetworkCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::OpaqueNetworkCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -948,11 +948,11 @@ impl x::ObjectType for OpaqueNetworkSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OpaqueNetworkSummary(v) => Some(v), _ => None, }
+        match object { Object::OpaqueNetworkSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OpaqueNetworkSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::OpaqueNetworkSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -964,11 +964,11 @@ impl x::ObjectType for OpaqueNetworkTargetInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OpaqueNetworkTargetInfo(v) => Some(v), _ => None, }
+        match object { Object::OpaqueNetworkTargetInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OpaqueNetworkTargetInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::OpaqueNetworkTargetInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -980,15 +980,15 @@ impl x::ObjectType for OpaqueSwitchProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OpaqueSwitchProfile(v) => Some(v), _ => None, }
+        match object { Object::OpaqueSwitchProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OpaqueSwitchProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::OpaqueSwitchProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OperationDisabledByGuest {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OperationDisabledByGuest {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -996,15 +996,15 @@ impl x::ObjectType for OperationDisabledByGuest {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OperationDisabledByGuest(v) => Some(v), _ => None, }
+        match object { Object::OperationDisabledByGuest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OperationDisabledByGuest(v) => Ok(v), other => Err(other), }
+        match object { Object::OperationDisabledByGuest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OperationDisallowedOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OperationDisallowedOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1012,15 +1012,15 @@ impl x::ObjectType for OperationDisallowedOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OperationDisallowedOnHost(v) => Some(v), _ => None, }
+        match object { Object::OperationDisallowedOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OperationDisallowedOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::OperationDisallowedOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OperationNotSupportedByGuest {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OperationNotSupportedByGuest {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1028,11 +1028,11 @@ impl x::ObjectType for OperationNotSupportedByGuest {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OperationNotSupportedByGuest(v) => Some(v), _ => None, }
+        match object { Object::OperationNotSupportedByGuest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OperationNotSupportedByGuest(v) => Ok(v), other => Err(other), }
+        match object { Object::OperationNotSupportedByGuest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1044,11 +1044,11 @@ impl x::ObjectType for OptionDef {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OptionDef(v) => Some(v), _ => None, }
+        match object { Object::OptionDef(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OptionDef(v) => Ok(v), other => Err(other), }
+        match object { Object::OptionDef(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1060,11 +1060,11 @@ impl x::ObjectType for OptionProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OptionProfile(v) => Some(v), _ => None, }
+        match object { Object::OptionProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OptionProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::OptionProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1076,11 +1076,11 @@ impl x::ObjectType for OptionType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OptionType(v) => Some(v), _ => None, }
+        match object { Object::OptionType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OptionType(v) => Ok(v), other => Err(other), }
+        match object { Object::OptionType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1092,11 +1092,11 @@ impl x::ObjectType for OptionValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OptionValue(v) => Some(v), _ => None, }
+        match object { Object::OptionValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OptionValue(v) => Ok(v), other => Err(other), }
+        match object { Object::OptionValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1108,15 +1108,15 @@ impl x::ObjectType for OrAlarmExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OrAlarmExpression(v) => Some(v), _ => None, }
+        match object { Object::OrAlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OrAlarmExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::OrAlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OutOfBounds {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OutOfBounds {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1124,15 +1124,15 @@ impl x::ObjectType for OutOfBounds {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OutOfBounds(v) => Some(v), _ => None, }
+        match object { Object::OutOfBounds(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OutOfBounds(v) => Ok(v), other => Err(other), }
+        match object { Object::OutOfBounds(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OutOfSyncDvsHost {
+#[cfg(feature = "all-events")] impl x::ObjectType for OutOfSyncDvsHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1140,15 +1140,15 @@ impl x::ObjectType for OutOfSyncDvsHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OutOfSyncDvsHost(v) => Some(v), _ => None, }
+        match object { Object::OutOfSyncDvsHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OutOfSyncDvsHost(v) => Ok(v), other => Err(other), }
+        match object { Object::OutOfSyncDvsHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfAttribute {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfAttribute {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1156,15 +1156,15 @@ impl x::ObjectType for OvfAttribute {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfAttribute(v) => Some(v), _ => None, }
+        match object { Object::OvfAttribute(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfAttribute(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfAttribute(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConnectedDevice {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConnectedDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1172,15 +1172,15 @@ impl x::ObjectType for OvfConnectedDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConnectedDevice(v) => Some(v), _ => None, }
+        match object { Object::OvfConnectedDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConnectedDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConnectedDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConnectedDeviceFloppy {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConnectedDeviceFloppy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1188,15 +1188,15 @@ impl x::ObjectType for OvfConnectedDeviceFloppy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConnectedDeviceFloppy(v) => Some(v), _ => None, }
+        match object { Object::OvfConnectedDeviceFloppy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConnectedDeviceFloppy(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConnectedDeviceFloppy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConnectedDeviceIso {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConnectedDeviceIso {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1204,15 +1204,15 @@ impl x::ObjectType for OvfConnectedDeviceIso {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConnectedDeviceIso(v) => Some(v), _ => None, }
+        match object { Object::OvfConnectedDeviceIso(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConnectedDeviceIso(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConnectedDeviceIso(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConstraint {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConstraint {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1220,15 +1220,15 @@ impl x::ObjectType for OvfConstraint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConstraint(v) => Some(v), _ => None, }
+        match object { Object::OvfConstraint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConstraint(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConstraint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConsumerCallbackFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConsumerCallbackFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1236,15 +1236,15 @@ impl x::ObjectType for OvfConsumerCallbackFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerCallbackFault(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerCallbackFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerCallbackFault(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerCallbackFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConsumerCommunicationError {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConsumerCommunicationError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1252,15 +1252,15 @@ impl x::ObjectType for OvfConsumerCommunicationError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerCommunicationError(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerCommunicationError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerCommunicationError(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerCommunicationError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConsumerFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConsumerFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1268,15 +1268,15 @@ impl x::ObjectType for OvfConsumerFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerFault(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerFault(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConsumerInvalidSection {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConsumerInvalidSection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1284,11 +1284,11 @@ impl x::ObjectType for OvfConsumerInvalidSection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerInvalidSection(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerInvalidSection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerInvalidSection(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerInvalidSection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1300,11 +1300,11 @@ impl x::ObjectType for OvfConsumerOstNode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerOstNode(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerOstNode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerOstNode(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerOstNode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1316,11 +1316,11 @@ impl x::ObjectType for OvfConsumerOstNodeType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerOstNodeType(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerOstNodeType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerOstNodeType(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerOstNodeType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1332,15 +1332,15 @@ impl x::ObjectType for OvfConsumerOvfSection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerOvfSection(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerOvfSection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerOvfSection(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerOvfSection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConsumerPowerOnFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConsumerPowerOnFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1348,15 +1348,15 @@ impl x::ObjectType for OvfConsumerPowerOnFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerPowerOnFault(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerPowerOnFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerPowerOnFault(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerPowerOnFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConsumerUndeclaredSection {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConsumerUndeclaredSection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1364,15 +1364,15 @@ impl x::ObjectType for OvfConsumerUndeclaredSection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerUndeclaredSection(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerUndeclaredSection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerUndeclaredSection(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerUndeclaredSection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConsumerUndefinedPrefix {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConsumerUndefinedPrefix {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1380,15 +1380,15 @@ impl x::ObjectType for OvfConsumerUndefinedPrefix {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerUndefinedPrefix(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerUndefinedPrefix(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerUndefinedPrefix(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerUndefinedPrefix(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfConsumerValidationFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfConsumerValidationFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1396,15 +1396,15 @@ impl x::ObjectType for OvfConsumerValidationFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfConsumerValidationFault(v) => Some(v), _ => None, }
+        match object { Object::OvfConsumerValidationFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfConsumerValidationFault(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfConsumerValidationFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfCpuCompatibility {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfCpuCompatibility {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1412,15 +1412,15 @@ impl x::ObjectType for OvfCpuCompatibility {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfCpuCompatibility(v) => Some(v), _ => None, }
+        match object { Object::OvfCpuCompatibility(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfCpuCompatibility(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfCpuCompatibility(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfCpuCompatibilityCheckNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfCpuCompatibilityCheckNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1428,11 +1428,11 @@ impl x::ObjectType for OvfCpuCompatibilityCheckNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfCpuCompatibilityCheckNotSupported(v) => Some(v), _ => None, }
+        match object { Object::OvfCpuCompatibilityCheckNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfCpuCompatibilityCheckNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfCpuCompatibilityCheckNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1444,11 +1444,11 @@ impl x::ObjectType for OvfCreateDescriptorParams {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfCreateDescriptorParams(v) => Some(v), _ => None, }
+        match object { Object::OvfCreateDescriptorParams(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfCreateDescriptorParams(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfCreateDescriptorParams(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1460,11 +1460,11 @@ impl x::ObjectType for OvfCreateDescriptorResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfCreateDescriptorResult(v) => Some(v), _ => None, }
+        match object { Object::OvfCreateDescriptorResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfCreateDescriptorResult(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfCreateDescriptorResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1476,11 +1476,11 @@ impl x::ObjectType for OvfCreateImportSpecParams {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfCreateImportSpecParams(v) => Some(v), _ => None, }
+        match object { Object::OvfCreateImportSpecParams(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfCreateImportSpecParams(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfCreateImportSpecParams(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1492,11 +1492,11 @@ impl x::ObjectType for OvfCreateImportSpecParamsDiskProvisioningType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfCreateImportSpecParamsDiskProvisioningType(v) => Some(v), _ => None, }
+        match object { Object::OvfCreateImportSpecParamsDiskProvisioningType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfCreateImportSpecParamsDiskProvisioningType(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfCreateImportSpecParamsDiskProvisioningType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1508,11 +1508,11 @@ impl x::ObjectType for OvfCreateImportSpecResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfCreateImportSpecResult(v) => Some(v), _ => None, }
+        match object { Object::OvfCreateImportSpecResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfCreateImportSpecResult(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfCreateImportSpecResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1524,11 +1524,11 @@ impl x::ObjectType for OvfDatastoreMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfDatastoreMapping(v) => Some(v), _ => None, }
+        match object { Object::OvfDatastoreMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfDatastoreMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfDatastoreMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1540,15 +1540,15 @@ impl x::ObjectType for OvfDeploymentOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfDeploymentOption(v) => Some(v), _ => None, }
+        match object { Object::OvfDeploymentOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfDeploymentOption(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfDeploymentOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfDiskMappingNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfDiskMappingNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1556,15 +1556,15 @@ impl x::ObjectType for OvfDiskMappingNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfDiskMappingNotFound(v) => Some(v), _ => None, }
+        match object { Object::OvfDiskMappingNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfDiskMappingNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfDiskMappingNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfDiskOrderConstraint {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfDiskOrderConstraint {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1572,15 +1572,15 @@ impl x::ObjectType for OvfDiskOrderConstraint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfDiskOrderConstraint(v) => Some(v), _ => None, }
+        match object { Object::OvfDiskOrderConstraint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfDiskOrderConstraint(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfDiskOrderConstraint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfDuplicateElement {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfDuplicateElement {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1588,15 +1588,15 @@ impl x::ObjectType for OvfDuplicateElement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfDuplicateElement(v) => Some(v), _ => None, }
+        match object { Object::OvfDuplicateElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfDuplicateElement(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfDuplicateElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfDuplicatedElementBoundary {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfDuplicatedElementBoundary {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1604,15 +1604,15 @@ impl x::ObjectType for OvfDuplicatedElementBoundary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfDuplicatedElementBoundary(v) => Some(v), _ => None, }
+        match object { Object::OvfDuplicatedElementBoundary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfDuplicatedElementBoundary(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfDuplicatedElementBoundary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfDuplicatedPropertyIdExport {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfDuplicatedPropertyIdExport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1620,15 +1620,15 @@ impl x::ObjectType for OvfDuplicatedPropertyIdExport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfDuplicatedPropertyIdExport(v) => Some(v), _ => None, }
+        match object { Object::OvfDuplicatedPropertyIdExport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfDuplicatedPropertyIdExport(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfDuplicatedPropertyIdExport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfDuplicatedPropertyIdImport {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfDuplicatedPropertyIdImport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1636,15 +1636,15 @@ impl x::ObjectType for OvfDuplicatedPropertyIdImport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfDuplicatedPropertyIdImport(v) => Some(v), _ => None, }
+        match object { Object::OvfDuplicatedPropertyIdImport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfDuplicatedPropertyIdImport(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfDuplicatedPropertyIdImport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfElement {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfElement {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1652,15 +1652,15 @@ impl x::ObjectType for OvfElement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfElement(v) => Some(v), _ => None, }
+        match object { Object::OvfElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfElement(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfElementInvalidValue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfElementInvalidValue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1668,15 +1668,15 @@ impl x::ObjectType for OvfElementInvalidValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfElementInvalidValue(v) => Some(v), _ => None, }
+        match object { Object::OvfElementInvalidValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfElementInvalidValue(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfElementInvalidValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfExport {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfExport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1684,15 +1684,15 @@ impl x::ObjectType for OvfExport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfExport(v) => Some(v), _ => None, }
+        match object { Object::OvfExport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfExport(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfExport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfExportFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfExportFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1700,15 +1700,15 @@ impl x::ObjectType for OvfExportFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfExportFailed(v) => Some(v), _ => None, }
+        match object { Object::OvfExportFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfExportFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfExportFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1716,11 +1716,11 @@ impl x::ObjectType for OvfFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfFault(v) => Some(v), _ => None, }
+        match object { Object::OvfFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfFault(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1732,11 +1732,11 @@ impl x::ObjectType for OvfFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfFile(v) => Some(v), _ => None, }
+        match object { Object::OvfFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfFile(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1748,15 +1748,15 @@ impl x::ObjectType for OvfFileItem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfFileItem(v) => Some(v), _ => None, }
+        match object { Object::OvfFileItem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfFileItem(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfFileItem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfHardwareCheck {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfHardwareCheck {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1764,15 +1764,15 @@ impl x::ObjectType for OvfHardwareCheck {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfHardwareCheck(v) => Some(v), _ => None, }
+        match object { Object::OvfHardwareCheck(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfHardwareCheck(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfHardwareCheck(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfHardwareExport {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfHardwareExport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1780,15 +1780,15 @@ impl x::ObjectType for OvfHardwareExport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfHardwareExport(v) => Some(v), _ => None, }
+        match object { Object::OvfHardwareExport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfHardwareExport(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfHardwareExport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfHostResourceConstraint {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfHostResourceConstraint {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1796,15 +1796,15 @@ impl x::ObjectType for OvfHostResourceConstraint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfHostResourceConstraint(v) => Some(v), _ => None, }
+        match object { Object::OvfHostResourceConstraint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfHostResourceConstraint(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfHostResourceConstraint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfHostValueNotParsed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfHostValueNotParsed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1812,15 +1812,15 @@ impl x::ObjectType for OvfHostValueNotParsed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfHostValueNotParsed(v) => Some(v), _ => None, }
+        match object { Object::OvfHostValueNotParsed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfHostValueNotParsed(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfHostValueNotParsed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfImport {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfImport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1828,15 +1828,15 @@ impl x::ObjectType for OvfImport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfImport(v) => Some(v), _ => None, }
+        match object { Object::OvfImport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfImport(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfImport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfImportFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfImportFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1844,11 +1844,11 @@ impl x::ObjectType for OvfImportFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfImportFailed(v) => Some(v), _ => None, }
+        match object { Object::OvfImportFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfImportFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfImportFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1860,15 +1860,15 @@ impl x::ObjectType for OvfImportParams {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfImportParams(v) => Some(v), _ => None, }
+        match object { Object::OvfImportParams(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfImportParams(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfImportParams(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfInternalError {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfInternalError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1876,15 +1876,15 @@ impl x::ObjectType for OvfInternalError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfInternalError(v) => Some(v), _ => None, }
+        match object { Object::OvfInternalError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfInternalError(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfInternalError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfInvalidPackage {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfInvalidPackage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1892,15 +1892,15 @@ impl x::ObjectType for OvfInvalidPackage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfInvalidPackage(v) => Some(v), _ => None, }
+        match object { Object::OvfInvalidPackage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfInvalidPackage(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfInvalidPackage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfInvalidValue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfInvalidValue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1908,15 +1908,15 @@ impl x::ObjectType for OvfInvalidValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfInvalidValue(v) => Some(v), _ => None, }
+        match object { Object::OvfInvalidValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfInvalidValue(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfInvalidValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfInvalidValueConfiguration {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfInvalidValueConfiguration {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1924,15 +1924,15 @@ impl x::ObjectType for OvfInvalidValueConfiguration {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfInvalidValueConfiguration(v) => Some(v), _ => None, }
+        match object { Object::OvfInvalidValueConfiguration(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfInvalidValueConfiguration(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfInvalidValueConfiguration(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfInvalidValueEmpty {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfInvalidValueEmpty {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1940,15 +1940,15 @@ impl x::ObjectType for OvfInvalidValueEmpty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfInvalidValueEmpty(v) => Some(v), _ => None, }
+        match object { Object::OvfInvalidValueEmpty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfInvalidValueEmpty(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfInvalidValueEmpty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfInvalidValueFormatMalformed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfInvalidValueFormatMalformed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1956,15 +1956,15 @@ impl x::ObjectType for OvfInvalidValueFormatMalformed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfInvalidValueFormatMalformed(v) => Some(v), _ => None, }
+        match object { Object::OvfInvalidValueFormatMalformed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfInvalidValueFormatMalformed(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfInvalidValueFormatMalformed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfInvalidValueReference {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfInvalidValueReference {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1972,15 +1972,15 @@ impl x::ObjectType for OvfInvalidValueReference {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfInvalidValueReference(v) => Some(v), _ => None, }
+        match object { Object::OvfInvalidValueReference(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfInvalidValueReference(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfInvalidValueReference(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfInvalidVmName {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfInvalidVmName {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1988,11 +1988,11 @@ impl x::ObjectType for OvfInvalidVmName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfInvalidVmName(v) => Some(v), _ => None, }
+        match object { Object::OvfInvalidVmName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfInvalidVmName(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfInvalidVmName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2004,15 +2004,15 @@ impl x::ObjectType for OvfManagerCommonParams {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfManagerCommonParams(v) => Some(v), _ => None, }
+        match object { Object::OvfManagerCommonParams(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfManagerCommonParams(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfManagerCommonParams(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfMappedOsId {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfMappedOsId {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2020,15 +2020,15 @@ impl x::ObjectType for OvfMappedOsId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfMappedOsId(v) => Some(v), _ => None, }
+        match object { Object::OvfMappedOsId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfMappedOsId(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfMappedOsId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfMissingAttribute {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfMissingAttribute {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2036,15 +2036,15 @@ impl x::ObjectType for OvfMissingAttribute {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfMissingAttribute(v) => Some(v), _ => None, }
+        match object { Object::OvfMissingAttribute(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfMissingAttribute(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfMissingAttribute(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfMissingElement {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfMissingElement {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2052,10 +2052,10 @@ impl x::ObjectType for OvfMissingElement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfMissingElement(v) => Some(v), _ => None, }
+        match object { Object::OvfMissingElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfMissingElement(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfMissingElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -145,52 +145,52 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    OvfMissingElementNormalBoundary(Box<OvfMissingElementNormalBoundary>),
-    OvfMissingHardware(Box<OvfMissingHardware>),
+    #[cfg(feature = "all-faults")] OvfMissingElementNormalBoundary(Box<OvfMissingElementNormalBoundary>),
+    #[cfg(feature = "all-faults")] OvfMissingHardware(Box<OvfMissingHardware>),
     OvfNetworkInfo(Box<OvfNetworkInfo>),
     OvfNetworkMapping(Box<OvfNetworkMapping>),
-    OvfNetworkMappingNotSupported(Box<OvfNetworkMappingNotSupported>),
-    OvfNoHostNic(Box<OvfNoHostNic>),
-    OvfNoSpaceOnController(Box<OvfNoSpaceOnController>),
-    OvfNoSupportedHardwareFamily(Box<OvfNoSupportedHardwareFamily>),
+    #[cfg(feature = "all-faults")] OvfNetworkMappingNotSupported(Box<OvfNetworkMappingNotSupported>),
+    #[cfg(feature = "all-faults")] OvfNoHostNic(Box<OvfNoHostNic>),
+    #[cfg(feature = "all-faults")] OvfNoSpaceOnController(Box<OvfNoSpaceOnController>),
+    #[cfg(feature = "all-faults")] OvfNoSupportedHardwareFamily(Box<OvfNoSupportedHardwareFamily>),
     OvfOptionInfo(Box<OvfOptionInfo>),
     OvfParseDescriptorParams(Box<OvfParseDescriptorParams>),
     OvfParseDescriptorResult(Box<OvfParseDescriptorResult>),
-    OvfProperty(Box<OvfProperty>),
-    OvfPropertyExport(Box<OvfPropertyExport>),
-    OvfPropertyNetwork(Box<OvfPropertyNetwork>),
-    OvfPropertyNetworkExport(Box<OvfPropertyNetworkExport>),
-    OvfPropertyQualifier(Box<OvfPropertyQualifier>),
-    OvfPropertyQualifierDuplicate(Box<OvfPropertyQualifierDuplicate>),
-    OvfPropertyQualifierIgnored(Box<OvfPropertyQualifierIgnored>),
-    OvfPropertyType(Box<OvfPropertyType>),
-    OvfPropertyValue(Box<OvfPropertyValue>),
+    #[cfg(feature = "all-faults")] OvfProperty(Box<OvfProperty>),
+    #[cfg(feature = "all-faults")] OvfPropertyExport(Box<OvfPropertyExport>),
+    #[cfg(feature = "all-faults")] OvfPropertyNetwork(Box<OvfPropertyNetwork>),
+    #[cfg(feature = "all-faults")] OvfPropertyNetworkExport(Box<OvfPropertyNetworkExport>),
+    #[cfg(feature = "all-faults")] OvfPropertyQualifier(Box<OvfPropertyQualifier>),
+    #[cfg(feature = "all-faults")] OvfPropertyQualifierDuplicate(Box<OvfPropertyQualifierDuplicate>),
+    #[cfg(feature = "all-faults")] OvfPropertyQualifierIgnored(Box<OvfPropertyQualifierIgnored>),
+    #[cfg(feature = "all-faults")] OvfPropertyType(Box<OvfPropertyType>),
+    #[cfg(feature = "all-faults")] OvfPropertyValue(Box<OvfPropertyValue>),
     OvfResourceMap(Box<OvfResourceMap>),
     OvfStorageProfileMapping(Box<OvfStorageProfileMapping>),
-    OvfSystemFault(Box<OvfSystemFault>),
-    OvfToXmlUnsupportedElement(Box<OvfToXmlUnsupportedElement>),
-    OvfUnableToExportDisk(Box<OvfUnableToExportDisk>),
-    OvfUnexpectedElement(Box<OvfUnexpectedElement>),
-    OvfUnknownDevice(Box<OvfUnknownDevice>),
-    OvfUnknownDeviceBacking(Box<OvfUnknownDeviceBacking>),
-    OvfUnknownEntity(Box<OvfUnknownEntity>),
-    OvfUnsupportedAttribute(Box<OvfUnsupportedAttribute>),
-    OvfUnsupportedAttributeValue(Box<OvfUnsupportedAttributeValue>),
-    OvfUnsupportedDeviceBackingInfo(Box<OvfUnsupportedDeviceBackingInfo>),
-    OvfUnsupportedDeviceBackingOption(Box<OvfUnsupportedDeviceBackingOption>),
-    OvfUnsupportedDeviceExport(Box<OvfUnsupportedDeviceExport>),
-    OvfUnsupportedDiskProvisioning(Box<OvfUnsupportedDiskProvisioning>),
-    OvfUnsupportedElement(Box<OvfUnsupportedElement>),
-    OvfUnsupportedElementValue(Box<OvfUnsupportedElementValue>),
-    OvfUnsupportedPackage(Box<OvfUnsupportedPackage>),
-    OvfUnsupportedSection(Box<OvfUnsupportedSection>),
-    OvfUnsupportedSubType(Box<OvfUnsupportedSubType>),
-    OvfUnsupportedType(Box<OvfUnsupportedType>),
+    #[cfg(feature = "all-faults")] OvfSystemFault(Box<OvfSystemFault>),
+    #[cfg(feature = "all-faults")] OvfToXmlUnsupportedElement(Box<OvfToXmlUnsupportedElement>),
+    #[cfg(feature = "all-faults")] OvfUnableToExportDisk(Box<OvfUnableToExportDisk>),
+    #[cfg(feature = "all-faults")] OvfUnexpectedElement(Box<OvfUnexpectedElement>),
+    #[cfg(feature = "all-faults")] OvfUnknownDevice(Box<OvfUnknownDevice>),
+    #[cfg(feature = "all-faults")] OvfUnknownDeviceBacking(Box<OvfUnknownDeviceBacking>),
+    #[cfg(feature = "all-faults")] OvfUnknownEntity(Box<OvfUnknownEntity>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedAttribute(Box<OvfUnsupportedAttribute>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedAttributeValue(Box<OvfUnsupportedAttributeValue>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedDeviceBackingInfo(Box<OvfUnsupportedDeviceBackingInfo>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedDeviceBackingOption(Box<OvfUnsupportedDeviceBackingOption>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedDeviceExport(Box<OvfUnsupportedDeviceExport>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedDiskProvisioning(Box<OvfUnsupportedDiskProvisioning>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedElement(Box<OvfUnsupportedElement>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedElementValue(Box<OvfUnsupportedElementValue>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedPackage(Box<OvfUnsupportedPackage>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedSection(Box<OvfUnsupportedSection>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedSubType(Box<OvfUnsupportedSubType>),
+    #[cfg(feature = "all-faults")] OvfUnsupportedType(Box<OvfUnsupportedType>),
     OvfValidateHostParams(Box<OvfValidateHostParams>),
     OvfValidateHostResult(Box<OvfValidateHostResult>),
-    OvfWrongElement(Box<OvfWrongElement>),
-    OvfWrongNamespace(Box<OvfWrongNamespace>),
-    OvfXmlFormat(Box<OvfXmlFormat>),
+    #[cfg(feature = "all-faults")] OvfWrongElement(Box<OvfWrongElement>),
+    #[cfg(feature = "all-faults")] OvfWrongNamespace(Box<OvfWrongNamespace>),
+    #[cfg(feature = "all-faults")] OvfXmlFormat(Box<OvfXmlFormat>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -205,52 +205,52 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfMissingElementNormalBoundary(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfMissingHardware(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfMissingElementNormalBoundary(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfMissingHardware(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfNetworkInfo(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfNetworkMapping(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfNetworkMappingNotSupported(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfNoHostNic(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfNoSpaceOnController(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfNoSupportedHardwareFamily(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfNetworkMappingNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfNoHostNic(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfNoSpaceOnController(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfNoSupportedHardwareFamily(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfOptionInfo(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfParseDescriptorParams(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfParseDescriptorResult(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfProperty(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyExport(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyNetwork(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyNetworkExport(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyQualifier(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyQualifierDuplicate(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyQualifierIgnored(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyType(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyValue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfProperty(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyExport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyNetwork(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyNetworkExport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyQualifier(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyQualifierDuplicate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyQualifierIgnored(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfPropertyValue(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfResourceMap(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfStorageProfileMapping(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfSystemFault(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfToXmlUnsupportedElement(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnableToExportDisk(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnexpectedElement(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnknownDevice(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnknownDeviceBacking(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnknownEntity(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedAttribute(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedAttributeValue(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedDeviceExport(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedDiskProvisioning(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedElement(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedElementValue(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedPackage(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedSection(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedSubType(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfSystemFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfToXmlUnsupportedElement(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnableToExportDisk(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnexpectedElement(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnknownDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnknownDeviceBacking(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnknownEntity(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedAttribute(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedAttributeValue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedDeviceExport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedDiskProvisioning(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedElement(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedElementValue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedPackage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedSection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedSubType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfUnsupportedType(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfValidateHostParams(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfValidateHostResult(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfWrongElement(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfWrongNamespace(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfXmlFormat(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfWrongElement(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfWrongNamespace(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OvfXmlFormat(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -259,52 +259,52 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::OvfMissingElementNormalBoundary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfMissingHardware(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfMissingElementNormalBoundary(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfMissingHardware(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfNetworkMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfNetworkMappingNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfNoHostNic(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfNoSpaceOnController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfNoSupportedHardwareFamily(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfNetworkMappingNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfNoHostNic(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfNoSpaceOnController(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfNoSupportedHardwareFamily(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfOptionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfParseDescriptorParams(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfParseDescriptorResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfProperty(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfPropertyExport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfPropertyNetwork(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfPropertyNetworkExport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfPropertyQualifier(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfPropertyQualifierDuplicate(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfPropertyQualifierIgnored(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfPropertyType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfPropertyValue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfProperty(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyExport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyNetworkExport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifier(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifierDuplicate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifierIgnored(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyValue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfResourceMap(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfStorageProfileMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfSystemFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfToXmlUnsupportedElement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnableToExportDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnexpectedElement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnknownDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnknownDeviceBacking(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnknownEntity(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedAttribute(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedAttributeValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedDeviceExport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedDiskProvisioning(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedElement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedElementValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedPackage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedSection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedSubType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfUnsupportedType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfSystemFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfToXmlUnsupportedElement(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnableToExportDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnexpectedElement(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnknownDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnknownDeviceBacking(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnknownEntity(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedAttribute(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedAttributeValue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceExport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDiskProvisioning(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedElement(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedElementValue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedPackage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedSection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedSubType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfValidateHostParams(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OvfValidateHostResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfWrongElement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfWrongNamespace(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OvfXmlFormat(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfWrongElement(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfWrongNamespace(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::OvfXmlFormat(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -312,53 +312,53 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::OvfMissingElementNormalBoundary(a), Object::OvfMissingElementNormalBoundary(b)) => **a == **b,
-            (Object::OvfMissingHardware(a), Object::OvfMissingHardware(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfMissingElementNormalBoundary(a), Object::OvfMissingElementNormalBoundary(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfMissingHardware(a), Object::OvfMissingHardware(b)) => **a == **b,
             (Object::OvfNetworkInfo(a), Object::OvfNetworkInfo(b)) => **a == **b,
             (Object::OvfNetworkMapping(a), Object::OvfNetworkMapping(b)) => **a == **b,
-            (Object::OvfNetworkMappingNotSupported(a), Object::OvfNetworkMappingNotSupported(b)) => **a == **b,
-            (Object::OvfNoHostNic(a), Object::OvfNoHostNic(b)) => **a == **b,
-            (Object::OvfNoSpaceOnController(a), Object::OvfNoSpaceOnController(b)) => **a == **b,
-            (Object::OvfNoSupportedHardwareFamily(a), Object::OvfNoSupportedHardwareFamily(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfNetworkMappingNotSupported(a), Object::OvfNetworkMappingNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfNoHostNic(a), Object::OvfNoHostNic(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfNoSpaceOnController(a), Object::OvfNoSpaceOnController(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfNoSupportedHardwareFamily(a), Object::OvfNoSupportedHardwareFamily(b)) => **a == **b,
             (Object::OvfOptionInfo(a), Object::OvfOptionInfo(b)) => **a == **b,
             (Object::OvfParseDescriptorParams(a), Object::OvfParseDescriptorParams(b)) => **a == **b,
             (Object::OvfParseDescriptorResult(a), Object::OvfParseDescriptorResult(b)) => **a == **b,
-            (Object::OvfProperty(a), Object::OvfProperty(b)) => **a == **b,
-            (Object::OvfPropertyExport(a), Object::OvfPropertyExport(b)) => **a == **b,
-            (Object::OvfPropertyNetwork(a), Object::OvfPropertyNetwork(b)) => **a == **b,
-            (Object::OvfPropertyNetworkExport(a), Object::OvfPropertyNetworkExport(b)) => **a == **b,
-            (Object::OvfPropertyQualifier(a), Object::OvfPropertyQualifier(b)) => **a == **b,
-            (Object::OvfPropertyQualifierDuplicate(a), Object::OvfPropertyQualifierDuplicate(b)) => **a == **b,
-            (Object::OvfPropertyQualifierIgnored(a), Object::OvfPropertyQualifierIgnored(b)) => **a == **b,
-            (Object::OvfPropertyType(a), Object::OvfPropertyType(b)) => **a == **b,
-            (Object::OvfPropertyValue(a), Object::OvfPropertyValue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfProperty(a), Object::OvfProperty(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfPropertyExport(a), Object::OvfPropertyExport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfPropertyNetwork(a), Object::OvfPropertyNetwork(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfPropertyNetworkExport(a), Object::OvfPropertyNetworkExport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfPropertyQualifier(a), Object::OvfPropertyQualifier(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfPropertyQualifierDuplicate(a), Object::OvfPropertyQualifierDuplicate(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfPropertyQualifierIgnored(a), Object::OvfPropertyQualifierIgnored(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfPropertyType(a), Object::OvfPropertyType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfPropertyValue(a), Object::OvfPropertyValue(b)) => **a == **b,
             (Object::OvfResourceMap(a), Object::OvfResourceMap(b)) => **a == **b,
             (Object::OvfStorageProfileMapping(a), Object::OvfStorageProfileMapping(b)) => **a == **b,
-            (Object::OvfSystemFault(a), Object::OvfSystemFault(b)) => **a == **b,
-            (Object::OvfToXmlUnsupportedElement(a), Object::OvfToXmlUnsupportedElement(b)) => **a == **b,
-            (Object::OvfUnableToExportDisk(a), Object::OvfUnableToExportDisk(b)) => **a == **b,
-            (Object::OvfUnexpectedElement(a), Object::OvfUnexpectedElement(b)) => **a == **b,
-            (Object::OvfUnknownDevice(a), Object::OvfUnknownDevice(b)) => **a == **b,
-            (Object::OvfUnknownDeviceBacking(a), Object::OvfUnknownDeviceBacking(b)) => **a == **b,
-            (Object::OvfUnknownEntity(a), Object::OvfUnknownEntity(b)) => **a == **b,
-            (Object::OvfUnsupportedAttribute(a), Object::OvfUnsupportedAttribute(b)) => **a == **b,
-            (Object::OvfUnsupportedAttributeValue(a), Object::OvfUnsupportedAttributeValue(b)) => **a == **b,
-            (Object::OvfUnsupportedDeviceBackingInfo(a), Object::OvfUnsupportedDeviceBackingInfo(b)) => **a == **b,
-            (Object::OvfUnsupportedDeviceBackingOption(a), Object::OvfUnsupportedDeviceBackingOption(b)) => **a == **b,
-            (Object::OvfUnsupportedDeviceExport(a), Object::OvfUnsupportedDeviceExport(b)) => **a == **b,
-            (Object::OvfUnsupportedDiskProvisioning(a), Object::OvfUnsupportedDiskProvisioning(b)) => **a == **b,
-            (Object::OvfUnsupportedElement(a), Object::OvfUnsupportedElement(b)) => **a == **b,
-            (Object::OvfUnsupportedElementValue(a), Object::OvfUnsupportedElementValue(b)) => **a == **b,
-            (Object::OvfUnsupportedPackage(a), Object::OvfUnsupportedPackage(b)) => **a == **b,
-            (Object::OvfUnsupportedSection(a), Object::OvfUnsupportedSection(b)) => **a == **b,
-            (Object::OvfUnsupportedSubType(a), Object::OvfUnsupportedSubType(b)) => **a == **b,
-            (Object::OvfUnsupportedType(a), Object::OvfUnsupportedType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfSystemFault(a), Object::OvfSystemFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfToXmlUnsupportedElement(a), Object::OvfToXmlUnsupportedElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnableToExportDisk(a), Object::OvfUnableToExportDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnexpectedElement(a), Object::OvfUnexpectedElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnknownDevice(a), Object::OvfUnknownDevice(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnknownDeviceBacking(a), Object::OvfUnknownDeviceBacking(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnknownEntity(a), Object::OvfUnknownEntity(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedAttribute(a), Object::OvfUnsupportedAttribute(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedAttributeValue(a), Object::OvfUnsupportedAttributeValue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedDeviceBackingInfo(a), Object::OvfUnsupportedDeviceBackingInfo(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedDeviceBackingOption(a), Object::OvfUnsupportedDeviceBackingOption(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedDeviceExport(a), Object::OvfUnsupportedDeviceExport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedDiskProvisioning(a), Object::OvfUnsupportedDiskProvisioning(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedElement(a), Object::OvfUnsupportedElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedElementValue(a), Object::OvfUnsupportedElementValue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedPackage(a), Object::OvfUnsupportedPackage(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedSection(a), Object::OvfUnsupportedSection(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedSubType(a), Object::OvfUnsupportedSubType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfUnsupportedType(a), Object::OvfUnsupportedType(b)) => **a == **b,
             (Object::OvfValidateHostParams(a), Object::OvfValidateHostParams(b)) => **a == **b,
             (Object::OvfValidateHostResult(a), Object::OvfValidateHostResult(b)) => **a == **b,
-            (Object::OvfWrongElement(a), Object::OvfWrongElement(b)) => **a == **b,
-            (Object::OvfWrongNamespace(a), Object::OvfWrongNamespace(b)) => **a == **b,
-            (Object::OvfXmlFormat(a), Object::OvfXmlFormat(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-faults")] (Object::OvfWrongElement(a), Object::OvfWrongElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfWrongNamespace(a), Object::OvfWrongNamespace(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::OvfXmlFormat(a), Object::OvfXmlFormat(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -366,52 +366,52 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::OvfMissingElementNormalBoundary(v) => Object::OvfMissingElementNormalBoundary(Box::new((**v).clone())),
-            Object::OvfMissingHardware(v) => Object::OvfMissingHardware(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfMissingElementNormalBoundary(v) => Object::OvfMissingElementNormalBoundary(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfMissingHardware(v) => Object::OvfMissingHardware(Box::new((**v).clone())),
             Object::OvfNetworkInfo(v) => Object::OvfNetworkInfo(Box::new((**v).clone())),
             Object::OvfNetworkMapping(v) => Object::OvfNetworkMapping(Box::new((**v).clone())),
-            Object::OvfNetworkMappingNotSupported(v) => Object::OvfNetworkMappingNotSupported(Box::new((**v).clone())),
-            Object::OvfNoHostNic(v) => Object::OvfNoHostNic(Box::new((**v).clone())),
-            Object::OvfNoSpaceOnController(v) => Object::OvfNoSpaceOnController(Box::new((**v).clone())),
-            Object::OvfNoSupportedHardwareFamily(v) => Object::OvfNoSupportedHardwareFamily(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfNetworkMappingNotSupported(v) => Object::OvfNetworkMappingNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfNoHostNic(v) => Object::OvfNoHostNic(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfNoSpaceOnController(v) => Object::OvfNoSpaceOnController(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfNoSupportedHardwareFamily(v) => Object::OvfNoSupportedHardwareFamily(Box::new((**v).clone())),
             Object::OvfOptionInfo(v) => Object::OvfOptionInfo(Box::new((**v).clone())),
             Object::OvfParseDescriptorParams(v) => Object::OvfParseDescriptorParams(Box::new((**v).clone())),
             Object::OvfParseDescriptorResult(v) => Object::OvfParseDescriptorResult(Box::new((**v).clone())),
-            Object::OvfProperty(v) => Object::OvfProperty(Box::new((**v).clone())),
-            Object::OvfPropertyExport(v) => Object::OvfPropertyExport(Box::new((**v).clone())),
-            Object::OvfPropertyNetwork(v) => Object::OvfPropertyNetwork(Box::new((**v).clone())),
-            Object::OvfPropertyNetworkExport(v) => Object::OvfPropertyNetworkExport(Box::new((**v).clone())),
-            Object::OvfPropertyQualifier(v) => Object::OvfPropertyQualifier(Box::new((**v).clone())),
-            Object::OvfPropertyQualifierDuplicate(v) => Object::OvfPropertyQualifierDuplicate(Box::new((**v).clone())),
-            Object::OvfPropertyQualifierIgnored(v) => Object::OvfPropertyQualifierIgnored(Box::new((**v).clone())),
-            Object::OvfPropertyType(v) => Object::OvfPropertyType(Box::new((**v).clone())),
-            Object::OvfPropertyValue(v) => Object::OvfPropertyValue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfProperty(v) => Object::OvfProperty(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyExport(v) => Object::OvfPropertyExport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyNetwork(v) => Object::OvfPropertyNetwork(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyNetworkExport(v) => Object::OvfPropertyNetworkExport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifier(v) => Object::OvfPropertyQualifier(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifierDuplicate(v) => Object::OvfPropertyQualifierDuplicate(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifierIgnored(v) => Object::OvfPropertyQualifierIgnored(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyType(v) => Object::OvfPropertyType(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyValue(v) => Object::OvfPropertyValue(Box::new((**v).clone())),
             Object::OvfResourceMap(v) => Object::OvfResourceMap(Box::new((**v).clone())),
             Object::OvfStorageProfileMapping(v) => Object::OvfStorageProfileMapping(Box::new((**v).clone())),
-            Object::OvfSystemFault(v) => Object::OvfSystemFault(Box::new((**v).clone())),
-            Object::OvfToXmlUnsupportedElement(v) => Object::OvfToXmlUnsupportedElement(Box::new((**v).clone())),
-            Object::OvfUnableToExportDisk(v) => Object::OvfUnableToExportDisk(Box::new((**v).clone())),
-            Object::OvfUnexpectedElement(v) => Object::OvfUnexpectedElement(Box::new((**v).clone())),
-            Object::OvfUnknownDevice(v) => Object::OvfUnknownDevice(Box::new((**v).clone())),
-            Object::OvfUnknownDeviceBacking(v) => Object::OvfUnknownDeviceBacking(Box::new((**v).clone())),
-            Object::OvfUnknownEntity(v) => Object::OvfUnknownEntity(Box::new((**v).clone())),
-            Object::OvfUnsupportedAttribute(v) => Object::OvfUnsupportedAttribute(Box::new((**v).clone())),
-            Object::OvfUnsupportedAttributeValue(v) => Object::OvfUnsupportedAttributeValue(Box::new((**v).clone())),
-            Object::OvfUnsupportedDeviceBackingInfo(v) => Object::OvfUnsupportedDeviceBackingInfo(Box::new((**v).clone())),
-            Object::OvfUnsupportedDeviceBackingOption(v) => Object::OvfUnsupportedDeviceBackingOption(Box::new((**v).clone())),
-            Object::OvfUnsupportedDeviceExport(v) => Object::OvfUnsupportedDeviceExport(Box::new((**v).clone())),
-            Object::OvfUnsupportedDiskProvisioning(v) => Object::OvfUnsupportedDiskProvisioning(Box::new((**v).clone())),
-            Object::OvfUnsupportedElement(v) => Object::OvfUnsupportedElement(Box::new((**v).clone())),
-            Object::OvfUnsupportedElementValue(v) => Object::OvfUnsupportedElementValue(Box::new((**v).clone())),
-            Object::OvfUnsupportedPackage(v) => Object::OvfUnsupportedPackage(Box::new((**v).clone())),
-            Object::OvfUnsupportedSection(v) => Object::OvfUnsupportedSection(Box::new((**v).clone())),
-            Object::OvfUnsupportedSubType(v) => Object::OvfUnsupportedSubType(Box::new((**v).clone())),
-            Object::OvfUnsupportedType(v) => Object::OvfUnsupportedType(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfSystemFault(v) => Object::OvfSystemFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfToXmlUnsupportedElement(v) => Object::OvfToXmlUnsupportedElement(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnableToExportDisk(v) => Object::OvfUnableToExportDisk(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnexpectedElement(v) => Object::OvfUnexpectedElement(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnknownDevice(v) => Object::OvfUnknownDevice(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnknownDeviceBacking(v) => Object::OvfUnknownDeviceBacking(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnknownEntity(v) => Object::OvfUnknownEntity(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedAttribute(v) => Object::OvfUnsupportedAttribute(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedAttributeValue(v) => Object::OvfUnsupportedAttributeValue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceBackingInfo(v) => Object::OvfUnsupportedDeviceBackingInfo(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceBackingOption(v) => Object::OvfUnsupportedDeviceBackingOption(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceExport(v) => Object::OvfUnsupportedDeviceExport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDiskProvisioning(v) => Object::OvfUnsupportedDiskProvisioning(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedElement(v) => Object::OvfUnsupportedElement(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedElementValue(v) => Object::OvfUnsupportedElementValue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedPackage(v) => Object::OvfUnsupportedPackage(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedSection(v) => Object::OvfUnsupportedSection(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedSubType(v) => Object::OvfUnsupportedSubType(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedType(v) => Object::OvfUnsupportedType(Box::new((**v).clone())),
             Object::OvfValidateHostParams(v) => Object::OvfValidateHostParams(Box::new((**v).clone())),
             Object::OvfValidateHostResult(v) => Object::OvfValidateHostResult(Box::new((**v).clone())),
-            Object::OvfWrongElement(v) => Object::OvfWrongElement(Box::new((**v).clone())),
-            Object::OvfWrongNamespace(v) => Object::OvfWrongNamespace(Box::new((**v).clone())),
-            Object::OvfXmlFormat(v) => Object::OvfXmlFormat(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfWrongElement(v) => Object::OvfWrongElement(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfWrongNamespace(v) => Object::OvfWrongNamespace(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::OvfXmlFormat(v) => Object::OvfXmlFormat(Box::new((**v).clone())),
         }
     }
 }
@@ -419,52 +419,52 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::OvfMissingElementNormalBoundary(_) => "OvfMissingElementNormalBoundary",
-            Object::OvfMissingHardware(_) => "OvfMissingHardware",
+            #[cfg(feature = "all-faults")] Object::OvfMissingElementNormalBoundary(_) => "OvfMissingElementNormalBoundary",
+            #[cfg(feature = "all-faults")] Object::OvfMissingHardware(_) => "OvfMissingHardware",
             Object::OvfNetworkInfo(_) => "OvfNetworkInfo",
             Object::OvfNetworkMapping(_) => "OvfNetworkMapping",
-            Object::OvfNetworkMappingNotSupported(_) => "OvfNetworkMappingNotSupported",
-            Object::OvfNoHostNic(_) => "OvfNoHostNic",
-            Object::OvfNoSpaceOnController(_) => "OvfNoSpaceOnController",
-            Object::OvfNoSupportedHardwareFamily(_) => "OvfNoSupportedHardwareFamily",
+            #[cfg(feature = "all-faults")] Object::OvfNetworkMappingNotSupported(_) => "OvfNetworkMappingNotSupported",
+            #[cfg(feature = "all-faults")] Object::OvfNoHostNic(_) => "OvfNoHostNic",
+            #[cfg(feature = "all-faults")] Object::OvfNoSpaceOnController(_) => "OvfNoSpaceOnController",
+            #[cfg(feature = "all-faults")] Object::OvfNoSupportedHardwareFamily(_) => "OvfNoSupportedHardwareFamily",
             Object::OvfOptionInfo(_) => "OvfOptionInfo",
             Object::OvfParseDescriptorParams(_) => "OvfParseDescriptorParams",
             Object::OvfParseDescriptorResult(_) => "OvfParseDescriptorResult",
-            Object::OvfProperty(_) => "OvfProperty",
-            Object::OvfPropertyExport(_) => "OvfPropertyExport",
-            Object::OvfPropertyNetwork(_) => "OvfPropertyNetwork",
-            Object::OvfPropertyNetworkExport(_) => "OvfPropertyNetworkExport",
-            Object::OvfPropertyQualifier(_) => "OvfPropertyQualifier",
-            Object::OvfPropertyQualifierDuplicate(_) => "OvfPropertyQualifierDuplicate",
-            Object::OvfPropertyQualifierIgnored(_) => "OvfPropertyQualifierIgnored",
-            Object::OvfPropertyType(_) => "OvfPropertyType",
-            Object::OvfPropertyValue(_) => "OvfPropertyValue",
+            #[cfg(feature = "all-faults")] Object::OvfProperty(_) => "OvfProperty",
+            #[cfg(feature = "all-faults")] Object::OvfPropertyExport(_) => "OvfPropertyExport",
+            #[cfg(feature = "all-faults")] Object::OvfPropertyNetwork(_) => "OvfPropertyNetwork",
+            #[cfg(feature = "all-faults")] Object::OvfPropertyNetworkExport(_) => "OvfPropertyNetworkExport",
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifier(_) => "OvfPropertyQualifier",
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifierDuplicate(_) => "OvfPropertyQualifierDuplicate",
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifierIgnored(_) => "OvfPropertyQualifierIgnored",
+            #[cfg(feature = "all-faults")] Object::OvfPropertyType(_) => "OvfPropertyType",
+            #[cfg(feature = "all-faults")] Object::OvfPropertyValue(_) => "OvfPropertyValue",
             Object::OvfResourceMap(_) => "OvfResourceMap",
             Object::OvfStorageProfileMapping(_) => "OvfStorageProfileMapping",
-            Object::OvfSystemFault(_) => "OvfSystemFault",
-            Object::OvfToXmlUnsupportedElement(_) => "OvfToXmlUnsupportedElement",
-            Object::OvfUnableToExportDisk(_) => "OvfUnableToExportDisk",
-            Object::OvfUnexpectedElement(_) => "OvfUnexpectedElement",
-            Object::OvfUnknownDevice(_) => "OvfUnknownDevice",
-            Object::OvfUnknownDeviceBacking(_) => "OvfUnknownDeviceBacking",
-            Object::OvfUnknownEntity(_) => "OvfUnknownEntity",
-            Object::OvfUnsupportedAttribute(_) => "OvfUnsupportedAttribute",
-            Object::OvfUnsupportedAttributeValue(_) => "OvfUnsupportedAttributeValue",
-            Object::OvfUnsupportedDeviceBackingInfo(_) => "OvfUnsupportedDeviceBackingInfo",
-            Object::OvfUnsupportedDeviceBackingOption(_) => "OvfUnsupportedDeviceBackingOption",
-            Object::OvfUnsupportedDeviceExport(_) => "OvfUnsupportedDeviceExport",
-            Object::OvfUnsupportedDiskProvisioning(_) => "OvfUnsupportedDiskProvisioning",
-            Object::OvfUnsupportedElement(_) => "OvfUnsupportedElement",
-            Object::OvfUnsupportedElementValue(_) => "OvfUnsupportedElementValue",
-            Object::OvfUnsupportedPackage(_) => "OvfUnsupportedPackage",
-            Object::OvfUnsupportedSection(_) => "OvfUnsupportedSection",
-            Object::OvfUnsupportedSubType(_) => "OvfUnsupportedSubType",
-            Object::OvfUnsupportedType(_) => "OvfUnsupportedType",
+            #[cfg(feature = "all-faults")] Object::OvfSystemFault(_) => "OvfSystemFault",
+            #[cfg(feature = "all-faults")] Object::OvfToXmlUnsupportedElement(_) => "OvfToXmlUnsupportedElement",
+            #[cfg(feature = "all-faults")] Object::OvfUnableToExportDisk(_) => "OvfUnableToExportDisk",
+            #[cfg(feature = "all-faults")] Object::OvfUnexpectedElement(_) => "OvfUnexpectedElement",
+            #[cfg(feature = "all-faults")] Object::OvfUnknownDevice(_) => "OvfUnknownDevice",
+            #[cfg(feature = "all-faults")] Object::OvfUnknownDeviceBacking(_) => "OvfUnknownDeviceBacking",
+            #[cfg(feature = "all-faults")] Object::OvfUnknownEntity(_) => "OvfUnknownEntity",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedAttribute(_) => "OvfUnsupportedAttribute",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedAttributeValue(_) => "OvfUnsupportedAttributeValue",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceBackingInfo(_) => "OvfUnsupportedDeviceBackingInfo",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceBackingOption(_) => "OvfUnsupportedDeviceBackingOption",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceExport(_) => "OvfUnsupportedDeviceExport",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDiskProvisioning(_) => "OvfUnsupportedDiskProvisioning",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedElement(_) => "OvfUnsupportedElement",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedElementValue(_) => "OvfUnsupportedElementValue",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedPackage(_) => "OvfUnsupportedPackage",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedSection(_) => "OvfUnsupportedSection",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedSubType(_) => "OvfUnsupportedSubType",
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedType(_) => "OvfUnsupportedType",
             Object::OvfValidateHostParams(_) => "OvfValidateHostParams",
             Object::OvfValidateHostResult(_) => "OvfValidateHostResult",
-            Object::OvfWrongElement(_) => "OvfWrongElement",
-            Object::OvfWrongNamespace(_) => "OvfWrongNamespace",
-            Object::OvfXmlFormat(_) => "OvfXmlFormat",
+            #[cfg(feature = "all-faults")] Object::OvfWrongElement(_) => "OvfWrongElement",
+            #[cfg(feature = "all-faults")] Object::OvfWrongNamespace(_) => "OvfWrongNamespace",
+            #[cfg(feature = "all-faults")] Object::OvfXmlFormat(_) => "OvfXmlFormat",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -484,58 +484,58 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::OvfMissingElementNormalBoundary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfMissingHardware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfMissingElementNormalBoundary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfMissingHardware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfNetworkMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfNetworkMappingNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfNoHostNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfNoSpaceOnController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfNoSupportedHardwareFamily(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfNetworkMappingNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfNoHostNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfNoSpaceOnController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfNoSupportedHardwareFamily(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfOptionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfParseDescriptorParams(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfParseDescriptorResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfPropertyExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfPropertyNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfPropertyNetworkExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfPropertyQualifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfPropertyQualifierDuplicate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfPropertyQualifierIgnored(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfPropertyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfPropertyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyNetworkExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifierDuplicate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifierIgnored(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfPropertyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfResourceMap(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfStorageProfileMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfSystemFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfToXmlUnsupportedElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnableToExportDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnexpectedElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnknownDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnknownDeviceBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnknownEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedAttribute(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedAttributeValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedDeviceExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedDiskProvisioning(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedElementValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedSubType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfUnsupportedType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfSystemFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfToXmlUnsupportedElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnableToExportDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnexpectedElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnknownDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnknownDeviceBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnknownEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedAttribute(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedAttributeValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceExport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDiskProvisioning(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedElementValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedSubType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfUnsupportedType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfValidateHostParams(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OvfValidateHostResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfWrongElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfWrongNamespace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OvfXmlFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfWrongElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfWrongNamespace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::OvfXmlFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for OvfMissingElementNormalBoundary {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfMissingElementNormalBoundary {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -543,15 +543,15 @@ impl x::ObjectType for OvfMissingElementNormalBoundary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfMissingElementNormalBoundary(v) => Some(v), _ => None, }
+        match object { Object::OvfMissingElementNormalBoundary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfMissingElementNormalBoundary(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfMissingElementNormalBoundary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfMissingHardware {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfMissingHardware {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -559,11 +559,11 @@ impl x::ObjectType for OvfMissingHardware {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfMissingHardware(v) => Some(v), _ => None, }
+        match object { Object::OvfMissingHardware(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfMissingHardware(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfMissingHardware(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -575,11 +575,11 @@ impl x::ObjectType for OvfNetworkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfNetworkInfo(v) => Some(v), _ => None, }
+        match object { Object::OvfNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfNetworkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -591,15 +591,15 @@ impl x::ObjectType for OvfNetworkMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfNetworkMapping(v) => Some(v), _ => None, }
+        match object { Object::OvfNetworkMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfNetworkMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfNetworkMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfNetworkMappingNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfNetworkMappingNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -607,15 +607,15 @@ impl x::ObjectType for OvfNetworkMappingNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfNetworkMappingNotSupported(v) => Some(v), _ => None, }
+        match object { Object::OvfNetworkMappingNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfNetworkMappingNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfNetworkMappingNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfNoHostNic {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfNoHostNic {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -623,15 +623,15 @@ impl x::ObjectType for OvfNoHostNic {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfNoHostNic(v) => Some(v), _ => None, }
+        match object { Object::OvfNoHostNic(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfNoHostNic(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfNoHostNic(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfNoSpaceOnController {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfNoSpaceOnController {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -639,15 +639,15 @@ impl x::ObjectType for OvfNoSpaceOnController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfNoSpaceOnController(v) => Some(v), _ => None, }
+        match object { Object::OvfNoSpaceOnController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfNoSpaceOnController(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfNoSpaceOnController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfNoSupportedHardwareFamily {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfNoSupportedHardwareFamily {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -655,11 +655,11 @@ impl x::ObjectType for OvfNoSupportedHardwareFamily {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfNoSupportedHardwareFamily(v) => Some(v), _ => None, }
+        match object { Object::OvfNoSupportedHardwareFamily(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfNoSupportedHardwareFamily(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfNoSupportedHardwareFamily(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -671,11 +671,11 @@ impl x::ObjectType for OvfOptionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfOptionInfo(v) => Some(v), _ => None, }
+        match object { Object::OvfOptionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfOptionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfOptionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -687,11 +687,11 @@ impl x::ObjectType for OvfParseDescriptorParams {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfParseDescriptorParams(v) => Some(v), _ => None, }
+        match object { Object::OvfParseDescriptorParams(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfParseDescriptorParams(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfParseDescriptorParams(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -703,15 +703,15 @@ impl x::ObjectType for OvfParseDescriptorResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfParseDescriptorResult(v) => Some(v), _ => None, }
+        match object { Object::OvfParseDescriptorResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfParseDescriptorResult(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfParseDescriptorResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfProperty {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfProperty {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -719,15 +719,15 @@ impl x::ObjectType for OvfProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfProperty(v) => Some(v), _ => None, }
+        match object { Object::OvfProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfPropertyExport {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfPropertyExport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -735,15 +735,15 @@ impl x::ObjectType for OvfPropertyExport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfPropertyExport(v) => Some(v), _ => None, }
+        match object { Object::OvfPropertyExport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfPropertyExport(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfPropertyExport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfPropertyNetwork {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfPropertyNetwork {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -751,15 +751,15 @@ impl x::ObjectType for OvfPropertyNetwork {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfPropertyNetwork(v) => Some(v), _ => None, }
+        match object { Object::OvfPropertyNetwork(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfPropertyNetwork(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfPropertyNetwork(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfPropertyNetworkExport {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfPropertyNetworkExport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -767,15 +767,15 @@ impl x::ObjectType for OvfPropertyNetworkExport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfPropertyNetworkExport(v) => Some(v), _ => None, }
+        match object { Object::OvfPropertyNetworkExport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfPropertyNetworkExport(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfPropertyNetworkExport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfPropertyQualifier {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfPropertyQualifier {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -783,15 +783,15 @@ impl x::ObjectType for OvfPropertyQualifier {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfPropertyQualifier(v) => Some(v), _ => None, }
+        match object { Object::OvfPropertyQualifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfPropertyQualifier(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfPropertyQualifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfPropertyQualifierDuplicate {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfPropertyQualifierDuplicate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -799,15 +799,15 @@ impl x::ObjectType for OvfPropertyQualifierDuplicate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfPropertyQualifierDuplicate(v) => Some(v), _ => None, }
+        match object { Object::OvfPropertyQualifierDuplicate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfPropertyQualifierDuplicate(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfPropertyQualifierDuplicate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfPropertyQualifierIgnored {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfPropertyQualifierIgnored {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -815,15 +815,15 @@ impl x::ObjectType for OvfPropertyQualifierIgnored {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfPropertyQualifierIgnored(v) => Some(v), _ => None, }
+        match object { Object::OvfPropertyQualifierIgnored(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfPropertyQualifierIgnored(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfPropertyQualifierIgnored(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfPropertyType {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfPropertyType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -831,15 +831,15 @@ impl x::ObjectType for OvfPropertyType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfPropertyType(v) => Some(v), _ => None, }
+        match object { Object::OvfPropertyType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfPropertyType(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfPropertyType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfPropertyValue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfPropertyValue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -847,11 +847,11 @@ impl x::ObjectType for OvfPropertyValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfPropertyValue(v) => Some(v), _ => None, }
+        match object { Object::OvfPropertyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfPropertyValue(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfPropertyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -863,11 +863,11 @@ impl x::ObjectType for OvfResourceMap {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfResourceMap(v) => Some(v), _ => None, }
+        match object { Object::OvfResourceMap(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfResourceMap(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfResourceMap(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -879,15 +879,15 @@ impl x::ObjectType for OvfStorageProfileMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfStorageProfileMapping(v) => Some(v), _ => None, }
+        match object { Object::OvfStorageProfileMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfStorageProfileMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfStorageProfileMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfSystemFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfSystemFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -895,15 +895,15 @@ impl x::ObjectType for OvfSystemFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfSystemFault(v) => Some(v), _ => None, }
+        match object { Object::OvfSystemFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfSystemFault(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfSystemFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfToXmlUnsupportedElement {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfToXmlUnsupportedElement {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -911,15 +911,15 @@ impl x::ObjectType for OvfToXmlUnsupportedElement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfToXmlUnsupportedElement(v) => Some(v), _ => None, }
+        match object { Object::OvfToXmlUnsupportedElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfToXmlUnsupportedElement(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfToXmlUnsupportedElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnableToExportDisk {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnableToExportDisk {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -927,15 +927,15 @@ impl x::ObjectType for OvfUnableToExportDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnableToExportDisk(v) => Some(v), _ => None, }
+        match object { Object::OvfUnableToExportDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnableToExportDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnableToExportDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnexpectedElement {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnexpectedElement {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -943,15 +943,15 @@ impl x::ObjectType for OvfUnexpectedElement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnexpectedElement(v) => Some(v), _ => None, }
+        match object { Object::OvfUnexpectedElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnexpectedElement(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnexpectedElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnknownDevice {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnknownDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -959,15 +959,15 @@ impl x::ObjectType for OvfUnknownDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnknownDevice(v) => Some(v), _ => None, }
+        match object { Object::OvfUnknownDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnknownDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnknownDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnknownDeviceBacking {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnknownDeviceBacking {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -975,15 +975,15 @@ impl x::ObjectType for OvfUnknownDeviceBacking {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnknownDeviceBacking(v) => Some(v), _ => None, }
+        match object { Object::OvfUnknownDeviceBacking(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnknownDeviceBacking(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnknownDeviceBacking(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnknownEntity {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnknownEntity {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -991,15 +991,15 @@ impl x::ObjectType for OvfUnknownEntity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnknownEntity(v) => Some(v), _ => None, }
+        match object { Object::OvfUnknownEntity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnknownEntity(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnknownEntity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedAttribute {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedAttribute {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1007,15 +1007,15 @@ impl x::ObjectType for OvfUnsupportedAttribute {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedAttribute(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedAttribute(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedAttribute(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedAttribute(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedAttributeValue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedAttributeValue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1023,15 +1023,15 @@ impl x::ObjectType for OvfUnsupportedAttributeValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedAttributeValue(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedAttributeValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedAttributeValue(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedAttributeValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedDeviceBackingInfo {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedDeviceBackingInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1039,15 +1039,15 @@ impl x::ObjectType for OvfUnsupportedDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedDeviceBackingOption {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedDeviceBackingOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1055,15 +1055,15 @@ impl x::ObjectType for OvfUnsupportedDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedDeviceExport {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedDeviceExport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1071,15 +1071,15 @@ impl x::ObjectType for OvfUnsupportedDeviceExport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedDeviceExport(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedDeviceExport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedDeviceExport(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedDeviceExport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedDiskProvisioning {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedDiskProvisioning {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1087,15 +1087,15 @@ impl x::ObjectType for OvfUnsupportedDiskProvisioning {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedDiskProvisioning(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedDiskProvisioning(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedDiskProvisioning(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedDiskProvisioning(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedElement {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedElement {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1103,15 +1103,15 @@ impl x::ObjectType for OvfUnsupportedElement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedElement(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedElement(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedElementValue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedElementValue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1119,15 +1119,15 @@ impl x::ObjectType for OvfUnsupportedElementValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedElementValue(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedElementValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedElementValue(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedElementValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedPackage {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedPackage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1135,15 +1135,15 @@ impl x::ObjectType for OvfUnsupportedPackage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedPackage(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedPackage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedPackage(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedPackage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedSection {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedSection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1151,15 +1151,15 @@ impl x::ObjectType for OvfUnsupportedSection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedSection(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedSection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedSection(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedSection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedSubType {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedSubType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1167,15 +1167,15 @@ impl x::ObjectType for OvfUnsupportedSubType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedSubType(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedSubType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedSubType(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedSubType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfUnsupportedType {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfUnsupportedType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1183,11 +1183,11 @@ impl x::ObjectType for OvfUnsupportedType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfUnsupportedType(v) => Some(v), _ => None, }
+        match object { Object::OvfUnsupportedType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfUnsupportedType(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfUnsupportedType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1199,11 +1199,11 @@ impl x::ObjectType for OvfValidateHostParams {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfValidateHostParams(v) => Some(v), _ => None, }
+        match object { Object::OvfValidateHostParams(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfValidateHostParams(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfValidateHostParams(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1215,15 +1215,15 @@ impl x::ObjectType for OvfValidateHostResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfValidateHostResult(v) => Some(v), _ => None, }
+        match object { Object::OvfValidateHostResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfValidateHostResult(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfValidateHostResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfWrongElement {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfWrongElement {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1231,15 +1231,15 @@ impl x::ObjectType for OvfWrongElement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfWrongElement(v) => Some(v), _ => None, }
+        match object { Object::OvfWrongElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfWrongElement(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfWrongElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfWrongNamespace {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfWrongNamespace {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1247,15 +1247,15 @@ impl x::ObjectType for OvfWrongNamespace {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfWrongNamespace(v) => Some(v), _ => None, }
+        match object { Object::OvfWrongNamespace(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfWrongNamespace(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfWrongNamespace(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for OvfXmlFormat {
+#[cfg(feature = "all-faults")] impl x::ObjectType for OvfXmlFormat {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1263,10 +1263,10 @@ impl x::ObjectType for OvfXmlFormat {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::OvfXmlFormat(v) => Some(v), _ => None, }
+        match object { Object::OvfXmlFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::OvfXmlFormat(v) => Ok(v), other => Err(other), }
+        match object { Object::OvfXmlFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -330,16 +330,16 @@ pub enum Object {
     PassiveNodeNetworkSpec(Box<PassiveNodeNetworkSpec>),
     PasswordExpired(Box<PasswordExpired>),
     PasswordField(Box<PasswordField>),
-    PatchAlreadyInstalled(Box<PatchAlreadyInstalled>),
-    PatchBinariesNotFound(Box<PatchBinariesNotFound>),
-    PatchInstallFailed(Box<PatchInstallFailed>),
-    PatchIntegrityError(Box<PatchIntegrityError>),
-    PatchMetadataCorrupted(Box<PatchMetadataCorrupted>),
-    PatchMetadataInvalid(Box<PatchMetadataInvalid>),
-    PatchMetadataNotFound(Box<PatchMetadataNotFound>),
-    PatchMissingDependencies(Box<PatchMissingDependencies>),
-    PatchNotApplicable(Box<PatchNotApplicable>),
-    PatchSuperseded(Box<PatchSuperseded>),
+    #[cfg(feature = "all-faults")] PatchAlreadyInstalled(Box<PatchAlreadyInstalled>),
+    #[cfg(feature = "all-faults")] PatchBinariesNotFound(Box<PatchBinariesNotFound>),
+    #[cfg(feature = "all-faults")] PatchInstallFailed(Box<PatchInstallFailed>),
+    #[cfg(feature = "all-faults")] PatchIntegrityError(Box<PatchIntegrityError>),
+    #[cfg(feature = "all-faults")] PatchMetadataCorrupted(Box<PatchMetadataCorrupted>),
+    #[cfg(feature = "all-faults")] PatchMetadataInvalid(Box<PatchMetadataInvalid>),
+    #[cfg(feature = "all-faults")] PatchMetadataNotFound(Box<PatchMetadataNotFound>),
+    #[cfg(feature = "all-faults")] PatchMissingDependencies(Box<PatchMissingDependencies>),
+    #[cfg(feature = "all-faults")] PatchNotApplicable(Box<PatchNotApplicable>),
+    #[cfg(feature = "all-faults")] PatchSuperseded(Box<PatchSuperseded>),
     PerfCompositeMetric(Box<PerfCompositeMetric>),
     PerfCounterInfo(Box<PerfCounterInfo>),
     PerfEntityMetric(Box<PerfEntityMetric>),
@@ -361,12 +361,12 @@ pub enum Object {
     PerformanceManagerUnit(Box<PerformanceManagerUnit>),
     PerformanceStatisticsDescription(Box<PerformanceStatisticsDescription>),
     Permission(Box<Permission>),
-    PermissionAddedEvent(Box<PermissionAddedEvent>),
-    PermissionEvent(Box<PermissionEvent>),
+    #[cfg(feature = "all-events")] PermissionAddedEvent(Box<PermissionAddedEvent>),
+    #[cfg(feature = "all-events")] PermissionEvent(Box<PermissionEvent>),
     PermissionProfile(Box<PermissionProfile>),
-    PermissionRemovedEvent(Box<PermissionRemovedEvent>),
-    PermissionUpdatedEvent(Box<PermissionUpdatedEvent>),
-    PhysCompatRDMNotSupported(Box<PhysCompatRDMNotSupported>),
+    #[cfg(feature = "all-events")] PermissionRemovedEvent(Box<PermissionRemovedEvent>),
+    #[cfg(feature = "all-events")] PermissionUpdatedEvent(Box<PermissionUpdatedEvent>),
+    #[cfg(feature = "all-faults")] PhysCompatRDMNotSupported(Box<PhysCompatRDMNotSupported>),
     PhysicalNic(Box<PhysicalNic>),
     PhysicalNicCdpDeviceCapability(Box<PhysicalNicCdpDeviceCapability>),
     PhysicalNicCdpInfo(Box<PhysicalNicCdpInfo>),
@@ -412,16 +412,16 @@ fn decode(
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PassiveNodeNetworkSpec(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PasswordExpired(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PasswordField(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchAlreadyInstalled(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchBinariesNotFound(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchInstallFailed(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchIntegrityError(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchMetadataCorrupted(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchMetadataInvalid(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchMetadataNotFound(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchMissingDependencies(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchNotApplicable(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchSuperseded(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchAlreadyInstalled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchBinariesNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchInstallFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchIntegrityError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchMetadataCorrupted(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchMetadataInvalid(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchMetadataNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchMissingDependencies(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchNotApplicable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchSuperseded(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PerfCompositeMetric(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PerfCounterInfo(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PerfEntityMetric(v), Err(e) => return Some(Err(e)) },
@@ -443,12 +443,12 @@ fn decode(
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PerformanceManagerUnit(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PerformanceStatisticsDescription(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Permission(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionAddedEvent(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionAddedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionEvent(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionProfile(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionUpdatedEvent(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysCompatRDMNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionUpdatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysCompatRDMNotSupported(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNic(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicCdpDeviceCapability(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicCdpInfo(v), Err(e) => return Some(Err(e)) },
@@ -488,16 +488,16 @@ impl std::fmt::Debug for Object {
             Object::PassiveNodeNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PasswordExpired(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PasswordField(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PatchAlreadyInstalled(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PatchBinariesNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PatchInstallFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PatchIntegrityError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PatchMetadataCorrupted(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PatchMetadataInvalid(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PatchMetadataNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PatchMissingDependencies(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PatchNotApplicable(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PatchSuperseded(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PatchAlreadyInstalled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PatchBinariesNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PatchInstallFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PatchIntegrityError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PatchMetadataCorrupted(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PatchMetadataInvalid(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PatchMetadataNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PatchMissingDependencies(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PatchNotApplicable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PatchSuperseded(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PerfCompositeMetric(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PerfCounterInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PerfEntityMetric(v) => std::fmt::Debug::fmt(&**v, f),
@@ -519,12 +519,12 @@ impl std::fmt::Debug for Object {
             Object::PerformanceManagerUnit(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PerformanceStatisticsDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Permission(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PermissionAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PermissionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::PermissionAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::PermissionEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PermissionProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PermissionRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PermissionUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PhysCompatRDMNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::PermissionRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::PermissionUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PhysCompatRDMNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNic(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNicCdpDeviceCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNicCdpInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -563,16 +563,16 @@ impl PartialEq for Object {
             (Object::PassiveNodeNetworkSpec(a), Object::PassiveNodeNetworkSpec(b)) => **a == **b,
             (Object::PasswordExpired(a), Object::PasswordExpired(b)) => **a == **b,
             (Object::PasswordField(a), Object::PasswordField(b)) => **a == **b,
-            (Object::PatchAlreadyInstalled(a), Object::PatchAlreadyInstalled(b)) => **a == **b,
-            (Object::PatchBinariesNotFound(a), Object::PatchBinariesNotFound(b)) => **a == **b,
-            (Object::PatchInstallFailed(a), Object::PatchInstallFailed(b)) => **a == **b,
-            (Object::PatchIntegrityError(a), Object::PatchIntegrityError(b)) => **a == **b,
-            (Object::PatchMetadataCorrupted(a), Object::PatchMetadataCorrupted(b)) => **a == **b,
-            (Object::PatchMetadataInvalid(a), Object::PatchMetadataInvalid(b)) => **a == **b,
-            (Object::PatchMetadataNotFound(a), Object::PatchMetadataNotFound(b)) => **a == **b,
-            (Object::PatchMissingDependencies(a), Object::PatchMissingDependencies(b)) => **a == **b,
-            (Object::PatchNotApplicable(a), Object::PatchNotApplicable(b)) => **a == **b,
-            (Object::PatchSuperseded(a), Object::PatchSuperseded(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PatchAlreadyInstalled(a), Object::PatchAlreadyInstalled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PatchBinariesNotFound(a), Object::PatchBinariesNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PatchInstallFailed(a), Object::PatchInstallFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PatchIntegrityError(a), Object::PatchIntegrityError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PatchMetadataCorrupted(a), Object::PatchMetadataCorrupted(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PatchMetadataInvalid(a), Object::PatchMetadataInvalid(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PatchMetadataNotFound(a), Object::PatchMetadataNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PatchMissingDependencies(a), Object::PatchMissingDependencies(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PatchNotApplicable(a), Object::PatchNotApplicable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PatchSuperseded(a), Object::PatchSuperseded(b)) => **a == **b,
             (Object::PerfCompositeMetric(a), Object::PerfCompositeMetric(b)) => **a == **b,
             (Object::PerfCounterInfo(a), Object::PerfCounterInfo(b)) => **a == **b,
             (Object::PerfEntityMetric(a), Object::PerfEntityMetric(b)) => **a == **b,
@@ -594,12 +594,12 @@ impl PartialEq for Object {
             (Object::PerformanceManagerUnit(a), Object::PerformanceManagerUnit(b)) => **a == **b,
             (Object::PerformanceStatisticsDescription(a), Object::PerformanceStatisticsDescription(b)) => **a == **b,
             (Object::Permission(a), Object::Permission(b)) => **a == **b,
-            (Object::PermissionAddedEvent(a), Object::PermissionAddedEvent(b)) => **a == **b,
-            (Object::PermissionEvent(a), Object::PermissionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::PermissionAddedEvent(a), Object::PermissionAddedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::PermissionEvent(a), Object::PermissionEvent(b)) => **a == **b,
             (Object::PermissionProfile(a), Object::PermissionProfile(b)) => **a == **b,
-            (Object::PermissionRemovedEvent(a), Object::PermissionRemovedEvent(b)) => **a == **b,
-            (Object::PermissionUpdatedEvent(a), Object::PermissionUpdatedEvent(b)) => **a == **b,
-            (Object::PhysCompatRDMNotSupported(a), Object::PhysCompatRDMNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::PermissionRemovedEvent(a), Object::PermissionRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::PermissionUpdatedEvent(a), Object::PermissionUpdatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PhysCompatRDMNotSupported(a), Object::PhysCompatRDMNotSupported(b)) => **a == **b,
             (Object::PhysicalNic(a), Object::PhysicalNic(b)) => **a == **b,
             (Object::PhysicalNicCdpDeviceCapability(a), Object::PhysicalNicCdpDeviceCapability(b)) => **a == **b,
             (Object::PhysicalNicCdpInfo(a), Object::PhysicalNicCdpInfo(b)) => **a == **b,
@@ -624,7 +624,7 @@ impl PartialEq for Object {
             (Object::PlacementRankSpec(a), Object::PlacementRankSpec(b)) => **a == **b,
             (Object::PlacementResult(a), Object::PlacementResult(b)) => **a == **b,
             (Object::PlacementSpec(a), Object::PlacementSpec(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -639,16 +639,16 @@ impl Clone for Object {
             Object::PassiveNodeNetworkSpec(v) => Object::PassiveNodeNetworkSpec(Box::new((**v).clone())),
             Object::PasswordExpired(v) => Object::PasswordExpired(Box::new((**v).clone())),
             Object::PasswordField(v) => Object::PasswordField(Box::new((**v).clone())),
-            Object::PatchAlreadyInstalled(v) => Object::PatchAlreadyInstalled(Box::new((**v).clone())),
-            Object::PatchBinariesNotFound(v) => Object::PatchBinariesNotFound(Box::new((**v).clone())),
-            Object::PatchInstallFailed(v) => Object::PatchInstallFailed(Box::new((**v).clone())),
-            Object::PatchIntegrityError(v) => Object::PatchIntegrityError(Box::new((**v).clone())),
-            Object::PatchMetadataCorrupted(v) => Object::PatchMetadataCorrupted(Box::new((**v).clone())),
-            Object::PatchMetadataInvalid(v) => Object::PatchMetadataInvalid(Box::new((**v).clone())),
-            Object::PatchMetadataNotFound(v) => Object::PatchMetadataNotFound(Box::new((**v).clone())),
-            Object::PatchMissingDependencies(v) => Object::PatchMissingDependencies(Box::new((**v).clone())),
-            Object::PatchNotApplicable(v) => Object::PatchNotApplicable(Box::new((**v).clone())),
-            Object::PatchSuperseded(v) => Object::PatchSuperseded(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PatchAlreadyInstalled(v) => Object::PatchAlreadyInstalled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PatchBinariesNotFound(v) => Object::PatchBinariesNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PatchInstallFailed(v) => Object::PatchInstallFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PatchIntegrityError(v) => Object::PatchIntegrityError(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PatchMetadataCorrupted(v) => Object::PatchMetadataCorrupted(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PatchMetadataInvalid(v) => Object::PatchMetadataInvalid(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PatchMetadataNotFound(v) => Object::PatchMetadataNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PatchMissingDependencies(v) => Object::PatchMissingDependencies(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PatchNotApplicable(v) => Object::PatchNotApplicable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PatchSuperseded(v) => Object::PatchSuperseded(Box::new((**v).clone())),
             Object::PerfCompositeMetric(v) => Object::PerfCompositeMetric(Box::new((**v).clone())),
             Object::PerfCounterInfo(v) => Object::PerfCounterInfo(Box::new((**v).clone())),
             Object::PerfEntityMetric(v) => Object::PerfEntityMetric(Box::new((**v).clone())),
@@ -670,12 +670,12 @@ impl Clone for Object {
             Object::PerformanceManagerUnit(v) => Object::PerformanceManagerUnit(Box::new((**v).clone())),
             Object::PerformanceStatisticsDescription(v) => Object::PerformanceStatisticsDescription(Box::new((**v).clone())),
             Object::Permission(v) => Object::Permission(Box::new((**v).clone())),
-            Object::PermissionAddedEvent(v) => Object::PermissionAddedEvent(Box::new((**v).clone())),
-            Object::PermissionEvent(v) => Object::PermissionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::PermissionAddedEvent(v) => Object::PermissionAddedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::PermissionEvent(v) => Object::PermissionEvent(Box::new((**v).clone())),
             Object::PermissionProfile(v) => Object::PermissionProfile(Box::new((**v).clone())),
-            Object::PermissionRemovedEvent(v) => Object::PermissionRemovedEvent(Box::new((**v).clone())),
-            Object::PermissionUpdatedEvent(v) => Object::PermissionUpdatedEvent(Box::new((**v).clone())),
-            Object::PhysCompatRDMNotSupported(v) => Object::PhysCompatRDMNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::PermissionRemovedEvent(v) => Object::PermissionRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::PermissionUpdatedEvent(v) => Object::PermissionUpdatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PhysCompatRDMNotSupported(v) => Object::PhysCompatRDMNotSupported(Box::new((**v).clone())),
             Object::PhysicalNic(v) => Object::PhysicalNic(Box::new((**v).clone())),
             Object::PhysicalNicCdpDeviceCapability(v) => Object::PhysicalNicCdpDeviceCapability(Box::new((**v).clone())),
             Object::PhysicalNicCdpInfo(v) => Object::PhysicalNicCdpInfo(Box::new((**v).clone())),
@@ -714,16 +714,16 @@ impl x::DataObject for Object {
             Object::PassiveNodeNetworkSpec(_) => "PassiveNodeNetworkSpec",
             Object::PasswordExpired(_) => "PasswordExpired",
             Object::PasswordField(_) => "PasswordField",
-            Object::PatchAlreadyInstalled(_) => "PatchAlreadyInstalled",
-            Object::PatchBinariesNotFound(_) => "PatchBinariesNotFound",
-            Object::PatchInstallFailed(_) => "PatchInstallFailed",
-            Object::PatchIntegrityError(_) => "PatchIntegrityError",
-            Object::PatchMetadataCorrupted(_) => "PatchMetadataCorrupted",
-            Object::PatchMetadataInvalid(_) => "PatchMetadataInvalid",
-            Object::PatchMetadataNotFound(_) => "PatchMetadataNotFound",
-            Object::PatchMissingDependencies(_) => "PatchMissingDependencies",
-            Object::PatchNotApplicable(_) => "PatchNotApplicable",
-            Object::PatchSuperseded(_) => "PatchSuperseded",
+            #[cfg(feature = "all-faults")] Object::PatchAlreadyInstalled(_) => "PatchAlreadyInstalled",
+            #[cfg(feature = "all-faults")] Object::PatchBinariesNotFound(_) => "PatchBinariesNotFound",
+            #[cfg(feature = "all-faults")] Object::PatchInstallFailed(_) => "PatchInstallFailed",
+            #[cfg(feature = "all-faults")] Object::PatchIntegrityError(_) => "PatchIntegrityError",
+            #[cfg(feature = "all-faults")] Object::PatchMetadataCorrupted(_) => "PatchMetadataCorrupted",
+            #[cfg(feature = "all-faults")] Object::PatchMetadataInvalid(_) => "PatchMetadataInvalid",
+            #[cfg(feature = "all-faults")] Object::PatchMetadataNotFound(_) => "PatchMetadataNotFound",
+            #[cfg(feature = "all-faults")] Object::PatchMissingDependencies(_) => "PatchMissingDependencies",
+            #[cfg(feature = "all-faults")] Object::PatchNotApplicable(_) => "PatchNotApplicable",
+            #[cfg(feature = "all-faults")] Object::PatchSuperseded(_) => "PatchSuperseded",
             Object::PerfCompositeMetric(_) => "PerfCompositeMetric",
             Object::PerfCounterInfo(_) => "PerfCounterInfo",
             Object::PerfEntityMetric(_) => "PerfEntityMetric",
@@ -745,12 +745,12 @@ impl x::DataObject for Object {
             Object::PerformanceManagerUnit(_) => "PerformanceManagerUnit",
             Object::PerformanceStatisticsDescription(_) => "PerformanceStatisticsDescription",
             Object::Permission(_) => "Permission",
-            Object::PermissionAddedEvent(_) => "PermissionAddedEvent",
-            Object::PermissionEvent(_) => "PermissionEvent",
+            #[cfg(feature = "all-events")] Object::PermissionAddedEvent(_) => "PermissionAddedEvent",
+            #[cfg(feature = "all-events")] Object::PermissionEvent(_) => "PermissionEvent",
             Object::PermissionProfile(_) => "PermissionProfile",
-            Object::PermissionRemovedEvent(_) => "PermissionRemovedEvent",
-            Object::PermissionUpdatedEvent(_) => "PermissionUpdatedEvent",
-            Object::PhysCompatRDMNotSupported(_) => "PhysCompatRDMNotSupported",
+            #[cfg(feature = "all-events")] Object::PermissionRemovedEvent(_) => "PermissionRemovedEvent",
+            #[cfg(feature = "all-events")] Object::PermissionUpdatedEvent(_) => "PermissionUpdatedEvent",
+            #[cfg(feature = "all-faults")] Object::PhysCompatRDMNotSupported(_) => "PhysCompatRDMNotSupported",
             Object::PhysicalNic(_) => "PhysicalNic",
             Object::PhysicalNicCdpDeviceCapability(_) => "PhysicalNicCdpDeviceCapability",
             Object::PhysicalNicCdpInfo(_) => "PhysicalNicCdpInfo",
@@ -801,16 +801,16 @@ impl x::DataObject for Object {
             Object::PassiveNodeNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PasswordExpired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PasswordField(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PatchAlreadyInstalled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PatchBinariesNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PatchInstallFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PatchIntegrityError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PatchMetadataCorrupted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PatchMetadataInvalid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PatchMetadataNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PatchMissingDependencies(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PatchNotApplicable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PatchSuperseded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PatchAlreadyInstalled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PatchBinariesNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PatchInstallFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PatchIntegrityError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PatchMetadataCorrupted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PatchMetadataInvalid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PatchMetadataNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PatchMissingDependencies(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PatchNotApplicable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PatchSuperseded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PerfCompositeMetric(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PerfCounterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PerfEntityMetric(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -832,12 +832,12 @@ impl x::DataObject for Object {
             Object::PerformanceManagerUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PerformanceStatisticsDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Permission(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PermissionAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PermissionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::PermissionAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::PermissionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PermissionProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PermissionRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PermissionUpdatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PhysCompatRDMNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::PermissionRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::PermissionUpdatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PhysCompatRDMNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNicCdpDeviceCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNicCdpInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -875,11 +875,11 @@ impl x::ObjectType for PMemDatastoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PMemDatastoreInfo(v) => Some(v), _ => None, }
+        match object { Object::PMemDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PMemDatastoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::PMemDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -891,11 +891,11 @@ impl x::ObjectType for ParaVirtualSCSIController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ParaVirtualSCSIController(v) => Some(v), _ => None, }
+        match object { Object::ParaVirtualSCSIController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ParaVirtualSCSIController(v) => Ok(v), other => Err(other), }
+        match object { Object::ParaVirtualSCSIController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -907,11 +907,11 @@ impl x::ObjectType for ParaVirtualSCSIControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ParaVirtualSCSIControllerOption(v) => Some(v), _ => None, }
+        match object { Object::ParaVirtualSCSIControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ParaVirtualSCSIControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ParaVirtualSCSIControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -923,11 +923,11 @@ impl x::ObjectType for PassiveNodeDeploymentSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PassiveNodeDeploymentSpec(v) => Some(v), _ => None, }
+        match object { Object::PassiveNodeDeploymentSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PassiveNodeDeploymentSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::PassiveNodeDeploymentSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -939,11 +939,11 @@ impl x::ObjectType for PassiveNodeNetworkSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PassiveNodeNetworkSpec(v) => Some(v), _ => None, }
+        match object { Object::PassiveNodeNetworkSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PassiveNodeNetworkSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::PassiveNodeNetworkSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -955,11 +955,11 @@ impl x::ObjectType for PasswordExpired {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PasswordExpired(v) => Some(v), _ => None, }
+        match object { Object::PasswordExpired(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PasswordExpired(v) => Ok(v), other => Err(other), }
+        match object { Object::PasswordExpired(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -971,15 +971,15 @@ impl x::ObjectType for PasswordField {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PasswordField(v) => Some(v), _ => None, }
+        match object { Object::PasswordField(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PasswordField(v) => Ok(v), other => Err(other), }
+        match object { Object::PasswordField(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PatchAlreadyInstalled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PatchAlreadyInstalled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -987,15 +987,15 @@ impl x::ObjectType for PatchAlreadyInstalled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PatchAlreadyInstalled(v) => Some(v), _ => None, }
+        match object { Object::PatchAlreadyInstalled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PatchAlreadyInstalled(v) => Ok(v), other => Err(other), }
+        match object { Object::PatchAlreadyInstalled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PatchBinariesNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PatchBinariesNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1003,15 +1003,15 @@ impl x::ObjectType for PatchBinariesNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PatchBinariesNotFound(v) => Some(v), _ => None, }
+        match object { Object::PatchBinariesNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PatchBinariesNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::PatchBinariesNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PatchInstallFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PatchInstallFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1019,15 +1019,15 @@ impl x::ObjectType for PatchInstallFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PatchInstallFailed(v) => Some(v), _ => None, }
+        match object { Object::PatchInstallFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PatchInstallFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::PatchInstallFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PatchIntegrityError {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PatchIntegrityError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1035,15 +1035,15 @@ impl x::ObjectType for PatchIntegrityError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PatchIntegrityError(v) => Some(v), _ => None, }
+        match object { Object::PatchIntegrityError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PatchIntegrityError(v) => Ok(v), other => Err(other), }
+        match object { Object::PatchIntegrityError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PatchMetadataCorrupted {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PatchMetadataCorrupted {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1051,15 +1051,15 @@ impl x::ObjectType for PatchMetadataCorrupted {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PatchMetadataCorrupted(v) => Some(v), _ => None, }
+        match object { Object::PatchMetadataCorrupted(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PatchMetadataCorrupted(v) => Ok(v), other => Err(other), }
+        match object { Object::PatchMetadataCorrupted(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PatchMetadataInvalid {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PatchMetadataInvalid {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1067,15 +1067,15 @@ impl x::ObjectType for PatchMetadataInvalid {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PatchMetadataInvalid(v) => Some(v), _ => None, }
+        match object { Object::PatchMetadataInvalid(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PatchMetadataInvalid(v) => Ok(v), other => Err(other), }
+        match object { Object::PatchMetadataInvalid(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PatchMetadataNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PatchMetadataNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1083,15 +1083,15 @@ impl x::ObjectType for PatchMetadataNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PatchMetadataNotFound(v) => Some(v), _ => None, }
+        match object { Object::PatchMetadataNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PatchMetadataNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::PatchMetadataNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PatchMissingDependencies {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PatchMissingDependencies {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1099,15 +1099,15 @@ impl x::ObjectType for PatchMissingDependencies {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PatchMissingDependencies(v) => Some(v), _ => None, }
+        match object { Object::PatchMissingDependencies(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PatchMissingDependencies(v) => Ok(v), other => Err(other), }
+        match object { Object::PatchMissingDependencies(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PatchNotApplicable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PatchNotApplicable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1115,15 +1115,15 @@ impl x::ObjectType for PatchNotApplicable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PatchNotApplicable(v) => Some(v), _ => None, }
+        match object { Object::PatchNotApplicable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PatchNotApplicable(v) => Ok(v), other => Err(other), }
+        match object { Object::PatchNotApplicable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PatchSuperseded {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PatchSuperseded {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1131,11 +1131,11 @@ impl x::ObjectType for PatchSuperseded {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PatchSuperseded(v) => Some(v), _ => None, }
+        match object { Object::PatchSuperseded(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PatchSuperseded(v) => Ok(v), other => Err(other), }
+        match object { Object::PatchSuperseded(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1147,11 +1147,11 @@ impl x::ObjectType for PerfCompositeMetric {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfCompositeMetric(v) => Some(v), _ => None, }
+        match object { Object::PerfCompositeMetric(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfCompositeMetric(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfCompositeMetric(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1163,11 +1163,11 @@ impl x::ObjectType for PerfCounterInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfCounterInfo(v) => Some(v), _ => None, }
+        match object { Object::PerfCounterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfCounterInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfCounterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1179,11 +1179,11 @@ impl x::ObjectType for PerfEntityMetric {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfEntityMetric(v) => Some(v), _ => None, }
+        match object { Object::PerfEntityMetric(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfEntityMetric(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfEntityMetric(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1195,11 +1195,11 @@ impl x::ObjectType for PerfEntityMetricBase {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfEntityMetricBase(v) => Some(v), _ => None, }
+        match object { Object::PerfEntityMetricBase(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfEntityMetricBase(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfEntityMetricBase(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1211,11 +1211,11 @@ impl x::ObjectType for PerfEntityMetricCSV {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfEntityMetricCSV(v) => Some(v), _ => None, }
+        match object { Object::PerfEntityMetricCSV(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfEntityMetricCSV(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfEntityMetricCSV(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1227,11 +1227,11 @@ impl x::ObjectType for PerfFormat {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfFormat(v) => Some(v), _ => None, }
+        match object { Object::PerfFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfFormat(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1243,11 +1243,11 @@ impl x::ObjectType for PerfInterval {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfInterval(v) => Some(v), _ => None, }
+        match object { Object::PerfInterval(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfInterval(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfInterval(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1259,11 +1259,11 @@ impl x::ObjectType for PerfMetricId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfMetricId(v) => Some(v), _ => None, }
+        match object { Object::PerfMetricId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfMetricId(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfMetricId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1275,11 +1275,11 @@ impl x::ObjectType for PerfMetricIntSeries {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfMetricIntSeries(v) => Some(v), _ => None, }
+        match object { Object::PerfMetricIntSeries(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfMetricIntSeries(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfMetricIntSeries(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1291,11 +1291,11 @@ impl x::ObjectType for PerfMetricSeries {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfMetricSeries(v) => Some(v), _ => None, }
+        match object { Object::PerfMetricSeries(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfMetricSeries(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfMetricSeries(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1307,11 +1307,11 @@ impl x::ObjectType for PerfMetricSeriesCSV {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfMetricSeriesCSV(v) => Some(v), _ => None, }
+        match object { Object::PerfMetricSeriesCSV(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfMetricSeriesCSV(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfMetricSeriesCSV(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1323,11 +1323,11 @@ impl x::ObjectType for PerfProviderSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfProviderSummary(v) => Some(v), _ => None, }
+        match object { Object::PerfProviderSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfProviderSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfProviderSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1339,11 +1339,11 @@ impl x::ObjectType for PerfQuerySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfQuerySpec(v) => Some(v), _ => None, }
+        match object { Object::PerfQuerySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfQuerySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfQuerySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1355,11 +1355,11 @@ impl x::ObjectType for PerfSampleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfSampleInfo(v) => Some(v), _ => None, }
+        match object { Object::PerfSampleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfSampleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfSampleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1371,11 +1371,11 @@ impl x::ObjectType for PerfStatsType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfStatsType(v) => Some(v), _ => None, }
+        match object { Object::PerfStatsType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfStatsType(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfStatsType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1387,11 +1387,11 @@ impl x::ObjectType for PerfSummaryType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerfSummaryType(v) => Some(v), _ => None, }
+        match object { Object::PerfSummaryType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerfSummaryType(v) => Ok(v), other => Err(other), }
+        match object { Object::PerfSummaryType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1403,11 +1403,11 @@ impl x::ObjectType for PerformanceDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerformanceDescription(v) => Some(v), _ => None, }
+        match object { Object::PerformanceDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerformanceDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::PerformanceDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1419,11 +1419,11 @@ impl x::ObjectType for PerformanceManagerCounterLevelMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerformanceManagerCounterLevelMapping(v) => Some(v), _ => None, }
+        match object { Object::PerformanceManagerCounterLevelMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerformanceManagerCounterLevelMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::PerformanceManagerCounterLevelMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1435,11 +1435,11 @@ impl x::ObjectType for PerformanceManagerUnit {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerformanceManagerUnit(v) => Some(v), _ => None, }
+        match object { Object::PerformanceManagerUnit(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerformanceManagerUnit(v) => Ok(v), other => Err(other), }
+        match object { Object::PerformanceManagerUnit(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1451,11 +1451,11 @@ impl x::ObjectType for PerformanceStatisticsDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PerformanceStatisticsDescription(v) => Some(v), _ => None, }
+        match object { Object::PerformanceStatisticsDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PerformanceStatisticsDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::PerformanceStatisticsDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1467,15 +1467,15 @@ impl x::ObjectType for Permission {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Permission(v) => Some(v), _ => None, }
+        match object { Object::Permission(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Permission(v) => Ok(v), other => Err(other), }
+        match object { Object::Permission(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PermissionAddedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for PermissionAddedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1483,15 +1483,15 @@ impl x::ObjectType for PermissionAddedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PermissionAddedEvent(v) => Some(v), _ => None, }
+        match object { Object::PermissionAddedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PermissionAddedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::PermissionAddedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PermissionEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for PermissionEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1499,11 +1499,11 @@ impl x::ObjectType for PermissionEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PermissionEvent(v) => Some(v), _ => None, }
+        match object { Object::PermissionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PermissionEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::PermissionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1515,15 +1515,15 @@ impl x::ObjectType for PermissionProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PermissionProfile(v) => Some(v), _ => None, }
+        match object { Object::PermissionProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PermissionProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::PermissionProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PermissionRemovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for PermissionRemovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1531,15 +1531,15 @@ impl x::ObjectType for PermissionRemovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PermissionRemovedEvent(v) => Some(v), _ => None, }
+        match object { Object::PermissionRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PermissionRemovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::PermissionRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PermissionUpdatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for PermissionUpdatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1547,15 +1547,15 @@ impl x::ObjectType for PermissionUpdatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PermissionUpdatedEvent(v) => Some(v), _ => None, }
+        match object { Object::PermissionUpdatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PermissionUpdatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::PermissionUpdatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PhysCompatRDMNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PhysCompatRDMNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1563,11 +1563,11 @@ impl x::ObjectType for PhysCompatRDMNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysCompatRDMNotSupported(v) => Some(v), _ => None, }
+        match object { Object::PhysCompatRDMNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysCompatRDMNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysCompatRDMNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1579,11 +1579,11 @@ impl x::ObjectType for PhysicalNic {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNic(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNic(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNic(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNic(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1595,11 +1595,11 @@ impl x::ObjectType for PhysicalNicCdpDeviceCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicCdpDeviceCapability(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicCdpDeviceCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicCdpDeviceCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicCdpDeviceCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1611,11 +1611,11 @@ impl x::ObjectType for PhysicalNicCdpInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicCdpInfo(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicCdpInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicCdpInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicCdpInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1627,11 +1627,11 @@ impl x::ObjectType for PhysicalNicConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicConfig(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1643,11 +1643,11 @@ impl x::ObjectType for PhysicalNicHint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicHint(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicHint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicHint(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicHint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1659,11 +1659,11 @@ impl x::ObjectType for PhysicalNicHintInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicHintInfo(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicHintInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicHintInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicHintInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1675,11 +1675,11 @@ impl x::ObjectType for PhysicalNicIpHint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicIpHint(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicIpHint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicIpHint(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicIpHint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1691,11 +1691,11 @@ impl x::ObjectType for PhysicalNicLinkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicLinkInfo(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicLinkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1707,11 +1707,11 @@ impl x::ObjectType for PhysicalNicNameHint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicNameHint(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicNameHint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicNameHint(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicNameHint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1723,11 +1723,11 @@ impl x::ObjectType for PhysicalNicProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicProfile(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1739,11 +1739,11 @@ impl x::ObjectType for PhysicalNicResourcePoolSchedulerDisallowedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicResourcePoolSchedulerDisallowedReason(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicResourcePoolSchedulerDisallowedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicResourcePoolSchedulerDisallowedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicResourcePoolSchedulerDisallowedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1755,11 +1755,11 @@ impl x::ObjectType for PhysicalNicSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicSpec(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1771,11 +1771,11 @@ impl x::ObjectType for PhysicalNicVmDirectPathGen2SupportedMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PhysicalNicVmDirectPathGen2SupportedMode(v) => Some(v), _ => None, }
+        match object { Object::PhysicalNicVmDirectPathGen2SupportedMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PhysicalNicVmDirectPathGen2SupportedMode(v) => Ok(v), other => Err(other), }
+        match object { Object::PhysicalNicVmDirectPathGen2SupportedMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1787,11 +1787,11 @@ impl x::ObjectType for PinnedCertificate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PinnedCertificate(v) => Some(v), _ => None, }
+        match object { Object::PinnedCertificate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PinnedCertificate(v) => Ok(v), other => Err(other), }
+        match object { Object::PinnedCertificate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1803,11 +1803,11 @@ impl x::ObjectType for PlaceVmsXClusterSpecCandidateNetworks {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlaceVmsXClusterSpecCandidateNetworks(v) => Some(v), _ => None, }
+        match object { Object::PlaceVmsXClusterSpecCandidateNetworks(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlaceVmsXClusterSpecCandidateNetworks(v) => Ok(v), other => Err(other), }
+        match object { Object::PlaceVmsXClusterSpecCandidateNetworks(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1819,11 +1819,11 @@ impl x::ObjectType for PlaceVmsXClusterSpecPlacementType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlaceVmsXClusterSpecPlacementType(v) => Some(v), _ => None, }
+        match object { Object::PlaceVmsXClusterSpecPlacementType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlaceVmsXClusterSpecPlacementType(v) => Ok(v), other => Err(other), }
+        match object { Object::PlaceVmsXClusterSpecPlacementType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1835,11 +1835,11 @@ impl x::ObjectType for PlacementAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlacementAction(v) => Some(v), _ => None, }
+        match object { Object::PlacementAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlacementAction(v) => Ok(v), other => Err(other), }
+        match object { Object::PlacementAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1851,11 +1851,11 @@ impl x::ObjectType for PlacementAffinityRule {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlacementAffinityRule(v) => Some(v), _ => None, }
+        match object { Object::PlacementAffinityRule(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlacementAffinityRule(v) => Ok(v), other => Err(other), }
+        match object { Object::PlacementAffinityRule(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1867,11 +1867,11 @@ impl x::ObjectType for PlacementAffinityRuleRuleScope {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlacementAffinityRuleRuleScope(v) => Some(v), _ => None, }
+        match object { Object::PlacementAffinityRuleRuleScope(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlacementAffinityRuleRuleScope(v) => Ok(v), other => Err(other), }
+        match object { Object::PlacementAffinityRuleRuleScope(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1883,11 +1883,11 @@ impl x::ObjectType for PlacementAffinityRuleRuleType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlacementAffinityRuleRuleType(v) => Some(v), _ => None, }
+        match object { Object::PlacementAffinityRuleRuleType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlacementAffinityRuleRuleType(v) => Ok(v), other => Err(other), }
+        match object { Object::PlacementAffinityRuleRuleType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1899,11 +1899,11 @@ impl x::ObjectType for PlacementRankResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlacementRankResult(v) => Some(v), _ => None, }
+        match object { Object::PlacementRankResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlacementRankResult(v) => Ok(v), other => Err(other), }
+        match object { Object::PlacementRankResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1915,11 +1915,11 @@ impl x::ObjectType for PlacementRankSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlacementRankSpec(v) => Some(v), _ => None, }
+        match object { Object::PlacementRankSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlacementRankSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::PlacementRankSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1931,11 +1931,11 @@ impl x::ObjectType for PlacementResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlacementResult(v) => Some(v), _ => None, }
+        match object { Object::PlacementResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlacementResult(v) => Ok(v), other => Err(other), }
+        match object { Object::PlacementResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1947,10 +1947,10 @@ impl x::ObjectType for PlacementSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlacementSpec(v) => Some(v), _ => None, }
+        match object { Object::PlacementSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlacementSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::PlacementSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

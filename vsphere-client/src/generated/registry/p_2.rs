@@ -288,7 +288,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     PlacementSpecPlacementType(Box<PlacementSpecPlacementType>),
-    PlatformConfigFault(Box<PlatformConfigFault>),
+    #[cfg(feature = "all-faults")] PlatformConfigFault(Box<PlatformConfigFault>),
     PnicUplinkProfile(Box<PnicUplinkProfile>),
     PodDiskLocator(Box<PodDiskLocator>),
     PodStorageDrsEntry(Box<PodStorageDrsEntry>),
@@ -298,8 +298,8 @@ pub enum Object {
     PortGroupConnecteeType(Box<PortGroupConnecteeType>),
     PortGroupProfile(Box<PortGroupProfile>),
     PosixUserSearchResult(Box<PosixUserSearchResult>),
-    PowerOnFtSecondaryFailed(Box<PowerOnFtSecondaryFailed>),
-    PowerOnFtSecondaryTimedout(Box<PowerOnFtSecondaryTimedout>),
+    #[cfg(feature = "all-faults")] PowerOnFtSecondaryFailed(Box<PowerOnFtSecondaryFailed>),
+    #[cfg(feature = "all-faults")] PowerOnFtSecondaryTimedout(Box<PowerOnFtSecondaryTimedout>),
     PowerSystemCapability(Box<PowerSystemCapability>),
     PowerSystemInfo(Box<PowerSystemInfo>),
     PrivilegeAvailability(Box<PrivilegeAvailability>),
@@ -307,19 +307,19 @@ pub enum Object {
     ProductComponentInfo(Box<ProductComponentInfo>),
     ProfileApplyProfileElement(Box<ProfileApplyProfileElement>),
     ProfileApplyProfileProperty(Box<ProfileApplyProfileProperty>),
-    ProfileAssociatedEvent(Box<ProfileAssociatedEvent>),
-    ProfileChangedEvent(Box<ProfileChangedEvent>),
+    #[cfg(feature = "all-events")] ProfileAssociatedEvent(Box<ProfileAssociatedEvent>),
+    #[cfg(feature = "all-events")] ProfileChangedEvent(Box<ProfileChangedEvent>),
     ProfileCompositeExpression(Box<ProfileCompositeExpression>),
     ProfileCompositePolicyOptionMetadata(Box<ProfileCompositePolicyOptionMetadata>),
     ProfileConfigInfo(Box<ProfileConfigInfo>),
     ProfileCreateSpec(Box<ProfileCreateSpec>),
-    ProfileCreatedEvent(Box<ProfileCreatedEvent>),
+    #[cfg(feature = "all-events")] ProfileCreatedEvent(Box<ProfileCreatedEvent>),
     ProfileDeferredPolicyOptionParameter(Box<ProfileDeferredPolicyOptionParameter>),
     ProfileDescription(Box<ProfileDescription>),
     ProfileDescriptionSection(Box<ProfileDescriptionSection>),
-    ProfileDissociatedEvent(Box<ProfileDissociatedEvent>),
-    ProfileEvent(Box<ProfileEvent>),
-    ProfileEventArgument(Box<ProfileEventArgument>),
+    #[cfg(feature = "all-events")] ProfileDissociatedEvent(Box<ProfileDissociatedEvent>),
+    #[cfg(feature = "all-events")] ProfileEvent(Box<ProfileEvent>),
+    #[cfg(feature = "all-events")] ProfileEventArgument(Box<ProfileEventArgument>),
     ProfileExecuteError(Box<ProfileExecuteError>),
     ProfileExecuteResult(Box<ProfileExecuteResult>),
     ProfileExecuteResultStatus(Box<ProfileExecuteResultStatus>),
@@ -338,11 +338,11 @@ pub enum Object {
     ProfileProfileStructure(Box<ProfileProfileStructure>),
     ProfileProfileStructureProperty(Box<ProfileProfileStructureProperty>),
     ProfilePropertyPath(Box<ProfilePropertyPath>),
-    ProfileReferenceHostChangedEvent(Box<ProfileReferenceHostChangedEvent>),
-    ProfileRemovedEvent(Box<ProfileRemovedEvent>),
+    #[cfg(feature = "all-events")] ProfileReferenceHostChangedEvent(Box<ProfileReferenceHostChangedEvent>),
+    #[cfg(feature = "all-events")] ProfileRemovedEvent(Box<ProfileRemovedEvent>),
     ProfileSerializedCreateSpec(Box<ProfileSerializedCreateSpec>),
     ProfileSimpleExpression(Box<ProfileSimpleExpression>),
-    ProfileUpdateFailed(Box<ProfileUpdateFailed>),
+    #[cfg(feature = "all-faults")] ProfileUpdateFailed(Box<ProfileUpdateFailed>),
     ProfileUpdateFailedUpdateFailure(Box<ProfileUpdateFailedUpdateFailure>),
     PropertyChange(Box<PropertyChange>),
     PropertyChangeOp(Box<PropertyChangeOp>),
@@ -364,7 +364,7 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PlacementSpecPlacementType(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PlatformConfigFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PlatformConfigFault(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PnicUplinkProfile(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PodDiskLocator(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PodStorageDrsEntry(v), Err(e) => return Some(Err(e)) },
@@ -374,8 +374,8 @@ fn decode(
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PortGroupConnecteeType(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PortGroupProfile(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PosixUserSearchResult(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerOnFtSecondaryFailed(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerOnFtSecondaryTimedout(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerOnFtSecondaryFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerOnFtSecondaryTimedout(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerSystemCapability(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerSystemInfo(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PrivilegeAvailability(v), Err(e) => return Some(Err(e)) },
@@ -383,19 +383,19 @@ fn decode(
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProductComponentInfo(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileApplyProfileElement(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileApplyProfileProperty(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileAssociatedEvent(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileAssociatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileChangedEvent(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCompositeExpression(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCompositePolicyOptionMetadata(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileConfigInfo(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCreateSpec(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCreatedEvent(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDeferredPolicyOptionParameter(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDescription(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDescriptionSection(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDissociatedEvent(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileEvent(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileEventArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDissociatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileEventArgument(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteError(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteResult(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteResultStatus(v), Err(e) => return Some(Err(e)) },
@@ -414,11 +414,11 @@ fn decode(
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileProfileStructure(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileProfileStructureProperty(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfilePropertyPath(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileReferenceHostChangedEvent(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileReferenceHostChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileRemovedEvent(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileSerializedCreateSpec(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileSimpleExpression(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileUpdateFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileUpdateFailed(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileUpdateFailedUpdateFailure(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PropertyChange(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PropertyChangeOp(v), Err(e) => return Some(Err(e)) },
@@ -434,7 +434,7 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::PlacementSpecPlacementType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PlatformConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PlatformConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PnicUplinkProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PodDiskLocator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PodStorageDrsEntry(v) => std::fmt::Debug::fmt(&**v, f),
@@ -444,8 +444,8 @@ impl std::fmt::Debug for Object {
             Object::PortGroupConnecteeType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PosixUserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PowerOnFtSecondaryFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PowerOnFtSecondaryTimedout(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PowerSystemCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PowerSystemInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PrivilegeAvailability(v) => std::fmt::Debug::fmt(&**v, f),
@@ -453,19 +453,19 @@ impl std::fmt::Debug for Object {
             Object::ProductComponentInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileApplyProfileElement(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileApplyProfileProperty(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileAssociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ProfileAssociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ProfileChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileCompositeExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileCompositePolicyOptionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ProfileCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileDeferredPolicyOptionParameter(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileDescriptionSection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileDissociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ProfileEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ProfileEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileExecuteError(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileExecuteResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileExecuteResultStatus(v) => std::fmt::Debug::fmt(&**v, f),
@@ -484,11 +484,11 @@ impl std::fmt::Debug for Object {
             Object::ProfileProfileStructure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileProfileStructureProperty(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfilePropertyPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileReferenceHostChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ProfileReferenceHostChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ProfileRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileSerializedCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileSimpleExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileUpdateFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ProfileUpdateFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileUpdateFailedUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PropertyChange(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PropertyChangeOp(v) => std::fmt::Debug::fmt(&**v, f),
@@ -503,7 +503,7 @@ impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Object::PlacementSpecPlacementType(a), Object::PlacementSpecPlacementType(b)) => **a == **b,
-            (Object::PlatformConfigFault(a), Object::PlatformConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PlatformConfigFault(a), Object::PlatformConfigFault(b)) => **a == **b,
             (Object::PnicUplinkProfile(a), Object::PnicUplinkProfile(b)) => **a == **b,
             (Object::PodDiskLocator(a), Object::PodDiskLocator(b)) => **a == **b,
             (Object::PodStorageDrsEntry(a), Object::PodStorageDrsEntry(b)) => **a == **b,
@@ -513,8 +513,8 @@ impl PartialEq for Object {
             (Object::PortGroupConnecteeType(a), Object::PortGroupConnecteeType(b)) => **a == **b,
             (Object::PortGroupProfile(a), Object::PortGroupProfile(b)) => **a == **b,
             (Object::PosixUserSearchResult(a), Object::PosixUserSearchResult(b)) => **a == **b,
-            (Object::PowerOnFtSecondaryFailed(a), Object::PowerOnFtSecondaryFailed(b)) => **a == **b,
-            (Object::PowerOnFtSecondaryTimedout(a), Object::PowerOnFtSecondaryTimedout(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PowerOnFtSecondaryFailed(a), Object::PowerOnFtSecondaryFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::PowerOnFtSecondaryTimedout(a), Object::PowerOnFtSecondaryTimedout(b)) => **a == **b,
             (Object::PowerSystemCapability(a), Object::PowerSystemCapability(b)) => **a == **b,
             (Object::PowerSystemInfo(a), Object::PowerSystemInfo(b)) => **a == **b,
             (Object::PrivilegeAvailability(a), Object::PrivilegeAvailability(b)) => **a == **b,
@@ -522,19 +522,19 @@ impl PartialEq for Object {
             (Object::ProductComponentInfo(a), Object::ProductComponentInfo(b)) => **a == **b,
             (Object::ProfileApplyProfileElement(a), Object::ProfileApplyProfileElement(b)) => **a == **b,
             (Object::ProfileApplyProfileProperty(a), Object::ProfileApplyProfileProperty(b)) => **a == **b,
-            (Object::ProfileAssociatedEvent(a), Object::ProfileAssociatedEvent(b)) => **a == **b,
-            (Object::ProfileChangedEvent(a), Object::ProfileChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ProfileAssociatedEvent(a), Object::ProfileAssociatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ProfileChangedEvent(a), Object::ProfileChangedEvent(b)) => **a == **b,
             (Object::ProfileCompositeExpression(a), Object::ProfileCompositeExpression(b)) => **a == **b,
             (Object::ProfileCompositePolicyOptionMetadata(a), Object::ProfileCompositePolicyOptionMetadata(b)) => **a == **b,
             (Object::ProfileConfigInfo(a), Object::ProfileConfigInfo(b)) => **a == **b,
             (Object::ProfileCreateSpec(a), Object::ProfileCreateSpec(b)) => **a == **b,
-            (Object::ProfileCreatedEvent(a), Object::ProfileCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ProfileCreatedEvent(a), Object::ProfileCreatedEvent(b)) => **a == **b,
             (Object::ProfileDeferredPolicyOptionParameter(a), Object::ProfileDeferredPolicyOptionParameter(b)) => **a == **b,
             (Object::ProfileDescription(a), Object::ProfileDescription(b)) => **a == **b,
             (Object::ProfileDescriptionSection(a), Object::ProfileDescriptionSection(b)) => **a == **b,
-            (Object::ProfileDissociatedEvent(a), Object::ProfileDissociatedEvent(b)) => **a == **b,
-            (Object::ProfileEvent(a), Object::ProfileEvent(b)) => **a == **b,
-            (Object::ProfileEventArgument(a), Object::ProfileEventArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ProfileDissociatedEvent(a), Object::ProfileDissociatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ProfileEvent(a), Object::ProfileEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ProfileEventArgument(a), Object::ProfileEventArgument(b)) => **a == **b,
             (Object::ProfileExecuteError(a), Object::ProfileExecuteError(b)) => **a == **b,
             (Object::ProfileExecuteResult(a), Object::ProfileExecuteResult(b)) => **a == **b,
             (Object::ProfileExecuteResultStatus(a), Object::ProfileExecuteResultStatus(b)) => **a == **b,
@@ -553,18 +553,18 @@ impl PartialEq for Object {
             (Object::ProfileProfileStructure(a), Object::ProfileProfileStructure(b)) => **a == **b,
             (Object::ProfileProfileStructureProperty(a), Object::ProfileProfileStructureProperty(b)) => **a == **b,
             (Object::ProfilePropertyPath(a), Object::ProfilePropertyPath(b)) => **a == **b,
-            (Object::ProfileReferenceHostChangedEvent(a), Object::ProfileReferenceHostChangedEvent(b)) => **a == **b,
-            (Object::ProfileRemovedEvent(a), Object::ProfileRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ProfileReferenceHostChangedEvent(a), Object::ProfileReferenceHostChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ProfileRemovedEvent(a), Object::ProfileRemovedEvent(b)) => **a == **b,
             (Object::ProfileSerializedCreateSpec(a), Object::ProfileSerializedCreateSpec(b)) => **a == **b,
             (Object::ProfileSimpleExpression(a), Object::ProfileSimpleExpression(b)) => **a == **b,
-            (Object::ProfileUpdateFailed(a), Object::ProfileUpdateFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ProfileUpdateFailed(a), Object::ProfileUpdateFailed(b)) => **a == **b,
             (Object::ProfileUpdateFailedUpdateFailure(a), Object::ProfileUpdateFailedUpdateFailure(b)) => **a == **b,
             (Object::PropertyChange(a), Object::PropertyChange(b)) => **a == **b,
             (Object::PropertyChangeOp(a), Object::PropertyChangeOp(b)) => **a == **b,
             (Object::PropertyFilterSpec(a), Object::PropertyFilterSpec(b)) => **a == **b,
             (Object::PropertyFilterUpdate(a), Object::PropertyFilterUpdate(b)) => **a == **b,
             (Object::PropertySpec(a), Object::PropertySpec(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -573,7 +573,7 @@ impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
             Object::PlacementSpecPlacementType(v) => Object::PlacementSpecPlacementType(Box::new((**v).clone())),
-            Object::PlatformConfigFault(v) => Object::PlatformConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PlatformConfigFault(v) => Object::PlatformConfigFault(Box::new((**v).clone())),
             Object::PnicUplinkProfile(v) => Object::PnicUplinkProfile(Box::new((**v).clone())),
             Object::PodDiskLocator(v) => Object::PodDiskLocator(Box::new((**v).clone())),
             Object::PodStorageDrsEntry(v) => Object::PodStorageDrsEntry(Box::new((**v).clone())),
@@ -583,8 +583,8 @@ impl Clone for Object {
             Object::PortGroupConnecteeType(v) => Object::PortGroupConnecteeType(Box::new((**v).clone())),
             Object::PortGroupProfile(v) => Object::PortGroupProfile(Box::new((**v).clone())),
             Object::PosixUserSearchResult(v) => Object::PosixUserSearchResult(Box::new((**v).clone())),
-            Object::PowerOnFtSecondaryFailed(v) => Object::PowerOnFtSecondaryFailed(Box::new((**v).clone())),
-            Object::PowerOnFtSecondaryTimedout(v) => Object::PowerOnFtSecondaryTimedout(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(v) => Object::PowerOnFtSecondaryFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(v) => Object::PowerOnFtSecondaryTimedout(Box::new((**v).clone())),
             Object::PowerSystemCapability(v) => Object::PowerSystemCapability(Box::new((**v).clone())),
             Object::PowerSystemInfo(v) => Object::PowerSystemInfo(Box::new((**v).clone())),
             Object::PrivilegeAvailability(v) => Object::PrivilegeAvailability(Box::new((**v).clone())),
@@ -592,19 +592,19 @@ impl Clone for Object {
             Object::ProductComponentInfo(v) => Object::ProductComponentInfo(Box::new((**v).clone())),
             Object::ProfileApplyProfileElement(v) => Object::ProfileApplyProfileElement(Box::new((**v).clone())),
             Object::ProfileApplyProfileProperty(v) => Object::ProfileApplyProfileProperty(Box::new((**v).clone())),
-            Object::ProfileAssociatedEvent(v) => Object::ProfileAssociatedEvent(Box::new((**v).clone())),
-            Object::ProfileChangedEvent(v) => Object::ProfileChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ProfileAssociatedEvent(v) => Object::ProfileAssociatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ProfileChangedEvent(v) => Object::ProfileChangedEvent(Box::new((**v).clone())),
             Object::ProfileCompositeExpression(v) => Object::ProfileCompositeExpression(Box::new((**v).clone())),
             Object::ProfileCompositePolicyOptionMetadata(v) => Object::ProfileCompositePolicyOptionMetadata(Box::new((**v).clone())),
             Object::ProfileConfigInfo(v) => Object::ProfileConfigInfo(Box::new((**v).clone())),
             Object::ProfileCreateSpec(v) => Object::ProfileCreateSpec(Box::new((**v).clone())),
-            Object::ProfileCreatedEvent(v) => Object::ProfileCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ProfileCreatedEvent(v) => Object::ProfileCreatedEvent(Box::new((**v).clone())),
             Object::ProfileDeferredPolicyOptionParameter(v) => Object::ProfileDeferredPolicyOptionParameter(Box::new((**v).clone())),
             Object::ProfileDescription(v) => Object::ProfileDescription(Box::new((**v).clone())),
             Object::ProfileDescriptionSection(v) => Object::ProfileDescriptionSection(Box::new((**v).clone())),
-            Object::ProfileDissociatedEvent(v) => Object::ProfileDissociatedEvent(Box::new((**v).clone())),
-            Object::ProfileEvent(v) => Object::ProfileEvent(Box::new((**v).clone())),
-            Object::ProfileEventArgument(v) => Object::ProfileEventArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(v) => Object::ProfileDissociatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ProfileEvent(v) => Object::ProfileEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ProfileEventArgument(v) => Object::ProfileEventArgument(Box::new((**v).clone())),
             Object::ProfileExecuteError(v) => Object::ProfileExecuteError(Box::new((**v).clone())),
             Object::ProfileExecuteResult(v) => Object::ProfileExecuteResult(Box::new((**v).clone())),
             Object::ProfileExecuteResultStatus(v) => Object::ProfileExecuteResultStatus(Box::new((**v).clone())),
@@ -623,11 +623,11 @@ impl Clone for Object {
             Object::ProfileProfileStructure(v) => Object::ProfileProfileStructure(Box::new((**v).clone())),
             Object::ProfileProfileStructureProperty(v) => Object::ProfileProfileStructureProperty(Box::new((**v).clone())),
             Object::ProfilePropertyPath(v) => Object::ProfilePropertyPath(Box::new((**v).clone())),
-            Object::ProfileReferenceHostChangedEvent(v) => Object::ProfileReferenceHostChangedEvent(Box::new((**v).clone())),
-            Object::ProfileRemovedEvent(v) => Object::ProfileRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ProfileReferenceHostChangedEvent(v) => Object::ProfileReferenceHostChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ProfileRemovedEvent(v) => Object::ProfileRemovedEvent(Box::new((**v).clone())),
             Object::ProfileSerializedCreateSpec(v) => Object::ProfileSerializedCreateSpec(Box::new((**v).clone())),
             Object::ProfileSimpleExpression(v) => Object::ProfileSimpleExpression(Box::new((**v).clone())),
-            Object::ProfileUpdateFailed(v) => Object::ProfileUpdateFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ProfileUpdateFailed(v) => Object::ProfileUpdateFailed(Box::new((**v).clone())),
             Object::ProfileUpdateFailedUpdateFailure(v) => Object::ProfileUpdateFailedUpdateFailure(Box::new((**v).clone())),
             Object::PropertyChange(v) => Object::PropertyChange(Box::new((**v).clone())),
             Object::PropertyChangeOp(v) => Object::PropertyChangeOp(Box::new((**v).clone())),
@@ -642,7 +642,7 @@ impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::PlacementSpecPlacementType(_) => "PlacementSpecPlacementType",
-            Object::PlatformConfigFault(_) => "PlatformConfigFault",
+            #[cfg(feature = "all-faults")] Object::PlatformConfigFault(_) => "PlatformConfigFault",
             Object::PnicUplinkProfile(_) => "PnicUplinkProfile",
             Object::PodDiskLocator(_) => "PodDiskLocator",
             Object::PodStorageDrsEntry(_) => "PodStorageDrsEntry",
@@ -652,8 +652,8 @@ impl x::DataObject for Object {
             Object::PortGroupConnecteeType(_) => "PortGroupConnecteeType",
             Object::PortGroupProfile(_) => "PortGroupProfile",
             Object::PosixUserSearchResult(_) => "PosixUserSearchResult",
-            Object::PowerOnFtSecondaryFailed(_) => "PowerOnFtSecondaryFailed",
-            Object::PowerOnFtSecondaryTimedout(_) => "PowerOnFtSecondaryTimedout",
+            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(_) => "PowerOnFtSecondaryFailed",
+            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(_) => "PowerOnFtSecondaryTimedout",
             Object::PowerSystemCapability(_) => "PowerSystemCapability",
             Object::PowerSystemInfo(_) => "PowerSystemInfo",
             Object::PrivilegeAvailability(_) => "PrivilegeAvailability",
@@ -661,19 +661,19 @@ impl x::DataObject for Object {
             Object::ProductComponentInfo(_) => "ProductComponentInfo",
             Object::ProfileApplyProfileElement(_) => "ProfileApplyProfileElement",
             Object::ProfileApplyProfileProperty(_) => "ProfileApplyProfileProperty",
-            Object::ProfileAssociatedEvent(_) => "ProfileAssociatedEvent",
-            Object::ProfileChangedEvent(_) => "ProfileChangedEvent",
+            #[cfg(feature = "all-events")] Object::ProfileAssociatedEvent(_) => "ProfileAssociatedEvent",
+            #[cfg(feature = "all-events")] Object::ProfileChangedEvent(_) => "ProfileChangedEvent",
             Object::ProfileCompositeExpression(_) => "ProfileCompositeExpression",
             Object::ProfileCompositePolicyOptionMetadata(_) => "ProfileCompositePolicyOptionMetadata",
             Object::ProfileConfigInfo(_) => "ProfileConfigInfo",
             Object::ProfileCreateSpec(_) => "ProfileCreateSpec",
-            Object::ProfileCreatedEvent(_) => "ProfileCreatedEvent",
+            #[cfg(feature = "all-events")] Object::ProfileCreatedEvent(_) => "ProfileCreatedEvent",
             Object::ProfileDeferredPolicyOptionParameter(_) => "ProfileDeferredPolicyOptionParameter",
             Object::ProfileDescription(_) => "ProfileDescription",
             Object::ProfileDescriptionSection(_) => "ProfileDescriptionSection",
-            Object::ProfileDissociatedEvent(_) => "ProfileDissociatedEvent",
-            Object::ProfileEvent(_) => "ProfileEvent",
-            Object::ProfileEventArgument(_) => "ProfileEventArgument",
+            #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(_) => "ProfileDissociatedEvent",
+            #[cfg(feature = "all-events")] Object::ProfileEvent(_) => "ProfileEvent",
+            #[cfg(feature = "all-events")] Object::ProfileEventArgument(_) => "ProfileEventArgument",
             Object::ProfileExecuteError(_) => "ProfileExecuteError",
             Object::ProfileExecuteResult(_) => "ProfileExecuteResult",
             Object::ProfileExecuteResultStatus(_) => "ProfileExecuteResultStatus",
@@ -692,11 +692,11 @@ impl x::DataObject for Object {
             Object::ProfileProfileStructure(_) => "ProfileProfileStructure",
             Object::ProfileProfileStructureProperty(_) => "ProfileProfileStructureProperty",
             Object::ProfilePropertyPath(_) => "ProfilePropertyPath",
-            Object::ProfileReferenceHostChangedEvent(_) => "ProfileReferenceHostChangedEvent",
-            Object::ProfileRemovedEvent(_) => "ProfileRemovedEvent",
+            #[cfg(feature = "all-events")] Object::ProfileReferenceHostChangedEvent(_) => "ProfileReferenceHostChangedEvent",
+            #[cfg(feature = "all-events")] Object::ProfileRemovedEvent(_) => "ProfileRemovedEvent",
             Object::ProfileSerializedCreateSpec(_) => "ProfileSerializedCreateSpec",
             Object::ProfileSimpleExpression(_) => "ProfileSimpleExpression",
-            Object::ProfileUpdateFailed(_) => "ProfileUpdateFailed",
+            #[cfg(feature = "all-faults")] Object::ProfileUpdateFailed(_) => "ProfileUpdateFailed",
             Object::ProfileUpdateFailedUpdateFailure(_) => "ProfileUpdateFailedUpdateFailure",
             Object::PropertyChange(_) => "PropertyChange",
             Object::PropertyChangeOp(_) => "PropertyChangeOp",
@@ -723,7 +723,7 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::PlacementSpecPlacementType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PlatformConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PlatformConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PnicUplinkProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PodDiskLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PodStorageDrsEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -733,8 +733,8 @@ impl x::DataObject for Object {
             Object::PortGroupConnecteeType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PosixUserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PowerOnFtSecondaryFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PowerOnFtSecondaryTimedout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PowerSystemCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PowerSystemInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PrivilegeAvailability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -742,19 +742,19 @@ impl x::DataObject for Object {
             Object::ProductComponentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileApplyProfileElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileApplyProfileProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileAssociatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ProfileAssociatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ProfileChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileCompositeExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileCompositePolicyOptionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ProfileCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileDeferredPolicyOptionParameter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileDescriptionSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileDissociatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ProfileEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ProfileEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileExecuteError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileExecuteResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileExecuteResultStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -773,11 +773,11 @@ impl x::DataObject for Object {
             Object::ProfileProfileStructure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileProfileStructureProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfilePropertyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileReferenceHostChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ProfileReferenceHostChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ProfileRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileSerializedCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileSimpleExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileUpdateFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ProfileUpdateFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileUpdateFailedUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PropertyChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PropertyChangeOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -797,15 +797,15 @@ impl x::ObjectType for PlacementSpecPlacementType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlacementSpecPlacementType(v) => Some(v), _ => None, }
+        match object { Object::PlacementSpecPlacementType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlacementSpecPlacementType(v) => Ok(v), other => Err(other), }
+        match object { Object::PlacementSpecPlacementType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PlatformConfigFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PlatformConfigFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -813,11 +813,11 @@ impl x::ObjectType for PlatformConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PlatformConfigFault(v) => Some(v), _ => None, }
+        match object { Object::PlatformConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PlatformConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::PlatformConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -829,11 +829,11 @@ impl x::ObjectType for PnicUplinkProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PnicUplinkProfile(v) => Some(v), _ => None, }
+        match object { Object::PnicUplinkProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PnicUplinkProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::PnicUplinkProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -845,11 +845,11 @@ impl x::ObjectType for PodDiskLocator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PodDiskLocator(v) => Some(v), _ => None, }
+        match object { Object::PodDiskLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PodDiskLocator(v) => Ok(v), other => Err(other), }
+        match object { Object::PodDiskLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -861,11 +861,11 @@ impl x::ObjectType for PodStorageDrsEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PodStorageDrsEntry(v) => Some(v), _ => None, }
+        match object { Object::PodStorageDrsEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PodStorageDrsEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::PodStorageDrsEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -877,11 +877,11 @@ impl x::ObjectType for PodVMInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PodVMInfo(v) => Some(v), _ => None, }
+        match object { Object::PodVMInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PodVMInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::PodVMInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -893,11 +893,11 @@ impl x::ObjectType for PodVMOverheadInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PodVMOverheadInfo(v) => Some(v), _ => None, }
+        match object { Object::PodVMOverheadInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PodVMOverheadInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::PodVMOverheadInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -909,11 +909,11 @@ impl x::ObjectType for PolicyOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PolicyOption(v) => Some(v), _ => None, }
+        match object { Object::PolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PolicyOption(v) => Ok(v), other => Err(other), }
+        match object { Object::PolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -925,11 +925,11 @@ impl x::ObjectType for PortGroupConnecteeType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PortGroupConnecteeType(v) => Some(v), _ => None, }
+        match object { Object::PortGroupConnecteeType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PortGroupConnecteeType(v) => Ok(v), other => Err(other), }
+        match object { Object::PortGroupConnecteeType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -941,11 +941,11 @@ impl x::ObjectType for PortGroupProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PortGroupProfile(v) => Some(v), _ => None, }
+        match object { Object::PortGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PortGroupProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::PortGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -957,15 +957,15 @@ impl x::ObjectType for PosixUserSearchResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PosixUserSearchResult(v) => Some(v), _ => None, }
+        match object { Object::PosixUserSearchResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PosixUserSearchResult(v) => Ok(v), other => Err(other), }
+        match object { Object::PosixUserSearchResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PowerOnFtSecondaryFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PowerOnFtSecondaryFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -973,15 +973,15 @@ impl x::ObjectType for PowerOnFtSecondaryFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PowerOnFtSecondaryFailed(v) => Some(v), _ => None, }
+        match object { Object::PowerOnFtSecondaryFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PowerOnFtSecondaryFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::PowerOnFtSecondaryFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for PowerOnFtSecondaryTimedout {
+#[cfg(feature = "all-faults")] impl x::ObjectType for PowerOnFtSecondaryTimedout {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -989,11 +989,11 @@ impl x::ObjectType for PowerOnFtSecondaryTimedout {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PowerOnFtSecondaryTimedout(v) => Some(v), _ => None, }
+        match object { Object::PowerOnFtSecondaryTimedout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PowerOnFtSecondaryTimedout(v) => Ok(v), other => Err(other), }
+        match object { Object::PowerOnFtSecondaryTimedout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1005,11 +1005,11 @@ impl x::ObjectType for PowerSystemCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PowerSystemCapability(v) => Some(v), _ => None, }
+        match object { Object::PowerSystemCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PowerSystemCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::PowerSystemCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1021,11 +1021,11 @@ impl x::ObjectType for PowerSystemInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PowerSystemInfo(v) => Some(v), _ => None, }
+        match object { Object::PowerSystemInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PowerSystemInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::PowerSystemInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1037,11 +1037,11 @@ impl x::ObjectType for PrivilegeAvailability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PrivilegeAvailability(v) => Some(v), _ => None, }
+        match object { Object::PrivilegeAvailability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PrivilegeAvailability(v) => Ok(v), other => Err(other), }
+        match object { Object::PrivilegeAvailability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1053,11 +1053,11 @@ impl x::ObjectType for PrivilegePolicyDef {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PrivilegePolicyDef(v) => Some(v), _ => None, }
+        match object { Object::PrivilegePolicyDef(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PrivilegePolicyDef(v) => Ok(v), other => Err(other), }
+        match object { Object::PrivilegePolicyDef(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1069,11 +1069,11 @@ impl x::ObjectType for ProductComponentInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProductComponentInfo(v) => Some(v), _ => None, }
+        match object { Object::ProductComponentInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProductComponentInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ProductComponentInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1085,11 +1085,11 @@ impl x::ObjectType for ProfileApplyProfileElement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileApplyProfileElement(v) => Some(v), _ => None, }
+        match object { Object::ProfileApplyProfileElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileApplyProfileElement(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileApplyProfileElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1101,15 +1101,15 @@ impl x::ObjectType for ProfileApplyProfileProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileApplyProfileProperty(v) => Some(v), _ => None, }
+        match object { Object::ProfileApplyProfileProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileApplyProfileProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileApplyProfileProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ProfileAssociatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ProfileAssociatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1117,15 +1117,15 @@ impl x::ObjectType for ProfileAssociatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileAssociatedEvent(v) => Some(v), _ => None, }
+        match object { Object::ProfileAssociatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileAssociatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileAssociatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ProfileChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ProfileChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1133,11 +1133,11 @@ impl x::ObjectType for ProfileChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::ProfileChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1149,11 +1149,11 @@ impl x::ObjectType for ProfileCompositeExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileCompositeExpression(v) => Some(v), _ => None, }
+        match object { Object::ProfileCompositeExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileCompositeExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileCompositeExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1165,11 +1165,11 @@ impl x::ObjectType for ProfileCompositePolicyOptionMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileCompositePolicyOptionMetadata(v) => Some(v), _ => None, }
+        match object { Object::ProfileCompositePolicyOptionMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileCompositePolicyOptionMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileCompositePolicyOptionMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1181,11 +1181,11 @@ impl x::ObjectType for ProfileConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ProfileConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1197,15 +1197,15 @@ impl x::ObjectType for ProfileCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::ProfileCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ProfileCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ProfileCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1213,11 +1213,11 @@ impl x::ObjectType for ProfileCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::ProfileCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1229,11 +1229,11 @@ impl x::ObjectType for ProfileDeferredPolicyOptionParameter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileDeferredPolicyOptionParameter(v) => Some(v), _ => None, }
+        match object { Object::ProfileDeferredPolicyOptionParameter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileDeferredPolicyOptionParameter(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileDeferredPolicyOptionParameter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1245,11 +1245,11 @@ impl x::ObjectType for ProfileDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileDescription(v) => Some(v), _ => None, }
+        match object { Object::ProfileDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1261,15 +1261,15 @@ impl x::ObjectType for ProfileDescriptionSection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileDescriptionSection(v) => Some(v), _ => None, }
+        match object { Object::ProfileDescriptionSection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileDescriptionSection(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileDescriptionSection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ProfileDissociatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ProfileDissociatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1277,15 +1277,15 @@ impl x::ObjectType for ProfileDissociatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileDissociatedEvent(v) => Some(v), _ => None, }
+        match object { Object::ProfileDissociatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileDissociatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileDissociatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ProfileEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ProfileEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1293,15 +1293,15 @@ impl x::ObjectType for ProfileEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileEvent(v) => Some(v), _ => None, }
+        match object { Object::ProfileEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ProfileEventArgument {
+#[cfg(feature = "all-events")] impl x::ObjectType for ProfileEventArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1309,11 +1309,11 @@ impl x::ObjectType for ProfileEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileEventArgument(v) => Some(v), _ => None, }
+        match object { Object::ProfileEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1325,11 +1325,11 @@ impl x::ObjectType for ProfileExecuteError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileExecuteError(v) => Some(v), _ => None, }
+        match object { Object::ProfileExecuteError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileExecuteError(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileExecuteError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1341,11 +1341,11 @@ impl x::ObjectType for ProfileExecuteResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileExecuteResult(v) => Some(v), _ => None, }
+        match object { Object::ProfileExecuteResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileExecuteResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileExecuteResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1357,11 +1357,11 @@ impl x::ObjectType for ProfileExecuteResultStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileExecuteResultStatus(v) => Some(v), _ => None, }
+        match object { Object::ProfileExecuteResultStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileExecuteResultStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileExecuteResultStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1373,11 +1373,11 @@ impl x::ObjectType for ProfileExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileExpression(v) => Some(v), _ => None, }
+        match object { Object::ProfileExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1389,11 +1389,11 @@ impl x::ObjectType for ProfileExpressionMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileExpressionMetadata(v) => Some(v), _ => None, }
+        match object { Object::ProfileExpressionMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileExpressionMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileExpressionMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1405,11 +1405,11 @@ impl x::ObjectType for ProfileMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileMetadata(v) => Some(v), _ => None, }
+        match object { Object::ProfileMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1421,11 +1421,11 @@ impl x::ObjectType for ProfileMetadataProfileOperationMessage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileMetadataProfileOperationMessage(v) => Some(v), _ => None, }
+        match object { Object::ProfileMetadataProfileOperationMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileMetadataProfileOperationMessage(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileMetadataProfileOperationMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1437,11 +1437,11 @@ impl x::ObjectType for ProfileMetadataProfileSortSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileMetadataProfileSortSpec(v) => Some(v), _ => None, }
+        match object { Object::ProfileMetadataProfileSortSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileMetadataProfileSortSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileMetadataProfileSortSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1453,11 +1453,11 @@ impl x::ObjectType for ProfileNumericComparator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileNumericComparator(v) => Some(v), _ => None, }
+        match object { Object::ProfileNumericComparator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileNumericComparator(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileNumericComparator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1469,11 +1469,11 @@ impl x::ObjectType for ProfileParameterMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileParameterMetadata(v) => Some(v), _ => None, }
+        match object { Object::ProfileParameterMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileParameterMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileParameterMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1485,11 +1485,11 @@ impl x::ObjectType for ProfileParameterMetadataParameterRelationMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileParameterMetadataParameterRelationMetadata(v) => Some(v), _ => None, }
+        match object { Object::ProfileParameterMetadataParameterRelationMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileParameterMetadataParameterRelationMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileParameterMetadataParameterRelationMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1501,11 +1501,11 @@ impl x::ObjectType for ProfileParameterMetadataRelationType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileParameterMetadataRelationType(v) => Some(v), _ => None, }
+        match object { Object::ProfileParameterMetadataRelationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileParameterMetadataRelationType(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileParameterMetadataRelationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1517,11 +1517,11 @@ impl x::ObjectType for ProfilePolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfilePolicy(v) => Some(v), _ => None, }
+        match object { Object::ProfilePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfilePolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfilePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1533,11 +1533,11 @@ impl x::ObjectType for ProfilePolicyMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfilePolicyMetadata(v) => Some(v), _ => None, }
+        match object { Object::ProfilePolicyMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfilePolicyMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfilePolicyMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1549,11 +1549,11 @@ impl x::ObjectType for ProfilePolicyOptionMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfilePolicyOptionMetadata(v) => Some(v), _ => None, }
+        match object { Object::ProfilePolicyOptionMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfilePolicyOptionMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfilePolicyOptionMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1565,11 +1565,11 @@ impl x::ObjectType for ProfileProfileStructure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileProfileStructure(v) => Some(v), _ => None, }
+        match object { Object::ProfileProfileStructure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileProfileStructure(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileProfileStructure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1581,11 +1581,11 @@ impl x::ObjectType for ProfileProfileStructureProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileProfileStructureProperty(v) => Some(v), _ => None, }
+        match object { Object::ProfileProfileStructureProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileProfileStructureProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileProfileStructureProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1597,15 +1597,15 @@ impl x::ObjectType for ProfilePropertyPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfilePropertyPath(v) => Some(v), _ => None, }
+        match object { Object::ProfilePropertyPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfilePropertyPath(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfilePropertyPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ProfileReferenceHostChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ProfileReferenceHostChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1613,15 +1613,15 @@ impl x::ObjectType for ProfileReferenceHostChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileReferenceHostChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::ProfileReferenceHostChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileReferenceHostChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileReferenceHostChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ProfileRemovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ProfileRemovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1629,11 +1629,11 @@ impl x::ObjectType for ProfileRemovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileRemovedEvent(v) => Some(v), _ => None, }
+        match object { Object::ProfileRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileRemovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1645,11 +1645,11 @@ impl x::ObjectType for ProfileSerializedCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileSerializedCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::ProfileSerializedCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileSerializedCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileSerializedCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1661,15 +1661,15 @@ impl x::ObjectType for ProfileSimpleExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileSimpleExpression(v) => Some(v), _ => None, }
+        match object { Object::ProfileSimpleExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileSimpleExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileSimpleExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ProfileUpdateFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ProfileUpdateFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1677,11 +1677,11 @@ impl x::ObjectType for ProfileUpdateFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileUpdateFailed(v) => Some(v), _ => None, }
+        match object { Object::ProfileUpdateFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileUpdateFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileUpdateFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1693,11 +1693,11 @@ impl x::ObjectType for ProfileUpdateFailedUpdateFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ProfileUpdateFailedUpdateFailure(v) => Some(v), _ => None, }
+        match object { Object::ProfileUpdateFailedUpdateFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ProfileUpdateFailedUpdateFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::ProfileUpdateFailedUpdateFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1709,11 +1709,11 @@ impl x::ObjectType for PropertyChange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PropertyChange(v) => Some(v), _ => None, }
+        match object { Object::PropertyChange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PropertyChange(v) => Ok(v), other => Err(other), }
+        match object { Object::PropertyChange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1725,11 +1725,11 @@ impl x::ObjectType for PropertyChangeOp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PropertyChangeOp(v) => Some(v), _ => None, }
+        match object { Object::PropertyChangeOp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PropertyChangeOp(v) => Ok(v), other => Err(other), }
+        match object { Object::PropertyChangeOp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1741,11 +1741,11 @@ impl x::ObjectType for PropertyFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PropertyFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::PropertyFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PropertyFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::PropertyFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1757,11 +1757,11 @@ impl x::ObjectType for PropertyFilterUpdate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PropertyFilterUpdate(v) => Some(v), _ => None, }
+        match object { Object::PropertyFilterUpdate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PropertyFilterUpdate(v) => Ok(v), other => Err(other), }
+        match object { Object::PropertyFilterUpdate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1773,10 +1773,10 @@ impl x::ObjectType for PropertySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::PropertySpec(v) => Some(v), _ => None, }
+        match object { Object::PropertySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::PropertySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::PropertySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

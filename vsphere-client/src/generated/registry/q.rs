@@ -424,10 +424,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    QuarantineModeFault(Box<QuarantineModeFault>),
+    #[cfg(feature = "all-faults")] QuarantineModeFault(Box<QuarantineModeFault>),
     QuarantineModeFaultFaultType(Box<QuarantineModeFaultFaultType>),
-    QuestionPending(Box<QuestionPending>),
-    QuiesceDatastoreIOForHAFailed(Box<QuiesceDatastoreIOForHAFailed>),
+    #[cfg(feature = "all-faults")] QuestionPending(Box<QuestionPending>),
+    #[cfg(feature = "all-faults")] QuiesceDatastoreIOForHAFailed(Box<QuiesceDatastoreIOForHAFailed>),
     QuiesceMode(Box<QuiesceMode>),
 }
 
@@ -443,10 +443,10 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuarantineModeFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuarantineModeFault(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuarantineModeFaultFaultType(v), Err(e) => return Some(Err(e)) },
-        123 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuestionPending(v), Err(e) => return Some(Err(e)) },
-        124 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuiesceDatastoreIOForHAFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 123 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuestionPending(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 124 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuiesceDatastoreIOForHAFailed(v), Err(e) => return Some(Err(e)) },
         125 => match x::Decode::decode_boxed(r) { Ok(v) => Object::QuiesceMode(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
@@ -456,10 +456,10 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::QuarantineModeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::QuarantineModeFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::QuarantineModeFaultFaultType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::QuestionPending(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::QuiesceDatastoreIOForHAFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::QuestionPending(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::QuiesceDatastoreIOForHAFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::QuiesceMode(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
@@ -468,12 +468,12 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::QuarantineModeFault(a), Object::QuarantineModeFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::QuarantineModeFault(a), Object::QuarantineModeFault(b)) => **a == **b,
             (Object::QuarantineModeFaultFaultType(a), Object::QuarantineModeFaultFaultType(b)) => **a == **b,
-            (Object::QuestionPending(a), Object::QuestionPending(b)) => **a == **b,
-            (Object::QuiesceDatastoreIOForHAFailed(a), Object::QuiesceDatastoreIOForHAFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::QuestionPending(a), Object::QuestionPending(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::QuiesceDatastoreIOForHAFailed(a), Object::QuiesceDatastoreIOForHAFailed(b)) => **a == **b,
             (Object::QuiesceMode(a), Object::QuiesceMode(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -481,10 +481,10 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::QuarantineModeFault(v) => Object::QuarantineModeFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::QuarantineModeFault(v) => Object::QuarantineModeFault(Box::new((**v).clone())),
             Object::QuarantineModeFaultFaultType(v) => Object::QuarantineModeFaultFaultType(Box::new((**v).clone())),
-            Object::QuestionPending(v) => Object::QuestionPending(Box::new((**v).clone())),
-            Object::QuiesceDatastoreIOForHAFailed(v) => Object::QuiesceDatastoreIOForHAFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::QuestionPending(v) => Object::QuestionPending(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::QuiesceDatastoreIOForHAFailed(v) => Object::QuiesceDatastoreIOForHAFailed(Box::new((**v).clone())),
             Object::QuiesceMode(v) => Object::QuiesceMode(Box::new((**v).clone())),
         }
     }
@@ -493,10 +493,10 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::QuarantineModeFault(_) => "QuarantineModeFault",
+            #[cfg(feature = "all-faults")] Object::QuarantineModeFault(_) => "QuarantineModeFault",
             Object::QuarantineModeFaultFaultType(_) => "QuarantineModeFaultFaultType",
-            Object::QuestionPending(_) => "QuestionPending",
-            Object::QuiesceDatastoreIOForHAFailed(_) => "QuiesceDatastoreIOForHAFailed",
+            #[cfg(feature = "all-faults")] Object::QuestionPending(_) => "QuestionPending",
+            #[cfg(feature = "all-faults")] Object::QuiesceDatastoreIOForHAFailed(_) => "QuiesceDatastoreIOForHAFailed",
             Object::QuiesceMode(_) => "QuiesceMode",
         }
     }
@@ -517,17 +517,17 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::QuarantineModeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::QuarantineModeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::QuarantineModeFaultFaultType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::QuestionPending(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::QuiesceDatastoreIOForHAFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::QuestionPending(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::QuiesceDatastoreIOForHAFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::QuiesceMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for QuarantineModeFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for QuarantineModeFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -535,11 +535,11 @@ impl x::ObjectType for QuarantineModeFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::QuarantineModeFault(v) => Some(v), _ => None, }
+        match object { Object::QuarantineModeFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::QuarantineModeFault(v) => Ok(v), other => Err(other), }
+        match object { Object::QuarantineModeFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -551,15 +551,15 @@ impl x::ObjectType for QuarantineModeFaultFaultType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::QuarantineModeFaultFaultType(v) => Some(v), _ => None, }
+        match object { Object::QuarantineModeFaultFaultType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::QuarantineModeFaultFaultType(v) => Ok(v), other => Err(other), }
+        match object { Object::QuarantineModeFaultFaultType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for QuestionPending {
+#[cfg(feature = "all-faults")] impl x::ObjectType for QuestionPending {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -567,15 +567,15 @@ impl x::ObjectType for QuestionPending {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::QuestionPending(v) => Some(v), _ => None, }
+        match object { Object::QuestionPending(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::QuestionPending(v) => Ok(v), other => Err(other), }
+        match object { Object::QuestionPending(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for QuiesceDatastoreIOForHAFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for QuiesceDatastoreIOForHAFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -583,11 +583,11 @@ impl x::ObjectType for QuiesceDatastoreIOForHAFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::QuiesceDatastoreIOForHAFailed(v) => Some(v), _ => None, }
+        match object { Object::QuiesceDatastoreIOForHAFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::QuiesceDatastoreIOForHAFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::QuiesceDatastoreIOForHAFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -599,10 +599,10 @@ impl x::ObjectType for QuiesceMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::QuiesceMode(v) => Some(v), _ => None, }
+        match object { Object::QuiesceMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::QuiesceMode(v) => Ok(v), other => Err(other), }
+        match object { Object::QuiesceMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

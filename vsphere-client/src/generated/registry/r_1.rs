@@ -614,40 +614,40 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    RDMConversionNotSupported(Box<RDMConversionNotSupported>),
-    RDMNotPreserved(Box<RDMNotPreserved>),
-    RDMNotSupported(Box<RDMNotSupported>),
-    RDMNotSupportedOnDatastore(Box<RDMNotSupportedOnDatastore>),
-    RDMPointsToInaccessibleDisk(Box<RDMPointsToInaccessibleDisk>),
-    RawDiskNotSupported(Box<RawDiskNotSupported>),
-    ReadHostResourcePoolTreeFailed(Box<ReadHostResourcePoolTreeFailed>),
-    ReadOnlyDisksWithLegacyDestination(Box<ReadOnlyDisksWithLegacyDestination>),
-    RebootRequired(Box<RebootRequired>),
+    #[cfg(feature = "all-faults")] RDMConversionNotSupported(Box<RDMConversionNotSupported>),
+    #[cfg(feature = "all-faults")] RDMNotPreserved(Box<RDMNotPreserved>),
+    #[cfg(feature = "all-faults")] RDMNotSupported(Box<RDMNotSupported>),
+    #[cfg(feature = "all-faults")] RDMNotSupportedOnDatastore(Box<RDMNotSupportedOnDatastore>),
+    #[cfg(feature = "all-faults")] RDMPointsToInaccessibleDisk(Box<RDMPointsToInaccessibleDisk>),
+    #[cfg(feature = "all-faults")] RawDiskNotSupported(Box<RawDiskNotSupported>),
+    #[cfg(feature = "all-faults")] ReadHostResourcePoolTreeFailed(Box<ReadHostResourcePoolTreeFailed>),
+    #[cfg(feature = "all-faults")] ReadOnlyDisksWithLegacyDestination(Box<ReadOnlyDisksWithLegacyDestination>),
+    #[cfg(feature = "all-faults")] RebootRequired(Box<RebootRequired>),
     RecommendationReasonCode(Box<RecommendationReasonCode>),
     RecommendationType(Box<RecommendationType>),
-    RecordReplayDisabled(Box<RecordReplayDisabled>),
-    RecoveryEvent(Box<RecoveryEvent>),
+    #[cfg(feature = "all-faults")] RecordReplayDisabled(Box<RecordReplayDisabled>),
+    #[cfg(feature = "all-events")] RecoveryEvent(Box<RecoveryEvent>),
     RecurrentTaskScheduler(Box<RecurrentTaskScheduler>),
     Relation(Box<Relation>),
-    RemoteDeviceNotSupported(Box<RemoteDeviceNotSupported>),
-    RemoteTSMEnabledEvent(Box<RemoteTSMEnabledEvent>),
-    RemoveFailed(Box<RemoveFailed>),
-    ReplicationConfigFault(Box<ReplicationConfigFault>),
+    #[cfg(feature = "all-faults")] RemoteDeviceNotSupported(Box<RemoteDeviceNotSupported>),
+    #[cfg(feature = "all-events")] RemoteTSMEnabledEvent(Box<RemoteTSMEnabledEvent>),
+    #[cfg(feature = "all-faults")] RemoveFailed(Box<RemoveFailed>),
+    #[cfg(feature = "all-faults")] ReplicationConfigFault(Box<ReplicationConfigFault>),
     ReplicationConfigSpec(Box<ReplicationConfigSpec>),
-    ReplicationDiskConfigFault(Box<ReplicationDiskConfigFault>),
+    #[cfg(feature = "all-faults")] ReplicationDiskConfigFault(Box<ReplicationDiskConfigFault>),
     ReplicationDiskConfigFaultReasonForFault(Box<ReplicationDiskConfigFaultReasonForFault>),
-    ReplicationFault(Box<ReplicationFault>),
+    #[cfg(feature = "all-faults")] ReplicationFault(Box<ReplicationFault>),
     ReplicationGroupId(Box<ReplicationGroupId>),
-    ReplicationIncompatibleWithFT(Box<ReplicationIncompatibleWithFT>),
+    #[cfg(feature = "all-faults")] ReplicationIncompatibleWithFT(Box<ReplicationIncompatibleWithFT>),
     ReplicationInfoDiskSettings(Box<ReplicationInfoDiskSettings>),
-    ReplicationInvalidOptions(Box<ReplicationInvalidOptions>),
-    ReplicationNotSupportedOnHost(Box<ReplicationNotSupportedOnHost>),
+    #[cfg(feature = "all-faults")] ReplicationInvalidOptions(Box<ReplicationInvalidOptions>),
+    #[cfg(feature = "all-faults")] ReplicationNotSupportedOnHost(Box<ReplicationNotSupportedOnHost>),
     ReplicationSpec(Box<ReplicationSpec>),
-    ReplicationVmConfigFault(Box<ReplicationVmConfigFault>),
+    #[cfg(feature = "all-faults")] ReplicationVmConfigFault(Box<ReplicationVmConfigFault>),
     ReplicationVmConfigFaultReasonForFault(Box<ReplicationVmConfigFaultReasonForFault>),
-    ReplicationVmFault(Box<ReplicationVmFault>),
+    #[cfg(feature = "all-faults")] ReplicationVmFault(Box<ReplicationVmFault>),
     ReplicationVmFaultReasonForFault(Box<ReplicationVmFaultReasonForFault>),
-    ReplicationVmInProgressFault(Box<ReplicationVmInProgressFault>),
+    #[cfg(feature = "all-faults")] ReplicationVmInProgressFault(Box<ReplicationVmInProgressFault>),
     ReplicationVmInProgressFaultActivity(Box<ReplicationVmInProgressFaultActivity>),
     ReplicationVmProgressInfo(Box<ReplicationVmProgressInfo>),
     ReplicationVmState(Box<ReplicationVmState>),
@@ -666,40 +666,40 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMConversionNotSupported(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMNotPreserved(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMNotSupported(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMNotSupportedOnDatastore(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMPointsToInaccessibleDisk(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RawDiskNotSupported(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReadHostResourcePoolTreeFailed(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReadOnlyDisksWithLegacyDestination(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RebootRequired(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMConversionNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMNotPreserved(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMNotSupportedOnDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RDMPointsToInaccessibleDisk(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RawDiskNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReadHostResourcePoolTreeFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReadOnlyDisksWithLegacyDestination(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RebootRequired(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecommendationReasonCode(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecommendationType(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecordReplayDisabled(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecoveryEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecordReplayDisabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecoveryEvent(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecurrentTaskScheduler(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Relation(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoteDeviceNotSupported(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoteTSMEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoveFailed(v), Err(e) => return Some(Err(e)) },
-        127 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationConfigFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoteDeviceNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoteTSMEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoveFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 127 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationConfigFault(v), Err(e) => return Some(Err(e)) },
         128 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationConfigSpec(v), Err(e) => return Some(Err(e)) },
-        129 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationDiskConfigFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 129 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationDiskConfigFault(v), Err(e) => return Some(Err(e)) },
         130 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationDiskConfigFaultReasonForFault(v), Err(e) => return Some(Err(e)) },
-        131 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 131 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationFault(v), Err(e) => return Some(Err(e)) },
         132 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationGroupId(v), Err(e) => return Some(Err(e)) },
-        133 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationIncompatibleWithFT(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 133 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationIncompatibleWithFT(v), Err(e) => return Some(Err(e)) },
         134 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationInfoDiskSettings(v), Err(e) => return Some(Err(e)) },
-        135 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationInvalidOptions(v), Err(e) => return Some(Err(e)) },
-        136 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationNotSupportedOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 135 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationInvalidOptions(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 136 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationNotSupportedOnHost(v), Err(e) => return Some(Err(e)) },
         137 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationSpec(v), Err(e) => return Some(Err(e)) },
-        138 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmConfigFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 138 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmConfigFault(v), Err(e) => return Some(Err(e)) },
         139 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmConfigFaultReasonForFault(v), Err(e) => return Some(Err(e)) },
-        140 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 140 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmFault(v), Err(e) => return Some(Err(e)) },
         141 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmFaultReasonForFault(v), Err(e) => return Some(Err(e)) },
-        142 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmInProgressFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 142 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmInProgressFault(v), Err(e) => return Some(Err(e)) },
         143 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmInProgressFaultActivity(v), Err(e) => return Some(Err(e)) },
         144 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmProgressInfo(v), Err(e) => return Some(Err(e)) },
         145 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ReplicationVmState(v), Err(e) => return Some(Err(e)) },
@@ -712,40 +712,40 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::RDMConversionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RDMNotPreserved(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RDMNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RDMNotSupportedOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RDMPointsToInaccessibleDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RawDiskNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReadHostResourcePoolTreeFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReadOnlyDisksWithLegacyDestination(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RebootRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RDMConversionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RDMNotPreserved(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RDMNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RDMNotSupportedOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RDMPointsToInaccessibleDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RawDiskNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReadHostResourcePoolTreeFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReadOnlyDisksWithLegacyDestination(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RebootRequired(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RecommendationReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RecommendationType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RecordReplayDisabled(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RecoveryEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RecurrentTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Relation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RemoteDeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RemoteTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RemoveFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReplicationConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationDiskConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReplicationDiskConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationDiskConfigFaultReasonForFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReplicationFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationGroupId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationIncompatibleWithFT(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReplicationIncompatibleWithFT(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationInfoDiskSettings(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationInvalidOptions(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationNotSupportedOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReplicationInvalidOptions(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReplicationNotSupportedOnHost(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationVmConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReplicationVmConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationVmConfigFaultReasonForFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationVmFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReplicationVmFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationVmFaultReasonForFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ReplicationVmInProgressFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ReplicationVmInProgressFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationVmInProgressFaultActivity(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationVmProgressInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ReplicationVmState(v) => std::fmt::Debug::fmt(&**v, f),
@@ -757,45 +757,45 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::RDMConversionNotSupported(a), Object::RDMConversionNotSupported(b)) => **a == **b,
-            (Object::RDMNotPreserved(a), Object::RDMNotPreserved(b)) => **a == **b,
-            (Object::RDMNotSupported(a), Object::RDMNotSupported(b)) => **a == **b,
-            (Object::RDMNotSupportedOnDatastore(a), Object::RDMNotSupportedOnDatastore(b)) => **a == **b,
-            (Object::RDMPointsToInaccessibleDisk(a), Object::RDMPointsToInaccessibleDisk(b)) => **a == **b,
-            (Object::RawDiskNotSupported(a), Object::RawDiskNotSupported(b)) => **a == **b,
-            (Object::ReadHostResourcePoolTreeFailed(a), Object::ReadHostResourcePoolTreeFailed(b)) => **a == **b,
-            (Object::ReadOnlyDisksWithLegacyDestination(a), Object::ReadOnlyDisksWithLegacyDestination(b)) => **a == **b,
-            (Object::RebootRequired(a), Object::RebootRequired(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RDMConversionNotSupported(a), Object::RDMConversionNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RDMNotPreserved(a), Object::RDMNotPreserved(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RDMNotSupported(a), Object::RDMNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RDMNotSupportedOnDatastore(a), Object::RDMNotSupportedOnDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RDMPointsToInaccessibleDisk(a), Object::RDMPointsToInaccessibleDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RawDiskNotSupported(a), Object::RawDiskNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReadHostResourcePoolTreeFailed(a), Object::ReadHostResourcePoolTreeFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReadOnlyDisksWithLegacyDestination(a), Object::ReadOnlyDisksWithLegacyDestination(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RebootRequired(a), Object::RebootRequired(b)) => **a == **b,
             (Object::RecommendationReasonCode(a), Object::RecommendationReasonCode(b)) => **a == **b,
             (Object::RecommendationType(a), Object::RecommendationType(b)) => **a == **b,
-            (Object::RecordReplayDisabled(a), Object::RecordReplayDisabled(b)) => **a == **b,
-            (Object::RecoveryEvent(a), Object::RecoveryEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RecordReplayDisabled(a), Object::RecordReplayDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::RecoveryEvent(a), Object::RecoveryEvent(b)) => **a == **b,
             (Object::RecurrentTaskScheduler(a), Object::RecurrentTaskScheduler(b)) => **a == **b,
             (Object::Relation(a), Object::Relation(b)) => **a == **b,
-            (Object::RemoteDeviceNotSupported(a), Object::RemoteDeviceNotSupported(b)) => **a == **b,
-            (Object::RemoteTSMEnabledEvent(a), Object::RemoteTSMEnabledEvent(b)) => **a == **b,
-            (Object::RemoveFailed(a), Object::RemoveFailed(b)) => **a == **b,
-            (Object::ReplicationConfigFault(a), Object::ReplicationConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RemoteDeviceNotSupported(a), Object::RemoteDeviceNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::RemoteTSMEnabledEvent(a), Object::RemoteTSMEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RemoveFailed(a), Object::RemoveFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReplicationConfigFault(a), Object::ReplicationConfigFault(b)) => **a == **b,
             (Object::ReplicationConfigSpec(a), Object::ReplicationConfigSpec(b)) => **a == **b,
-            (Object::ReplicationDiskConfigFault(a), Object::ReplicationDiskConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReplicationDiskConfigFault(a), Object::ReplicationDiskConfigFault(b)) => **a == **b,
             (Object::ReplicationDiskConfigFaultReasonForFault(a), Object::ReplicationDiskConfigFaultReasonForFault(b)) => **a == **b,
-            (Object::ReplicationFault(a), Object::ReplicationFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReplicationFault(a), Object::ReplicationFault(b)) => **a == **b,
             (Object::ReplicationGroupId(a), Object::ReplicationGroupId(b)) => **a == **b,
-            (Object::ReplicationIncompatibleWithFT(a), Object::ReplicationIncompatibleWithFT(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReplicationIncompatibleWithFT(a), Object::ReplicationIncompatibleWithFT(b)) => **a == **b,
             (Object::ReplicationInfoDiskSettings(a), Object::ReplicationInfoDiskSettings(b)) => **a == **b,
-            (Object::ReplicationInvalidOptions(a), Object::ReplicationInvalidOptions(b)) => **a == **b,
-            (Object::ReplicationNotSupportedOnHost(a), Object::ReplicationNotSupportedOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReplicationInvalidOptions(a), Object::ReplicationInvalidOptions(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReplicationNotSupportedOnHost(a), Object::ReplicationNotSupportedOnHost(b)) => **a == **b,
             (Object::ReplicationSpec(a), Object::ReplicationSpec(b)) => **a == **b,
-            (Object::ReplicationVmConfigFault(a), Object::ReplicationVmConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReplicationVmConfigFault(a), Object::ReplicationVmConfigFault(b)) => **a == **b,
             (Object::ReplicationVmConfigFaultReasonForFault(a), Object::ReplicationVmConfigFaultReasonForFault(b)) => **a == **b,
-            (Object::ReplicationVmFault(a), Object::ReplicationVmFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReplicationVmFault(a), Object::ReplicationVmFault(b)) => **a == **b,
             (Object::ReplicationVmFaultReasonForFault(a), Object::ReplicationVmFaultReasonForFault(b)) => **a == **b,
-            (Object::ReplicationVmInProgressFault(a), Object::ReplicationVmInProgressFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ReplicationVmInProgressFault(a), Object::ReplicationVmInProgressFault(b)) => **a == **b,
             (Object::ReplicationVmInProgressFaultActivity(a), Object::ReplicationVmInProgressFaultActivity(b)) => **a == **b,
             (Object::ReplicationVmProgressInfo(a), Object::ReplicationVmProgressInfo(b)) => **a == **b,
             (Object::ReplicationVmState(a), Object::ReplicationVmState(b)) => **a == **b,
             (Object::RequestCanceled(a), Object::RequestCanceled(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -803,40 +803,40 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::RDMConversionNotSupported(v) => Object::RDMConversionNotSupported(Box::new((**v).clone())),
-            Object::RDMNotPreserved(v) => Object::RDMNotPreserved(Box::new((**v).clone())),
-            Object::RDMNotSupported(v) => Object::RDMNotSupported(Box::new((**v).clone())),
-            Object::RDMNotSupportedOnDatastore(v) => Object::RDMNotSupportedOnDatastore(Box::new((**v).clone())),
-            Object::RDMPointsToInaccessibleDisk(v) => Object::RDMPointsToInaccessibleDisk(Box::new((**v).clone())),
-            Object::RawDiskNotSupported(v) => Object::RawDiskNotSupported(Box::new((**v).clone())),
-            Object::ReadHostResourcePoolTreeFailed(v) => Object::ReadHostResourcePoolTreeFailed(Box::new((**v).clone())),
-            Object::ReadOnlyDisksWithLegacyDestination(v) => Object::ReadOnlyDisksWithLegacyDestination(Box::new((**v).clone())),
-            Object::RebootRequired(v) => Object::RebootRequired(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RDMConversionNotSupported(v) => Object::RDMConversionNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RDMNotPreserved(v) => Object::RDMNotPreserved(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RDMNotSupported(v) => Object::RDMNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RDMNotSupportedOnDatastore(v) => Object::RDMNotSupportedOnDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RDMPointsToInaccessibleDisk(v) => Object::RDMPointsToInaccessibleDisk(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RawDiskNotSupported(v) => Object::RawDiskNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReadHostResourcePoolTreeFailed(v) => Object::ReadHostResourcePoolTreeFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReadOnlyDisksWithLegacyDestination(v) => Object::ReadOnlyDisksWithLegacyDestination(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RebootRequired(v) => Object::RebootRequired(Box::new((**v).clone())),
             Object::RecommendationReasonCode(v) => Object::RecommendationReasonCode(Box::new((**v).clone())),
             Object::RecommendationType(v) => Object::RecommendationType(Box::new((**v).clone())),
-            Object::RecordReplayDisabled(v) => Object::RecordReplayDisabled(Box::new((**v).clone())),
-            Object::RecoveryEvent(v) => Object::RecoveryEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => Object::RecordReplayDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => Object::RecoveryEvent(Box::new((**v).clone())),
             Object::RecurrentTaskScheduler(v) => Object::RecurrentTaskScheduler(Box::new((**v).clone())),
             Object::Relation(v) => Object::Relation(Box::new((**v).clone())),
-            Object::RemoteDeviceNotSupported(v) => Object::RemoteDeviceNotSupported(Box::new((**v).clone())),
-            Object::RemoteTSMEnabledEvent(v) => Object::RemoteTSMEnabledEvent(Box::new((**v).clone())),
-            Object::RemoveFailed(v) => Object::RemoveFailed(Box::new((**v).clone())),
-            Object::ReplicationConfigFault(v) => Object::ReplicationConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => Object::RemoteDeviceNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => Object::RemoteTSMEnabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => Object::RemoveFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReplicationConfigFault(v) => Object::ReplicationConfigFault(Box::new((**v).clone())),
             Object::ReplicationConfigSpec(v) => Object::ReplicationConfigSpec(Box::new((**v).clone())),
-            Object::ReplicationDiskConfigFault(v) => Object::ReplicationDiskConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReplicationDiskConfigFault(v) => Object::ReplicationDiskConfigFault(Box::new((**v).clone())),
             Object::ReplicationDiskConfigFaultReasonForFault(v) => Object::ReplicationDiskConfigFaultReasonForFault(Box::new((**v).clone())),
-            Object::ReplicationFault(v) => Object::ReplicationFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReplicationFault(v) => Object::ReplicationFault(Box::new((**v).clone())),
             Object::ReplicationGroupId(v) => Object::ReplicationGroupId(Box::new((**v).clone())),
-            Object::ReplicationIncompatibleWithFT(v) => Object::ReplicationIncompatibleWithFT(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReplicationIncompatibleWithFT(v) => Object::ReplicationIncompatibleWithFT(Box::new((**v).clone())),
             Object::ReplicationInfoDiskSettings(v) => Object::ReplicationInfoDiskSettings(Box::new((**v).clone())),
-            Object::ReplicationInvalidOptions(v) => Object::ReplicationInvalidOptions(Box::new((**v).clone())),
-            Object::ReplicationNotSupportedOnHost(v) => Object::ReplicationNotSupportedOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReplicationInvalidOptions(v) => Object::ReplicationInvalidOptions(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReplicationNotSupportedOnHost(v) => Object::ReplicationNotSupportedOnHost(Box::new((**v).clone())),
             Object::ReplicationSpec(v) => Object::ReplicationSpec(Box::new((**v).clone())),
-            Object::ReplicationVmConfigFault(v) => Object::ReplicationVmConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReplicationVmConfigFault(v) => Object::ReplicationVmConfigFault(Box::new((**v).clone())),
             Object::ReplicationVmConfigFaultReasonForFault(v) => Object::ReplicationVmConfigFaultReasonForFault(Box::new((**v).clone())),
-            Object::ReplicationVmFault(v) => Object::ReplicationVmFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReplicationVmFault(v) => Object::ReplicationVmFault(Box::new((**v).clone())),
             Object::ReplicationVmFaultReasonForFault(v) => Object::ReplicationVmFaultReasonForFault(Box::new((**v).clone())),
-            Object::ReplicationVmInProgressFault(v) => Object::ReplicationVmInProgressFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ReplicationVmInProgressFault(v) => Object::ReplicationVmInProgressFault(Box::new((**v).clone())),
             Object::ReplicationVmInProgressFaultActivity(v) => Object::ReplicationVmInProgressFaultActivity(Box::new((**v).clone())),
             Object::ReplicationVmProgressInfo(v) => Object::ReplicationVmProgressInfo(Box::new((**v).clone())),
             Object::ReplicationVmState(v) => Object::ReplicationVmState(Box::new((**v).clone())),
@@ -848,40 +848,40 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::RDMConversionNotSupported(_) => "RDMConversionNotSupported",
-            Object::RDMNotPreserved(_) => "RDMNotPreserved",
-            Object::RDMNotSupported(_) => "RDMNotSupported",
-            Object::RDMNotSupportedOnDatastore(_) => "RDMNotSupportedOnDatastore",
-            Object::RDMPointsToInaccessibleDisk(_) => "RDMPointsToInaccessibleDisk",
-            Object::RawDiskNotSupported(_) => "RawDiskNotSupported",
-            Object::ReadHostResourcePoolTreeFailed(_) => "ReadHostResourcePoolTreeFailed",
-            Object::ReadOnlyDisksWithLegacyDestination(_) => "ReadOnlyDisksWithLegacyDestination",
-            Object::RebootRequired(_) => "RebootRequired",
+            #[cfg(feature = "all-faults")] Object::RDMConversionNotSupported(_) => "RDMConversionNotSupported",
+            #[cfg(feature = "all-faults")] Object::RDMNotPreserved(_) => "RDMNotPreserved",
+            #[cfg(feature = "all-faults")] Object::RDMNotSupported(_) => "RDMNotSupported",
+            #[cfg(feature = "all-faults")] Object::RDMNotSupportedOnDatastore(_) => "RDMNotSupportedOnDatastore",
+            #[cfg(feature = "all-faults")] Object::RDMPointsToInaccessibleDisk(_) => "RDMPointsToInaccessibleDisk",
+            #[cfg(feature = "all-faults")] Object::RawDiskNotSupported(_) => "RawDiskNotSupported",
+            #[cfg(feature = "all-faults")] Object::ReadHostResourcePoolTreeFailed(_) => "ReadHostResourcePoolTreeFailed",
+            #[cfg(feature = "all-faults")] Object::ReadOnlyDisksWithLegacyDestination(_) => "ReadOnlyDisksWithLegacyDestination",
+            #[cfg(feature = "all-faults")] Object::RebootRequired(_) => "RebootRequired",
             Object::RecommendationReasonCode(_) => "RecommendationReasonCode",
             Object::RecommendationType(_) => "RecommendationType",
-            Object::RecordReplayDisabled(_) => "RecordReplayDisabled",
-            Object::RecoveryEvent(_) => "RecoveryEvent",
+            #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(_) => "RecordReplayDisabled",
+            #[cfg(feature = "all-events")] Object::RecoveryEvent(_) => "RecoveryEvent",
             Object::RecurrentTaskScheduler(_) => "RecurrentTaskScheduler",
             Object::Relation(_) => "Relation",
-            Object::RemoteDeviceNotSupported(_) => "RemoteDeviceNotSupported",
-            Object::RemoteTSMEnabledEvent(_) => "RemoteTSMEnabledEvent",
-            Object::RemoveFailed(_) => "RemoveFailed",
-            Object::ReplicationConfigFault(_) => "ReplicationConfigFault",
+            #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(_) => "RemoteDeviceNotSupported",
+            #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(_) => "RemoteTSMEnabledEvent",
+            #[cfg(feature = "all-faults")] Object::RemoveFailed(_) => "RemoveFailed",
+            #[cfg(feature = "all-faults")] Object::ReplicationConfigFault(_) => "ReplicationConfigFault",
             Object::ReplicationConfigSpec(_) => "ReplicationConfigSpec",
-            Object::ReplicationDiskConfigFault(_) => "ReplicationDiskConfigFault",
+            #[cfg(feature = "all-faults")] Object::ReplicationDiskConfigFault(_) => "ReplicationDiskConfigFault",
             Object::ReplicationDiskConfigFaultReasonForFault(_) => "ReplicationDiskConfigFaultReasonForFault",
-            Object::ReplicationFault(_) => "ReplicationFault",
+            #[cfg(feature = "all-faults")] Object::ReplicationFault(_) => "ReplicationFault",
             Object::ReplicationGroupId(_) => "ReplicationGroupId",
-            Object::ReplicationIncompatibleWithFT(_) => "ReplicationIncompatibleWithFT",
+            #[cfg(feature = "all-faults")] Object::ReplicationIncompatibleWithFT(_) => "ReplicationIncompatibleWithFT",
             Object::ReplicationInfoDiskSettings(_) => "ReplicationInfoDiskSettings",
-            Object::ReplicationInvalidOptions(_) => "ReplicationInvalidOptions",
-            Object::ReplicationNotSupportedOnHost(_) => "ReplicationNotSupportedOnHost",
+            #[cfg(feature = "all-faults")] Object::ReplicationInvalidOptions(_) => "ReplicationInvalidOptions",
+            #[cfg(feature = "all-faults")] Object::ReplicationNotSupportedOnHost(_) => "ReplicationNotSupportedOnHost",
             Object::ReplicationSpec(_) => "ReplicationSpec",
-            Object::ReplicationVmConfigFault(_) => "ReplicationVmConfigFault",
+            #[cfg(feature = "all-faults")] Object::ReplicationVmConfigFault(_) => "ReplicationVmConfigFault",
             Object::ReplicationVmConfigFaultReasonForFault(_) => "ReplicationVmConfigFaultReasonForFault",
-            Object::ReplicationVmFault(_) => "ReplicationVmFault",
+            #[cfg(feature = "all-faults")] Object::ReplicationVmFault(_) => "ReplicationVmFault",
             Object::ReplicationVmFaultReasonForFault(_) => "ReplicationVmFaultReasonForFault",
-            Object::ReplicationVmInProgressFault(_) => "ReplicationVmInProgressFault",
+            #[cfg(feature = "all-faults")] Object::ReplicationVmInProgressFault(_) => "ReplicationVmInProgressFault",
             Object::ReplicationVmInProgressFaultActivity(_) => "ReplicationVmInProgressFaultActivity",
             Object::ReplicationVmProgressInfo(_) => "ReplicationVmProgressInfo",
             Object::ReplicationVmState(_) => "ReplicationVmState",
@@ -905,40 +905,40 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::RDMConversionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RDMNotPreserved(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RDMNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RDMNotSupportedOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RDMPointsToInaccessibleDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RawDiskNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReadHostResourcePoolTreeFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReadOnlyDisksWithLegacyDestination(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RebootRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RDMConversionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RDMNotPreserved(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RDMNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RDMNotSupportedOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RDMPointsToInaccessibleDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RawDiskNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReadHostResourcePoolTreeFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReadOnlyDisksWithLegacyDestination(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RebootRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RecommendationReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RecommendationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RecordReplayDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RecoveryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RecurrentTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Relation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RemoteDeviceNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RemoteTSMEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RemoveFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReplicationConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationDiskConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReplicationDiskConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationDiskConfigFaultReasonForFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReplicationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationGroupId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationIncompatibleWithFT(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReplicationIncompatibleWithFT(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationInfoDiskSettings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationInvalidOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationNotSupportedOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReplicationInvalidOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReplicationNotSupportedOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationVmConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReplicationVmConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationVmConfigFaultReasonForFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationVmFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReplicationVmFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationVmFaultReasonForFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ReplicationVmInProgressFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ReplicationVmInProgressFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationVmInProgressFaultActivity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationVmProgressInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ReplicationVmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -948,7 +948,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for RDMConversionNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RDMConversionNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -956,15 +956,15 @@ impl x::ObjectType for RDMConversionNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RDMConversionNotSupported(v) => Some(v), _ => None, }
+        match object { Object::RDMConversionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RDMConversionNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::RDMConversionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RDMNotPreserved {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RDMNotPreserved {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -972,15 +972,15 @@ impl x::ObjectType for RDMNotPreserved {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RDMNotPreserved(v) => Some(v), _ => None, }
+        match object { Object::RDMNotPreserved(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RDMNotPreserved(v) => Ok(v), other => Err(other), }
+        match object { Object::RDMNotPreserved(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RDMNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RDMNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -988,15 +988,15 @@ impl x::ObjectType for RDMNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RDMNotSupported(v) => Some(v), _ => None, }
+        match object { Object::RDMNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RDMNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::RDMNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RDMNotSupportedOnDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RDMNotSupportedOnDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1004,15 +1004,15 @@ impl x::ObjectType for RDMNotSupportedOnDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RDMNotSupportedOnDatastore(v) => Some(v), _ => None, }
+        match object { Object::RDMNotSupportedOnDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RDMNotSupportedOnDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::RDMNotSupportedOnDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RDMPointsToInaccessibleDisk {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RDMPointsToInaccessibleDisk {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1020,15 +1020,15 @@ impl x::ObjectType for RDMPointsToInaccessibleDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RDMPointsToInaccessibleDisk(v) => Some(v), _ => None, }
+        match object { Object::RDMPointsToInaccessibleDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RDMPointsToInaccessibleDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::RDMPointsToInaccessibleDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RawDiskNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RawDiskNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1036,15 +1036,15 @@ impl x::ObjectType for RawDiskNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RawDiskNotSupported(v) => Some(v), _ => None, }
+        match object { Object::RawDiskNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RawDiskNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::RawDiskNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReadHostResourcePoolTreeFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReadHostResourcePoolTreeFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1052,15 +1052,15 @@ impl x::ObjectType for ReadHostResourcePoolTreeFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReadHostResourcePoolTreeFailed(v) => Some(v), _ => None, }
+        match object { Object::ReadHostResourcePoolTreeFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReadHostResourcePoolTreeFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::ReadHostResourcePoolTreeFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReadOnlyDisksWithLegacyDestination {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReadOnlyDisksWithLegacyDestination {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1068,15 +1068,15 @@ impl x::ObjectType for ReadOnlyDisksWithLegacyDestination {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReadOnlyDisksWithLegacyDestination(v) => Some(v), _ => None, }
+        match object { Object::ReadOnlyDisksWithLegacyDestination(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReadOnlyDisksWithLegacyDestination(v) => Ok(v), other => Err(other), }
+        match object { Object::ReadOnlyDisksWithLegacyDestination(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RebootRequired {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RebootRequired {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1084,11 +1084,11 @@ impl x::ObjectType for RebootRequired {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RebootRequired(v) => Some(v), _ => None, }
+        match object { Object::RebootRequired(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RebootRequired(v) => Ok(v), other => Err(other), }
+        match object { Object::RebootRequired(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1100,11 +1100,11 @@ impl x::ObjectType for RecommendationReasonCode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RecommendationReasonCode(v) => Some(v), _ => None, }
+        match object { Object::RecommendationReasonCode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RecommendationReasonCode(v) => Ok(v), other => Err(other), }
+        match object { Object::RecommendationReasonCode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1116,15 +1116,15 @@ impl x::ObjectType for RecommendationType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RecommendationType(v) => Some(v), _ => None, }
+        match object { Object::RecommendationType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RecommendationType(v) => Ok(v), other => Err(other), }
+        match object { Object::RecommendationType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RecordReplayDisabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RecordReplayDisabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1132,15 +1132,15 @@ impl x::ObjectType for RecordReplayDisabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RecordReplayDisabled(v) => Some(v), _ => None, }
+        match object { Object::RecordReplayDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RecordReplayDisabled(v) => Ok(v), other => Err(other), }
+        match object { Object::RecordReplayDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RecoveryEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for RecoveryEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1148,11 +1148,11 @@ impl x::ObjectType for RecoveryEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RecoveryEvent(v) => Some(v), _ => None, }
+        match object { Object::RecoveryEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RecoveryEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::RecoveryEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1164,11 +1164,11 @@ impl x::ObjectType for RecurrentTaskScheduler {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RecurrentTaskScheduler(v) => Some(v), _ => None, }
+        match object { Object::RecurrentTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RecurrentTaskScheduler(v) => Ok(v), other => Err(other), }
+        match object { Object::RecurrentTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1180,15 +1180,15 @@ impl x::ObjectType for Relation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Relation(v) => Some(v), _ => None, }
+        match object { Object::Relation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Relation(v) => Ok(v), other => Err(other), }
+        match object { Object::Relation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RemoteDeviceNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RemoteDeviceNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1196,15 +1196,15 @@ impl x::ObjectType for RemoteDeviceNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RemoteDeviceNotSupported(v) => Some(v), _ => None, }
+        match object { Object::RemoteDeviceNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RemoteDeviceNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::RemoteDeviceNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RemoteTSMEnabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for RemoteTSMEnabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1212,15 +1212,15 @@ impl x::ObjectType for RemoteTSMEnabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RemoteTSMEnabledEvent(v) => Some(v), _ => None, }
+        match object { Object::RemoteTSMEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RemoteTSMEnabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::RemoteTSMEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RemoveFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RemoveFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1228,15 +1228,15 @@ impl x::ObjectType for RemoveFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RemoveFailed(v) => Some(v), _ => None, }
+        match object { Object::RemoveFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RemoveFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::RemoveFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReplicationConfigFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationConfigFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1244,11 +1244,11 @@ impl x::ObjectType for ReplicationConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationConfigFault(v) => Some(v), _ => None, }
+        match object { Object::ReplicationConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1260,15 +1260,15 @@ impl x::ObjectType for ReplicationConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ReplicationConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReplicationDiskConfigFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationDiskConfigFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1276,11 +1276,11 @@ impl x::ObjectType for ReplicationDiskConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationDiskConfigFault(v) => Some(v), _ => None, }
+        match object { Object::ReplicationDiskConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationDiskConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationDiskConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1292,15 +1292,15 @@ impl x::ObjectType for ReplicationDiskConfigFaultReasonForFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationDiskConfigFaultReasonForFault(v) => Some(v), _ => None, }
+        match object { Object::ReplicationDiskConfigFaultReasonForFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationDiskConfigFaultReasonForFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationDiskConfigFaultReasonForFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReplicationFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1308,11 +1308,11 @@ impl x::ObjectType for ReplicationFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationFault(v) => Some(v), _ => None, }
+        match object { Object::ReplicationFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1324,15 +1324,15 @@ impl x::ObjectType for ReplicationGroupId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationGroupId(v) => Some(v), _ => None, }
+        match object { Object::ReplicationGroupId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationGroupId(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationGroupId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReplicationIncompatibleWithFT {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationIncompatibleWithFT {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1340,11 +1340,11 @@ impl x::ObjectType for ReplicationIncompatibleWithFT {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationIncompatibleWithFT(v) => Some(v), _ => None, }
+        match object { Object::ReplicationIncompatibleWithFT(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationIncompatibleWithFT(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationIncompatibleWithFT(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1356,15 +1356,15 @@ impl x::ObjectType for ReplicationInfoDiskSettings {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationInfoDiskSettings(v) => Some(v), _ => None, }
+        match object { Object::ReplicationInfoDiskSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationInfoDiskSettings(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationInfoDiskSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReplicationInvalidOptions {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationInvalidOptions {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1372,15 +1372,15 @@ impl x::ObjectType for ReplicationInvalidOptions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationInvalidOptions(v) => Some(v), _ => None, }
+        match object { Object::ReplicationInvalidOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationInvalidOptions(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationInvalidOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReplicationNotSupportedOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationNotSupportedOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1388,11 +1388,11 @@ impl x::ObjectType for ReplicationNotSupportedOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationNotSupportedOnHost(v) => Some(v), _ => None, }
+        match object { Object::ReplicationNotSupportedOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationNotSupportedOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationNotSupportedOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1404,15 +1404,15 @@ impl x::ObjectType for ReplicationSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationSpec(v) => Some(v), _ => None, }
+        match object { Object::ReplicationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReplicationVmConfigFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationVmConfigFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1420,11 +1420,11 @@ impl x::ObjectType for ReplicationVmConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmConfigFault(v) => Some(v), _ => None, }
+        match object { Object::ReplicationVmConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationVmConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1436,15 +1436,15 @@ impl x::ObjectType for ReplicationVmConfigFaultReasonForFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmConfigFaultReasonForFault(v) => Some(v), _ => None, }
+        match object { Object::ReplicationVmConfigFaultReasonForFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmConfigFaultReasonForFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationVmConfigFaultReasonForFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReplicationVmFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationVmFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1452,11 +1452,11 @@ impl x::ObjectType for ReplicationVmFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmFault(v) => Some(v), _ => None, }
+        match object { Object::ReplicationVmFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationVmFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1468,15 +1468,15 @@ impl x::ObjectType for ReplicationVmFaultReasonForFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmFaultReasonForFault(v) => Some(v), _ => None, }
+        match object { Object::ReplicationVmFaultReasonForFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmFaultReasonForFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationVmFaultReasonForFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ReplicationVmInProgressFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ReplicationVmInProgressFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1484,11 +1484,11 @@ impl x::ObjectType for ReplicationVmInProgressFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmInProgressFault(v) => Some(v), _ => None, }
+        match object { Object::ReplicationVmInProgressFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmInProgressFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationVmInProgressFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1500,11 +1500,11 @@ impl x::ObjectType for ReplicationVmInProgressFaultActivity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmInProgressFaultActivity(v) => Some(v), _ => None, }
+        match object { Object::ReplicationVmInProgressFaultActivity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmInProgressFaultActivity(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationVmInProgressFaultActivity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1516,11 +1516,11 @@ impl x::ObjectType for ReplicationVmProgressInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmProgressInfo(v) => Some(v), _ => None, }
+        match object { Object::ReplicationVmProgressInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmProgressInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationVmProgressInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1532,11 +1532,11 @@ impl x::ObjectType for ReplicationVmState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ReplicationVmState(v) => Some(v), _ => None, }
+        match object { Object::ReplicationVmState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ReplicationVmState(v) => Ok(v), other => Err(other), }
+        match object { Object::ReplicationVmState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1548,10 +1548,10 @@ impl x::ObjectType for RequestCanceled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RequestCanceled(v) => Some(v), _ => None, }
+        match object { Object::RequestCanceled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RequestCanceled(v) => Ok(v), other => Err(other), }
+        match object { Object::RequestCanceled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

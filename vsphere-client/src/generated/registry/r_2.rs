@@ -296,31 +296,31 @@ pub enum Object {
     ResourceConfigSpec(Box<ResourceConfigSpec>),
     ResourceConfigSpecScaleSharesBehavior(Box<ResourceConfigSpecScaleSharesBehavior>),
     ResourceInUse(Box<ResourceInUse>),
-    ResourceNotAvailable(Box<ResourceNotAvailable>),
-    ResourcePoolCreatedEvent(Box<ResourcePoolCreatedEvent>),
-    ResourcePoolDestroyedEvent(Box<ResourcePoolDestroyedEvent>),
-    ResourcePoolEvent(Box<ResourcePoolEvent>),
-    ResourcePoolEventArgument(Box<ResourcePoolEventArgument>),
-    ResourcePoolMovedEvent(Box<ResourcePoolMovedEvent>),
+    #[cfg(feature = "all-faults")] ResourceNotAvailable(Box<ResourceNotAvailable>),
+    #[cfg(feature = "all-events")] ResourcePoolCreatedEvent(Box<ResourcePoolCreatedEvent>),
+    #[cfg(feature = "all-events")] ResourcePoolDestroyedEvent(Box<ResourcePoolDestroyedEvent>),
+    #[cfg(feature = "all-events")] ResourcePoolEvent(Box<ResourcePoolEvent>),
+    #[cfg(feature = "all-events")] ResourcePoolEventArgument(Box<ResourcePoolEventArgument>),
+    #[cfg(feature = "all-events")] ResourcePoolMovedEvent(Box<ResourcePoolMovedEvent>),
     ResourcePoolQuickStats(Box<ResourcePoolQuickStats>),
-    ResourcePoolReconfiguredEvent(Box<ResourcePoolReconfiguredEvent>),
+    #[cfg(feature = "all-events")] ResourcePoolReconfiguredEvent(Box<ResourcePoolReconfiguredEvent>),
     ResourcePoolResourceUsage(Box<ResourcePoolResourceUsage>),
     ResourcePoolRuntimeInfo(Box<ResourcePoolRuntimeInfo>),
     ResourcePoolSummary(Box<ResourcePoolSummary>),
-    ResourceViolatedEvent(Box<ResourceViolatedEvent>),
-    RestrictedByAdministrator(Box<RestrictedByAdministrator>),
+    #[cfg(feature = "all-events")] ResourceViolatedEvent(Box<ResourceViolatedEvent>),
+    #[cfg(feature = "all-faults")] RestrictedByAdministrator(Box<RestrictedByAdministrator>),
     RestrictedVersion(Box<RestrictedVersion>),
     RetrieveOptions(Box<RetrieveOptions>),
     RetrieveResult(Box<RetrieveResult>),
     RetrieveVStorageObjSpec(Box<RetrieveVStorageObjSpec>),
-    RoleAddedEvent(Box<RoleAddedEvent>),
-    RoleEvent(Box<RoleEvent>),
-    RoleEventArgument(Box<RoleEventArgument>),
-    RoleRemovedEvent(Box<RoleRemovedEvent>),
-    RoleUpdatedEvent(Box<RoleUpdatedEvent>),
-    RollbackEvent(Box<RollbackEvent>),
-    RollbackFailure(Box<RollbackFailure>),
-    RuleViolation(Box<RuleViolation>),
+    #[cfg(feature = "all-events")] RoleAddedEvent(Box<RoleAddedEvent>),
+    #[cfg(feature = "all-events")] RoleEvent(Box<RoleEvent>),
+    #[cfg(feature = "all-events")] RoleEventArgument(Box<RoleEventArgument>),
+    #[cfg(feature = "all-events")] RoleRemovedEvent(Box<RoleRemovedEvent>),
+    #[cfg(feature = "all-events")] RoleUpdatedEvent(Box<RoleUpdatedEvent>),
+    #[cfg(feature = "all-events")] RollbackEvent(Box<RollbackEvent>),
+    #[cfg(feature = "all-faults")] RollbackFailure(Box<RollbackFailure>),
+    #[cfg(feature = "all-faults")] RuleViolation(Box<RuleViolation>),
     RunScriptAction(Box<RunScriptAction>),
     RuntimeFault(Box<RuntimeFault>),
 }
@@ -343,31 +343,31 @@ fn decode(
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourceConfigSpec(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourceConfigSpecScaleSharesBehavior(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourceInUse(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourceNotAvailable(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolDestroyedEvent(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolEvent(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolEventArgument(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolMovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourceNotAvailable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolDestroyedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolEventArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolMovedEvent(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolQuickStats(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolResourceUsage(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourcePoolSummary(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourceViolatedEvent(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RestrictedByAdministrator(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ResourceViolatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RestrictedByAdministrator(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RestrictedVersion(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RetrieveOptions(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RetrieveResult(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RetrieveVStorageObjSpec(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RoleAddedEvent(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RoleEvent(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RoleEventArgument(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RoleRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RoleUpdatedEvent(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RollbackEvent(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RollbackFailure(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RuleViolation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RoleAddedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RoleEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RoleEventArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RoleRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RoleUpdatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RollbackEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RollbackFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RuleViolation(v), Err(e) => return Some(Err(e)) },
         80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RunScriptAction(v), Err(e) => return Some(Err(e)) },
         82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RuntimeFault(v), Err(e) => return Some(Err(e)) },
         _ => return None,
@@ -384,31 +384,31 @@ impl std::fmt::Debug for Object {
             Object::ResourceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ResourceConfigSpecScaleSharesBehavior(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ResourceInUse(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ResourceNotAvailable(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ResourcePoolCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ResourcePoolDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ResourcePoolEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ResourcePoolEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ResourcePoolMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ResourceNotAvailable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ResourcePoolCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ResourcePoolDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ResourcePoolEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ResourcePoolEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ResourcePoolMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ResourcePoolQuickStats(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ResourcePoolReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ResourcePoolReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ResourcePoolResourceUsage(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ResourcePoolRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ResourcePoolSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ResourceViolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RestrictedByAdministrator(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ResourceViolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RestrictedByAdministrator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RestrictedVersion(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RetrieveOptions(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RetrieveResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RetrieveVStorageObjSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RoleAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RoleEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RoleEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RoleRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RoleUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RollbackEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RollbackFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RuleViolation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::RoleAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::RoleEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::RoleEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::RoleRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::RoleUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::RollbackEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RollbackFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::RuleViolation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RunScriptAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::RuntimeFault(v) => std::fmt::Debug::fmt(&**v, f),
         }
@@ -424,34 +424,34 @@ impl PartialEq for Object {
             (Object::ResourceConfigSpec(a), Object::ResourceConfigSpec(b)) => **a == **b,
             (Object::ResourceConfigSpecScaleSharesBehavior(a), Object::ResourceConfigSpecScaleSharesBehavior(b)) => **a == **b,
             (Object::ResourceInUse(a), Object::ResourceInUse(b)) => **a == **b,
-            (Object::ResourceNotAvailable(a), Object::ResourceNotAvailable(b)) => **a == **b,
-            (Object::ResourcePoolCreatedEvent(a), Object::ResourcePoolCreatedEvent(b)) => **a == **b,
-            (Object::ResourcePoolDestroyedEvent(a), Object::ResourcePoolDestroyedEvent(b)) => **a == **b,
-            (Object::ResourcePoolEvent(a), Object::ResourcePoolEvent(b)) => **a == **b,
-            (Object::ResourcePoolEventArgument(a), Object::ResourcePoolEventArgument(b)) => **a == **b,
-            (Object::ResourcePoolMovedEvent(a), Object::ResourcePoolMovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ResourceNotAvailable(a), Object::ResourceNotAvailable(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ResourcePoolCreatedEvent(a), Object::ResourcePoolCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ResourcePoolDestroyedEvent(a), Object::ResourcePoolDestroyedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ResourcePoolEvent(a), Object::ResourcePoolEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ResourcePoolEventArgument(a), Object::ResourcePoolEventArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ResourcePoolMovedEvent(a), Object::ResourcePoolMovedEvent(b)) => **a == **b,
             (Object::ResourcePoolQuickStats(a), Object::ResourcePoolQuickStats(b)) => **a == **b,
-            (Object::ResourcePoolReconfiguredEvent(a), Object::ResourcePoolReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ResourcePoolReconfiguredEvent(a), Object::ResourcePoolReconfiguredEvent(b)) => **a == **b,
             (Object::ResourcePoolResourceUsage(a), Object::ResourcePoolResourceUsage(b)) => **a == **b,
             (Object::ResourcePoolRuntimeInfo(a), Object::ResourcePoolRuntimeInfo(b)) => **a == **b,
             (Object::ResourcePoolSummary(a), Object::ResourcePoolSummary(b)) => **a == **b,
-            (Object::ResourceViolatedEvent(a), Object::ResourceViolatedEvent(b)) => **a == **b,
-            (Object::RestrictedByAdministrator(a), Object::RestrictedByAdministrator(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ResourceViolatedEvent(a), Object::ResourceViolatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RestrictedByAdministrator(a), Object::RestrictedByAdministrator(b)) => **a == **b,
             (Object::RestrictedVersion(a), Object::RestrictedVersion(b)) => **a == **b,
             (Object::RetrieveOptions(a), Object::RetrieveOptions(b)) => **a == **b,
             (Object::RetrieveResult(a), Object::RetrieveResult(b)) => **a == **b,
             (Object::RetrieveVStorageObjSpec(a), Object::RetrieveVStorageObjSpec(b)) => **a == **b,
-            (Object::RoleAddedEvent(a), Object::RoleAddedEvent(b)) => **a == **b,
-            (Object::RoleEvent(a), Object::RoleEvent(b)) => **a == **b,
-            (Object::RoleEventArgument(a), Object::RoleEventArgument(b)) => **a == **b,
-            (Object::RoleRemovedEvent(a), Object::RoleRemovedEvent(b)) => **a == **b,
-            (Object::RoleUpdatedEvent(a), Object::RoleUpdatedEvent(b)) => **a == **b,
-            (Object::RollbackEvent(a), Object::RollbackEvent(b)) => **a == **b,
-            (Object::RollbackFailure(a), Object::RollbackFailure(b)) => **a == **b,
-            (Object::RuleViolation(a), Object::RuleViolation(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::RoleAddedEvent(a), Object::RoleAddedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::RoleEvent(a), Object::RoleEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::RoleEventArgument(a), Object::RoleEventArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::RoleRemovedEvent(a), Object::RoleRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::RoleUpdatedEvent(a), Object::RoleUpdatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::RollbackEvent(a), Object::RollbackEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RollbackFailure(a), Object::RollbackFailure(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::RuleViolation(a), Object::RuleViolation(b)) => **a == **b,
             (Object::RunScriptAction(a), Object::RunScriptAction(b)) => **a == **b,
             (Object::RuntimeFault(a), Object::RuntimeFault(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -465,31 +465,31 @@ impl Clone for Object {
             Object::ResourceConfigSpec(v) => Object::ResourceConfigSpec(Box::new((**v).clone())),
             Object::ResourceConfigSpecScaleSharesBehavior(v) => Object::ResourceConfigSpecScaleSharesBehavior(Box::new((**v).clone())),
             Object::ResourceInUse(v) => Object::ResourceInUse(Box::new((**v).clone())),
-            Object::ResourceNotAvailable(v) => Object::ResourceNotAvailable(Box::new((**v).clone())),
-            Object::ResourcePoolCreatedEvent(v) => Object::ResourcePoolCreatedEvent(Box::new((**v).clone())),
-            Object::ResourcePoolDestroyedEvent(v) => Object::ResourcePoolDestroyedEvent(Box::new((**v).clone())),
-            Object::ResourcePoolEvent(v) => Object::ResourcePoolEvent(Box::new((**v).clone())),
-            Object::ResourcePoolEventArgument(v) => Object::ResourcePoolEventArgument(Box::new((**v).clone())),
-            Object::ResourcePoolMovedEvent(v) => Object::ResourcePoolMovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ResourceNotAvailable(v) => Object::ResourceNotAvailable(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ResourcePoolCreatedEvent(v) => Object::ResourcePoolCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ResourcePoolDestroyedEvent(v) => Object::ResourcePoolDestroyedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ResourcePoolEvent(v) => Object::ResourcePoolEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ResourcePoolEventArgument(v) => Object::ResourcePoolEventArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ResourcePoolMovedEvent(v) => Object::ResourcePoolMovedEvent(Box::new((**v).clone())),
             Object::ResourcePoolQuickStats(v) => Object::ResourcePoolQuickStats(Box::new((**v).clone())),
-            Object::ResourcePoolReconfiguredEvent(v) => Object::ResourcePoolReconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ResourcePoolReconfiguredEvent(v) => Object::ResourcePoolReconfiguredEvent(Box::new((**v).clone())),
             Object::ResourcePoolResourceUsage(v) => Object::ResourcePoolResourceUsage(Box::new((**v).clone())),
             Object::ResourcePoolRuntimeInfo(v) => Object::ResourcePoolRuntimeInfo(Box::new((**v).clone())),
             Object::ResourcePoolSummary(v) => Object::ResourcePoolSummary(Box::new((**v).clone())),
-            Object::ResourceViolatedEvent(v) => Object::ResourceViolatedEvent(Box::new((**v).clone())),
-            Object::RestrictedByAdministrator(v) => Object::RestrictedByAdministrator(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ResourceViolatedEvent(v) => Object::ResourceViolatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RestrictedByAdministrator(v) => Object::RestrictedByAdministrator(Box::new((**v).clone())),
             Object::RestrictedVersion(v) => Object::RestrictedVersion(Box::new((**v).clone())),
             Object::RetrieveOptions(v) => Object::RetrieveOptions(Box::new((**v).clone())),
             Object::RetrieveResult(v) => Object::RetrieveResult(Box::new((**v).clone())),
             Object::RetrieveVStorageObjSpec(v) => Object::RetrieveVStorageObjSpec(Box::new((**v).clone())),
-            Object::RoleAddedEvent(v) => Object::RoleAddedEvent(Box::new((**v).clone())),
-            Object::RoleEvent(v) => Object::RoleEvent(Box::new((**v).clone())),
-            Object::RoleEventArgument(v) => Object::RoleEventArgument(Box::new((**v).clone())),
-            Object::RoleRemovedEvent(v) => Object::RoleRemovedEvent(Box::new((**v).clone())),
-            Object::RoleUpdatedEvent(v) => Object::RoleUpdatedEvent(Box::new((**v).clone())),
-            Object::RollbackEvent(v) => Object::RollbackEvent(Box::new((**v).clone())),
-            Object::RollbackFailure(v) => Object::RollbackFailure(Box::new((**v).clone())),
-            Object::RuleViolation(v) => Object::RuleViolation(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::RoleAddedEvent(v) => Object::RoleAddedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::RoleEvent(v) => Object::RoleEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::RoleEventArgument(v) => Object::RoleEventArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::RoleRemovedEvent(v) => Object::RoleRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::RoleUpdatedEvent(v) => Object::RoleUpdatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::RollbackEvent(v) => Object::RollbackEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RollbackFailure(v) => Object::RollbackFailure(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::RuleViolation(v) => Object::RuleViolation(Box::new((**v).clone())),
             Object::RunScriptAction(v) => Object::RunScriptAction(Box::new((**v).clone())),
             Object::RuntimeFault(v) => Object::RuntimeFault(Box::new((**v).clone())),
         }
@@ -505,31 +505,31 @@ impl x::DataObject for Object {
             Object::ResourceConfigSpec(_) => "ResourceConfigSpec",
             Object::ResourceConfigSpecScaleSharesBehavior(_) => "ResourceConfigSpecScaleSharesBehavior",
             Object::ResourceInUse(_) => "ResourceInUse",
-            Object::ResourceNotAvailable(_) => "ResourceNotAvailable",
-            Object::ResourcePoolCreatedEvent(_) => "ResourcePoolCreatedEvent",
-            Object::ResourcePoolDestroyedEvent(_) => "ResourcePoolDestroyedEvent",
-            Object::ResourcePoolEvent(_) => "ResourcePoolEvent",
-            Object::ResourcePoolEventArgument(_) => "ResourcePoolEventArgument",
-            Object::ResourcePoolMovedEvent(_) => "ResourcePoolMovedEvent",
+            #[cfg(feature = "all-faults")] Object::ResourceNotAvailable(_) => "ResourceNotAvailable",
+            #[cfg(feature = "all-events")] Object::ResourcePoolCreatedEvent(_) => "ResourcePoolCreatedEvent",
+            #[cfg(feature = "all-events")] Object::ResourcePoolDestroyedEvent(_) => "ResourcePoolDestroyedEvent",
+            #[cfg(feature = "all-events")] Object::ResourcePoolEvent(_) => "ResourcePoolEvent",
+            #[cfg(feature = "all-events")] Object::ResourcePoolEventArgument(_) => "ResourcePoolEventArgument",
+            #[cfg(feature = "all-events")] Object::ResourcePoolMovedEvent(_) => "ResourcePoolMovedEvent",
             Object::ResourcePoolQuickStats(_) => "ResourcePoolQuickStats",
-            Object::ResourcePoolReconfiguredEvent(_) => "ResourcePoolReconfiguredEvent",
+            #[cfg(feature = "all-events")] Object::ResourcePoolReconfiguredEvent(_) => "ResourcePoolReconfiguredEvent",
             Object::ResourcePoolResourceUsage(_) => "ResourcePoolResourceUsage",
             Object::ResourcePoolRuntimeInfo(_) => "ResourcePoolRuntimeInfo",
             Object::ResourcePoolSummary(_) => "ResourcePoolSummary",
-            Object::ResourceViolatedEvent(_) => "ResourceViolatedEvent",
-            Object::RestrictedByAdministrator(_) => "RestrictedByAdministrator",
+            #[cfg(feature = "all-events")] Object::ResourceViolatedEvent(_) => "ResourceViolatedEvent",
+            #[cfg(feature = "all-faults")] Object::RestrictedByAdministrator(_) => "RestrictedByAdministrator",
             Object::RestrictedVersion(_) => "RestrictedVersion",
             Object::RetrieveOptions(_) => "RetrieveOptions",
             Object::RetrieveResult(_) => "RetrieveResult",
             Object::RetrieveVStorageObjSpec(_) => "RetrieveVStorageObjSpec",
-            Object::RoleAddedEvent(_) => "RoleAddedEvent",
-            Object::RoleEvent(_) => "RoleEvent",
-            Object::RoleEventArgument(_) => "RoleEventArgument",
-            Object::RoleRemovedEvent(_) => "RoleRemovedEvent",
-            Object::RoleUpdatedEvent(_) => "RoleUpdatedEvent",
-            Object::RollbackEvent(_) => "RollbackEvent",
-            Object::RollbackFailure(_) => "RollbackFailure",
-            Object::RuleViolation(_) => "RuleViolation",
+            #[cfg(feature = "all-events")] Object::RoleAddedEvent(_) => "RoleAddedEvent",
+            #[cfg(feature = "all-events")] Object::RoleEvent(_) => "RoleEvent",
+            #[cfg(feature = "all-events")] Object::RoleEventArgument(_) => "RoleEventArgument",
+            #[cfg(feature = "all-events")] Object::RoleRemovedEvent(_) => "RoleRemovedEvent",
+            #[cfg(feature = "all-events")] Object::RoleUpdatedEvent(_) => "RoleUpdatedEvent",
+            #[cfg(feature = "all-events")] Object::RollbackEvent(_) => "RollbackEvent",
+            #[cfg(feature = "all-faults")] Object::RollbackFailure(_) => "RollbackFailure",
+            #[cfg(feature = "all-faults")] Object::RuleViolation(_) => "RuleViolation",
             Object::RunScriptAction(_) => "RunScriptAction",
             Object::RuntimeFault(_) => "RuntimeFault",
         }
@@ -557,31 +557,31 @@ impl x::DataObject for Object {
             Object::ResourceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ResourceConfigSpecScaleSharesBehavior(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ResourceInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ResourceNotAvailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ResourcePoolCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ResourcePoolDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ResourcePoolEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ResourcePoolEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ResourcePoolMovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ResourceNotAvailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ResourcePoolCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ResourcePoolDestroyedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ResourcePoolEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ResourcePoolEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ResourcePoolMovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ResourcePoolQuickStats(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ResourcePoolReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ResourcePoolReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ResourcePoolResourceUsage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ResourcePoolRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ResourcePoolSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ResourceViolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RestrictedByAdministrator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ResourceViolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RestrictedByAdministrator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RestrictedVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RetrieveOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RetrieveResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RetrieveVStorageObjSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RoleAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RoleEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RoleEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RoleRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RoleUpdatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RollbackEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RollbackFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RuleViolation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::RoleAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::RoleEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::RoleEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::RoleRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::RoleUpdatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::RollbackEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RollbackFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::RuleViolation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RunScriptAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::RuntimeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
@@ -597,11 +597,11 @@ impl x::ObjectType for ResourceAllocationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourceAllocationInfo(v) => Some(v), _ => None, }
+        match object { Object::ResourceAllocationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourceAllocationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourceAllocationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -613,11 +613,11 @@ impl x::ObjectType for ResourceAllocationOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourceAllocationOption(v) => Some(v), _ => None, }
+        match object { Object::ResourceAllocationOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourceAllocationOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourceAllocationOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -629,11 +629,11 @@ impl x::ObjectType for ResourceConfigOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourceConfigOption(v) => Some(v), _ => None, }
+        match object { Object::ResourceConfigOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourceConfigOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourceConfigOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -645,11 +645,11 @@ impl x::ObjectType for ResourceConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourceConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ResourceConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourceConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourceConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -661,11 +661,11 @@ impl x::ObjectType for ResourceConfigSpecScaleSharesBehavior {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourceConfigSpecScaleSharesBehavior(v) => Some(v), _ => None, }
+        match object { Object::ResourceConfigSpecScaleSharesBehavior(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourceConfigSpecScaleSharesBehavior(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourceConfigSpecScaleSharesBehavior(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -677,15 +677,15 @@ impl x::ObjectType for ResourceInUse {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourceInUse(v) => Some(v), _ => None, }
+        match object { Object::ResourceInUse(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourceInUse(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourceInUse(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ResourceNotAvailable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ResourceNotAvailable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -693,15 +693,15 @@ impl x::ObjectType for ResourceNotAvailable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourceNotAvailable(v) => Some(v), _ => None, }
+        match object { Object::ResourceNotAvailable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourceNotAvailable(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourceNotAvailable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ResourcePoolCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ResourcePoolCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -709,15 +709,15 @@ impl x::ObjectType for ResourcePoolCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourcePoolCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::ResourcePoolCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourcePoolCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourcePoolCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ResourcePoolDestroyedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ResourcePoolDestroyedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -725,15 +725,15 @@ impl x::ObjectType for ResourcePoolDestroyedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourcePoolDestroyedEvent(v) => Some(v), _ => None, }
+        match object { Object::ResourcePoolDestroyedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourcePoolDestroyedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourcePoolDestroyedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ResourcePoolEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ResourcePoolEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -741,15 +741,15 @@ impl x::ObjectType for ResourcePoolEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourcePoolEvent(v) => Some(v), _ => None, }
+        match object { Object::ResourcePoolEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourcePoolEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourcePoolEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ResourcePoolEventArgument {
+#[cfg(feature = "all-events")] impl x::ObjectType for ResourcePoolEventArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -757,15 +757,15 @@ impl x::ObjectType for ResourcePoolEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourcePoolEventArgument(v) => Some(v), _ => None, }
+        match object { Object::ResourcePoolEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourcePoolEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourcePoolEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ResourcePoolMovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ResourcePoolMovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -773,11 +773,11 @@ impl x::ObjectType for ResourcePoolMovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourcePoolMovedEvent(v) => Some(v), _ => None, }
+        match object { Object::ResourcePoolMovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourcePoolMovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourcePoolMovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -789,15 +789,15 @@ impl x::ObjectType for ResourcePoolQuickStats {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourcePoolQuickStats(v) => Some(v), _ => None, }
+        match object { Object::ResourcePoolQuickStats(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourcePoolQuickStats(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourcePoolQuickStats(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ResourcePoolReconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ResourcePoolReconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -805,11 +805,11 @@ impl x::ObjectType for ResourcePoolReconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourcePoolReconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::ResourcePoolReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourcePoolReconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourcePoolReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -821,11 +821,11 @@ impl x::ObjectType for ResourcePoolResourceUsage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourcePoolResourceUsage(v) => Some(v), _ => None, }
+        match object { Object::ResourcePoolResourceUsage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourcePoolResourceUsage(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourcePoolResourceUsage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -837,11 +837,11 @@ impl x::ObjectType for ResourcePoolRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourcePoolRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::ResourcePoolRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourcePoolRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourcePoolRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -853,15 +853,15 @@ impl x::ObjectType for ResourcePoolSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourcePoolSummary(v) => Some(v), _ => None, }
+        match object { Object::ResourcePoolSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourcePoolSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourcePoolSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ResourceViolatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ResourceViolatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -869,15 +869,15 @@ impl x::ObjectType for ResourceViolatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ResourceViolatedEvent(v) => Some(v), _ => None, }
+        match object { Object::ResourceViolatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ResourceViolatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ResourceViolatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RestrictedByAdministrator {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RestrictedByAdministrator {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -885,11 +885,11 @@ impl x::ObjectType for RestrictedByAdministrator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RestrictedByAdministrator(v) => Some(v), _ => None, }
+        match object { Object::RestrictedByAdministrator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RestrictedByAdministrator(v) => Ok(v), other => Err(other), }
+        match object { Object::RestrictedByAdministrator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -901,11 +901,11 @@ impl x::ObjectType for RestrictedVersion {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RestrictedVersion(v) => Some(v), _ => None, }
+        match object { Object::RestrictedVersion(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RestrictedVersion(v) => Ok(v), other => Err(other), }
+        match object { Object::RestrictedVersion(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -917,11 +917,11 @@ impl x::ObjectType for RetrieveOptions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RetrieveOptions(v) => Some(v), _ => None, }
+        match object { Object::RetrieveOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RetrieveOptions(v) => Ok(v), other => Err(other), }
+        match object { Object::RetrieveOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -933,11 +933,11 @@ impl x::ObjectType for RetrieveResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RetrieveResult(v) => Some(v), _ => None, }
+        match object { Object::RetrieveResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RetrieveResult(v) => Ok(v), other => Err(other), }
+        match object { Object::RetrieveResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -949,15 +949,15 @@ impl x::ObjectType for RetrieveVStorageObjSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RetrieveVStorageObjSpec(v) => Some(v), _ => None, }
+        match object { Object::RetrieveVStorageObjSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RetrieveVStorageObjSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::RetrieveVStorageObjSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RoleAddedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for RoleAddedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -965,15 +965,15 @@ impl x::ObjectType for RoleAddedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RoleAddedEvent(v) => Some(v), _ => None, }
+        match object { Object::RoleAddedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RoleAddedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::RoleAddedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RoleEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for RoleEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -981,15 +981,15 @@ impl x::ObjectType for RoleEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RoleEvent(v) => Some(v), _ => None, }
+        match object { Object::RoleEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RoleEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::RoleEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RoleEventArgument {
+#[cfg(feature = "all-events")] impl x::ObjectType for RoleEventArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -997,15 +997,15 @@ impl x::ObjectType for RoleEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RoleEventArgument(v) => Some(v), _ => None, }
+        match object { Object::RoleEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RoleEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::RoleEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RoleRemovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for RoleRemovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1013,15 +1013,15 @@ impl x::ObjectType for RoleRemovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RoleRemovedEvent(v) => Some(v), _ => None, }
+        match object { Object::RoleRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RoleRemovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::RoleRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RoleUpdatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for RoleUpdatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1029,15 +1029,15 @@ impl x::ObjectType for RoleUpdatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RoleUpdatedEvent(v) => Some(v), _ => None, }
+        match object { Object::RoleUpdatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RoleUpdatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::RoleUpdatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RollbackEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for RollbackEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1045,15 +1045,15 @@ impl x::ObjectType for RollbackEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RollbackEvent(v) => Some(v), _ => None, }
+        match object { Object::RollbackEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RollbackEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::RollbackEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RollbackFailure {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RollbackFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1061,15 +1061,15 @@ impl x::ObjectType for RollbackFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RollbackFailure(v) => Some(v), _ => None, }
+        match object { Object::RollbackFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RollbackFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::RollbackFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for RuleViolation {
+#[cfg(feature = "all-faults")] impl x::ObjectType for RuleViolation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1077,11 +1077,11 @@ impl x::ObjectType for RuleViolation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RuleViolation(v) => Some(v), _ => None, }
+        match object { Object::RuleViolation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RuleViolation(v) => Ok(v), other => Err(other), }
+        match object { Object::RuleViolation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1093,11 +1093,11 @@ impl x::ObjectType for RunScriptAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RunScriptAction(v) => Some(v), _ => None, }
+        match object { Object::RunScriptAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RunScriptAction(v) => Ok(v), other => Err(other), }
+        match object { Object::RunScriptAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1109,10 +1109,10 @@ impl x::ObjectType for RuntimeFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::RuntimeFault(v) => Some(v), _ => None, }
+        match object { Object::RuntimeFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::RuntimeFault(v) => Ok(v), other => Err(other), }
+        match object { Object::RuntimeFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -364,27 +364,27 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 pub enum Object {
     SAMLTokenAuthentication(Box<SAMLTokenAuthentication>),
     SDDCBase(Box<SDDCBase>),
-    SSLDisabledFault(Box<SSLDisabledFault>),
-    SSLVerifyFault(Box<SSLVerifyFault>),
+    #[cfg(feature = "all-faults")] SSLDisabledFault(Box<SSLDisabledFault>),
+    #[cfg(feature = "all-faults")] SSLVerifyFault(Box<SSLVerifyFault>),
     SSPIAuthentication(Box<SSPIAuthentication>),
-    SSPIChallenge(Box<SSPIChallenge>),
+    #[cfg(feature = "all-faults")] SSPIChallenge(Box<SSPIChallenge>),
     ScheduledHardwareUpgradeInfo(Box<ScheduledHardwareUpgradeInfo>),
     ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(Box<ScheduledHardwareUpgradeInfoHardwareUpgradePolicy>),
     ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(Box<ScheduledHardwareUpgradeInfoHardwareUpgradeStatus>),
-    ScheduledTaskCompletedEvent(Box<ScheduledTaskCompletedEvent>),
-    ScheduledTaskCreatedEvent(Box<ScheduledTaskCreatedEvent>),
+    #[cfg(feature = "all-events")] ScheduledTaskCompletedEvent(Box<ScheduledTaskCompletedEvent>),
+    #[cfg(feature = "all-events")] ScheduledTaskCreatedEvent(Box<ScheduledTaskCreatedEvent>),
     ScheduledTaskDescription(Box<ScheduledTaskDescription>),
     ScheduledTaskDetail(Box<ScheduledTaskDetail>),
-    ScheduledTaskEmailCompletedEvent(Box<ScheduledTaskEmailCompletedEvent>),
-    ScheduledTaskEmailFailedEvent(Box<ScheduledTaskEmailFailedEvent>),
-    ScheduledTaskEvent(Box<ScheduledTaskEvent>),
-    ScheduledTaskEventArgument(Box<ScheduledTaskEventArgument>),
-    ScheduledTaskFailedEvent(Box<ScheduledTaskFailedEvent>),
+    #[cfg(feature = "all-events")] ScheduledTaskEmailCompletedEvent(Box<ScheduledTaskEmailCompletedEvent>),
+    #[cfg(feature = "all-events")] ScheduledTaskEmailFailedEvent(Box<ScheduledTaskEmailFailedEvent>),
+    #[cfg(feature = "all-events")] ScheduledTaskEvent(Box<ScheduledTaskEvent>),
+    #[cfg(feature = "all-events")] ScheduledTaskEventArgument(Box<ScheduledTaskEventArgument>),
+    #[cfg(feature = "all-events")] ScheduledTaskFailedEvent(Box<ScheduledTaskFailedEvent>),
     ScheduledTaskInfo(Box<ScheduledTaskInfo>),
-    ScheduledTaskReconfiguredEvent(Box<ScheduledTaskReconfiguredEvent>),
-    ScheduledTaskRemovedEvent(Box<ScheduledTaskRemovedEvent>),
+    #[cfg(feature = "all-events")] ScheduledTaskReconfiguredEvent(Box<ScheduledTaskReconfiguredEvent>),
+    #[cfg(feature = "all-events")] ScheduledTaskRemovedEvent(Box<ScheduledTaskRemovedEvent>),
     ScheduledTaskSpec(Box<ScheduledTaskSpec>),
-    ScheduledTaskStartedEvent(Box<ScheduledTaskStartedEvent>),
+    #[cfg(feature = "all-events")] ScheduledTaskStartedEvent(Box<ScheduledTaskStartedEvent>),
     ScsiDiskType(Box<ScsiDiskType>),
     ScsiLun(Box<ScsiLun>),
     ScsiLunCapabilities(Box<ScsiLunCapabilities>),
@@ -406,18 +406,18 @@ pub enum Object {
     SearchIndexQuerySpecResourceType(Box<SearchIndexQuerySpecResourceType>),
     SearchIndexResourceItem(Box<SearchIndexResourceItem>),
     SearchIndexResultSet(Box<SearchIndexResultSet>),
-    SecondaryVmAlreadyDisabled(Box<SecondaryVmAlreadyDisabled>),
-    SecondaryVmAlreadyEnabled(Box<SecondaryVmAlreadyEnabled>),
-    SecondaryVmAlreadyRegistered(Box<SecondaryVmAlreadyRegistered>),
-    SecondaryVmNotRegistered(Box<SecondaryVmNotRegistered>),
+    #[cfg(feature = "all-faults")] SecondaryVmAlreadyDisabled(Box<SecondaryVmAlreadyDisabled>),
+    #[cfg(feature = "all-faults")] SecondaryVmAlreadyEnabled(Box<SecondaryVmAlreadyEnabled>),
+    #[cfg(feature = "all-faults")] SecondaryVmAlreadyRegistered(Box<SecondaryVmAlreadyRegistered>),
+    #[cfg(feature = "all-faults")] SecondaryVmNotRegistered(Box<SecondaryVmNotRegistered>),
     SecurityError(Box<SecurityError>),
     SecurityProfile(Box<SecurityProfile>),
     SelectionSet(Box<SelectionSet>),
     SelectionSpec(Box<SelectionSpec>),
     SendEmailAction(Box<SendEmailAction>),
     SendSNMPAction(Box<SendSNMPAction>),
-    ServerLicenseExpiredEvent(Box<ServerLicenseExpiredEvent>),
-    ServerStartedSessionEvent(Box<ServerStartedSessionEvent>),
+    #[cfg(feature = "all-events")] ServerLicenseExpiredEvent(Box<ServerLicenseExpiredEvent>),
+    #[cfg(feature = "all-events")] ServerStartedSessionEvent(Box<ServerStartedSessionEvent>),
     ServiceConsolePortGroupProfile(Box<ServiceConsolePortGroupProfile>),
     ServiceConsoleReservationInfo(Box<ServiceConsoleReservationInfo>),
     ServiceContent(Box<ServiceContent>),
@@ -443,27 +443,27 @@ fn decode(
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SAMLTokenAuthentication(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SDDCBase(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SSLDisabledFault(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SSLVerifyFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SSLDisabledFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SSLVerifyFault(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SSPIAuthentication(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SSPIChallenge(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SSPIChallenge(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledHardwareUpgradeInfo(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskCompletedEvent(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskCompletedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskCreatedEvent(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskDescription(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskDetail(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEmailCompletedEvent(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEmailFailedEvent(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEvent(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEventArgument(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEmailCompletedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEmailFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEventArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskFailedEvent(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskInfo(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskRemovedEvent(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskSpec(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskStartedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskStartedEvent(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScsiDiskType(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScsiLun(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScsiLunCapabilities(v), Err(e) => return Some(Err(e)) },
@@ -485,18 +485,18 @@ fn decode(
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SearchIndexQuerySpecResourceType(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SearchIndexResourceItem(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SearchIndexResultSet(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SecondaryVmAlreadyDisabled(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SecondaryVmAlreadyEnabled(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SecondaryVmAlreadyRegistered(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SecondaryVmNotRegistered(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SecondaryVmAlreadyDisabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SecondaryVmAlreadyEnabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SecondaryVmAlreadyRegistered(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SecondaryVmNotRegistered(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SecurityError(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SecurityProfile(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SelectionSet(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SelectionSpec(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SendEmailAction(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SendSNMPAction(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServerLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServerStartedSessionEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServerLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServerStartedSessionEvent(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceConsolePortGroupProfile(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceConsoleReservationInfo(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceContent(v), Err(e) => return Some(Err(e)) },
@@ -516,27 +516,27 @@ impl std::fmt::Debug for Object {
         match self {
             Object::SAMLTokenAuthentication(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SDDCBase(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SSLDisabledFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SSLVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SSLDisabledFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SSLVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SSPIAuthentication(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SSPIChallenge(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SSPIChallenge(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScheduledHardwareUpgradeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScheduledTaskDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScheduledTaskDetail(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScheduledTaskInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScheduledTaskSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScsiDiskType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScsiLun(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScsiLunCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
@@ -558,18 +558,18 @@ impl std::fmt::Debug for Object {
             Object::SearchIndexQuerySpecResourceType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SearchIndexResourceItem(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SearchIndexResultSet(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SecondaryVmAlreadyDisabled(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SecondaryVmAlreadyEnabled(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SecondaryVmAlreadyRegistered(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SecondaryVmNotRegistered(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyEnabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyRegistered(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmNotRegistered(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SecurityError(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SecurityProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SelectionSet(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SelectionSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SendEmailAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SendSNMPAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ServerLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ServerStartedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ServerLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::ServerStartedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ServiceConsolePortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ServiceConsoleReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ServiceContent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -588,27 +588,27 @@ impl PartialEq for Object {
         match (self, other) {
             (Object::SAMLTokenAuthentication(a), Object::SAMLTokenAuthentication(b)) => **a == **b,
             (Object::SDDCBase(a), Object::SDDCBase(b)) => **a == **b,
-            (Object::SSLDisabledFault(a), Object::SSLDisabledFault(b)) => **a == **b,
-            (Object::SSLVerifyFault(a), Object::SSLVerifyFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SSLDisabledFault(a), Object::SSLDisabledFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SSLVerifyFault(a), Object::SSLVerifyFault(b)) => **a == **b,
             (Object::SSPIAuthentication(a), Object::SSPIAuthentication(b)) => **a == **b,
-            (Object::SSPIChallenge(a), Object::SSPIChallenge(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SSPIChallenge(a), Object::SSPIChallenge(b)) => **a == **b,
             (Object::ScheduledHardwareUpgradeInfo(a), Object::ScheduledHardwareUpgradeInfo(b)) => **a == **b,
             (Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(a), Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(b)) => **a == **b,
             (Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(a), Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(b)) => **a == **b,
-            (Object::ScheduledTaskCompletedEvent(a), Object::ScheduledTaskCompletedEvent(b)) => **a == **b,
-            (Object::ScheduledTaskCreatedEvent(a), Object::ScheduledTaskCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ScheduledTaskCompletedEvent(a), Object::ScheduledTaskCompletedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ScheduledTaskCreatedEvent(a), Object::ScheduledTaskCreatedEvent(b)) => **a == **b,
             (Object::ScheduledTaskDescription(a), Object::ScheduledTaskDescription(b)) => **a == **b,
             (Object::ScheduledTaskDetail(a), Object::ScheduledTaskDetail(b)) => **a == **b,
-            (Object::ScheduledTaskEmailCompletedEvent(a), Object::ScheduledTaskEmailCompletedEvent(b)) => **a == **b,
-            (Object::ScheduledTaskEmailFailedEvent(a), Object::ScheduledTaskEmailFailedEvent(b)) => **a == **b,
-            (Object::ScheduledTaskEvent(a), Object::ScheduledTaskEvent(b)) => **a == **b,
-            (Object::ScheduledTaskEventArgument(a), Object::ScheduledTaskEventArgument(b)) => **a == **b,
-            (Object::ScheduledTaskFailedEvent(a), Object::ScheduledTaskFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ScheduledTaskEmailCompletedEvent(a), Object::ScheduledTaskEmailCompletedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ScheduledTaskEmailFailedEvent(a), Object::ScheduledTaskEmailFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ScheduledTaskEvent(a), Object::ScheduledTaskEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ScheduledTaskEventArgument(a), Object::ScheduledTaskEventArgument(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ScheduledTaskFailedEvent(a), Object::ScheduledTaskFailedEvent(b)) => **a == **b,
             (Object::ScheduledTaskInfo(a), Object::ScheduledTaskInfo(b)) => **a == **b,
-            (Object::ScheduledTaskReconfiguredEvent(a), Object::ScheduledTaskReconfiguredEvent(b)) => **a == **b,
-            (Object::ScheduledTaskRemovedEvent(a), Object::ScheduledTaskRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ScheduledTaskReconfiguredEvent(a), Object::ScheduledTaskReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ScheduledTaskRemovedEvent(a), Object::ScheduledTaskRemovedEvent(b)) => **a == **b,
             (Object::ScheduledTaskSpec(a), Object::ScheduledTaskSpec(b)) => **a == **b,
-            (Object::ScheduledTaskStartedEvent(a), Object::ScheduledTaskStartedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ScheduledTaskStartedEvent(a), Object::ScheduledTaskStartedEvent(b)) => **a == **b,
             (Object::ScsiDiskType(a), Object::ScsiDiskType(b)) => **a == **b,
             (Object::ScsiLun(a), Object::ScsiLun(b)) => **a == **b,
             (Object::ScsiLunCapabilities(a), Object::ScsiLunCapabilities(b)) => **a == **b,
@@ -630,18 +630,18 @@ impl PartialEq for Object {
             (Object::SearchIndexQuerySpecResourceType(a), Object::SearchIndexQuerySpecResourceType(b)) => **a == **b,
             (Object::SearchIndexResourceItem(a), Object::SearchIndexResourceItem(b)) => **a == **b,
             (Object::SearchIndexResultSet(a), Object::SearchIndexResultSet(b)) => **a == **b,
-            (Object::SecondaryVmAlreadyDisabled(a), Object::SecondaryVmAlreadyDisabled(b)) => **a == **b,
-            (Object::SecondaryVmAlreadyEnabled(a), Object::SecondaryVmAlreadyEnabled(b)) => **a == **b,
-            (Object::SecondaryVmAlreadyRegistered(a), Object::SecondaryVmAlreadyRegistered(b)) => **a == **b,
-            (Object::SecondaryVmNotRegistered(a), Object::SecondaryVmNotRegistered(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SecondaryVmAlreadyDisabled(a), Object::SecondaryVmAlreadyDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SecondaryVmAlreadyEnabled(a), Object::SecondaryVmAlreadyEnabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SecondaryVmAlreadyRegistered(a), Object::SecondaryVmAlreadyRegistered(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SecondaryVmNotRegistered(a), Object::SecondaryVmNotRegistered(b)) => **a == **b,
             (Object::SecurityError(a), Object::SecurityError(b)) => **a == **b,
             (Object::SecurityProfile(a), Object::SecurityProfile(b)) => **a == **b,
             (Object::SelectionSet(a), Object::SelectionSet(b)) => **a == **b,
             (Object::SelectionSpec(a), Object::SelectionSpec(b)) => **a == **b,
             (Object::SendEmailAction(a), Object::SendEmailAction(b)) => **a == **b,
             (Object::SendSNMPAction(a), Object::SendSNMPAction(b)) => **a == **b,
-            (Object::ServerLicenseExpiredEvent(a), Object::ServerLicenseExpiredEvent(b)) => **a == **b,
-            (Object::ServerStartedSessionEvent(a), Object::ServerStartedSessionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ServerLicenseExpiredEvent(a), Object::ServerLicenseExpiredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::ServerStartedSessionEvent(a), Object::ServerStartedSessionEvent(b)) => **a == **b,
             (Object::ServiceConsolePortGroupProfile(a), Object::ServiceConsolePortGroupProfile(b)) => **a == **b,
             (Object::ServiceConsoleReservationInfo(a), Object::ServiceConsoleReservationInfo(b)) => **a == **b,
             (Object::ServiceContent(a), Object::ServiceContent(b)) => **a == **b,
@@ -651,7 +651,7 @@ impl PartialEq for Object {
             (Object::ServiceLocatorSAMLCredential(a), Object::ServiceLocatorSAMLCredential(b)) => **a == **b,
             (Object::ServiceManagerServiceInfo(a), Object::ServiceManagerServiceInfo(b)) => **a == **b,
             (Object::ServiceProfile(a), Object::ServiceProfile(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -661,27 +661,27 @@ impl Clone for Object {
         match self {
             Object::SAMLTokenAuthentication(v) => Object::SAMLTokenAuthentication(Box::new((**v).clone())),
             Object::SDDCBase(v) => Object::SDDCBase(Box::new((**v).clone())),
-            Object::SSLDisabledFault(v) => Object::SSLDisabledFault(Box::new((**v).clone())),
-            Object::SSLVerifyFault(v) => Object::SSLVerifyFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SSLDisabledFault(v) => Object::SSLDisabledFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SSLVerifyFault(v) => Object::SSLVerifyFault(Box::new((**v).clone())),
             Object::SSPIAuthentication(v) => Object::SSPIAuthentication(Box::new((**v).clone())),
-            Object::SSPIChallenge(v) => Object::SSPIChallenge(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SSPIChallenge(v) => Object::SSPIChallenge(Box::new((**v).clone())),
             Object::ScheduledHardwareUpgradeInfo(v) => Object::ScheduledHardwareUpgradeInfo(Box::new((**v).clone())),
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(v) => Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(Box::new((**v).clone())),
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(Box::new((**v).clone())),
-            Object::ScheduledTaskCompletedEvent(v) => Object::ScheduledTaskCompletedEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskCreatedEvent(v) => Object::ScheduledTaskCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskCompletedEvent(v) => Object::ScheduledTaskCompletedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskCreatedEvent(v) => Object::ScheduledTaskCreatedEvent(Box::new((**v).clone())),
             Object::ScheduledTaskDescription(v) => Object::ScheduledTaskDescription(Box::new((**v).clone())),
             Object::ScheduledTaskDetail(v) => Object::ScheduledTaskDetail(Box::new((**v).clone())),
-            Object::ScheduledTaskEmailCompletedEvent(v) => Object::ScheduledTaskEmailCompletedEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskEmailFailedEvent(v) => Object::ScheduledTaskEmailFailedEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskEvent(v) => Object::ScheduledTaskEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskEventArgument(v) => Object::ScheduledTaskEventArgument(Box::new((**v).clone())),
-            Object::ScheduledTaskFailedEvent(v) => Object::ScheduledTaskFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailCompletedEvent(v) => Object::ScheduledTaskEmailCompletedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailFailedEvent(v) => Object::ScheduledTaskEmailFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEvent(v) => Object::ScheduledTaskEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEventArgument(v) => Object::ScheduledTaskEventArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskFailedEvent(v) => Object::ScheduledTaskFailedEvent(Box::new((**v).clone())),
             Object::ScheduledTaskInfo(v) => Object::ScheduledTaskInfo(Box::new((**v).clone())),
-            Object::ScheduledTaskReconfiguredEvent(v) => Object::ScheduledTaskReconfiguredEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskRemovedEvent(v) => Object::ScheduledTaskRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskReconfiguredEvent(v) => Object::ScheduledTaskReconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskRemovedEvent(v) => Object::ScheduledTaskRemovedEvent(Box::new((**v).clone())),
             Object::ScheduledTaskSpec(v) => Object::ScheduledTaskSpec(Box::new((**v).clone())),
-            Object::ScheduledTaskStartedEvent(v) => Object::ScheduledTaskStartedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskStartedEvent(v) => Object::ScheduledTaskStartedEvent(Box::new((**v).clone())),
             Object::ScsiDiskType(v) => Object::ScsiDiskType(Box::new((**v).clone())),
             Object::ScsiLun(v) => Object::ScsiLun(Box::new((**v).clone())),
             Object::ScsiLunCapabilities(v) => Object::ScsiLunCapabilities(Box::new((**v).clone())),
@@ -703,18 +703,18 @@ impl Clone for Object {
             Object::SearchIndexQuerySpecResourceType(v) => Object::SearchIndexQuerySpecResourceType(Box::new((**v).clone())),
             Object::SearchIndexResourceItem(v) => Object::SearchIndexResourceItem(Box::new((**v).clone())),
             Object::SearchIndexResultSet(v) => Object::SearchIndexResultSet(Box::new((**v).clone())),
-            Object::SecondaryVmAlreadyDisabled(v) => Object::SecondaryVmAlreadyDisabled(Box::new((**v).clone())),
-            Object::SecondaryVmAlreadyEnabled(v) => Object::SecondaryVmAlreadyEnabled(Box::new((**v).clone())),
-            Object::SecondaryVmAlreadyRegistered(v) => Object::SecondaryVmAlreadyRegistered(Box::new((**v).clone())),
-            Object::SecondaryVmNotRegistered(v) => Object::SecondaryVmNotRegistered(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyDisabled(v) => Object::SecondaryVmAlreadyDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyEnabled(v) => Object::SecondaryVmAlreadyEnabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyRegistered(v) => Object::SecondaryVmAlreadyRegistered(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmNotRegistered(v) => Object::SecondaryVmNotRegistered(Box::new((**v).clone())),
             Object::SecurityError(v) => Object::SecurityError(Box::new((**v).clone())),
             Object::SecurityProfile(v) => Object::SecurityProfile(Box::new((**v).clone())),
             Object::SelectionSet(v) => Object::SelectionSet(Box::new((**v).clone())),
             Object::SelectionSpec(v) => Object::SelectionSpec(Box::new((**v).clone())),
             Object::SendEmailAction(v) => Object::SendEmailAction(Box::new((**v).clone())),
             Object::SendSNMPAction(v) => Object::SendSNMPAction(Box::new((**v).clone())),
-            Object::ServerLicenseExpiredEvent(v) => Object::ServerLicenseExpiredEvent(Box::new((**v).clone())),
-            Object::ServerStartedSessionEvent(v) => Object::ServerStartedSessionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ServerLicenseExpiredEvent(v) => Object::ServerLicenseExpiredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::ServerStartedSessionEvent(v) => Object::ServerStartedSessionEvent(Box::new((**v).clone())),
             Object::ServiceConsolePortGroupProfile(v) => Object::ServiceConsolePortGroupProfile(Box::new((**v).clone())),
             Object::ServiceConsoleReservationInfo(v) => Object::ServiceConsoleReservationInfo(Box::new((**v).clone())),
             Object::ServiceContent(v) => Object::ServiceContent(Box::new((**v).clone())),
@@ -733,27 +733,27 @@ impl x::DataObject for Object {
         match self {
             Object::SAMLTokenAuthentication(_) => "SAMLTokenAuthentication",
             Object::SDDCBase(_) => "SDDCBase",
-            Object::SSLDisabledFault(_) => "SSLDisabledFault",
-            Object::SSLVerifyFault(_) => "SSLVerifyFault",
+            #[cfg(feature = "all-faults")] Object::SSLDisabledFault(_) => "SSLDisabledFault",
+            #[cfg(feature = "all-faults")] Object::SSLVerifyFault(_) => "SSLVerifyFault",
             Object::SSPIAuthentication(_) => "SSPIAuthentication",
-            Object::SSPIChallenge(_) => "SSPIChallenge",
+            #[cfg(feature = "all-faults")] Object::SSPIChallenge(_) => "SSPIChallenge",
             Object::ScheduledHardwareUpgradeInfo(_) => "ScheduledHardwareUpgradeInfo",
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(_) => "ScheduledHardwareUpgradeInfoHardwareUpgradePolicy",
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(_) => "ScheduledHardwareUpgradeInfoHardwareUpgradeStatus",
-            Object::ScheduledTaskCompletedEvent(_) => "ScheduledTaskCompletedEvent",
-            Object::ScheduledTaskCreatedEvent(_) => "ScheduledTaskCreatedEvent",
+            #[cfg(feature = "all-events")] Object::ScheduledTaskCompletedEvent(_) => "ScheduledTaskCompletedEvent",
+            #[cfg(feature = "all-events")] Object::ScheduledTaskCreatedEvent(_) => "ScheduledTaskCreatedEvent",
             Object::ScheduledTaskDescription(_) => "ScheduledTaskDescription",
             Object::ScheduledTaskDetail(_) => "ScheduledTaskDetail",
-            Object::ScheduledTaskEmailCompletedEvent(_) => "ScheduledTaskEmailCompletedEvent",
-            Object::ScheduledTaskEmailFailedEvent(_) => "ScheduledTaskEmailFailedEvent",
-            Object::ScheduledTaskEvent(_) => "ScheduledTaskEvent",
-            Object::ScheduledTaskEventArgument(_) => "ScheduledTaskEventArgument",
-            Object::ScheduledTaskFailedEvent(_) => "ScheduledTaskFailedEvent",
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailCompletedEvent(_) => "ScheduledTaskEmailCompletedEvent",
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailFailedEvent(_) => "ScheduledTaskEmailFailedEvent",
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEvent(_) => "ScheduledTaskEvent",
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEventArgument(_) => "ScheduledTaskEventArgument",
+            #[cfg(feature = "all-events")] Object::ScheduledTaskFailedEvent(_) => "ScheduledTaskFailedEvent",
             Object::ScheduledTaskInfo(_) => "ScheduledTaskInfo",
-            Object::ScheduledTaskReconfiguredEvent(_) => "ScheduledTaskReconfiguredEvent",
-            Object::ScheduledTaskRemovedEvent(_) => "ScheduledTaskRemovedEvent",
+            #[cfg(feature = "all-events")] Object::ScheduledTaskReconfiguredEvent(_) => "ScheduledTaskReconfiguredEvent",
+            #[cfg(feature = "all-events")] Object::ScheduledTaskRemovedEvent(_) => "ScheduledTaskRemovedEvent",
             Object::ScheduledTaskSpec(_) => "ScheduledTaskSpec",
-            Object::ScheduledTaskStartedEvent(_) => "ScheduledTaskStartedEvent",
+            #[cfg(feature = "all-events")] Object::ScheduledTaskStartedEvent(_) => "ScheduledTaskStartedEvent",
             Object::ScsiDiskType(_) => "ScsiDiskType",
             Object::ScsiLun(_) => "ScsiLun",
             Object::ScsiLunCapabilities(_) => "ScsiLunCapabilities",
@@ -775,18 +775,18 @@ impl x::DataObject for Object {
             Object::SearchIndexQuerySpecResourceType(_) => "SearchIndexQuerySpecResourceType",
             Object::SearchIndexResourceItem(_) => "SearchIndexResourceItem",
             Object::SearchIndexResultSet(_) => "SearchIndexResultSet",
-            Object::SecondaryVmAlreadyDisabled(_) => "SecondaryVmAlreadyDisabled",
-            Object::SecondaryVmAlreadyEnabled(_) => "SecondaryVmAlreadyEnabled",
-            Object::SecondaryVmAlreadyRegistered(_) => "SecondaryVmAlreadyRegistered",
-            Object::SecondaryVmNotRegistered(_) => "SecondaryVmNotRegistered",
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyDisabled(_) => "SecondaryVmAlreadyDisabled",
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyEnabled(_) => "SecondaryVmAlreadyEnabled",
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyRegistered(_) => "SecondaryVmAlreadyRegistered",
+            #[cfg(feature = "all-faults")] Object::SecondaryVmNotRegistered(_) => "SecondaryVmNotRegistered",
             Object::SecurityError(_) => "SecurityError",
             Object::SecurityProfile(_) => "SecurityProfile",
             Object::SelectionSet(_) => "SelectionSet",
             Object::SelectionSpec(_) => "SelectionSpec",
             Object::SendEmailAction(_) => "SendEmailAction",
             Object::SendSNMPAction(_) => "SendSNMPAction",
-            Object::ServerLicenseExpiredEvent(_) => "ServerLicenseExpiredEvent",
-            Object::ServerStartedSessionEvent(_) => "ServerStartedSessionEvent",
+            #[cfg(feature = "all-events")] Object::ServerLicenseExpiredEvent(_) => "ServerLicenseExpiredEvent",
+            #[cfg(feature = "all-events")] Object::ServerStartedSessionEvent(_) => "ServerStartedSessionEvent",
             Object::ServiceConsolePortGroupProfile(_) => "ServiceConsolePortGroupProfile",
             Object::ServiceConsoleReservationInfo(_) => "ServiceConsoleReservationInfo",
             Object::ServiceContent(_) => "ServiceContent",
@@ -817,27 +817,27 @@ impl x::DataObject for Object {
         match self {
             Object::SAMLTokenAuthentication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SDDCBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SSLDisabledFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SSLVerifyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SSLDisabledFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SSLVerifyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SSPIAuthentication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SSPIChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SSPIChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScheduledHardwareUpgradeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScheduledTaskDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScheduledTaskDetail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskEmailCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskEmailFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScheduledTaskInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScheduledTaskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskStartedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ScheduledTaskStartedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScsiDiskType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScsiLun(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScsiLunCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -859,18 +859,18 @@ impl x::DataObject for Object {
             Object::SearchIndexQuerySpecResourceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SearchIndexResourceItem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SearchIndexResultSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SecondaryVmAlreadyDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SecondaryVmAlreadyEnabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SecondaryVmAlreadyRegistered(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SecondaryVmNotRegistered(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyEnabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyRegistered(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SecondaryVmNotRegistered(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SecurityError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SecurityProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SelectionSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SelectionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SendEmailAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SendSNMPAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ServerLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ServerStartedSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ServerLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::ServerStartedSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ServiceConsolePortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ServiceConsoleReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ServiceContent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -893,11 +893,11 @@ impl x::ObjectType for SAMLTokenAuthentication {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SAMLTokenAuthentication(v) => Some(v), _ => None, }
+        match object { Object::SAMLTokenAuthentication(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SAMLTokenAuthentication(v) => Ok(v), other => Err(other), }
+        match object { Object::SAMLTokenAuthentication(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -909,15 +909,15 @@ impl x::ObjectType for SDDCBase {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SDDCBase(v) => Some(v), _ => None, }
+        match object { Object::SDDCBase(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SDDCBase(v) => Ok(v), other => Err(other), }
+        match object { Object::SDDCBase(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SSLDisabledFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SSLDisabledFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -925,15 +925,15 @@ impl x::ObjectType for SSLDisabledFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SSLDisabledFault(v) => Some(v), _ => None, }
+        match object { Object::SSLDisabledFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SSLDisabledFault(v) => Ok(v), other => Err(other), }
+        match object { Object::SSLDisabledFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SSLVerifyFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SSLVerifyFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -941,11 +941,11 @@ impl x::ObjectType for SSLVerifyFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SSLVerifyFault(v) => Some(v), _ => None, }
+        match object { Object::SSLVerifyFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SSLVerifyFault(v) => Ok(v), other => Err(other), }
+        match object { Object::SSLVerifyFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -957,15 +957,15 @@ impl x::ObjectType for SSPIAuthentication {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SSPIAuthentication(v) => Some(v), _ => None, }
+        match object { Object::SSPIAuthentication(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SSPIAuthentication(v) => Ok(v), other => Err(other), }
+        match object { Object::SSPIAuthentication(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SSPIChallenge {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SSPIChallenge {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -973,11 +973,11 @@ impl x::ObjectType for SSPIChallenge {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SSPIChallenge(v) => Some(v), _ => None, }
+        match object { Object::SSPIChallenge(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SSPIChallenge(v) => Ok(v), other => Err(other), }
+        match object { Object::SSPIChallenge(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -989,11 +989,11 @@ impl x::ObjectType for ScheduledHardwareUpgradeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledHardwareUpgradeInfo(v) => Some(v), _ => None, }
+        match object { Object::ScheduledHardwareUpgradeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledHardwareUpgradeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledHardwareUpgradeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1005,11 +1005,11 @@ impl x::ObjectType for ScheduledHardwareUpgradeInfoHardwareUpgradePolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(v) => Some(v), _ => None, }
+        match object { Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1021,15 +1021,15 @@ impl x::ObjectType for ScheduledHardwareUpgradeInfoHardwareUpgradeStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => Some(v), _ => None, }
+        match object { Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ScheduledTaskCompletedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ScheduledTaskCompletedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1037,15 +1037,15 @@ impl x::ObjectType for ScheduledTaskCompletedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskCompletedEvent(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskCompletedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskCompletedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskCompletedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ScheduledTaskCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ScheduledTaskCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1053,11 +1053,11 @@ impl x::ObjectType for ScheduledTaskCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1069,11 +1069,11 @@ impl x::ObjectType for ScheduledTaskDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskDescription(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1085,15 +1085,15 @@ impl x::ObjectType for ScheduledTaskDetail {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskDetail(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskDetail(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskDetail(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskDetail(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ScheduledTaskEmailCompletedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ScheduledTaskEmailCompletedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1101,15 +1101,15 @@ impl x::ObjectType for ScheduledTaskEmailCompletedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskEmailCompletedEvent(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskEmailCompletedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskEmailCompletedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskEmailCompletedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ScheduledTaskEmailFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ScheduledTaskEmailFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1117,15 +1117,15 @@ impl x::ObjectType for ScheduledTaskEmailFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskEmailFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskEmailFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskEmailFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskEmailFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ScheduledTaskEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ScheduledTaskEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1133,15 +1133,15 @@ impl x::ObjectType for ScheduledTaskEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskEvent(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ScheduledTaskEventArgument {
+#[cfg(feature = "all-events")] impl x::ObjectType for ScheduledTaskEventArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1149,15 +1149,15 @@ impl x::ObjectType for ScheduledTaskEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskEventArgument(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ScheduledTaskFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ScheduledTaskFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1165,11 +1165,11 @@ impl x::ObjectType for ScheduledTaskFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1181,15 +1181,15 @@ impl x::ObjectType for ScheduledTaskInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskInfo(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ScheduledTaskReconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ScheduledTaskReconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1197,15 +1197,15 @@ impl x::ObjectType for ScheduledTaskReconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskReconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskReconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ScheduledTaskRemovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ScheduledTaskRemovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1213,11 +1213,11 @@ impl x::ObjectType for ScheduledTaskRemovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskRemovedEvent(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskRemovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1229,15 +1229,15 @@ impl x::ObjectType for ScheduledTaskSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskSpec(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ScheduledTaskStartedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ScheduledTaskStartedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1245,11 +1245,11 @@ impl x::ObjectType for ScheduledTaskStartedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScheduledTaskStartedEvent(v) => Some(v), _ => None, }
+        match object { Object::ScheduledTaskStartedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScheduledTaskStartedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ScheduledTaskStartedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1261,11 +1261,11 @@ impl x::ObjectType for ScsiDiskType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScsiDiskType(v) => Some(v), _ => None, }
+        match object { Object::ScsiDiskType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScsiDiskType(v) => Ok(v), other => Err(other), }
+        match object { Object::ScsiDiskType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1277,11 +1277,11 @@ impl x::ObjectType for ScsiLun {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScsiLun(v) => Some(v), _ => None, }
+        match object { Object::ScsiLun(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScsiLun(v) => Ok(v), other => Err(other), }
+        match object { Object::ScsiLun(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1293,11 +1293,11 @@ impl x::ObjectType for ScsiLunCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScsiLunCapabilities(v) => Some(v), _ => None, }
+        match object { Object::ScsiLunCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScsiLunCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::ScsiLunCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1309,11 +1309,11 @@ impl x::ObjectType for ScsiLunDescriptor {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScsiLunDescriptor(v) => Some(v), _ => None, }
+        match object { Object::ScsiLunDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScsiLunDescriptor(v) => Ok(v), other => Err(other), }
+        match object { Object::ScsiLunDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1325,11 +1325,11 @@ impl x::ObjectType for ScsiLunDescriptorQuality {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScsiLunDescriptorQuality(v) => Some(v), _ => None, }
+        match object { Object::ScsiLunDescriptorQuality(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScsiLunDescriptorQuality(v) => Ok(v), other => Err(other), }
+        match object { Object::ScsiLunDescriptorQuality(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1341,11 +1341,11 @@ impl x::ObjectType for ScsiLunDurableName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScsiLunDurableName(v) => Some(v), _ => None, }
+        match object { Object::ScsiLunDurableName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScsiLunDurableName(v) => Ok(v), other => Err(other), }
+        match object { Object::ScsiLunDurableName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1357,11 +1357,11 @@ impl x::ObjectType for ScsiLunLunReservationStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScsiLunLunReservationStatus(v) => Some(v), _ => None, }
+        match object { Object::ScsiLunLunReservationStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScsiLunLunReservationStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ScsiLunLunReservationStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1373,11 +1373,11 @@ impl x::ObjectType for ScsiLunState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScsiLunState(v) => Some(v), _ => None, }
+        match object { Object::ScsiLunState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScsiLunState(v) => Ok(v), other => Err(other), }
+        match object { Object::ScsiLunState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1389,11 +1389,11 @@ impl x::ObjectType for ScsiLunType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScsiLunType(v) => Some(v), _ => None, }
+        match object { Object::ScsiLunType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScsiLunType(v) => Ok(v), other => Err(other), }
+        match object { Object::ScsiLunType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1405,11 +1405,11 @@ impl x::ObjectType for ScsiLunVStorageSupportStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ScsiLunVStorageSupportStatus(v) => Some(v), _ => None, }
+        match object { Object::ScsiLunVStorageSupportStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ScsiLunVStorageSupportStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ScsiLunVStorageSupportStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1421,11 +1421,11 @@ impl x::ObjectType for SeSparseVirtualDiskSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SeSparseVirtualDiskSpec(v) => Some(v), _ => None, }
+        match object { Object::SeSparseVirtualDiskSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SeSparseVirtualDiskSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::SeSparseVirtualDiskSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1437,11 +1437,11 @@ impl x::ObjectType for SearchIndexFilter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SearchIndexFilter(v) => Some(v), _ => None, }
+        match object { Object::SearchIndexFilter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SearchIndexFilter(v) => Ok(v), other => Err(other), }
+        match object { Object::SearchIndexFilter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1453,11 +1453,11 @@ impl x::ObjectType for SearchIndexIterationSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SearchIndexIterationSpec(v) => Some(v), _ => None, }
+        match object { Object::SearchIndexIterationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SearchIndexIterationSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::SearchIndexIterationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1469,11 +1469,11 @@ impl x::ObjectType for SearchIndexOptionalValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SearchIndexOptionalValue(v) => Some(v), _ => None, }
+        match object { Object::SearchIndexOptionalValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SearchIndexOptionalValue(v) => Ok(v), other => Err(other), }
+        match object { Object::SearchIndexOptionalValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1485,11 +1485,11 @@ impl x::ObjectType for SearchIndexPredicate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SearchIndexPredicate(v) => Some(v), _ => None, }
+        match object { Object::SearchIndexPredicate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SearchIndexPredicate(v) => Ok(v), other => Err(other), }
+        match object { Object::SearchIndexPredicate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1501,11 +1501,11 @@ impl x::ObjectType for SearchIndexPredicateArrayOperator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SearchIndexPredicateArrayOperator(v) => Some(v), _ => None, }
+        match object { Object::SearchIndexPredicateArrayOperator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SearchIndexPredicateArrayOperator(v) => Ok(v), other => Err(other), }
+        match object { Object::SearchIndexPredicateArrayOperator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1517,11 +1517,11 @@ impl x::ObjectType for SearchIndexPredicateComparisonOperator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SearchIndexPredicateComparisonOperator(v) => Some(v), _ => None, }
+        match object { Object::SearchIndexPredicateComparisonOperator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SearchIndexPredicateComparisonOperator(v) => Ok(v), other => Err(other), }
+        match object { Object::SearchIndexPredicateComparisonOperator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1533,11 +1533,11 @@ impl x::ObjectType for SearchIndexQuerySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SearchIndexQuerySpec(v) => Some(v), _ => None, }
+        match object { Object::SearchIndexQuerySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SearchIndexQuerySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::SearchIndexQuerySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1549,11 +1549,11 @@ impl x::ObjectType for SearchIndexQuerySpecResourceType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SearchIndexQuerySpecResourceType(v) => Some(v), _ => None, }
+        match object { Object::SearchIndexQuerySpecResourceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SearchIndexQuerySpecResourceType(v) => Ok(v), other => Err(other), }
+        match object { Object::SearchIndexQuerySpecResourceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1565,11 +1565,11 @@ impl x::ObjectType for SearchIndexResourceItem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SearchIndexResourceItem(v) => Some(v), _ => None, }
+        match object { Object::SearchIndexResourceItem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SearchIndexResourceItem(v) => Ok(v), other => Err(other), }
+        match object { Object::SearchIndexResourceItem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1581,15 +1581,15 @@ impl x::ObjectType for SearchIndexResultSet {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SearchIndexResultSet(v) => Some(v), _ => None, }
+        match object { Object::SearchIndexResultSet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SearchIndexResultSet(v) => Ok(v), other => Err(other), }
+        match object { Object::SearchIndexResultSet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SecondaryVmAlreadyDisabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SecondaryVmAlreadyDisabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1597,15 +1597,15 @@ impl x::ObjectType for SecondaryVmAlreadyDisabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SecondaryVmAlreadyDisabled(v) => Some(v), _ => None, }
+        match object { Object::SecondaryVmAlreadyDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SecondaryVmAlreadyDisabled(v) => Ok(v), other => Err(other), }
+        match object { Object::SecondaryVmAlreadyDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SecondaryVmAlreadyEnabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SecondaryVmAlreadyEnabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1613,15 +1613,15 @@ impl x::ObjectType for SecondaryVmAlreadyEnabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SecondaryVmAlreadyEnabled(v) => Some(v), _ => None, }
+        match object { Object::SecondaryVmAlreadyEnabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SecondaryVmAlreadyEnabled(v) => Ok(v), other => Err(other), }
+        match object { Object::SecondaryVmAlreadyEnabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SecondaryVmAlreadyRegistered {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SecondaryVmAlreadyRegistered {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1629,15 +1629,15 @@ impl x::ObjectType for SecondaryVmAlreadyRegistered {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SecondaryVmAlreadyRegistered(v) => Some(v), _ => None, }
+        match object { Object::SecondaryVmAlreadyRegistered(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SecondaryVmAlreadyRegistered(v) => Ok(v), other => Err(other), }
+        match object { Object::SecondaryVmAlreadyRegistered(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SecondaryVmNotRegistered {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SecondaryVmNotRegistered {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1645,11 +1645,11 @@ impl x::ObjectType for SecondaryVmNotRegistered {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SecondaryVmNotRegistered(v) => Some(v), _ => None, }
+        match object { Object::SecondaryVmNotRegistered(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SecondaryVmNotRegistered(v) => Ok(v), other => Err(other), }
+        match object { Object::SecondaryVmNotRegistered(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1661,11 +1661,11 @@ impl x::ObjectType for SecurityError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SecurityError(v) => Some(v), _ => None, }
+        match object { Object::SecurityError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SecurityError(v) => Ok(v), other => Err(other), }
+        match object { Object::SecurityError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1677,11 +1677,11 @@ impl x::ObjectType for SecurityProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SecurityProfile(v) => Some(v), _ => None, }
+        match object { Object::SecurityProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SecurityProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::SecurityProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1693,11 +1693,11 @@ impl x::ObjectType for SelectionSet {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SelectionSet(v) => Some(v), _ => None, }
+        match object { Object::SelectionSet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SelectionSet(v) => Ok(v), other => Err(other), }
+        match object { Object::SelectionSet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1709,11 +1709,11 @@ impl x::ObjectType for SelectionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SelectionSpec(v) => Some(v), _ => None, }
+        match object { Object::SelectionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SelectionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::SelectionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1725,11 +1725,11 @@ impl x::ObjectType for SendEmailAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SendEmailAction(v) => Some(v), _ => None, }
+        match object { Object::SendEmailAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SendEmailAction(v) => Ok(v), other => Err(other), }
+        match object { Object::SendEmailAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1741,15 +1741,15 @@ impl x::ObjectType for SendSNMPAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SendSNMPAction(v) => Some(v), _ => None, }
+        match object { Object::SendSNMPAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SendSNMPAction(v) => Ok(v), other => Err(other), }
+        match object { Object::SendSNMPAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ServerLicenseExpiredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ServerLicenseExpiredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1757,15 +1757,15 @@ impl x::ObjectType for ServerLicenseExpiredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServerLicenseExpiredEvent(v) => Some(v), _ => None, }
+        match object { Object::ServerLicenseExpiredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServerLicenseExpiredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ServerLicenseExpiredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ServerStartedSessionEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for ServerStartedSessionEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1773,11 +1773,11 @@ impl x::ObjectType for ServerStartedSessionEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServerStartedSessionEvent(v) => Some(v), _ => None, }
+        match object { Object::ServerStartedSessionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServerStartedSessionEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ServerStartedSessionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1789,11 +1789,11 @@ impl x::ObjectType for ServiceConsolePortGroupProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServiceConsolePortGroupProfile(v) => Some(v), _ => None, }
+        match object { Object::ServiceConsolePortGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServiceConsolePortGroupProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ServiceConsolePortGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1805,11 +1805,11 @@ impl x::ObjectType for ServiceConsoleReservationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServiceConsoleReservationInfo(v) => Some(v), _ => None, }
+        match object { Object::ServiceConsoleReservationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServiceConsoleReservationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ServiceConsoleReservationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1821,11 +1821,11 @@ impl x::ObjectType for ServiceContent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServiceContent(v) => Some(v), _ => None, }
+        match object { Object::ServiceContent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServiceContent(v) => Ok(v), other => Err(other), }
+        match object { Object::ServiceContent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1837,11 +1837,11 @@ impl x::ObjectType for ServiceLocator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServiceLocator(v) => Some(v), _ => None, }
+        match object { Object::ServiceLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServiceLocator(v) => Ok(v), other => Err(other), }
+        match object { Object::ServiceLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1853,11 +1853,11 @@ impl x::ObjectType for ServiceLocatorCredential {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServiceLocatorCredential(v) => Some(v), _ => None, }
+        match object { Object::ServiceLocatorCredential(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServiceLocatorCredential(v) => Ok(v), other => Err(other), }
+        match object { Object::ServiceLocatorCredential(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1869,11 +1869,11 @@ impl x::ObjectType for ServiceLocatorNamePassword {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServiceLocatorNamePassword(v) => Some(v), _ => None, }
+        match object { Object::ServiceLocatorNamePassword(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServiceLocatorNamePassword(v) => Ok(v), other => Err(other), }
+        match object { Object::ServiceLocatorNamePassword(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1885,11 +1885,11 @@ impl x::ObjectType for ServiceLocatorSAMLCredential {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServiceLocatorSAMLCredential(v) => Some(v), _ => None, }
+        match object { Object::ServiceLocatorSAMLCredential(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServiceLocatorSAMLCredential(v) => Ok(v), other => Err(other), }
+        match object { Object::ServiceLocatorSAMLCredential(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1901,11 +1901,11 @@ impl x::ObjectType for ServiceManagerServiceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServiceManagerServiceInfo(v) => Some(v), _ => None, }
+        match object { Object::ServiceManagerServiceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServiceManagerServiceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ServiceManagerServiceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1917,10 +1917,10 @@ impl x::ObjectType for ServiceProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ServiceProfile(v) => Some(v), _ => None, }
+        match object { Object::ServiceProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ServiceProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ServiceProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -332,7 +332,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    SessionEvent(Box<SessionEvent>),
+    #[cfg(feature = "all-events")] SessionEvent(Box<SessionEvent>),
     SessionManagerGenericServiceTicket(Box<SessionManagerGenericServiceTicket>),
     SessionManagerGenericServiceTicketTicketType(Box<SessionManagerGenericServiceTicketTicketType>),
     SessionManagerHttpServiceRequestSpec(Box<SessionManagerHttpServiceRequestSpec>),
@@ -340,62 +340,62 @@ pub enum Object {
     SessionManagerLocalTicket(Box<SessionManagerLocalTicket>),
     SessionManagerServiceRequestSpec(Box<SessionManagerServiceRequestSpec>),
     SessionManagerVmomiServiceRequestSpec(Box<SessionManagerVmomiServiceRequestSpec>),
-    SessionNotFound(Box<SessionNotFound>),
-    SessionTerminatedEvent(Box<SessionTerminatedEvent>),
-    SharedBusControllerNotSupported(Box<SharedBusControllerNotSupported>),
+    #[cfg(feature = "all-faults")] SessionNotFound(Box<SessionNotFound>),
+    #[cfg(feature = "all-events")] SessionTerminatedEvent(Box<SessionTerminatedEvent>),
+    #[cfg(feature = "all-faults")] SharedBusControllerNotSupported(Box<SharedBusControllerNotSupported>),
     SharesInfo(Box<SharesInfo>),
     SharesLevel(Box<SharesLevel>),
     SharesOption(Box<SharesOption>),
-    ShrinkDiskFault(Box<ShrinkDiskFault>),
+    #[cfg(feature = "all-faults")] ShrinkDiskFault(Box<ShrinkDiskFault>),
     SimpleCommandEncoding(Box<SimpleCommandEncoding>),
     SingleIp(Box<SingleIp>),
     SingleMac(Box<SingleMac>),
     SiteInfo(Box<SiteInfo>),
     SlpDiscoveryMethod(Box<SlpDiscoveryMethod>),
-    SnapshotCloneNotSupported(Box<SnapshotCloneNotSupported>),
-    SnapshotCopyNotSupported(Box<SnapshotCopyNotSupported>),
-    SnapshotDisabled(Box<SnapshotDisabled>),
+    #[cfg(feature = "all-faults")] SnapshotCloneNotSupported(Box<SnapshotCloneNotSupported>),
+    #[cfg(feature = "all-faults")] SnapshotCopyNotSupported(Box<SnapshotCopyNotSupported>),
+    #[cfg(feature = "all-faults")] SnapshotDisabled(Box<SnapshotDisabled>),
     SnapshotFault(Box<SnapshotFault>),
-    SnapshotIncompatibleDeviceInVm(Box<SnapshotIncompatibleDeviceInVm>),
-    SnapshotLocked(Box<SnapshotLocked>),
-    SnapshotMoveFromNonHomeNotSupported(Box<SnapshotMoveFromNonHomeNotSupported>),
-    SnapshotMoveNotSupported(Box<SnapshotMoveNotSupported>),
-    SnapshotMoveToNonHomeNotSupported(Box<SnapshotMoveToNonHomeNotSupported>),
-    SnapshotNoChange(Box<SnapshotNoChange>),
-    SnapshotRevertIssue(Box<SnapshotRevertIssue>),
+    #[cfg(feature = "all-faults")] SnapshotIncompatibleDeviceInVm(Box<SnapshotIncompatibleDeviceInVm>),
+    #[cfg(feature = "all-faults")] SnapshotLocked(Box<SnapshotLocked>),
+    #[cfg(feature = "all-faults")] SnapshotMoveFromNonHomeNotSupported(Box<SnapshotMoveFromNonHomeNotSupported>),
+    #[cfg(feature = "all-faults")] SnapshotMoveNotSupported(Box<SnapshotMoveNotSupported>),
+    #[cfg(feature = "all-faults")] SnapshotMoveToNonHomeNotSupported(Box<SnapshotMoveToNonHomeNotSupported>),
+    #[cfg(feature = "all-faults")] SnapshotNoChange(Box<SnapshotNoChange>),
+    #[cfg(feature = "all-faults")] SnapshotRevertIssue(Box<SnapshotRevertIssue>),
     SnapshotSelectionSpec(Box<SnapshotSelectionSpec>),
-    SoftRuleVioCorrectionDisallowed(Box<SoftRuleVioCorrectionDisallowed>),
-    SoftRuleVioCorrectionImpact(Box<SoftRuleVioCorrectionImpact>),
+    #[cfg(feature = "all-faults")] SoftRuleVioCorrectionDisallowed(Box<SoftRuleVioCorrectionDisallowed>),
+    #[cfg(feature = "all-faults")] SoftRuleVioCorrectionImpact(Box<SoftRuleVioCorrectionImpact>),
     SoftwarePackage(Box<SoftwarePackage>),
     SoftwarePackageCapability(Box<SoftwarePackageCapability>),
     SoftwarePackageConstraint(Box<SoftwarePackageConstraint>),
     SoftwarePackageVibType(Box<SoftwarePackageVibType>),
-    SolutionUserRequired(Box<SolutionUserRequired>),
+    #[cfg(feature = "all-faults")] SolutionUserRequired(Box<SolutionUserRequired>),
     SourceNodeSpec(Box<SourceNodeSpec>),
-    SsdDiskNotAvailable(Box<SsdDiskNotAvailable>),
+    #[cfg(feature = "all-faults")] SsdDiskNotAvailable(Box<SsdDiskNotAvailable>),
     StateAlarmExpression(Box<StateAlarmExpression>),
     StateAlarmOperator(Box<StateAlarmOperator>),
     StaticRouteProfile(Box<StaticRouteProfile>),
     StorageDrsAutomationConfig(Box<StorageDrsAutomationConfig>),
-    StorageDrsCannotMoveDiskInMultiWriterMode(Box<StorageDrsCannotMoveDiskInMultiWriterMode>),
-    StorageDrsCannotMoveFTVm(Box<StorageDrsCannotMoveFTVm>),
-    StorageDrsCannotMoveIndependentDisk(Box<StorageDrsCannotMoveIndependentDisk>),
-    StorageDrsCannotMoveManuallyPlacedSwapFile(Box<StorageDrsCannotMoveManuallyPlacedSwapFile>),
-    StorageDrsCannotMoveManuallyPlacedVm(Box<StorageDrsCannotMoveManuallyPlacedVm>),
-    StorageDrsCannotMoveSharedDisk(Box<StorageDrsCannotMoveSharedDisk>),
-    StorageDrsCannotMoveTemplate(Box<StorageDrsCannotMoveTemplate>),
-    StorageDrsCannotMoveVmInUserFolder(Box<StorageDrsCannotMoveVmInUserFolder>),
-    StorageDrsCannotMoveVmWithMountedCDROM(Box<StorageDrsCannotMoveVmWithMountedCDROM>),
-    StorageDrsCannotMoveVmWithNoFilesInLayout(Box<StorageDrsCannotMoveVmWithNoFilesInLayout>),
+    #[cfg(feature = "all-faults")] StorageDrsCannotMoveDiskInMultiWriterMode(Box<StorageDrsCannotMoveDiskInMultiWriterMode>),
+    #[cfg(feature = "all-faults")] StorageDrsCannotMoveFTVm(Box<StorageDrsCannotMoveFTVm>),
+    #[cfg(feature = "all-faults")] StorageDrsCannotMoveIndependentDisk(Box<StorageDrsCannotMoveIndependentDisk>),
+    #[cfg(feature = "all-faults")] StorageDrsCannotMoveManuallyPlacedSwapFile(Box<StorageDrsCannotMoveManuallyPlacedSwapFile>),
+    #[cfg(feature = "all-faults")] StorageDrsCannotMoveManuallyPlacedVm(Box<StorageDrsCannotMoveManuallyPlacedVm>),
+    #[cfg(feature = "all-faults")] StorageDrsCannotMoveSharedDisk(Box<StorageDrsCannotMoveSharedDisk>),
+    #[cfg(feature = "all-faults")] StorageDrsCannotMoveTemplate(Box<StorageDrsCannotMoveTemplate>),
+    #[cfg(feature = "all-faults")] StorageDrsCannotMoveVmInUserFolder(Box<StorageDrsCannotMoveVmInUserFolder>),
+    #[cfg(feature = "all-faults")] StorageDrsCannotMoveVmWithMountedCDROM(Box<StorageDrsCannotMoveVmWithMountedCDROM>),
+    #[cfg(feature = "all-faults")] StorageDrsCannotMoveVmWithNoFilesInLayout(Box<StorageDrsCannotMoveVmWithNoFilesInLayout>),
     StorageDrsConfigInfo(Box<StorageDrsConfigInfo>),
     StorageDrsConfigSpec(Box<StorageDrsConfigSpec>),
-    StorageDrsDatacentersCannotShareDatastore(Box<StorageDrsDatacentersCannotShareDatastore>),
-    StorageDrsDisabledOnVm(Box<StorageDrsDisabledOnVm>),
-    StorageDrsHbrDiskNotMovable(Box<StorageDrsHbrDiskNotMovable>),
-    StorageDrsHmsMoveInProgress(Box<StorageDrsHmsMoveInProgress>),
-    StorageDrsHmsUnreachable(Box<StorageDrsHmsUnreachable>),
+    #[cfg(feature = "all-faults")] StorageDrsDatacentersCannotShareDatastore(Box<StorageDrsDatacentersCannotShareDatastore>),
+    #[cfg(feature = "all-faults")] StorageDrsDisabledOnVm(Box<StorageDrsDisabledOnVm>),
+    #[cfg(feature = "all-faults")] StorageDrsHbrDiskNotMovable(Box<StorageDrsHbrDiskNotMovable>),
+    #[cfg(feature = "all-faults")] StorageDrsHmsMoveInProgress(Box<StorageDrsHmsMoveInProgress>),
+    #[cfg(feature = "all-faults")] StorageDrsHmsUnreachable(Box<StorageDrsHmsUnreachable>),
     StorageDrsIoLoadBalanceConfig(Box<StorageDrsIoLoadBalanceConfig>),
-    StorageDrsIolbDisabledInternally(Box<StorageDrsIolbDisabledInternally>),
+    #[cfg(feature = "all-faults")] StorageDrsIolbDisabledInternally(Box<StorageDrsIolbDisabledInternally>),
     StorageDrsOptionSpec(Box<StorageDrsOptionSpec>),
     StorageDrsPlacementRankVmSpec(Box<StorageDrsPlacementRankVmSpec>),
 }
@@ -412,7 +412,7 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionEvent(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionManagerGenericServiceTicket(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionManagerGenericServiceTicketTicketType(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionManagerHttpServiceRequestSpec(v), Err(e) => return Some(Err(e)) },
@@ -420,62 +420,62 @@ fn decode(
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionManagerLocalTicket(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionManagerServiceRequestSpec(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionManagerVmomiServiceRequestSpec(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionNotFound(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionTerminatedEvent(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SharedBusControllerNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SessionTerminatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SharedBusControllerNotSupported(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SharesInfo(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SharesLevel(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SharesOption(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ShrinkDiskFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ShrinkDiskFault(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SimpleCommandEncoding(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SingleIp(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SingleMac(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SiteInfo(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SlpDiscoveryMethod(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotCloneNotSupported(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotCopyNotSupported(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotDisabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotCloneNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotCopyNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotDisabled(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotFault(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotIncompatibleDeviceInVm(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotLocked(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotMoveFromNonHomeNotSupported(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotMoveNotSupported(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotMoveToNonHomeNotSupported(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotNoChange(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotRevertIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotIncompatibleDeviceInVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotLocked(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotMoveFromNonHomeNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotMoveNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotMoveToNonHomeNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotNoChange(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotRevertIssue(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotSelectionSpec(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftRuleVioCorrectionDisallowed(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftRuleVioCorrectionImpact(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftRuleVioCorrectionDisallowed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftRuleVioCorrectionImpact(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftwarePackage(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftwarePackageCapability(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftwarePackageConstraint(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftwarePackageVibType(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SolutionUserRequired(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SolutionUserRequired(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SourceNodeSpec(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SsdDiskNotAvailable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SsdDiskNotAvailable(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StateAlarmExpression(v), Err(e) => return Some(Err(e)) },
         76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StateAlarmOperator(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StaticRouteProfile(v), Err(e) => return Some(Err(e)) },
         81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsAutomationConfig(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveDiskInMultiWriterMode(v), Err(e) => return Some(Err(e)) },
-        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveFTVm(v), Err(e) => return Some(Err(e)) },
-        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveIndependentDisk(v), Err(e) => return Some(Err(e)) },
-        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v), Err(e) => return Some(Err(e)) },
-        86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveManuallyPlacedVm(v), Err(e) => return Some(Err(e)) },
-        87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveSharedDisk(v), Err(e) => return Some(Err(e)) },
-        88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveTemplate(v), Err(e) => return Some(Err(e)) },
-        89 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveVmInUserFolder(v), Err(e) => return Some(Err(e)) },
-        90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveVmWithMountedCDROM(v), Err(e) => return Some(Err(e)) },
-        91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveDiskInMultiWriterMode(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveFTVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveIndependentDisk(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveManuallyPlacedVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveSharedDisk(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveTemplate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 89 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveVmInUserFolder(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveVmWithMountedCDROM(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v), Err(e) => return Some(Err(e)) },
         92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsConfigInfo(v), Err(e) => return Some(Err(e)) },
         93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsConfigSpec(v), Err(e) => return Some(Err(e)) },
-        94 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsDatacentersCannotShareDatastore(v), Err(e) => return Some(Err(e)) },
-        95 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsDisabledOnVm(v), Err(e) => return Some(Err(e)) },
-        96 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsHbrDiskNotMovable(v), Err(e) => return Some(Err(e)) },
-        97 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsHmsMoveInProgress(v), Err(e) => return Some(Err(e)) },
-        98 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsHmsUnreachable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 94 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsDatacentersCannotShareDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 95 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsDisabledOnVm(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 96 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsHbrDiskNotMovable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 97 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsHmsMoveInProgress(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 98 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsHmsUnreachable(v), Err(e) => return Some(Err(e)) },
         99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsIoLoadBalanceConfig(v), Err(e) => return Some(Err(e)) },
-        100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsIolbDisabledInternally(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsIolbDisabledInternally(v), Err(e) => return Some(Err(e)) },
         101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsOptionSpec(v), Err(e) => return Some(Err(e)) },
         102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsPlacementRankVmSpec(v), Err(e) => return Some(Err(e)) },
         _ => return None,
@@ -486,7 +486,7 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::SessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::SessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SessionManagerGenericServiceTicket(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SessionManagerGenericServiceTicketTicketType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SessionManagerHttpServiceRequestSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -494,62 +494,62 @@ impl std::fmt::Debug for Object {
             Object::SessionManagerLocalTicket(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SessionManagerServiceRequestSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SessionManagerVmomiServiceRequestSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SessionNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SessionTerminatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SharedBusControllerNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SessionNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::SessionTerminatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SharedBusControllerNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SharesInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SharesLevel(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SharesOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ShrinkDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ShrinkDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SimpleCommandEncoding(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SingleIp(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SingleMac(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SiteInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SlpDiscoveryMethod(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SnapshotCloneNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SnapshotCopyNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SnapshotDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SnapshotCloneNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SnapshotCopyNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SnapshotDisabled(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SnapshotFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SnapshotIncompatibleDeviceInVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SnapshotLocked(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SnapshotMoveFromNonHomeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SnapshotMoveNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SnapshotMoveToNonHomeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SnapshotNoChange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SnapshotRevertIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SnapshotIncompatibleDeviceInVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SnapshotLocked(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveFromNonHomeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveToNonHomeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SnapshotNoChange(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SnapshotRevertIssue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SnapshotSelectionSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SoftRuleVioCorrectionDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SoftRuleVioCorrectionImpact(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionImpact(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SoftwarePackage(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SoftwarePackageCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SoftwarePackageConstraint(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SoftwarePackageVibType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SolutionUserRequired(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SolutionUserRequired(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SourceNodeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SsdDiskNotAvailable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SsdDiskNotAvailable(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StateAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StateAlarmOperator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StaticRouteProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsAutomationConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsCannotMoveFTVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsCannotMoveIndependentDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsCannotMoveManuallyPlacedVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsCannotMoveSharedDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsCannotMoveTemplate(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsCannotMoveVmInUserFolder(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveFTVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveIndependentDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveSharedDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveTemplate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmInUserFolder(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsDatacentersCannotShareDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsDisabledOnVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsHbrDiskNotMovable(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsHmsMoveInProgress(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsHmsUnreachable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsDatacentersCannotShareDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsDisabledOnVm(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsHbrDiskNotMovable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsHmsMoveInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsHmsUnreachable(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsIoLoadBalanceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsIolbDisabledInternally(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsIolbDisabledInternally(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsOptionSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsPlacementRankVmSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
@@ -559,7 +559,7 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::SessionEvent(a), Object::SessionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::SessionEvent(a), Object::SessionEvent(b)) => **a == **b,
             (Object::SessionManagerGenericServiceTicket(a), Object::SessionManagerGenericServiceTicket(b)) => **a == **b,
             (Object::SessionManagerGenericServiceTicketTicketType(a), Object::SessionManagerGenericServiceTicketTicketType(b)) => **a == **b,
             (Object::SessionManagerHttpServiceRequestSpec(a), Object::SessionManagerHttpServiceRequestSpec(b)) => **a == **b,
@@ -567,65 +567,65 @@ impl PartialEq for Object {
             (Object::SessionManagerLocalTicket(a), Object::SessionManagerLocalTicket(b)) => **a == **b,
             (Object::SessionManagerServiceRequestSpec(a), Object::SessionManagerServiceRequestSpec(b)) => **a == **b,
             (Object::SessionManagerVmomiServiceRequestSpec(a), Object::SessionManagerVmomiServiceRequestSpec(b)) => **a == **b,
-            (Object::SessionNotFound(a), Object::SessionNotFound(b)) => **a == **b,
-            (Object::SessionTerminatedEvent(a), Object::SessionTerminatedEvent(b)) => **a == **b,
-            (Object::SharedBusControllerNotSupported(a), Object::SharedBusControllerNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SessionNotFound(a), Object::SessionNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::SessionTerminatedEvent(a), Object::SessionTerminatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SharedBusControllerNotSupported(a), Object::SharedBusControllerNotSupported(b)) => **a == **b,
             (Object::SharesInfo(a), Object::SharesInfo(b)) => **a == **b,
             (Object::SharesLevel(a), Object::SharesLevel(b)) => **a == **b,
             (Object::SharesOption(a), Object::SharesOption(b)) => **a == **b,
-            (Object::ShrinkDiskFault(a), Object::ShrinkDiskFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ShrinkDiskFault(a), Object::ShrinkDiskFault(b)) => **a == **b,
             (Object::SimpleCommandEncoding(a), Object::SimpleCommandEncoding(b)) => **a == **b,
             (Object::SingleIp(a), Object::SingleIp(b)) => **a == **b,
             (Object::SingleMac(a), Object::SingleMac(b)) => **a == **b,
             (Object::SiteInfo(a), Object::SiteInfo(b)) => **a == **b,
             (Object::SlpDiscoveryMethod(a), Object::SlpDiscoveryMethod(b)) => **a == **b,
-            (Object::SnapshotCloneNotSupported(a), Object::SnapshotCloneNotSupported(b)) => **a == **b,
-            (Object::SnapshotCopyNotSupported(a), Object::SnapshotCopyNotSupported(b)) => **a == **b,
-            (Object::SnapshotDisabled(a), Object::SnapshotDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SnapshotCloneNotSupported(a), Object::SnapshotCloneNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SnapshotCopyNotSupported(a), Object::SnapshotCopyNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SnapshotDisabled(a), Object::SnapshotDisabled(b)) => **a == **b,
             (Object::SnapshotFault(a), Object::SnapshotFault(b)) => **a == **b,
-            (Object::SnapshotIncompatibleDeviceInVm(a), Object::SnapshotIncompatibleDeviceInVm(b)) => **a == **b,
-            (Object::SnapshotLocked(a), Object::SnapshotLocked(b)) => **a == **b,
-            (Object::SnapshotMoveFromNonHomeNotSupported(a), Object::SnapshotMoveFromNonHomeNotSupported(b)) => **a == **b,
-            (Object::SnapshotMoveNotSupported(a), Object::SnapshotMoveNotSupported(b)) => **a == **b,
-            (Object::SnapshotMoveToNonHomeNotSupported(a), Object::SnapshotMoveToNonHomeNotSupported(b)) => **a == **b,
-            (Object::SnapshotNoChange(a), Object::SnapshotNoChange(b)) => **a == **b,
-            (Object::SnapshotRevertIssue(a), Object::SnapshotRevertIssue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SnapshotIncompatibleDeviceInVm(a), Object::SnapshotIncompatibleDeviceInVm(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SnapshotLocked(a), Object::SnapshotLocked(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SnapshotMoveFromNonHomeNotSupported(a), Object::SnapshotMoveFromNonHomeNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SnapshotMoveNotSupported(a), Object::SnapshotMoveNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SnapshotMoveToNonHomeNotSupported(a), Object::SnapshotMoveToNonHomeNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SnapshotNoChange(a), Object::SnapshotNoChange(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SnapshotRevertIssue(a), Object::SnapshotRevertIssue(b)) => **a == **b,
             (Object::SnapshotSelectionSpec(a), Object::SnapshotSelectionSpec(b)) => **a == **b,
-            (Object::SoftRuleVioCorrectionDisallowed(a), Object::SoftRuleVioCorrectionDisallowed(b)) => **a == **b,
-            (Object::SoftRuleVioCorrectionImpact(a), Object::SoftRuleVioCorrectionImpact(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SoftRuleVioCorrectionDisallowed(a), Object::SoftRuleVioCorrectionDisallowed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SoftRuleVioCorrectionImpact(a), Object::SoftRuleVioCorrectionImpact(b)) => **a == **b,
             (Object::SoftwarePackage(a), Object::SoftwarePackage(b)) => **a == **b,
             (Object::SoftwarePackageCapability(a), Object::SoftwarePackageCapability(b)) => **a == **b,
             (Object::SoftwarePackageConstraint(a), Object::SoftwarePackageConstraint(b)) => **a == **b,
             (Object::SoftwarePackageVibType(a), Object::SoftwarePackageVibType(b)) => **a == **b,
-            (Object::SolutionUserRequired(a), Object::SolutionUserRequired(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SolutionUserRequired(a), Object::SolutionUserRequired(b)) => **a == **b,
             (Object::SourceNodeSpec(a), Object::SourceNodeSpec(b)) => **a == **b,
-            (Object::SsdDiskNotAvailable(a), Object::SsdDiskNotAvailable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SsdDiskNotAvailable(a), Object::SsdDiskNotAvailable(b)) => **a == **b,
             (Object::StateAlarmExpression(a), Object::StateAlarmExpression(b)) => **a == **b,
             (Object::StateAlarmOperator(a), Object::StateAlarmOperator(b)) => **a == **b,
             (Object::StaticRouteProfile(a), Object::StaticRouteProfile(b)) => **a == **b,
             (Object::StorageDrsAutomationConfig(a), Object::StorageDrsAutomationConfig(b)) => **a == **b,
-            (Object::StorageDrsCannotMoveDiskInMultiWriterMode(a), Object::StorageDrsCannotMoveDiskInMultiWriterMode(b)) => **a == **b,
-            (Object::StorageDrsCannotMoveFTVm(a), Object::StorageDrsCannotMoveFTVm(b)) => **a == **b,
-            (Object::StorageDrsCannotMoveIndependentDisk(a), Object::StorageDrsCannotMoveIndependentDisk(b)) => **a == **b,
-            (Object::StorageDrsCannotMoveManuallyPlacedSwapFile(a), Object::StorageDrsCannotMoveManuallyPlacedSwapFile(b)) => **a == **b,
-            (Object::StorageDrsCannotMoveManuallyPlacedVm(a), Object::StorageDrsCannotMoveManuallyPlacedVm(b)) => **a == **b,
-            (Object::StorageDrsCannotMoveSharedDisk(a), Object::StorageDrsCannotMoveSharedDisk(b)) => **a == **b,
-            (Object::StorageDrsCannotMoveTemplate(a), Object::StorageDrsCannotMoveTemplate(b)) => **a == **b,
-            (Object::StorageDrsCannotMoveVmInUserFolder(a), Object::StorageDrsCannotMoveVmInUserFolder(b)) => **a == **b,
-            (Object::StorageDrsCannotMoveVmWithMountedCDROM(a), Object::StorageDrsCannotMoveVmWithMountedCDROM(b)) => **a == **b,
-            (Object::StorageDrsCannotMoveVmWithNoFilesInLayout(a), Object::StorageDrsCannotMoveVmWithNoFilesInLayout(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsCannotMoveDiskInMultiWriterMode(a), Object::StorageDrsCannotMoveDiskInMultiWriterMode(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsCannotMoveFTVm(a), Object::StorageDrsCannotMoveFTVm(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsCannotMoveIndependentDisk(a), Object::StorageDrsCannotMoveIndependentDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsCannotMoveManuallyPlacedSwapFile(a), Object::StorageDrsCannotMoveManuallyPlacedSwapFile(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsCannotMoveManuallyPlacedVm(a), Object::StorageDrsCannotMoveManuallyPlacedVm(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsCannotMoveSharedDisk(a), Object::StorageDrsCannotMoveSharedDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsCannotMoveTemplate(a), Object::StorageDrsCannotMoveTemplate(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsCannotMoveVmInUserFolder(a), Object::StorageDrsCannotMoveVmInUserFolder(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsCannotMoveVmWithMountedCDROM(a), Object::StorageDrsCannotMoveVmWithMountedCDROM(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsCannotMoveVmWithNoFilesInLayout(a), Object::StorageDrsCannotMoveVmWithNoFilesInLayout(b)) => **a == **b,
             (Object::StorageDrsConfigInfo(a), Object::StorageDrsConfigInfo(b)) => **a == **b,
             (Object::StorageDrsConfigSpec(a), Object::StorageDrsConfigSpec(b)) => **a == **b,
-            (Object::StorageDrsDatacentersCannotShareDatastore(a), Object::StorageDrsDatacentersCannotShareDatastore(b)) => **a == **b,
-            (Object::StorageDrsDisabledOnVm(a), Object::StorageDrsDisabledOnVm(b)) => **a == **b,
-            (Object::StorageDrsHbrDiskNotMovable(a), Object::StorageDrsHbrDiskNotMovable(b)) => **a == **b,
-            (Object::StorageDrsHmsMoveInProgress(a), Object::StorageDrsHmsMoveInProgress(b)) => **a == **b,
-            (Object::StorageDrsHmsUnreachable(a), Object::StorageDrsHmsUnreachable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsDatacentersCannotShareDatastore(a), Object::StorageDrsDatacentersCannotShareDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsDisabledOnVm(a), Object::StorageDrsDisabledOnVm(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsHbrDiskNotMovable(a), Object::StorageDrsHbrDiskNotMovable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsHmsMoveInProgress(a), Object::StorageDrsHmsMoveInProgress(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsHmsUnreachable(a), Object::StorageDrsHmsUnreachable(b)) => **a == **b,
             (Object::StorageDrsIoLoadBalanceConfig(a), Object::StorageDrsIoLoadBalanceConfig(b)) => **a == **b,
-            (Object::StorageDrsIolbDisabledInternally(a), Object::StorageDrsIolbDisabledInternally(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsIolbDisabledInternally(a), Object::StorageDrsIolbDisabledInternally(b)) => **a == **b,
             (Object::StorageDrsOptionSpec(a), Object::StorageDrsOptionSpec(b)) => **a == **b,
             (Object::StorageDrsPlacementRankVmSpec(a), Object::StorageDrsPlacementRankVmSpec(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -633,7 +633,7 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::SessionEvent(v) => Object::SessionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::SessionEvent(v) => Object::SessionEvent(Box::new((**v).clone())),
             Object::SessionManagerGenericServiceTicket(v) => Object::SessionManagerGenericServiceTicket(Box::new((**v).clone())),
             Object::SessionManagerGenericServiceTicketTicketType(v) => Object::SessionManagerGenericServiceTicketTicketType(Box::new((**v).clone())),
             Object::SessionManagerHttpServiceRequestSpec(v) => Object::SessionManagerHttpServiceRequestSpec(Box::new((**v).clone())),
@@ -641,62 +641,62 @@ impl Clone for Object {
             Object::SessionManagerLocalTicket(v) => Object::SessionManagerLocalTicket(Box::new((**v).clone())),
             Object::SessionManagerServiceRequestSpec(v) => Object::SessionManagerServiceRequestSpec(Box::new((**v).clone())),
             Object::SessionManagerVmomiServiceRequestSpec(v) => Object::SessionManagerVmomiServiceRequestSpec(Box::new((**v).clone())),
-            Object::SessionNotFound(v) => Object::SessionNotFound(Box::new((**v).clone())),
-            Object::SessionTerminatedEvent(v) => Object::SessionTerminatedEvent(Box::new((**v).clone())),
-            Object::SharedBusControllerNotSupported(v) => Object::SharedBusControllerNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SessionNotFound(v) => Object::SessionNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::SessionTerminatedEvent(v) => Object::SessionTerminatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SharedBusControllerNotSupported(v) => Object::SharedBusControllerNotSupported(Box::new((**v).clone())),
             Object::SharesInfo(v) => Object::SharesInfo(Box::new((**v).clone())),
             Object::SharesLevel(v) => Object::SharesLevel(Box::new((**v).clone())),
             Object::SharesOption(v) => Object::SharesOption(Box::new((**v).clone())),
-            Object::ShrinkDiskFault(v) => Object::ShrinkDiskFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ShrinkDiskFault(v) => Object::ShrinkDiskFault(Box::new((**v).clone())),
             Object::SimpleCommandEncoding(v) => Object::SimpleCommandEncoding(Box::new((**v).clone())),
             Object::SingleIp(v) => Object::SingleIp(Box::new((**v).clone())),
             Object::SingleMac(v) => Object::SingleMac(Box::new((**v).clone())),
             Object::SiteInfo(v) => Object::SiteInfo(Box::new((**v).clone())),
             Object::SlpDiscoveryMethod(v) => Object::SlpDiscoveryMethod(Box::new((**v).clone())),
-            Object::SnapshotCloneNotSupported(v) => Object::SnapshotCloneNotSupported(Box::new((**v).clone())),
-            Object::SnapshotCopyNotSupported(v) => Object::SnapshotCopyNotSupported(Box::new((**v).clone())),
-            Object::SnapshotDisabled(v) => Object::SnapshotDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SnapshotCloneNotSupported(v) => Object::SnapshotCloneNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SnapshotCopyNotSupported(v) => Object::SnapshotCopyNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SnapshotDisabled(v) => Object::SnapshotDisabled(Box::new((**v).clone())),
             Object::SnapshotFault(v) => Object::SnapshotFault(Box::new((**v).clone())),
-            Object::SnapshotIncompatibleDeviceInVm(v) => Object::SnapshotIncompatibleDeviceInVm(Box::new((**v).clone())),
-            Object::SnapshotLocked(v) => Object::SnapshotLocked(Box::new((**v).clone())),
-            Object::SnapshotMoveFromNonHomeNotSupported(v) => Object::SnapshotMoveFromNonHomeNotSupported(Box::new((**v).clone())),
-            Object::SnapshotMoveNotSupported(v) => Object::SnapshotMoveNotSupported(Box::new((**v).clone())),
-            Object::SnapshotMoveToNonHomeNotSupported(v) => Object::SnapshotMoveToNonHomeNotSupported(Box::new((**v).clone())),
-            Object::SnapshotNoChange(v) => Object::SnapshotNoChange(Box::new((**v).clone())),
-            Object::SnapshotRevertIssue(v) => Object::SnapshotRevertIssue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SnapshotIncompatibleDeviceInVm(v) => Object::SnapshotIncompatibleDeviceInVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SnapshotLocked(v) => Object::SnapshotLocked(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveFromNonHomeNotSupported(v) => Object::SnapshotMoveFromNonHomeNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveNotSupported(v) => Object::SnapshotMoveNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveToNonHomeNotSupported(v) => Object::SnapshotMoveToNonHomeNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SnapshotNoChange(v) => Object::SnapshotNoChange(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SnapshotRevertIssue(v) => Object::SnapshotRevertIssue(Box::new((**v).clone())),
             Object::SnapshotSelectionSpec(v) => Object::SnapshotSelectionSpec(Box::new((**v).clone())),
-            Object::SoftRuleVioCorrectionDisallowed(v) => Object::SoftRuleVioCorrectionDisallowed(Box::new((**v).clone())),
-            Object::SoftRuleVioCorrectionImpact(v) => Object::SoftRuleVioCorrectionImpact(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionDisallowed(v) => Object::SoftRuleVioCorrectionDisallowed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionImpact(v) => Object::SoftRuleVioCorrectionImpact(Box::new((**v).clone())),
             Object::SoftwarePackage(v) => Object::SoftwarePackage(Box::new((**v).clone())),
             Object::SoftwarePackageCapability(v) => Object::SoftwarePackageCapability(Box::new((**v).clone())),
             Object::SoftwarePackageConstraint(v) => Object::SoftwarePackageConstraint(Box::new((**v).clone())),
             Object::SoftwarePackageVibType(v) => Object::SoftwarePackageVibType(Box::new((**v).clone())),
-            Object::SolutionUserRequired(v) => Object::SolutionUserRequired(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SolutionUserRequired(v) => Object::SolutionUserRequired(Box::new((**v).clone())),
             Object::SourceNodeSpec(v) => Object::SourceNodeSpec(Box::new((**v).clone())),
-            Object::SsdDiskNotAvailable(v) => Object::SsdDiskNotAvailable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SsdDiskNotAvailable(v) => Object::SsdDiskNotAvailable(Box::new((**v).clone())),
             Object::StateAlarmExpression(v) => Object::StateAlarmExpression(Box::new((**v).clone())),
             Object::StateAlarmOperator(v) => Object::StateAlarmOperator(Box::new((**v).clone())),
             Object::StaticRouteProfile(v) => Object::StaticRouteProfile(Box::new((**v).clone())),
             Object::StorageDrsAutomationConfig(v) => Object::StorageDrsAutomationConfig(Box::new((**v).clone())),
-            Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Object::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new((**v).clone())),
-            Object::StorageDrsCannotMoveFTVm(v) => Object::StorageDrsCannotMoveFTVm(Box::new((**v).clone())),
-            Object::StorageDrsCannotMoveIndependentDisk(v) => Object::StorageDrsCannotMoveIndependentDisk(Box::new((**v).clone())),
-            Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Object::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new((**v).clone())),
-            Object::StorageDrsCannotMoveManuallyPlacedVm(v) => Object::StorageDrsCannotMoveManuallyPlacedVm(Box::new((**v).clone())),
-            Object::StorageDrsCannotMoveSharedDisk(v) => Object::StorageDrsCannotMoveSharedDisk(Box::new((**v).clone())),
-            Object::StorageDrsCannotMoveTemplate(v) => Object::StorageDrsCannotMoveTemplate(Box::new((**v).clone())),
-            Object::StorageDrsCannotMoveVmInUserFolder(v) => Object::StorageDrsCannotMoveVmInUserFolder(Box::new((**v).clone())),
-            Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => Object::StorageDrsCannotMoveVmWithMountedCDROM(Box::new((**v).clone())),
-            Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Object::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Object::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveFTVm(v) => Object::StorageDrsCannotMoveFTVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveIndependentDisk(v) => Object::StorageDrsCannotMoveIndependentDisk(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Object::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedVm(v) => Object::StorageDrsCannotMoveManuallyPlacedVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveSharedDisk(v) => Object::StorageDrsCannotMoveSharedDisk(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveTemplate(v) => Object::StorageDrsCannotMoveTemplate(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmInUserFolder(v) => Object::StorageDrsCannotMoveVmInUserFolder(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => Object::StorageDrsCannotMoveVmWithMountedCDROM(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Object::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new((**v).clone())),
             Object::StorageDrsConfigInfo(v) => Object::StorageDrsConfigInfo(Box::new((**v).clone())),
             Object::StorageDrsConfigSpec(v) => Object::StorageDrsConfigSpec(Box::new((**v).clone())),
-            Object::StorageDrsDatacentersCannotShareDatastore(v) => Object::StorageDrsDatacentersCannotShareDatastore(Box::new((**v).clone())),
-            Object::StorageDrsDisabledOnVm(v) => Object::StorageDrsDisabledOnVm(Box::new((**v).clone())),
-            Object::StorageDrsHbrDiskNotMovable(v) => Object::StorageDrsHbrDiskNotMovable(Box::new((**v).clone())),
-            Object::StorageDrsHmsMoveInProgress(v) => Object::StorageDrsHmsMoveInProgress(Box::new((**v).clone())),
-            Object::StorageDrsHmsUnreachable(v) => Object::StorageDrsHmsUnreachable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsDatacentersCannotShareDatastore(v) => Object::StorageDrsDatacentersCannotShareDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsDisabledOnVm(v) => Object::StorageDrsDisabledOnVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsHbrDiskNotMovable(v) => Object::StorageDrsHbrDiskNotMovable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsHmsMoveInProgress(v) => Object::StorageDrsHmsMoveInProgress(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsHmsUnreachable(v) => Object::StorageDrsHmsUnreachable(Box::new((**v).clone())),
             Object::StorageDrsIoLoadBalanceConfig(v) => Object::StorageDrsIoLoadBalanceConfig(Box::new((**v).clone())),
-            Object::StorageDrsIolbDisabledInternally(v) => Object::StorageDrsIolbDisabledInternally(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsIolbDisabledInternally(v) => Object::StorageDrsIolbDisabledInternally(Box::new((**v).clone())),
             Object::StorageDrsOptionSpec(v) => Object::StorageDrsOptionSpec(Box::new((**v).clone())),
             Object::StorageDrsPlacementRankVmSpec(v) => Object::StorageDrsPlacementRankVmSpec(Box::new((**v).clone())),
         }
@@ -706,7 +706,7 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::SessionEvent(_) => "SessionEvent",
+            #[cfg(feature = "all-events")] Object::SessionEvent(_) => "SessionEvent",
             Object::SessionManagerGenericServiceTicket(_) => "SessionManagerGenericServiceTicket",
             Object::SessionManagerGenericServiceTicketTicketType(_) => "SessionManagerGenericServiceTicketTicketType",
             Object::SessionManagerHttpServiceRequestSpec(_) => "SessionManagerHttpServiceRequestSpec",
@@ -714,62 +714,62 @@ impl x::DataObject for Object {
             Object::SessionManagerLocalTicket(_) => "SessionManagerLocalTicket",
             Object::SessionManagerServiceRequestSpec(_) => "SessionManagerServiceRequestSpec",
             Object::SessionManagerVmomiServiceRequestSpec(_) => "SessionManagerVmomiServiceRequestSpec",
-            Object::SessionNotFound(_) => "SessionNotFound",
-            Object::SessionTerminatedEvent(_) => "SessionTerminatedEvent",
-            Object::SharedBusControllerNotSupported(_) => "SharedBusControllerNotSupported",
+            #[cfg(feature = "all-faults")] Object::SessionNotFound(_) => "SessionNotFound",
+            #[cfg(feature = "all-events")] Object::SessionTerminatedEvent(_) => "SessionTerminatedEvent",
+            #[cfg(feature = "all-faults")] Object::SharedBusControllerNotSupported(_) => "SharedBusControllerNotSupported",
             Object::SharesInfo(_) => "SharesInfo",
             Object::SharesLevel(_) => "SharesLevel",
             Object::SharesOption(_) => "SharesOption",
-            Object::ShrinkDiskFault(_) => "ShrinkDiskFault",
+            #[cfg(feature = "all-faults")] Object::ShrinkDiskFault(_) => "ShrinkDiskFault",
             Object::SimpleCommandEncoding(_) => "SimpleCommandEncoding",
             Object::SingleIp(_) => "SingleIp",
             Object::SingleMac(_) => "SingleMac",
             Object::SiteInfo(_) => "SiteInfo",
             Object::SlpDiscoveryMethod(_) => "SlpDiscoveryMethod",
-            Object::SnapshotCloneNotSupported(_) => "SnapshotCloneNotSupported",
-            Object::SnapshotCopyNotSupported(_) => "SnapshotCopyNotSupported",
-            Object::SnapshotDisabled(_) => "SnapshotDisabled",
+            #[cfg(feature = "all-faults")] Object::SnapshotCloneNotSupported(_) => "SnapshotCloneNotSupported",
+            #[cfg(feature = "all-faults")] Object::SnapshotCopyNotSupported(_) => "SnapshotCopyNotSupported",
+            #[cfg(feature = "all-faults")] Object::SnapshotDisabled(_) => "SnapshotDisabled",
             Object::SnapshotFault(_) => "SnapshotFault",
-            Object::SnapshotIncompatibleDeviceInVm(_) => "SnapshotIncompatibleDeviceInVm",
-            Object::SnapshotLocked(_) => "SnapshotLocked",
-            Object::SnapshotMoveFromNonHomeNotSupported(_) => "SnapshotMoveFromNonHomeNotSupported",
-            Object::SnapshotMoveNotSupported(_) => "SnapshotMoveNotSupported",
-            Object::SnapshotMoveToNonHomeNotSupported(_) => "SnapshotMoveToNonHomeNotSupported",
-            Object::SnapshotNoChange(_) => "SnapshotNoChange",
-            Object::SnapshotRevertIssue(_) => "SnapshotRevertIssue",
+            #[cfg(feature = "all-faults")] Object::SnapshotIncompatibleDeviceInVm(_) => "SnapshotIncompatibleDeviceInVm",
+            #[cfg(feature = "all-faults")] Object::SnapshotLocked(_) => "SnapshotLocked",
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveFromNonHomeNotSupported(_) => "SnapshotMoveFromNonHomeNotSupported",
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveNotSupported(_) => "SnapshotMoveNotSupported",
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveToNonHomeNotSupported(_) => "SnapshotMoveToNonHomeNotSupported",
+            #[cfg(feature = "all-faults")] Object::SnapshotNoChange(_) => "SnapshotNoChange",
+            #[cfg(feature = "all-faults")] Object::SnapshotRevertIssue(_) => "SnapshotRevertIssue",
             Object::SnapshotSelectionSpec(_) => "SnapshotSelectionSpec",
-            Object::SoftRuleVioCorrectionDisallowed(_) => "SoftRuleVioCorrectionDisallowed",
-            Object::SoftRuleVioCorrectionImpact(_) => "SoftRuleVioCorrectionImpact",
+            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionDisallowed(_) => "SoftRuleVioCorrectionDisallowed",
+            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionImpact(_) => "SoftRuleVioCorrectionImpact",
             Object::SoftwarePackage(_) => "SoftwarePackage",
             Object::SoftwarePackageCapability(_) => "SoftwarePackageCapability",
             Object::SoftwarePackageConstraint(_) => "SoftwarePackageConstraint",
             Object::SoftwarePackageVibType(_) => "SoftwarePackageVibType",
-            Object::SolutionUserRequired(_) => "SolutionUserRequired",
+            #[cfg(feature = "all-faults")] Object::SolutionUserRequired(_) => "SolutionUserRequired",
             Object::SourceNodeSpec(_) => "SourceNodeSpec",
-            Object::SsdDiskNotAvailable(_) => "SsdDiskNotAvailable",
+            #[cfg(feature = "all-faults")] Object::SsdDiskNotAvailable(_) => "SsdDiskNotAvailable",
             Object::StateAlarmExpression(_) => "StateAlarmExpression",
             Object::StateAlarmOperator(_) => "StateAlarmOperator",
             Object::StaticRouteProfile(_) => "StaticRouteProfile",
             Object::StorageDrsAutomationConfig(_) => "StorageDrsAutomationConfig",
-            Object::StorageDrsCannotMoveDiskInMultiWriterMode(_) => "StorageDrsCannotMoveDiskInMultiWriterMode",
-            Object::StorageDrsCannotMoveFTVm(_) => "StorageDrsCannotMoveFTVm",
-            Object::StorageDrsCannotMoveIndependentDisk(_) => "StorageDrsCannotMoveIndependentDisk",
-            Object::StorageDrsCannotMoveManuallyPlacedSwapFile(_) => "StorageDrsCannotMoveManuallyPlacedSwapFile",
-            Object::StorageDrsCannotMoveManuallyPlacedVm(_) => "StorageDrsCannotMoveManuallyPlacedVm",
-            Object::StorageDrsCannotMoveSharedDisk(_) => "StorageDrsCannotMoveSharedDisk",
-            Object::StorageDrsCannotMoveTemplate(_) => "StorageDrsCannotMoveTemplate",
-            Object::StorageDrsCannotMoveVmInUserFolder(_) => "StorageDrsCannotMoveVmInUserFolder",
-            Object::StorageDrsCannotMoveVmWithMountedCDROM(_) => "StorageDrsCannotMoveVmWithMountedCDROM",
-            Object::StorageDrsCannotMoveVmWithNoFilesInLayout(_) => "StorageDrsCannotMoveVmWithNoFilesInLayout",
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveDiskInMultiWriterMode(_) => "StorageDrsCannotMoveDiskInMultiWriterMode",
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveFTVm(_) => "StorageDrsCannotMoveFTVm",
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveIndependentDisk(_) => "StorageDrsCannotMoveIndependentDisk",
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedSwapFile(_) => "StorageDrsCannotMoveManuallyPlacedSwapFile",
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedVm(_) => "StorageDrsCannotMoveManuallyPlacedVm",
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveSharedDisk(_) => "StorageDrsCannotMoveSharedDisk",
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveTemplate(_) => "StorageDrsCannotMoveTemplate",
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmInUserFolder(_) => "StorageDrsCannotMoveVmInUserFolder",
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithMountedCDROM(_) => "StorageDrsCannotMoveVmWithMountedCDROM",
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithNoFilesInLayout(_) => "StorageDrsCannotMoveVmWithNoFilesInLayout",
             Object::StorageDrsConfigInfo(_) => "StorageDrsConfigInfo",
             Object::StorageDrsConfigSpec(_) => "StorageDrsConfigSpec",
-            Object::StorageDrsDatacentersCannotShareDatastore(_) => "StorageDrsDatacentersCannotShareDatastore",
-            Object::StorageDrsDisabledOnVm(_) => "StorageDrsDisabledOnVm",
-            Object::StorageDrsHbrDiskNotMovable(_) => "StorageDrsHbrDiskNotMovable",
-            Object::StorageDrsHmsMoveInProgress(_) => "StorageDrsHmsMoveInProgress",
-            Object::StorageDrsHmsUnreachable(_) => "StorageDrsHmsUnreachable",
+            #[cfg(feature = "all-faults")] Object::StorageDrsDatacentersCannotShareDatastore(_) => "StorageDrsDatacentersCannotShareDatastore",
+            #[cfg(feature = "all-faults")] Object::StorageDrsDisabledOnVm(_) => "StorageDrsDisabledOnVm",
+            #[cfg(feature = "all-faults")] Object::StorageDrsHbrDiskNotMovable(_) => "StorageDrsHbrDiskNotMovable",
+            #[cfg(feature = "all-faults")] Object::StorageDrsHmsMoveInProgress(_) => "StorageDrsHmsMoveInProgress",
+            #[cfg(feature = "all-faults")] Object::StorageDrsHmsUnreachable(_) => "StorageDrsHmsUnreachable",
             Object::StorageDrsIoLoadBalanceConfig(_) => "StorageDrsIoLoadBalanceConfig",
-            Object::StorageDrsIolbDisabledInternally(_) => "StorageDrsIolbDisabledInternally",
+            #[cfg(feature = "all-faults")] Object::StorageDrsIolbDisabledInternally(_) => "StorageDrsIolbDisabledInternally",
             Object::StorageDrsOptionSpec(_) => "StorageDrsOptionSpec",
             Object::StorageDrsPlacementRankVmSpec(_) => "StorageDrsPlacementRankVmSpec",
         }
@@ -791,7 +791,7 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::SessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::SessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SessionManagerGenericServiceTicket(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SessionManagerGenericServiceTicketTicketType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SessionManagerHttpServiceRequestSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -799,62 +799,62 @@ impl x::DataObject for Object {
             Object::SessionManagerLocalTicket(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SessionManagerServiceRequestSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SessionManagerVmomiServiceRequestSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SessionNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SessionTerminatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SharedBusControllerNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SessionNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::SessionTerminatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SharedBusControllerNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SharesInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SharesLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SharesOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ShrinkDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ShrinkDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SimpleCommandEncoding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SingleIp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SingleMac(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SiteInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SlpDiscoveryMethod(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SnapshotCloneNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SnapshotCopyNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SnapshotDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SnapshotCloneNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SnapshotCopyNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SnapshotDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SnapshotFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SnapshotIncompatibleDeviceInVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SnapshotLocked(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SnapshotMoveFromNonHomeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SnapshotMoveNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SnapshotMoveToNonHomeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SnapshotNoChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SnapshotRevertIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SnapshotIncompatibleDeviceInVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SnapshotLocked(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveFromNonHomeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SnapshotMoveToNonHomeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SnapshotNoChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SnapshotRevertIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SnapshotSelectionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SoftRuleVioCorrectionDisallowed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SoftRuleVioCorrectionImpact(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionDisallowed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionImpact(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SoftwarePackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SoftwarePackageCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SoftwarePackageConstraint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SoftwarePackageVibType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SolutionUserRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SolutionUserRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SourceNodeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SsdDiskNotAvailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SsdDiskNotAvailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StateAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StateAlarmOperator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StaticRouteProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsAutomationConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsCannotMoveFTVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsCannotMoveIndependentDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsCannotMoveManuallyPlacedVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsCannotMoveSharedDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsCannotMoveTemplate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsCannotMoveVmInUserFolder(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveFTVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveIndependentDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveSharedDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveTemplate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmInUserFolder(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsDatacentersCannotShareDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsDisabledOnVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsHbrDiskNotMovable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsHmsMoveInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsHmsUnreachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsDatacentersCannotShareDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsDisabledOnVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsHbrDiskNotMovable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsHmsMoveInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsHmsUnreachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsIoLoadBalanceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsIolbDisabledInternally(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsIolbDisabledInternally(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsOptionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsPlacementRankVmSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
@@ -862,7 +862,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for SessionEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for SessionEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -870,11 +870,11 @@ impl x::ObjectType for SessionEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SessionEvent(v) => Some(v), _ => None, }
+        match object { Object::SessionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SessionEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::SessionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -886,11 +886,11 @@ impl x::ObjectType for SessionManagerGenericServiceTicket {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SessionManagerGenericServiceTicket(v) => Some(v), _ => None, }
+        match object { Object::SessionManagerGenericServiceTicket(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SessionManagerGenericServiceTicket(v) => Ok(v), other => Err(other), }
+        match object { Object::SessionManagerGenericServiceTicket(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -902,11 +902,11 @@ impl x::ObjectType for SessionManagerGenericServiceTicketTicketType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SessionManagerGenericServiceTicketTicketType(v) => Some(v), _ => None, }
+        match object { Object::SessionManagerGenericServiceTicketTicketType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SessionManagerGenericServiceTicketTicketType(v) => Ok(v), other => Err(other), }
+        match object { Object::SessionManagerGenericServiceTicketTicketType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -918,11 +918,11 @@ impl x::ObjectType for SessionManagerHttpServiceRequestSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SessionManagerHttpServiceRequestSpec(v) => Some(v), _ => None, }
+        match object { Object::SessionManagerHttpServiceRequestSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SessionManagerHttpServiceRequestSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::SessionManagerHttpServiceRequestSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -934,11 +934,11 @@ impl x::ObjectType for SessionManagerHttpServiceRequestSpecMethod {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SessionManagerHttpServiceRequestSpecMethod(v) => Some(v), _ => None, }
+        match object { Object::SessionManagerHttpServiceRequestSpecMethod(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SessionManagerHttpServiceRequestSpecMethod(v) => Ok(v), other => Err(other), }
+        match object { Object::SessionManagerHttpServiceRequestSpecMethod(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -950,11 +950,11 @@ impl x::ObjectType for SessionManagerLocalTicket {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SessionManagerLocalTicket(v) => Some(v), _ => None, }
+        match object { Object::SessionManagerLocalTicket(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SessionManagerLocalTicket(v) => Ok(v), other => Err(other), }
+        match object { Object::SessionManagerLocalTicket(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -966,11 +966,11 @@ impl x::ObjectType for SessionManagerServiceRequestSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SessionManagerServiceRequestSpec(v) => Some(v), _ => None, }
+        match object { Object::SessionManagerServiceRequestSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SessionManagerServiceRequestSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::SessionManagerServiceRequestSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -982,15 +982,15 @@ impl x::ObjectType for SessionManagerVmomiServiceRequestSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SessionManagerVmomiServiceRequestSpec(v) => Some(v), _ => None, }
+        match object { Object::SessionManagerVmomiServiceRequestSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SessionManagerVmomiServiceRequestSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::SessionManagerVmomiServiceRequestSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SessionNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SessionNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -998,15 +998,15 @@ impl x::ObjectType for SessionNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SessionNotFound(v) => Some(v), _ => None, }
+        match object { Object::SessionNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SessionNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::SessionNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SessionTerminatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for SessionTerminatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1014,15 +1014,15 @@ impl x::ObjectType for SessionTerminatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SessionTerminatedEvent(v) => Some(v), _ => None, }
+        match object { Object::SessionTerminatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SessionTerminatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::SessionTerminatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SharedBusControllerNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SharedBusControllerNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1030,11 +1030,11 @@ impl x::ObjectType for SharedBusControllerNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SharedBusControllerNotSupported(v) => Some(v), _ => None, }
+        match object { Object::SharedBusControllerNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SharedBusControllerNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::SharedBusControllerNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1046,11 +1046,11 @@ impl x::ObjectType for SharesInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SharesInfo(v) => Some(v), _ => None, }
+        match object { Object::SharesInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SharesInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::SharesInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1062,11 +1062,11 @@ impl x::ObjectType for SharesLevel {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SharesLevel(v) => Some(v), _ => None, }
+        match object { Object::SharesLevel(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SharesLevel(v) => Ok(v), other => Err(other), }
+        match object { Object::SharesLevel(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1078,15 +1078,15 @@ impl x::ObjectType for SharesOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SharesOption(v) => Some(v), _ => None, }
+        match object { Object::SharesOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SharesOption(v) => Ok(v), other => Err(other), }
+        match object { Object::SharesOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ShrinkDiskFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ShrinkDiskFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1094,11 +1094,11 @@ impl x::ObjectType for ShrinkDiskFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ShrinkDiskFault(v) => Some(v), _ => None, }
+        match object { Object::ShrinkDiskFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ShrinkDiskFault(v) => Ok(v), other => Err(other), }
+        match object { Object::ShrinkDiskFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1110,11 +1110,11 @@ impl x::ObjectType for SimpleCommandEncoding {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SimpleCommandEncoding(v) => Some(v), _ => None, }
+        match object { Object::SimpleCommandEncoding(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SimpleCommandEncoding(v) => Ok(v), other => Err(other), }
+        match object { Object::SimpleCommandEncoding(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1126,11 +1126,11 @@ impl x::ObjectType for SingleIp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SingleIp(v) => Some(v), _ => None, }
+        match object { Object::SingleIp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SingleIp(v) => Ok(v), other => Err(other), }
+        match object { Object::SingleIp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1142,11 +1142,11 @@ impl x::ObjectType for SingleMac {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SingleMac(v) => Some(v), _ => None, }
+        match object { Object::SingleMac(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SingleMac(v) => Ok(v), other => Err(other), }
+        match object { Object::SingleMac(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1158,11 +1158,11 @@ impl x::ObjectType for SiteInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SiteInfo(v) => Some(v), _ => None, }
+        match object { Object::SiteInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SiteInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::SiteInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1174,15 +1174,15 @@ impl x::ObjectType for SlpDiscoveryMethod {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SlpDiscoveryMethod(v) => Some(v), _ => None, }
+        match object { Object::SlpDiscoveryMethod(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SlpDiscoveryMethod(v) => Ok(v), other => Err(other), }
+        match object { Object::SlpDiscoveryMethod(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SnapshotCloneNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SnapshotCloneNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1190,15 +1190,15 @@ impl x::ObjectType for SnapshotCloneNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotCloneNotSupported(v) => Some(v), _ => None, }
+        match object { Object::SnapshotCloneNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotCloneNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotCloneNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SnapshotCopyNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SnapshotCopyNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1206,15 +1206,15 @@ impl x::ObjectType for SnapshotCopyNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotCopyNotSupported(v) => Some(v), _ => None, }
+        match object { Object::SnapshotCopyNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotCopyNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotCopyNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SnapshotDisabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SnapshotDisabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1222,11 +1222,11 @@ impl x::ObjectType for SnapshotDisabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotDisabled(v) => Some(v), _ => None, }
+        match object { Object::SnapshotDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotDisabled(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1238,15 +1238,15 @@ impl x::ObjectType for SnapshotFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotFault(v) => Some(v), _ => None, }
+        match object { Object::SnapshotFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotFault(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SnapshotIncompatibleDeviceInVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SnapshotIncompatibleDeviceInVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1254,15 +1254,15 @@ impl x::ObjectType for SnapshotIncompatibleDeviceInVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotIncompatibleDeviceInVm(v) => Some(v), _ => None, }
+        match object { Object::SnapshotIncompatibleDeviceInVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotIncompatibleDeviceInVm(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotIncompatibleDeviceInVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SnapshotLocked {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SnapshotLocked {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1270,15 +1270,15 @@ impl x::ObjectType for SnapshotLocked {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotLocked(v) => Some(v), _ => None, }
+        match object { Object::SnapshotLocked(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotLocked(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotLocked(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SnapshotMoveFromNonHomeNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SnapshotMoveFromNonHomeNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1286,15 +1286,15 @@ impl x::ObjectType for SnapshotMoveFromNonHomeNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotMoveFromNonHomeNotSupported(v) => Some(v), _ => None, }
+        match object { Object::SnapshotMoveFromNonHomeNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotMoveFromNonHomeNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotMoveFromNonHomeNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SnapshotMoveNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SnapshotMoveNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1302,15 +1302,15 @@ impl x::ObjectType for SnapshotMoveNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotMoveNotSupported(v) => Some(v), _ => None, }
+        match object { Object::SnapshotMoveNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotMoveNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotMoveNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SnapshotMoveToNonHomeNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SnapshotMoveToNonHomeNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1318,15 +1318,15 @@ impl x::ObjectType for SnapshotMoveToNonHomeNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotMoveToNonHomeNotSupported(v) => Some(v), _ => None, }
+        match object { Object::SnapshotMoveToNonHomeNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotMoveToNonHomeNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotMoveToNonHomeNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SnapshotNoChange {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SnapshotNoChange {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1334,15 +1334,15 @@ impl x::ObjectType for SnapshotNoChange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotNoChange(v) => Some(v), _ => None, }
+        match object { Object::SnapshotNoChange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotNoChange(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotNoChange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SnapshotRevertIssue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SnapshotRevertIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1350,11 +1350,11 @@ impl x::ObjectType for SnapshotRevertIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotRevertIssue(v) => Some(v), _ => None, }
+        match object { Object::SnapshotRevertIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotRevertIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotRevertIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1366,15 +1366,15 @@ impl x::ObjectType for SnapshotSelectionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SnapshotSelectionSpec(v) => Some(v), _ => None, }
+        match object { Object::SnapshotSelectionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SnapshotSelectionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::SnapshotSelectionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SoftRuleVioCorrectionDisallowed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SoftRuleVioCorrectionDisallowed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1382,15 +1382,15 @@ impl x::ObjectType for SoftRuleVioCorrectionDisallowed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SoftRuleVioCorrectionDisallowed(v) => Some(v), _ => None, }
+        match object { Object::SoftRuleVioCorrectionDisallowed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SoftRuleVioCorrectionDisallowed(v) => Ok(v), other => Err(other), }
+        match object { Object::SoftRuleVioCorrectionDisallowed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SoftRuleVioCorrectionImpact {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SoftRuleVioCorrectionImpact {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1398,11 +1398,11 @@ impl x::ObjectType for SoftRuleVioCorrectionImpact {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SoftRuleVioCorrectionImpact(v) => Some(v), _ => None, }
+        match object { Object::SoftRuleVioCorrectionImpact(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SoftRuleVioCorrectionImpact(v) => Ok(v), other => Err(other), }
+        match object { Object::SoftRuleVioCorrectionImpact(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1414,11 +1414,11 @@ impl x::ObjectType for SoftwarePackage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SoftwarePackage(v) => Some(v), _ => None, }
+        match object { Object::SoftwarePackage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SoftwarePackage(v) => Ok(v), other => Err(other), }
+        match object { Object::SoftwarePackage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1430,11 +1430,11 @@ impl x::ObjectType for SoftwarePackageCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SoftwarePackageCapability(v) => Some(v), _ => None, }
+        match object { Object::SoftwarePackageCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SoftwarePackageCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::SoftwarePackageCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1446,11 +1446,11 @@ impl x::ObjectType for SoftwarePackageConstraint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SoftwarePackageConstraint(v) => Some(v), _ => None, }
+        match object { Object::SoftwarePackageConstraint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SoftwarePackageConstraint(v) => Ok(v), other => Err(other), }
+        match object { Object::SoftwarePackageConstraint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1462,15 +1462,15 @@ impl x::ObjectType for SoftwarePackageVibType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SoftwarePackageVibType(v) => Some(v), _ => None, }
+        match object { Object::SoftwarePackageVibType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SoftwarePackageVibType(v) => Ok(v), other => Err(other), }
+        match object { Object::SoftwarePackageVibType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SolutionUserRequired {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SolutionUserRequired {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1478,11 +1478,11 @@ impl x::ObjectType for SolutionUserRequired {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SolutionUserRequired(v) => Some(v), _ => None, }
+        match object { Object::SolutionUserRequired(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SolutionUserRequired(v) => Ok(v), other => Err(other), }
+        match object { Object::SolutionUserRequired(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1494,15 +1494,15 @@ impl x::ObjectType for SourceNodeSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SourceNodeSpec(v) => Some(v), _ => None, }
+        match object { Object::SourceNodeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SourceNodeSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::SourceNodeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SsdDiskNotAvailable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SsdDiskNotAvailable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1510,11 +1510,11 @@ impl x::ObjectType for SsdDiskNotAvailable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SsdDiskNotAvailable(v) => Some(v), _ => None, }
+        match object { Object::SsdDiskNotAvailable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SsdDiskNotAvailable(v) => Ok(v), other => Err(other), }
+        match object { Object::SsdDiskNotAvailable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1526,11 +1526,11 @@ impl x::ObjectType for StateAlarmExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StateAlarmExpression(v) => Some(v), _ => None, }
+        match object { Object::StateAlarmExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StateAlarmExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::StateAlarmExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1542,11 +1542,11 @@ impl x::ObjectType for StateAlarmOperator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StateAlarmOperator(v) => Some(v), _ => None, }
+        match object { Object::StateAlarmOperator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StateAlarmOperator(v) => Ok(v), other => Err(other), }
+        match object { Object::StateAlarmOperator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1558,11 +1558,11 @@ impl x::ObjectType for StaticRouteProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StaticRouteProfile(v) => Some(v), _ => None, }
+        match object { Object::StaticRouteProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StaticRouteProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::StaticRouteProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1574,15 +1574,15 @@ impl x::ObjectType for StorageDrsAutomationConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsAutomationConfig(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsAutomationConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsAutomationConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsAutomationConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsCannotMoveDiskInMultiWriterMode {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsCannotMoveDiskInMultiWriterMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1590,15 +1590,15 @@ impl x::ObjectType for StorageDrsCannotMoveDiskInMultiWriterMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsCannotMoveFTVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsCannotMoveFTVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1606,15 +1606,15 @@ impl x::ObjectType for StorageDrsCannotMoveFTVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsCannotMoveFTVm(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsCannotMoveFTVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsCannotMoveFTVm(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsCannotMoveFTVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsCannotMoveIndependentDisk {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsCannotMoveIndependentDisk {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1622,15 +1622,15 @@ impl x::ObjectType for StorageDrsCannotMoveIndependentDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsCannotMoveIndependentDisk(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsCannotMoveIndependentDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsCannotMoveIndependentDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsCannotMoveIndependentDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsCannotMoveManuallyPlacedSwapFile {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsCannotMoveManuallyPlacedSwapFile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1638,15 +1638,15 @@ impl x::ObjectType for StorageDrsCannotMoveManuallyPlacedSwapFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsCannotMoveManuallyPlacedVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsCannotMoveManuallyPlacedVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1654,15 +1654,15 @@ impl x::ObjectType for StorageDrsCannotMoveManuallyPlacedVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsCannotMoveManuallyPlacedVm(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsCannotMoveManuallyPlacedVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsCannotMoveManuallyPlacedVm(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsCannotMoveManuallyPlacedVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsCannotMoveSharedDisk {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsCannotMoveSharedDisk {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1670,15 +1670,15 @@ impl x::ObjectType for StorageDrsCannotMoveSharedDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsCannotMoveSharedDisk(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsCannotMoveSharedDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsCannotMoveSharedDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsCannotMoveSharedDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsCannotMoveTemplate {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsCannotMoveTemplate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1686,15 +1686,15 @@ impl x::ObjectType for StorageDrsCannotMoveTemplate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsCannotMoveTemplate(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsCannotMoveTemplate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsCannotMoveTemplate(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsCannotMoveTemplate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsCannotMoveVmInUserFolder {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsCannotMoveVmInUserFolder {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1702,15 +1702,15 @@ impl x::ObjectType for StorageDrsCannotMoveVmInUserFolder {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsCannotMoveVmInUserFolder(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsCannotMoveVmInUserFolder(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsCannotMoveVmInUserFolder(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsCannotMoveVmInUserFolder(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsCannotMoveVmWithMountedCDROM {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsCannotMoveVmWithMountedCDROM {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1718,15 +1718,15 @@ impl x::ObjectType for StorageDrsCannotMoveVmWithMountedCDROM {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsCannotMoveVmWithNoFilesInLayout {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsCannotMoveVmWithNoFilesInLayout {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1734,11 +1734,11 @@ impl x::ObjectType for StorageDrsCannotMoveVmWithNoFilesInLayout {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1750,11 +1750,11 @@ impl x::ObjectType for StorageDrsConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1766,15 +1766,15 @@ impl x::ObjectType for StorageDrsConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsDatacentersCannotShareDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsDatacentersCannotShareDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1782,15 +1782,15 @@ impl x::ObjectType for StorageDrsDatacentersCannotShareDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsDatacentersCannotShareDatastore(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsDatacentersCannotShareDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsDatacentersCannotShareDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsDatacentersCannotShareDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsDisabledOnVm {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsDisabledOnVm {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1798,15 +1798,15 @@ impl x::ObjectType for StorageDrsDisabledOnVm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsDisabledOnVm(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsDisabledOnVm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsDisabledOnVm(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsDisabledOnVm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsHbrDiskNotMovable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsHbrDiskNotMovable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1814,15 +1814,15 @@ impl x::ObjectType for StorageDrsHbrDiskNotMovable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsHbrDiskNotMovable(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsHbrDiskNotMovable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsHbrDiskNotMovable(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsHbrDiskNotMovable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsHmsMoveInProgress {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsHmsMoveInProgress {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1830,15 +1830,15 @@ impl x::ObjectType for StorageDrsHmsMoveInProgress {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsHmsMoveInProgress(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsHmsMoveInProgress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsHmsMoveInProgress(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsHmsMoveInProgress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsHmsUnreachable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsHmsUnreachable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1846,11 +1846,11 @@ impl x::ObjectType for StorageDrsHmsUnreachable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsHmsUnreachable(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsHmsUnreachable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsHmsUnreachable(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsHmsUnreachable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1862,15 +1862,15 @@ impl x::ObjectType for StorageDrsIoLoadBalanceConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsIoLoadBalanceConfig(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsIoLoadBalanceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsIoLoadBalanceConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsIoLoadBalanceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsIolbDisabledInternally {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsIolbDisabledInternally {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1878,11 +1878,11 @@ impl x::ObjectType for StorageDrsIolbDisabledInternally {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsIolbDisabledInternally(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsIolbDisabledInternally(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsIolbDisabledInternally(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsIolbDisabledInternally(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1894,11 +1894,11 @@ impl x::ObjectType for StorageDrsOptionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsOptionSpec(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsOptionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsOptionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsOptionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1910,10 +1910,10 @@ impl x::ObjectType for StorageDrsPlacementRankVmSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsPlacementRankVmSpec(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsPlacementRankVmSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsPlacementRankVmSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsPlacementRankVmSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

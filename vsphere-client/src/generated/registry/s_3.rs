@@ -209,11 +209,11 @@ pub enum Object {
     StorageDrsPodConfigInfoBehavior(Box<StorageDrsPodConfigInfoBehavior>),
     StorageDrsPodConfigSpec(Box<StorageDrsPodConfigSpec>),
     StorageDrsPodSelectionSpec(Box<StorageDrsPodSelectionSpec>),
-    StorageDrsRelocateDisabled(Box<StorageDrsRelocateDisabled>),
+    #[cfg(feature = "all-faults")] StorageDrsRelocateDisabled(Box<StorageDrsRelocateDisabled>),
     StorageDrsSpaceLoadBalanceConfig(Box<StorageDrsSpaceLoadBalanceConfig>),
     StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(Box<StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode>),
-    StorageDrsStaleHmsCollection(Box<StorageDrsStaleHmsCollection>),
-    StorageDrsUnableToMoveFiles(Box<StorageDrsUnableToMoveFiles>),
+    #[cfg(feature = "all-faults")] StorageDrsStaleHmsCollection(Box<StorageDrsStaleHmsCollection>),
+    #[cfg(feature = "all-faults")] StorageDrsUnableToMoveFiles(Box<StorageDrsUnableToMoveFiles>),
     StorageDrsVmConfigInfo(Box<StorageDrsVmConfigInfo>),
     StorageDrsVmConfigSpec(Box<StorageDrsVmConfigSpec>),
     StorageIOAllocationInfo(Box<StorageIOAllocationInfo>),
@@ -232,20 +232,20 @@ pub enum Object {
     StorageProfile(Box<StorageProfile>),
     StorageRequirement(Box<StorageRequirement>),
     StorageResourceManagerStorageProfileStatistics(Box<StorageResourceManagerStorageProfileStatistics>),
-    StorageVMotionNotSupported(Box<StorageVMotionNotSupported>),
-    StorageVmotionIncompatible(Box<StorageVmotionIncompatible>),
+    #[cfg(feature = "all-faults")] StorageVMotionNotSupported(Box<StorageVMotionNotSupported>),
+    #[cfg(feature = "all-faults")] StorageVmotionIncompatible(Box<StorageVmotionIncompatible>),
     StringExpression(Box<StringExpression>),
     StringOption(Box<StringOption>),
     StringPolicy(Box<StringPolicy>),
     StructuredCustomizations(Box<StructuredCustomizations>),
     SubnetInfo(Box<SubnetInfo>),
     SubnetInfoFolderInfo(Box<SubnetInfoFolderInfo>),
-    SuspendedRelocateNotSupported(Box<SuspendedRelocateNotSupported>),
-    SwapDatastoreNotWritableOnHost(Box<SwapDatastoreNotWritableOnHost>),
-    SwapDatastoreUnset(Box<SwapDatastoreUnset>),
-    SwapPlacementOverrideNotSupported(Box<SwapPlacementOverrideNotSupported>),
-    SwitchIpUnset(Box<SwitchIpUnset>),
-    SwitchNotInUpgradeMode(Box<SwitchNotInUpgradeMode>),
+    #[cfg(feature = "all-faults")] SuspendedRelocateNotSupported(Box<SuspendedRelocateNotSupported>),
+    #[cfg(feature = "all-faults")] SwapDatastoreNotWritableOnHost(Box<SwapDatastoreNotWritableOnHost>),
+    #[cfg(feature = "all-faults")] SwapDatastoreUnset(Box<SwapDatastoreUnset>),
+    #[cfg(feature = "all-faults")] SwapPlacementOverrideNotSupported(Box<SwapPlacementOverrideNotSupported>),
+    #[cfg(feature = "all-faults")] SwitchIpUnset(Box<SwitchIpUnset>),
+    #[cfg(feature = "all-faults")] SwitchNotInUpgradeMode(Box<SwitchNotInUpgradeMode>),
     SystemError(Box<SystemError>),
     SystemEventInfo(Box<SystemEventInfo>),
 }
@@ -266,11 +266,11 @@ fn decode(
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsPodConfigInfoBehavior(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsPodConfigSpec(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsPodSelectionSpec(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsRelocateDisabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsRelocateDisabled(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsSpaceLoadBalanceConfig(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsStaleHmsCollection(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsUnableToMoveFiles(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsStaleHmsCollection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsUnableToMoveFiles(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsVmConfigInfo(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageIOAllocationInfo(v), Err(e) => return Some(Err(e)) },
@@ -289,20 +289,20 @@ fn decode(
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageProfile(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageRequirement(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageResourceManagerStorageProfileStatistics(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageVmotionIncompatible(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StorageVmotionIncompatible(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StringExpression(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StringOption(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StringPolicy(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StructuredCustomizations(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SubnetInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SubnetInfoFolderInfo(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SuspendedRelocateNotSupported(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwapDatastoreNotWritableOnHost(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwapDatastoreUnset(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwapPlacementOverrideNotSupported(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwitchIpUnset(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwitchNotInUpgradeMode(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SuspendedRelocateNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwapDatastoreNotWritableOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwapDatastoreUnset(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwapPlacementOverrideNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwitchIpUnset(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwitchNotInUpgradeMode(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SystemError(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SystemEventInfo(v), Err(e) => return Some(Err(e)) },
         _ => return None,
@@ -317,11 +317,11 @@ impl std::fmt::Debug for Object {
             Object::StorageDrsPodConfigInfoBehavior(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsPodConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsPodSelectionSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsRelocateDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsRelocateDisabled(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsSpaceLoadBalanceConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsStaleHmsCollection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageDrsUnableToMoveFiles(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsStaleHmsCollection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageDrsUnableToMoveFiles(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageDrsVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageIOAllocationInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -340,20 +340,20 @@ impl std::fmt::Debug for Object {
             Object::StorageProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageRequirement(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StorageResourceManagerStorageProfileStatistics(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StorageVmotionIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::StorageVmotionIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StringExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StringOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StringPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StructuredCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SubnetInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SubnetInfoFolderInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SuspendedRelocateNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SwapDatastoreNotWritableOnHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SwapDatastoreUnset(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SwapPlacementOverrideNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SwitchIpUnset(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SwitchNotInUpgradeMode(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SwapDatastoreNotWritableOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SwapDatastoreUnset(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SwapPlacementOverrideNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SwitchIpUnset(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SystemError(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SystemEventInfo(v) => std::fmt::Debug::fmt(&**v, f),
         }
@@ -367,11 +367,11 @@ impl PartialEq for Object {
             (Object::StorageDrsPodConfigInfoBehavior(a), Object::StorageDrsPodConfigInfoBehavior(b)) => **a == **b,
             (Object::StorageDrsPodConfigSpec(a), Object::StorageDrsPodConfigSpec(b)) => **a == **b,
             (Object::StorageDrsPodSelectionSpec(a), Object::StorageDrsPodSelectionSpec(b)) => **a == **b,
-            (Object::StorageDrsRelocateDisabled(a), Object::StorageDrsRelocateDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsRelocateDisabled(a), Object::StorageDrsRelocateDisabled(b)) => **a == **b,
             (Object::StorageDrsSpaceLoadBalanceConfig(a), Object::StorageDrsSpaceLoadBalanceConfig(b)) => **a == **b,
             (Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(a), Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(b)) => **a == **b,
-            (Object::StorageDrsStaleHmsCollection(a), Object::StorageDrsStaleHmsCollection(b)) => **a == **b,
-            (Object::StorageDrsUnableToMoveFiles(a), Object::StorageDrsUnableToMoveFiles(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsStaleHmsCollection(a), Object::StorageDrsStaleHmsCollection(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageDrsUnableToMoveFiles(a), Object::StorageDrsUnableToMoveFiles(b)) => **a == **b,
             (Object::StorageDrsVmConfigInfo(a), Object::StorageDrsVmConfigInfo(b)) => **a == **b,
             (Object::StorageDrsVmConfigSpec(a), Object::StorageDrsVmConfigSpec(b)) => **a == **b,
             (Object::StorageIOAllocationInfo(a), Object::StorageIOAllocationInfo(b)) => **a == **b,
@@ -390,23 +390,23 @@ impl PartialEq for Object {
             (Object::StorageProfile(a), Object::StorageProfile(b)) => **a == **b,
             (Object::StorageRequirement(a), Object::StorageRequirement(b)) => **a == **b,
             (Object::StorageResourceManagerStorageProfileStatistics(a), Object::StorageResourceManagerStorageProfileStatistics(b)) => **a == **b,
-            (Object::StorageVMotionNotSupported(a), Object::StorageVMotionNotSupported(b)) => **a == **b,
-            (Object::StorageVmotionIncompatible(a), Object::StorageVmotionIncompatible(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageVMotionNotSupported(a), Object::StorageVMotionNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::StorageVmotionIncompatible(a), Object::StorageVmotionIncompatible(b)) => **a == **b,
             (Object::StringExpression(a), Object::StringExpression(b)) => **a == **b,
             (Object::StringOption(a), Object::StringOption(b)) => **a == **b,
             (Object::StringPolicy(a), Object::StringPolicy(b)) => **a == **b,
             (Object::StructuredCustomizations(a), Object::StructuredCustomizations(b)) => **a == **b,
             (Object::SubnetInfo(a), Object::SubnetInfo(b)) => **a == **b,
             (Object::SubnetInfoFolderInfo(a), Object::SubnetInfoFolderInfo(b)) => **a == **b,
-            (Object::SuspendedRelocateNotSupported(a), Object::SuspendedRelocateNotSupported(b)) => **a == **b,
-            (Object::SwapDatastoreNotWritableOnHost(a), Object::SwapDatastoreNotWritableOnHost(b)) => **a == **b,
-            (Object::SwapDatastoreUnset(a), Object::SwapDatastoreUnset(b)) => **a == **b,
-            (Object::SwapPlacementOverrideNotSupported(a), Object::SwapPlacementOverrideNotSupported(b)) => **a == **b,
-            (Object::SwitchIpUnset(a), Object::SwitchIpUnset(b)) => **a == **b,
-            (Object::SwitchNotInUpgradeMode(a), Object::SwitchNotInUpgradeMode(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SuspendedRelocateNotSupported(a), Object::SuspendedRelocateNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SwapDatastoreNotWritableOnHost(a), Object::SwapDatastoreNotWritableOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SwapDatastoreUnset(a), Object::SwapDatastoreUnset(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SwapPlacementOverrideNotSupported(a), Object::SwapPlacementOverrideNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SwitchIpUnset(a), Object::SwitchIpUnset(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::SwitchNotInUpgradeMode(a), Object::SwitchNotInUpgradeMode(b)) => **a == **b,
             (Object::SystemError(a), Object::SystemError(b)) => **a == **b,
             (Object::SystemEventInfo(a), Object::SystemEventInfo(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -418,11 +418,11 @@ impl Clone for Object {
             Object::StorageDrsPodConfigInfoBehavior(v) => Object::StorageDrsPodConfigInfoBehavior(Box::new((**v).clone())),
             Object::StorageDrsPodConfigSpec(v) => Object::StorageDrsPodConfigSpec(Box::new((**v).clone())),
             Object::StorageDrsPodSelectionSpec(v) => Object::StorageDrsPodSelectionSpec(Box::new((**v).clone())),
-            Object::StorageDrsRelocateDisabled(v) => Object::StorageDrsRelocateDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsRelocateDisabled(v) => Object::StorageDrsRelocateDisabled(Box::new((**v).clone())),
             Object::StorageDrsSpaceLoadBalanceConfig(v) => Object::StorageDrsSpaceLoadBalanceConfig(Box::new((**v).clone())),
             Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(v) => Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(Box::new((**v).clone())),
-            Object::StorageDrsStaleHmsCollection(v) => Object::StorageDrsStaleHmsCollection(Box::new((**v).clone())),
-            Object::StorageDrsUnableToMoveFiles(v) => Object::StorageDrsUnableToMoveFiles(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsStaleHmsCollection(v) => Object::StorageDrsStaleHmsCollection(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageDrsUnableToMoveFiles(v) => Object::StorageDrsUnableToMoveFiles(Box::new((**v).clone())),
             Object::StorageDrsVmConfigInfo(v) => Object::StorageDrsVmConfigInfo(Box::new((**v).clone())),
             Object::StorageDrsVmConfigSpec(v) => Object::StorageDrsVmConfigSpec(Box::new((**v).clone())),
             Object::StorageIOAllocationInfo(v) => Object::StorageIOAllocationInfo(Box::new((**v).clone())),
@@ -441,20 +441,20 @@ impl Clone for Object {
             Object::StorageProfile(v) => Object::StorageProfile(Box::new((**v).clone())),
             Object::StorageRequirement(v) => Object::StorageRequirement(Box::new((**v).clone())),
             Object::StorageResourceManagerStorageProfileStatistics(v) => Object::StorageResourceManagerStorageProfileStatistics(Box::new((**v).clone())),
-            Object::StorageVMotionNotSupported(v) => Object::StorageVMotionNotSupported(Box::new((**v).clone())),
-            Object::StorageVmotionIncompatible(v) => Object::StorageVmotionIncompatible(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageVMotionNotSupported(v) => Object::StorageVMotionNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::StorageVmotionIncompatible(v) => Object::StorageVmotionIncompatible(Box::new((**v).clone())),
             Object::StringExpression(v) => Object::StringExpression(Box::new((**v).clone())),
             Object::StringOption(v) => Object::StringOption(Box::new((**v).clone())),
             Object::StringPolicy(v) => Object::StringPolicy(Box::new((**v).clone())),
             Object::StructuredCustomizations(v) => Object::StructuredCustomizations(Box::new((**v).clone())),
             Object::SubnetInfo(v) => Object::SubnetInfo(Box::new((**v).clone())),
             Object::SubnetInfoFolderInfo(v) => Object::SubnetInfoFolderInfo(Box::new((**v).clone())),
-            Object::SuspendedRelocateNotSupported(v) => Object::SuspendedRelocateNotSupported(Box::new((**v).clone())),
-            Object::SwapDatastoreNotWritableOnHost(v) => Object::SwapDatastoreNotWritableOnHost(Box::new((**v).clone())),
-            Object::SwapDatastoreUnset(v) => Object::SwapDatastoreUnset(Box::new((**v).clone())),
-            Object::SwapPlacementOverrideNotSupported(v) => Object::SwapPlacementOverrideNotSupported(Box::new((**v).clone())),
-            Object::SwitchIpUnset(v) => Object::SwitchIpUnset(Box::new((**v).clone())),
-            Object::SwitchNotInUpgradeMode(v) => Object::SwitchNotInUpgradeMode(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(v) => Object::SuspendedRelocateNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SwapDatastoreNotWritableOnHost(v) => Object::SwapDatastoreNotWritableOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SwapDatastoreUnset(v) => Object::SwapDatastoreUnset(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SwapPlacementOverrideNotSupported(v) => Object::SwapPlacementOverrideNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SwitchIpUnset(v) => Object::SwitchIpUnset(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(v) => Object::SwitchNotInUpgradeMode(Box::new((**v).clone())),
             Object::SystemError(v) => Object::SystemError(Box::new((**v).clone())),
             Object::SystemEventInfo(v) => Object::SystemEventInfo(Box::new((**v).clone())),
         }
@@ -468,11 +468,11 @@ impl x::DataObject for Object {
             Object::StorageDrsPodConfigInfoBehavior(_) => "StorageDrsPodConfigInfoBehavior",
             Object::StorageDrsPodConfigSpec(_) => "StorageDrsPodConfigSpec",
             Object::StorageDrsPodSelectionSpec(_) => "StorageDrsPodSelectionSpec",
-            Object::StorageDrsRelocateDisabled(_) => "StorageDrsRelocateDisabled",
+            #[cfg(feature = "all-faults")] Object::StorageDrsRelocateDisabled(_) => "StorageDrsRelocateDisabled",
             Object::StorageDrsSpaceLoadBalanceConfig(_) => "StorageDrsSpaceLoadBalanceConfig",
             Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(_) => "StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode",
-            Object::StorageDrsStaleHmsCollection(_) => "StorageDrsStaleHmsCollection",
-            Object::StorageDrsUnableToMoveFiles(_) => "StorageDrsUnableToMoveFiles",
+            #[cfg(feature = "all-faults")] Object::StorageDrsStaleHmsCollection(_) => "StorageDrsStaleHmsCollection",
+            #[cfg(feature = "all-faults")] Object::StorageDrsUnableToMoveFiles(_) => "StorageDrsUnableToMoveFiles",
             Object::StorageDrsVmConfigInfo(_) => "StorageDrsVmConfigInfo",
             Object::StorageDrsVmConfigSpec(_) => "StorageDrsVmConfigSpec",
             Object::StorageIOAllocationInfo(_) => "StorageIOAllocationInfo",
@@ -491,20 +491,20 @@ impl x::DataObject for Object {
             Object::StorageProfile(_) => "StorageProfile",
             Object::StorageRequirement(_) => "StorageRequirement",
             Object::StorageResourceManagerStorageProfileStatistics(_) => "StorageResourceManagerStorageProfileStatistics",
-            Object::StorageVMotionNotSupported(_) => "StorageVMotionNotSupported",
-            Object::StorageVmotionIncompatible(_) => "StorageVmotionIncompatible",
+            #[cfg(feature = "all-faults")] Object::StorageVMotionNotSupported(_) => "StorageVMotionNotSupported",
+            #[cfg(feature = "all-faults")] Object::StorageVmotionIncompatible(_) => "StorageVmotionIncompatible",
             Object::StringExpression(_) => "StringExpression",
             Object::StringOption(_) => "StringOption",
             Object::StringPolicy(_) => "StringPolicy",
             Object::StructuredCustomizations(_) => "StructuredCustomizations",
             Object::SubnetInfo(_) => "SubnetInfo",
             Object::SubnetInfoFolderInfo(_) => "SubnetInfoFolderInfo",
-            Object::SuspendedRelocateNotSupported(_) => "SuspendedRelocateNotSupported",
-            Object::SwapDatastoreNotWritableOnHost(_) => "SwapDatastoreNotWritableOnHost",
-            Object::SwapDatastoreUnset(_) => "SwapDatastoreUnset",
-            Object::SwapPlacementOverrideNotSupported(_) => "SwapPlacementOverrideNotSupported",
-            Object::SwitchIpUnset(_) => "SwitchIpUnset",
-            Object::SwitchNotInUpgradeMode(_) => "SwitchNotInUpgradeMode",
+            #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(_) => "SuspendedRelocateNotSupported",
+            #[cfg(feature = "all-faults")] Object::SwapDatastoreNotWritableOnHost(_) => "SwapDatastoreNotWritableOnHost",
+            #[cfg(feature = "all-faults")] Object::SwapDatastoreUnset(_) => "SwapDatastoreUnset",
+            #[cfg(feature = "all-faults")] Object::SwapPlacementOverrideNotSupported(_) => "SwapPlacementOverrideNotSupported",
+            #[cfg(feature = "all-faults")] Object::SwitchIpUnset(_) => "SwitchIpUnset",
+            #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(_) => "SwitchNotInUpgradeMode",
             Object::SystemError(_) => "SystemError",
             Object::SystemEventInfo(_) => "SystemEventInfo",
         }
@@ -530,11 +530,11 @@ impl x::DataObject for Object {
             Object::StorageDrsPodConfigInfoBehavior(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsPodConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsPodSelectionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsRelocateDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsRelocateDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsSpaceLoadBalanceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsStaleHmsCollection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageDrsUnableToMoveFiles(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsStaleHmsCollection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageDrsUnableToMoveFiles(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageDrsVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageIOAllocationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -553,20 +553,20 @@ impl x::DataObject for Object {
             Object::StorageProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageRequirement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StorageResourceManagerStorageProfileStatistics(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StorageVmotionIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::StorageVmotionIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StringExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StringOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StringPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StructuredCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SubnetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SubnetInfoFolderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SuspendedRelocateNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SwapDatastoreNotWritableOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SwapDatastoreUnset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SwapPlacementOverrideNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SwitchIpUnset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SwitchNotInUpgradeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SwapDatastoreNotWritableOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SwapDatastoreUnset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SwapPlacementOverrideNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SwitchIpUnset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SystemError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SystemEventInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
@@ -582,11 +582,11 @@ impl x::ObjectType for StorageDrsPodConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsPodConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsPodConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsPodConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsPodConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -598,11 +598,11 @@ impl x::ObjectType for StorageDrsPodConfigInfoBehavior {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsPodConfigInfoBehavior(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsPodConfigInfoBehavior(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsPodConfigInfoBehavior(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsPodConfigInfoBehavior(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -614,11 +614,11 @@ impl x::ObjectType for StorageDrsPodConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsPodConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsPodConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsPodConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsPodConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -630,15 +630,15 @@ impl x::ObjectType for StorageDrsPodSelectionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsPodSelectionSpec(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsPodSelectionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsPodSelectionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsPodSelectionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsRelocateDisabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsRelocateDisabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -646,11 +646,11 @@ impl x::ObjectType for StorageDrsRelocateDisabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsRelocateDisabled(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsRelocateDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsRelocateDisabled(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsRelocateDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -662,11 +662,11 @@ impl x::ObjectType for StorageDrsSpaceLoadBalanceConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsSpaceLoadBalanceConfig(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsSpaceLoadBalanceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsSpaceLoadBalanceConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsSpaceLoadBalanceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -678,15 +678,15 @@ impl x::ObjectType for StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsStaleHmsCollection {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsStaleHmsCollection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -694,15 +694,15 @@ impl x::ObjectType for StorageDrsStaleHmsCollection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsStaleHmsCollection(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsStaleHmsCollection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsStaleHmsCollection(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsStaleHmsCollection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageDrsUnableToMoveFiles {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageDrsUnableToMoveFiles {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -710,11 +710,11 @@ impl x::ObjectType for StorageDrsUnableToMoveFiles {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsUnableToMoveFiles(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsUnableToMoveFiles(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsUnableToMoveFiles(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsUnableToMoveFiles(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -726,11 +726,11 @@ impl x::ObjectType for StorageDrsVmConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsVmConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsVmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsVmConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsVmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -742,11 +742,11 @@ impl x::ObjectType for StorageDrsVmConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageDrsVmConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::StorageDrsVmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageDrsVmConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageDrsVmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -758,11 +758,11 @@ impl x::ObjectType for StorageIOAllocationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageIOAllocationInfo(v) => Some(v), _ => None, }
+        match object { Object::StorageIOAllocationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageIOAllocationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageIOAllocationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -774,11 +774,11 @@ impl x::ObjectType for StorageIOAllocationOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageIOAllocationOption(v) => Some(v), _ => None, }
+        match object { Object::StorageIOAllocationOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageIOAllocationOption(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageIOAllocationOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -790,11 +790,11 @@ impl x::ObjectType for StorageIORMConfigOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageIORMConfigOption(v) => Some(v), _ => None, }
+        match object { Object::StorageIORMConfigOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageIORMConfigOption(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageIORMConfigOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -806,11 +806,11 @@ impl x::ObjectType for StorageIORMConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageIORMConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::StorageIORMConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageIORMConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageIORMConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -822,11 +822,11 @@ impl x::ObjectType for StorageIORMInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageIORMInfo(v) => Some(v), _ => None, }
+        match object { Object::StorageIORMInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageIORMInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageIORMInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -838,11 +838,11 @@ impl x::ObjectType for StorageIORMThresholdMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageIORMThresholdMode(v) => Some(v), _ => None, }
+        match object { Object::StorageIORMThresholdMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageIORMThresholdMode(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageIORMThresholdMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -854,11 +854,11 @@ impl x::ObjectType for StorageMigrationAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageMigrationAction(v) => Some(v), _ => None, }
+        match object { Object::StorageMigrationAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageMigrationAction(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageMigrationAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -870,11 +870,11 @@ impl x::ObjectType for StoragePerformanceSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StoragePerformanceSummary(v) => Some(v), _ => None, }
+        match object { Object::StoragePerformanceSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StoragePerformanceSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::StoragePerformanceSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -886,11 +886,11 @@ impl x::ObjectType for StoragePlacementAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StoragePlacementAction(v) => Some(v), _ => None, }
+        match object { Object::StoragePlacementAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StoragePlacementAction(v) => Ok(v), other => Err(other), }
+        match object { Object::StoragePlacementAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -902,11 +902,11 @@ impl x::ObjectType for StoragePlacementResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StoragePlacementResult(v) => Some(v), _ => None, }
+        match object { Object::StoragePlacementResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StoragePlacementResult(v) => Ok(v), other => Err(other), }
+        match object { Object::StoragePlacementResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -918,11 +918,11 @@ impl x::ObjectType for StoragePlacementSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StoragePlacementSpec(v) => Some(v), _ => None, }
+        match object { Object::StoragePlacementSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StoragePlacementSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::StoragePlacementSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -934,11 +934,11 @@ impl x::ObjectType for StoragePlacementSpecPlacementType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StoragePlacementSpecPlacementType(v) => Some(v), _ => None, }
+        match object { Object::StoragePlacementSpecPlacementType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StoragePlacementSpecPlacementType(v) => Ok(v), other => Err(other), }
+        match object { Object::StoragePlacementSpecPlacementType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -950,11 +950,11 @@ impl x::ObjectType for StoragePodSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StoragePodSummary(v) => Some(v), _ => None, }
+        match object { Object::StoragePodSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StoragePodSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::StoragePodSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -966,11 +966,11 @@ impl x::ObjectType for StorageProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageProfile(v) => Some(v), _ => None, }
+        match object { Object::StorageProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -982,11 +982,11 @@ impl x::ObjectType for StorageRequirement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageRequirement(v) => Some(v), _ => None, }
+        match object { Object::StorageRequirement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageRequirement(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageRequirement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -998,15 +998,15 @@ impl x::ObjectType for StorageResourceManagerStorageProfileStatistics {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageResourceManagerStorageProfileStatistics(v) => Some(v), _ => None, }
+        match object { Object::StorageResourceManagerStorageProfileStatistics(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageResourceManagerStorageProfileStatistics(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageResourceManagerStorageProfileStatistics(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageVMotionNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageVMotionNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1014,15 +1014,15 @@ impl x::ObjectType for StorageVMotionNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageVMotionNotSupported(v) => Some(v), _ => None, }
+        match object { Object::StorageVMotionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageVMotionNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageVMotionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for StorageVmotionIncompatible {
+#[cfg(feature = "all-faults")] impl x::ObjectType for StorageVmotionIncompatible {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1030,11 +1030,11 @@ impl x::ObjectType for StorageVmotionIncompatible {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StorageVmotionIncompatible(v) => Some(v), _ => None, }
+        match object { Object::StorageVmotionIncompatible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StorageVmotionIncompatible(v) => Ok(v), other => Err(other), }
+        match object { Object::StorageVmotionIncompatible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1046,11 +1046,11 @@ impl x::ObjectType for StringExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StringExpression(v) => Some(v), _ => None, }
+        match object { Object::StringExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StringExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::StringExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1062,11 +1062,11 @@ impl x::ObjectType for StringOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StringOption(v) => Some(v), _ => None, }
+        match object { Object::StringOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StringOption(v) => Ok(v), other => Err(other), }
+        match object { Object::StringOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1078,11 +1078,11 @@ impl x::ObjectType for StringPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StringPolicy(v) => Some(v), _ => None, }
+        match object { Object::StringPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StringPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::StringPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1094,11 +1094,11 @@ impl x::ObjectType for StructuredCustomizations {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::StructuredCustomizations(v) => Some(v), _ => None, }
+        match object { Object::StructuredCustomizations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::StructuredCustomizations(v) => Ok(v), other => Err(other), }
+        match object { Object::StructuredCustomizations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1110,11 +1110,11 @@ impl x::ObjectType for SubnetInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SubnetInfo(v) => Some(v), _ => None, }
+        match object { Object::SubnetInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SubnetInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::SubnetInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1126,15 +1126,15 @@ impl x::ObjectType for SubnetInfoFolderInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SubnetInfoFolderInfo(v) => Some(v), _ => None, }
+        match object { Object::SubnetInfoFolderInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SubnetInfoFolderInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::SubnetInfoFolderInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SuspendedRelocateNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SuspendedRelocateNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1142,15 +1142,15 @@ impl x::ObjectType for SuspendedRelocateNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SuspendedRelocateNotSupported(v) => Some(v), _ => None, }
+        match object { Object::SuspendedRelocateNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SuspendedRelocateNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::SuspendedRelocateNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SwapDatastoreNotWritableOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SwapDatastoreNotWritableOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1158,15 +1158,15 @@ impl x::ObjectType for SwapDatastoreNotWritableOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SwapDatastoreNotWritableOnHost(v) => Some(v), _ => None, }
+        match object { Object::SwapDatastoreNotWritableOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SwapDatastoreNotWritableOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::SwapDatastoreNotWritableOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SwapDatastoreUnset {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SwapDatastoreUnset {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1174,15 +1174,15 @@ impl x::ObjectType for SwapDatastoreUnset {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SwapDatastoreUnset(v) => Some(v), _ => None, }
+        match object { Object::SwapDatastoreUnset(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SwapDatastoreUnset(v) => Ok(v), other => Err(other), }
+        match object { Object::SwapDatastoreUnset(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SwapPlacementOverrideNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SwapPlacementOverrideNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1190,15 +1190,15 @@ impl x::ObjectType for SwapPlacementOverrideNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SwapPlacementOverrideNotSupported(v) => Some(v), _ => None, }
+        match object { Object::SwapPlacementOverrideNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SwapPlacementOverrideNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::SwapPlacementOverrideNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SwitchIpUnset {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SwitchIpUnset {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1206,15 +1206,15 @@ impl x::ObjectType for SwitchIpUnset {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SwitchIpUnset(v) => Some(v), _ => None, }
+        match object { Object::SwitchIpUnset(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SwitchIpUnset(v) => Ok(v), other => Err(other), }
+        match object { Object::SwitchIpUnset(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for SwitchNotInUpgradeMode {
+#[cfg(feature = "all-faults")] impl x::ObjectType for SwitchNotInUpgradeMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1222,11 +1222,11 @@ impl x::ObjectType for SwitchNotInUpgradeMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SwitchNotInUpgradeMode(v) => Some(v), _ => None, }
+        match object { Object::SwitchNotInUpgradeMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SwitchNotInUpgradeMode(v) => Ok(v), other => Err(other), }
+        match object { Object::SwitchNotInUpgradeMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1238,11 +1238,11 @@ impl x::ObjectType for SystemError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SystemError(v) => Some(v), _ => None, }
+        match object { Object::SystemError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SystemError(v) => Ok(v), other => Err(other), }
+        match object { Object::SystemError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1254,10 +1254,10 @@ impl x::ObjectType for SystemEventInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::SystemEventInfo(v) => Some(v), _ => None, }
+        match object { Object::SystemEventInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::SystemEventInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::SystemEventInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

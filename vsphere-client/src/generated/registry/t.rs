@@ -224,7 +224,7 @@ pub enum Object {
     TagIdNameId(Box<TagIdNameId>),
     TagSpec(Box<TagSpec>),
     TaskDescription(Box<TaskDescription>),
-    TaskEvent(Box<TaskEvent>),
+    #[cfg(feature = "all-events")] TaskEvent(Box<TaskEvent>),
     TaskFilterSpec(Box<TaskFilterSpec>),
     TaskFilterSpecByEntity(Box<TaskFilterSpecByEntity>),
     TaskFilterSpecByTime(Box<TaskFilterSpecByTime>),
@@ -244,40 +244,40 @@ pub enum Object {
     TaskReasonSystem(Box<TaskReasonSystem>),
     TaskReasonUser(Box<TaskReasonUser>),
     TaskScheduler(Box<TaskScheduler>),
-    TaskTimeoutEvent(Box<TaskTimeoutEvent>),
-    TeamingMatchEvent(Box<TeamingMatchEvent>),
-    TeamingMisMatchEvent(Box<TeamingMisMatchEvent>),
-    TemplateBeingUpgradedEvent(Box<TemplateBeingUpgradedEvent>),
+    #[cfg(feature = "all-events")] TaskTimeoutEvent(Box<TaskTimeoutEvent>),
+    #[cfg(feature = "all-events")] TeamingMatchEvent(Box<TeamingMatchEvent>),
+    #[cfg(feature = "all-events")] TeamingMisMatchEvent(Box<TeamingMisMatchEvent>),
+    #[cfg(feature = "all-events")] TemplateBeingUpgradedEvent(Box<TemplateBeingUpgradedEvent>),
     TemplateConfigFileInfo(Box<TemplateConfigFileInfo>),
     TemplateConfigFileQuery(Box<TemplateConfigFileQuery>),
-    TemplateUpgradeEvent(Box<TemplateUpgradeEvent>),
-    TemplateUpgradeFailedEvent(Box<TemplateUpgradeFailedEvent>),
-    TemplateUpgradedEvent(Box<TemplateUpgradedEvent>),
+    #[cfg(feature = "all-events")] TemplateUpgradeEvent(Box<TemplateUpgradeEvent>),
+    #[cfg(feature = "all-events")] TemplateUpgradeFailedEvent(Box<TemplateUpgradeFailedEvent>),
+    #[cfg(feature = "all-events")] TemplateUpgradedEvent(Box<TemplateUpgradedEvent>),
     TgwEventArgument(Box<TgwEventArgument>),
-    ThirdPartyLicenseAssignmentFailed(Box<ThirdPartyLicenseAssignmentFailed>),
+    #[cfg(feature = "all-faults")] ThirdPartyLicenseAssignmentFailed(Box<ThirdPartyLicenseAssignmentFailed>),
     ThirdPartyLicenseAssignmentFailedReason(Box<ThirdPartyLicenseAssignmentFailedReason>),
     TicketedSessionAuthentication(Box<TicketedSessionAuthentication>),
-    TimedOutHostOperationEvent(Box<TimedOutHostOperationEvent>),
+    #[cfg(feature = "all-events")] TimedOutHostOperationEvent(Box<TimedOutHostOperationEvent>),
     Timedout(Box<Timedout>),
-    TooManyConcurrentNativeClones(Box<TooManyConcurrentNativeClones>),
-    TooManyConsecutiveOverrides(Box<TooManyConsecutiveOverrides>),
-    TooManyDevices(Box<TooManyDevices>),
-    TooManyDisksOnLegacyHost(Box<TooManyDisksOnLegacyHost>),
-    TooManyGuestLogons(Box<TooManyGuestLogons>),
-    TooManyHosts(Box<TooManyHosts>),
-    TooManyNativeCloneLevels(Box<TooManyNativeCloneLevels>),
-    TooManyNativeClonesOnFile(Box<TooManyNativeClonesOnFile>),
-    TooManySnapshotLevels(Box<TooManySnapshotLevels>),
-    ToolsAlreadyUpgraded(Box<ToolsAlreadyUpgraded>),
-    ToolsAutoUpgradeNotSupported(Box<ToolsAutoUpgradeNotSupported>),
+    #[cfg(feature = "all-faults")] TooManyConcurrentNativeClones(Box<TooManyConcurrentNativeClones>),
+    #[cfg(feature = "all-faults")] TooManyConsecutiveOverrides(Box<TooManyConsecutiveOverrides>),
+    #[cfg(feature = "all-faults")] TooManyDevices(Box<TooManyDevices>),
+    #[cfg(feature = "all-faults")] TooManyDisksOnLegacyHost(Box<TooManyDisksOnLegacyHost>),
+    #[cfg(feature = "all-faults")] TooManyGuestLogons(Box<TooManyGuestLogons>),
+    #[cfg(feature = "all-faults")] TooManyHosts(Box<TooManyHosts>),
+    #[cfg(feature = "all-faults")] TooManyNativeCloneLevels(Box<TooManyNativeCloneLevels>),
+    #[cfg(feature = "all-faults")] TooManyNativeClonesOnFile(Box<TooManyNativeClonesOnFile>),
+    #[cfg(feature = "all-faults")] TooManySnapshotLevels(Box<TooManySnapshotLevels>),
+    #[cfg(feature = "all-faults")] ToolsAlreadyUpgraded(Box<ToolsAlreadyUpgraded>),
+    #[cfg(feature = "all-faults")] ToolsAutoUpgradeNotSupported(Box<ToolsAutoUpgradeNotSupported>),
     ToolsConfigInfo(Box<ToolsConfigInfo>),
     ToolsConfigInfoToolsLastInstallInfo(Box<ToolsConfigInfoToolsLastInstallInfo>),
-    ToolsImageCopyFailed(Box<ToolsImageCopyFailed>),
-    ToolsImageNotAvailable(Box<ToolsImageNotAvailable>),
-    ToolsImageSignatureCheckFailed(Box<ToolsImageSignatureCheckFailed>),
-    ToolsInstallationInProgress(Box<ToolsInstallationInProgress>),
+    #[cfg(feature = "all-faults")] ToolsImageCopyFailed(Box<ToolsImageCopyFailed>),
+    #[cfg(feature = "all-faults")] ToolsImageNotAvailable(Box<ToolsImageNotAvailable>),
+    #[cfg(feature = "all-faults")] ToolsImageSignatureCheckFailed(Box<ToolsImageSignatureCheckFailed>),
+    #[cfg(feature = "all-faults")] ToolsInstallationInProgress(Box<ToolsInstallationInProgress>),
     ToolsUnavailable(Box<ToolsUnavailable>),
-    ToolsUpgradeCancelled(Box<ToolsUpgradeCancelled>),
+    #[cfg(feature = "all-faults")] ToolsUpgradeCancelled(Box<ToolsUpgradeCancelled>),
     TransitGatewayConfigInfo(Box<TransitGatewayConfigInfo>),
     TransitGatewayConfigSpec(Box<TransitGatewayConfigSpec>),
     TransitGatewayCreateSpec(Box<TransitGatewayCreateSpec>),
@@ -302,7 +302,7 @@ fn decode(
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TagIdNameId(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TagSpec(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskDescription(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskEvent(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskFilterSpec(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskFilterSpecByEntity(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskFilterSpecByTime(v), Err(e) => return Some(Err(e)) },
@@ -322,40 +322,40 @@ fn decode(
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskReasonSystem(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskReasonUser(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskScheduler(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskTimeoutEvent(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TeamingMatchEvent(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TeamingMisMatchEvent(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TemplateBeingUpgradedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskTimeoutEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TeamingMatchEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TeamingMisMatchEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TemplateBeingUpgradedEvent(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TemplateConfigFileInfo(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TemplateConfigFileQuery(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TemplateUpgradeEvent(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TemplateUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TemplateUpgradedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TemplateUpgradeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TemplateUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TemplateUpgradedEvent(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TgwEventArgument(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ThirdPartyLicenseAssignmentFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ThirdPartyLicenseAssignmentFailed(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ThirdPartyLicenseAssignmentFailedReason(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TicketedSessionAuthentication(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TimedOutHostOperationEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TimedOutHostOperationEvent(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Timedout(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyConcurrentNativeClones(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyConsecutiveOverrides(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyDevices(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyDisksOnLegacyHost(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyGuestLogons(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyHosts(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyNativeCloneLevels(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyNativeClonesOnFile(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManySnapshotLevels(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsAlreadyUpgraded(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsAutoUpgradeNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyConcurrentNativeClones(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyConsecutiveOverrides(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyDevices(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyDisksOnLegacyHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyGuestLogons(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyHosts(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyNativeCloneLevels(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManyNativeClonesOnFile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TooManySnapshotLevels(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsAlreadyUpgraded(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsAutoUpgradeNotSupported(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsConfigInfo(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsConfigInfoToolsLastInstallInfo(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsImageCopyFailed(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsImageNotAvailable(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsImageSignatureCheckFailed(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsInstallationInProgress(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsImageCopyFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsImageNotAvailable(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsImageSignatureCheckFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsInstallationInProgress(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsUnavailable(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsUpgradeCancelled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ToolsUpgradeCancelled(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TransitGatewayConfigInfo(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TransitGatewayConfigSpec(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TransitGatewayCreateSpec(v), Err(e) => return Some(Err(e)) },
@@ -374,7 +374,7 @@ impl std::fmt::Debug for Object {
             Object::TagIdNameId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TagSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TaskDescription(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TaskEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::TaskEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TaskFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TaskFilterSpecByEntity(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TaskFilterSpecByTime(v) => std::fmt::Debug::fmt(&**v, f),
@@ -394,40 +394,40 @@ impl std::fmt::Debug for Object {
             Object::TaskReasonSystem(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TaskReasonUser(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TaskTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TeamingMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TeamingMisMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TemplateBeingUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::TeamingMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::TemplateBeingUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TemplateConfigFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TemplateConfigFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TemplateUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TemplateUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TemplateUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::TemplateUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::TemplateUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::TemplateUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TgwEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ThirdPartyLicenseAssignmentFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ThirdPartyLicenseAssignmentFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ThirdPartyLicenseAssignmentFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TicketedSessionAuthentication(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TimedOutHostOperationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::TimedOutHostOperationEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Timedout(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TooManyConcurrentNativeClones(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TooManyConsecutiveOverrides(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TooManyDevices(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TooManyDisksOnLegacyHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TooManyGuestLogons(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TooManyHosts(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TooManyNativeCloneLevels(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TooManyNativeClonesOnFile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TooManySnapshotLevels(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ToolsAlreadyUpgraded(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ToolsAutoUpgradeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::TooManyConcurrentNativeClones(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::TooManyConsecutiveOverrides(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::TooManyDevices(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::TooManyDisksOnLegacyHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::TooManyGuestLogons(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::TooManyHosts(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::TooManyNativeCloneLevels(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::TooManyNativeClonesOnFile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::TooManySnapshotLevels(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ToolsAlreadyUpgraded(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ToolsAutoUpgradeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ToolsConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ToolsConfigInfoToolsLastInstallInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ToolsImageCopyFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ToolsImageNotAvailable(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ToolsImageSignatureCheckFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ToolsInstallationInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ToolsImageCopyFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ToolsImageNotAvailable(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ToolsImageSignatureCheckFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ToolsInstallationInProgress(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ToolsUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ToolsUpgradeCancelled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::ToolsUpgradeCancelled(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TransitGatewayConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TransitGatewayConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TransitGatewayCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -445,7 +445,7 @@ impl PartialEq for Object {
             (Object::TagIdNameId(a), Object::TagIdNameId(b)) => **a == **b,
             (Object::TagSpec(a), Object::TagSpec(b)) => **a == **b,
             (Object::TaskDescription(a), Object::TaskDescription(b)) => **a == **b,
-            (Object::TaskEvent(a), Object::TaskEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::TaskEvent(a), Object::TaskEvent(b)) => **a == **b,
             (Object::TaskFilterSpec(a), Object::TaskFilterSpec(b)) => **a == **b,
             (Object::TaskFilterSpecByEntity(a), Object::TaskFilterSpecByEntity(b)) => **a == **b,
             (Object::TaskFilterSpecByTime(a), Object::TaskFilterSpecByTime(b)) => **a == **b,
@@ -465,46 +465,46 @@ impl PartialEq for Object {
             (Object::TaskReasonSystem(a), Object::TaskReasonSystem(b)) => **a == **b,
             (Object::TaskReasonUser(a), Object::TaskReasonUser(b)) => **a == **b,
             (Object::TaskScheduler(a), Object::TaskScheduler(b)) => **a == **b,
-            (Object::TaskTimeoutEvent(a), Object::TaskTimeoutEvent(b)) => **a == **b,
-            (Object::TeamingMatchEvent(a), Object::TeamingMatchEvent(b)) => **a == **b,
-            (Object::TeamingMisMatchEvent(a), Object::TeamingMisMatchEvent(b)) => **a == **b,
-            (Object::TemplateBeingUpgradedEvent(a), Object::TemplateBeingUpgradedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::TaskTimeoutEvent(a), Object::TaskTimeoutEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::TeamingMatchEvent(a), Object::TeamingMatchEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::TeamingMisMatchEvent(a), Object::TeamingMisMatchEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::TemplateBeingUpgradedEvent(a), Object::TemplateBeingUpgradedEvent(b)) => **a == **b,
             (Object::TemplateConfigFileInfo(a), Object::TemplateConfigFileInfo(b)) => **a == **b,
             (Object::TemplateConfigFileQuery(a), Object::TemplateConfigFileQuery(b)) => **a == **b,
-            (Object::TemplateUpgradeEvent(a), Object::TemplateUpgradeEvent(b)) => **a == **b,
-            (Object::TemplateUpgradeFailedEvent(a), Object::TemplateUpgradeFailedEvent(b)) => **a == **b,
-            (Object::TemplateUpgradedEvent(a), Object::TemplateUpgradedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::TemplateUpgradeEvent(a), Object::TemplateUpgradeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::TemplateUpgradeFailedEvent(a), Object::TemplateUpgradeFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::TemplateUpgradedEvent(a), Object::TemplateUpgradedEvent(b)) => **a == **b,
             (Object::TgwEventArgument(a), Object::TgwEventArgument(b)) => **a == **b,
-            (Object::ThirdPartyLicenseAssignmentFailed(a), Object::ThirdPartyLicenseAssignmentFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ThirdPartyLicenseAssignmentFailed(a), Object::ThirdPartyLicenseAssignmentFailed(b)) => **a == **b,
             (Object::ThirdPartyLicenseAssignmentFailedReason(a), Object::ThirdPartyLicenseAssignmentFailedReason(b)) => **a == **b,
             (Object::TicketedSessionAuthentication(a), Object::TicketedSessionAuthentication(b)) => **a == **b,
-            (Object::TimedOutHostOperationEvent(a), Object::TimedOutHostOperationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::TimedOutHostOperationEvent(a), Object::TimedOutHostOperationEvent(b)) => **a == **b,
             (Object::Timedout(a), Object::Timedout(b)) => **a == **b,
-            (Object::TooManyConcurrentNativeClones(a), Object::TooManyConcurrentNativeClones(b)) => **a == **b,
-            (Object::TooManyConsecutiveOverrides(a), Object::TooManyConsecutiveOverrides(b)) => **a == **b,
-            (Object::TooManyDevices(a), Object::TooManyDevices(b)) => **a == **b,
-            (Object::TooManyDisksOnLegacyHost(a), Object::TooManyDisksOnLegacyHost(b)) => **a == **b,
-            (Object::TooManyGuestLogons(a), Object::TooManyGuestLogons(b)) => **a == **b,
-            (Object::TooManyHosts(a), Object::TooManyHosts(b)) => **a == **b,
-            (Object::TooManyNativeCloneLevels(a), Object::TooManyNativeCloneLevels(b)) => **a == **b,
-            (Object::TooManyNativeClonesOnFile(a), Object::TooManyNativeClonesOnFile(b)) => **a == **b,
-            (Object::TooManySnapshotLevels(a), Object::TooManySnapshotLevels(b)) => **a == **b,
-            (Object::ToolsAlreadyUpgraded(a), Object::ToolsAlreadyUpgraded(b)) => **a == **b,
-            (Object::ToolsAutoUpgradeNotSupported(a), Object::ToolsAutoUpgradeNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::TooManyConcurrentNativeClones(a), Object::TooManyConcurrentNativeClones(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::TooManyConsecutiveOverrides(a), Object::TooManyConsecutiveOverrides(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::TooManyDevices(a), Object::TooManyDevices(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::TooManyDisksOnLegacyHost(a), Object::TooManyDisksOnLegacyHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::TooManyGuestLogons(a), Object::TooManyGuestLogons(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::TooManyHosts(a), Object::TooManyHosts(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::TooManyNativeCloneLevels(a), Object::TooManyNativeCloneLevels(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::TooManyNativeClonesOnFile(a), Object::TooManyNativeClonesOnFile(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::TooManySnapshotLevels(a), Object::TooManySnapshotLevels(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ToolsAlreadyUpgraded(a), Object::ToolsAlreadyUpgraded(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ToolsAutoUpgradeNotSupported(a), Object::ToolsAutoUpgradeNotSupported(b)) => **a == **b,
             (Object::ToolsConfigInfo(a), Object::ToolsConfigInfo(b)) => **a == **b,
             (Object::ToolsConfigInfoToolsLastInstallInfo(a), Object::ToolsConfigInfoToolsLastInstallInfo(b)) => **a == **b,
-            (Object::ToolsImageCopyFailed(a), Object::ToolsImageCopyFailed(b)) => **a == **b,
-            (Object::ToolsImageNotAvailable(a), Object::ToolsImageNotAvailable(b)) => **a == **b,
-            (Object::ToolsImageSignatureCheckFailed(a), Object::ToolsImageSignatureCheckFailed(b)) => **a == **b,
-            (Object::ToolsInstallationInProgress(a), Object::ToolsInstallationInProgress(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ToolsImageCopyFailed(a), Object::ToolsImageCopyFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ToolsImageNotAvailable(a), Object::ToolsImageNotAvailable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ToolsImageSignatureCheckFailed(a), Object::ToolsImageSignatureCheckFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ToolsInstallationInProgress(a), Object::ToolsInstallationInProgress(b)) => **a == **b,
             (Object::ToolsUnavailable(a), Object::ToolsUnavailable(b)) => **a == **b,
-            (Object::ToolsUpgradeCancelled(a), Object::ToolsUpgradeCancelled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::ToolsUpgradeCancelled(a), Object::ToolsUpgradeCancelled(b)) => **a == **b,
             (Object::TransitGatewayConfigInfo(a), Object::TransitGatewayConfigInfo(b)) => **a == **b,
             (Object::TransitGatewayConfigSpec(a), Object::TransitGatewayConfigSpec(b)) => **a == **b,
             (Object::TransitGatewayCreateSpec(a), Object::TransitGatewayCreateSpec(b)) => **a == **b,
             (Object::TraversalSpec(a), Object::TraversalSpec(b)) => **a == **b,
             (Object::TypeDescription(a), Object::TypeDescription(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -517,7 +517,7 @@ impl Clone for Object {
             Object::TagIdNameId(v) => Object::TagIdNameId(Box::new((**v).clone())),
             Object::TagSpec(v) => Object::TagSpec(Box::new((**v).clone())),
             Object::TaskDescription(v) => Object::TaskDescription(Box::new((**v).clone())),
-            Object::TaskEvent(v) => Object::TaskEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::TaskEvent(v) => Object::TaskEvent(Box::new((**v).clone())),
             Object::TaskFilterSpec(v) => Object::TaskFilterSpec(Box::new((**v).clone())),
             Object::TaskFilterSpecByEntity(v) => Object::TaskFilterSpecByEntity(Box::new((**v).clone())),
             Object::TaskFilterSpecByTime(v) => Object::TaskFilterSpecByTime(Box::new((**v).clone())),
@@ -537,40 +537,40 @@ impl Clone for Object {
             Object::TaskReasonSystem(v) => Object::TaskReasonSystem(Box::new((**v).clone())),
             Object::TaskReasonUser(v) => Object::TaskReasonUser(Box::new((**v).clone())),
             Object::TaskScheduler(v) => Object::TaskScheduler(Box::new((**v).clone())),
-            Object::TaskTimeoutEvent(v) => Object::TaskTimeoutEvent(Box::new((**v).clone())),
-            Object::TeamingMatchEvent(v) => Object::TeamingMatchEvent(Box::new((**v).clone())),
-            Object::TeamingMisMatchEvent(v) => Object::TeamingMisMatchEvent(Box::new((**v).clone())),
-            Object::TemplateBeingUpgradedEvent(v) => Object::TemplateBeingUpgradedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(v) => Object::TaskTimeoutEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::TeamingMatchEvent(v) => Object::TeamingMatchEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(v) => Object::TeamingMisMatchEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::TemplateBeingUpgradedEvent(v) => Object::TemplateBeingUpgradedEvent(Box::new((**v).clone())),
             Object::TemplateConfigFileInfo(v) => Object::TemplateConfigFileInfo(Box::new((**v).clone())),
             Object::TemplateConfigFileQuery(v) => Object::TemplateConfigFileQuery(Box::new((**v).clone())),
-            Object::TemplateUpgradeEvent(v) => Object::TemplateUpgradeEvent(Box::new((**v).clone())),
-            Object::TemplateUpgradeFailedEvent(v) => Object::TemplateUpgradeFailedEvent(Box::new((**v).clone())),
-            Object::TemplateUpgradedEvent(v) => Object::TemplateUpgradedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::TemplateUpgradeEvent(v) => Object::TemplateUpgradeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::TemplateUpgradeFailedEvent(v) => Object::TemplateUpgradeFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::TemplateUpgradedEvent(v) => Object::TemplateUpgradedEvent(Box::new((**v).clone())),
             Object::TgwEventArgument(v) => Object::TgwEventArgument(Box::new((**v).clone())),
-            Object::ThirdPartyLicenseAssignmentFailed(v) => Object::ThirdPartyLicenseAssignmentFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ThirdPartyLicenseAssignmentFailed(v) => Object::ThirdPartyLicenseAssignmentFailed(Box::new((**v).clone())),
             Object::ThirdPartyLicenseAssignmentFailedReason(v) => Object::ThirdPartyLicenseAssignmentFailedReason(Box::new((**v).clone())),
             Object::TicketedSessionAuthentication(v) => Object::TicketedSessionAuthentication(Box::new((**v).clone())),
-            Object::TimedOutHostOperationEvent(v) => Object::TimedOutHostOperationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::TimedOutHostOperationEvent(v) => Object::TimedOutHostOperationEvent(Box::new((**v).clone())),
             Object::Timedout(v) => Object::Timedout(Box::new((**v).clone())),
-            Object::TooManyConcurrentNativeClones(v) => Object::TooManyConcurrentNativeClones(Box::new((**v).clone())),
-            Object::TooManyConsecutiveOverrides(v) => Object::TooManyConsecutiveOverrides(Box::new((**v).clone())),
-            Object::TooManyDevices(v) => Object::TooManyDevices(Box::new((**v).clone())),
-            Object::TooManyDisksOnLegacyHost(v) => Object::TooManyDisksOnLegacyHost(Box::new((**v).clone())),
-            Object::TooManyGuestLogons(v) => Object::TooManyGuestLogons(Box::new((**v).clone())),
-            Object::TooManyHosts(v) => Object::TooManyHosts(Box::new((**v).clone())),
-            Object::TooManyNativeCloneLevels(v) => Object::TooManyNativeCloneLevels(Box::new((**v).clone())),
-            Object::TooManyNativeClonesOnFile(v) => Object::TooManyNativeClonesOnFile(Box::new((**v).clone())),
-            Object::TooManySnapshotLevels(v) => Object::TooManySnapshotLevels(Box::new((**v).clone())),
-            Object::ToolsAlreadyUpgraded(v) => Object::ToolsAlreadyUpgraded(Box::new((**v).clone())),
-            Object::ToolsAutoUpgradeNotSupported(v) => Object::ToolsAutoUpgradeNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::TooManyConcurrentNativeClones(v) => Object::TooManyConcurrentNativeClones(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::TooManyConsecutiveOverrides(v) => Object::TooManyConsecutiveOverrides(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::TooManyDevices(v) => Object::TooManyDevices(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::TooManyDisksOnLegacyHost(v) => Object::TooManyDisksOnLegacyHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::TooManyGuestLogons(v) => Object::TooManyGuestLogons(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::TooManyHosts(v) => Object::TooManyHosts(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::TooManyNativeCloneLevels(v) => Object::TooManyNativeCloneLevels(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::TooManyNativeClonesOnFile(v) => Object::TooManyNativeClonesOnFile(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::TooManySnapshotLevels(v) => Object::TooManySnapshotLevels(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ToolsAlreadyUpgraded(v) => Object::ToolsAlreadyUpgraded(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ToolsAutoUpgradeNotSupported(v) => Object::ToolsAutoUpgradeNotSupported(Box::new((**v).clone())),
             Object::ToolsConfigInfo(v) => Object::ToolsConfigInfo(Box::new((**v).clone())),
             Object::ToolsConfigInfoToolsLastInstallInfo(v) => Object::ToolsConfigInfoToolsLastInstallInfo(Box::new((**v).clone())),
-            Object::ToolsImageCopyFailed(v) => Object::ToolsImageCopyFailed(Box::new((**v).clone())),
-            Object::ToolsImageNotAvailable(v) => Object::ToolsImageNotAvailable(Box::new((**v).clone())),
-            Object::ToolsImageSignatureCheckFailed(v) => Object::ToolsImageSignatureCheckFailed(Box::new((**v).clone())),
-            Object::ToolsInstallationInProgress(v) => Object::ToolsInstallationInProgress(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ToolsImageCopyFailed(v) => Object::ToolsImageCopyFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ToolsImageNotAvailable(v) => Object::ToolsImageNotAvailable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ToolsImageSignatureCheckFailed(v) => Object::ToolsImageSignatureCheckFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ToolsInstallationInProgress(v) => Object::ToolsInstallationInProgress(Box::new((**v).clone())),
             Object::ToolsUnavailable(v) => Object::ToolsUnavailable(Box::new((**v).clone())),
-            Object::ToolsUpgradeCancelled(v) => Object::ToolsUpgradeCancelled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::ToolsUpgradeCancelled(v) => Object::ToolsUpgradeCancelled(Box::new((**v).clone())),
             Object::TransitGatewayConfigInfo(v) => Object::TransitGatewayConfigInfo(Box::new((**v).clone())),
             Object::TransitGatewayConfigSpec(v) => Object::TransitGatewayConfigSpec(Box::new((**v).clone())),
             Object::TransitGatewayCreateSpec(v) => Object::TransitGatewayCreateSpec(Box::new((**v).clone())),
@@ -588,7 +588,7 @@ impl x::DataObject for Object {
             Object::TagIdNameId(_) => "TagIdNameId",
             Object::TagSpec(_) => "TagSpec",
             Object::TaskDescription(_) => "TaskDescription",
-            Object::TaskEvent(_) => "TaskEvent",
+            #[cfg(feature = "all-events")] Object::TaskEvent(_) => "TaskEvent",
             Object::TaskFilterSpec(_) => "TaskFilterSpec",
             Object::TaskFilterSpecByEntity(_) => "TaskFilterSpecByEntity",
             Object::TaskFilterSpecByTime(_) => "TaskFilterSpecByTime",
@@ -608,40 +608,40 @@ impl x::DataObject for Object {
             Object::TaskReasonSystem(_) => "TaskReasonSystem",
             Object::TaskReasonUser(_) => "TaskReasonUser",
             Object::TaskScheduler(_) => "TaskScheduler",
-            Object::TaskTimeoutEvent(_) => "TaskTimeoutEvent",
-            Object::TeamingMatchEvent(_) => "TeamingMatchEvent",
-            Object::TeamingMisMatchEvent(_) => "TeamingMisMatchEvent",
-            Object::TemplateBeingUpgradedEvent(_) => "TemplateBeingUpgradedEvent",
+            #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(_) => "TaskTimeoutEvent",
+            #[cfg(feature = "all-events")] Object::TeamingMatchEvent(_) => "TeamingMatchEvent",
+            #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(_) => "TeamingMisMatchEvent",
+            #[cfg(feature = "all-events")] Object::TemplateBeingUpgradedEvent(_) => "TemplateBeingUpgradedEvent",
             Object::TemplateConfigFileInfo(_) => "TemplateConfigFileInfo",
             Object::TemplateConfigFileQuery(_) => "TemplateConfigFileQuery",
-            Object::TemplateUpgradeEvent(_) => "TemplateUpgradeEvent",
-            Object::TemplateUpgradeFailedEvent(_) => "TemplateUpgradeFailedEvent",
-            Object::TemplateUpgradedEvent(_) => "TemplateUpgradedEvent",
+            #[cfg(feature = "all-events")] Object::TemplateUpgradeEvent(_) => "TemplateUpgradeEvent",
+            #[cfg(feature = "all-events")] Object::TemplateUpgradeFailedEvent(_) => "TemplateUpgradeFailedEvent",
+            #[cfg(feature = "all-events")] Object::TemplateUpgradedEvent(_) => "TemplateUpgradedEvent",
             Object::TgwEventArgument(_) => "TgwEventArgument",
-            Object::ThirdPartyLicenseAssignmentFailed(_) => "ThirdPartyLicenseAssignmentFailed",
+            #[cfg(feature = "all-faults")] Object::ThirdPartyLicenseAssignmentFailed(_) => "ThirdPartyLicenseAssignmentFailed",
             Object::ThirdPartyLicenseAssignmentFailedReason(_) => "ThirdPartyLicenseAssignmentFailedReason",
             Object::TicketedSessionAuthentication(_) => "TicketedSessionAuthentication",
-            Object::TimedOutHostOperationEvent(_) => "TimedOutHostOperationEvent",
+            #[cfg(feature = "all-events")] Object::TimedOutHostOperationEvent(_) => "TimedOutHostOperationEvent",
             Object::Timedout(_) => "Timedout",
-            Object::TooManyConcurrentNativeClones(_) => "TooManyConcurrentNativeClones",
-            Object::TooManyConsecutiveOverrides(_) => "TooManyConsecutiveOverrides",
-            Object::TooManyDevices(_) => "TooManyDevices",
-            Object::TooManyDisksOnLegacyHost(_) => "TooManyDisksOnLegacyHost",
-            Object::TooManyGuestLogons(_) => "TooManyGuestLogons",
-            Object::TooManyHosts(_) => "TooManyHosts",
-            Object::TooManyNativeCloneLevels(_) => "TooManyNativeCloneLevels",
-            Object::TooManyNativeClonesOnFile(_) => "TooManyNativeClonesOnFile",
-            Object::TooManySnapshotLevels(_) => "TooManySnapshotLevels",
-            Object::ToolsAlreadyUpgraded(_) => "ToolsAlreadyUpgraded",
-            Object::ToolsAutoUpgradeNotSupported(_) => "ToolsAutoUpgradeNotSupported",
+            #[cfg(feature = "all-faults")] Object::TooManyConcurrentNativeClones(_) => "TooManyConcurrentNativeClones",
+            #[cfg(feature = "all-faults")] Object::TooManyConsecutiveOverrides(_) => "TooManyConsecutiveOverrides",
+            #[cfg(feature = "all-faults")] Object::TooManyDevices(_) => "TooManyDevices",
+            #[cfg(feature = "all-faults")] Object::TooManyDisksOnLegacyHost(_) => "TooManyDisksOnLegacyHost",
+            #[cfg(feature = "all-faults")] Object::TooManyGuestLogons(_) => "TooManyGuestLogons",
+            #[cfg(feature = "all-faults")] Object::TooManyHosts(_) => "TooManyHosts",
+            #[cfg(feature = "all-faults")] Object::TooManyNativeCloneLevels(_) => "TooManyNativeCloneLevels",
+            #[cfg(feature = "all-faults")] Object::TooManyNativeClonesOnFile(_) => "TooManyNativeClonesOnFile",
+            #[cfg(feature = "all-faults")] Object::TooManySnapshotLevels(_) => "TooManySnapshotLevels",
+            #[cfg(feature = "all-faults")] Object::ToolsAlreadyUpgraded(_) => "ToolsAlreadyUpgraded",
+            #[cfg(feature = "all-faults")] Object::ToolsAutoUpgradeNotSupported(_) => "ToolsAutoUpgradeNotSupported",
             Object::ToolsConfigInfo(_) => "ToolsConfigInfo",
             Object::ToolsConfigInfoToolsLastInstallInfo(_) => "ToolsConfigInfoToolsLastInstallInfo",
-            Object::ToolsImageCopyFailed(_) => "ToolsImageCopyFailed",
-            Object::ToolsImageNotAvailable(_) => "ToolsImageNotAvailable",
-            Object::ToolsImageSignatureCheckFailed(_) => "ToolsImageSignatureCheckFailed",
-            Object::ToolsInstallationInProgress(_) => "ToolsInstallationInProgress",
+            #[cfg(feature = "all-faults")] Object::ToolsImageCopyFailed(_) => "ToolsImageCopyFailed",
+            #[cfg(feature = "all-faults")] Object::ToolsImageNotAvailable(_) => "ToolsImageNotAvailable",
+            #[cfg(feature = "all-faults")] Object::ToolsImageSignatureCheckFailed(_) => "ToolsImageSignatureCheckFailed",
+            #[cfg(feature = "all-faults")] Object::ToolsInstallationInProgress(_) => "ToolsInstallationInProgress",
             Object::ToolsUnavailable(_) => "ToolsUnavailable",
-            Object::ToolsUpgradeCancelled(_) => "ToolsUpgradeCancelled",
+            #[cfg(feature = "all-faults")] Object::ToolsUpgradeCancelled(_) => "ToolsUpgradeCancelled",
             Object::TransitGatewayConfigInfo(_) => "TransitGatewayConfigInfo",
             Object::TransitGatewayConfigSpec(_) => "TransitGatewayConfigSpec",
             Object::TransitGatewayCreateSpec(_) => "TransitGatewayCreateSpec",
@@ -671,7 +671,7 @@ impl x::DataObject for Object {
             Object::TagIdNameId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TagSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TaskDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TaskEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::TaskEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TaskFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TaskFilterSpecByEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TaskFilterSpecByTime(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -691,40 +691,40 @@ impl x::DataObject for Object {
             Object::TaskReasonSystem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TaskReasonUser(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TaskTimeoutEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TeamingMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TeamingMisMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TemplateBeingUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::TeamingMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::TemplateBeingUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TemplateConfigFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TemplateConfigFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TemplateUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TemplateUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TemplateUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::TemplateUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::TemplateUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::TemplateUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TgwEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ThirdPartyLicenseAssignmentFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ThirdPartyLicenseAssignmentFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ThirdPartyLicenseAssignmentFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TicketedSessionAuthentication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TimedOutHostOperationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::TimedOutHostOperationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Timedout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TooManyConcurrentNativeClones(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TooManyConsecutiveOverrides(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TooManyDevices(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TooManyDisksOnLegacyHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TooManyGuestLogons(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TooManyHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TooManyNativeCloneLevels(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TooManyNativeClonesOnFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TooManySnapshotLevels(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ToolsAlreadyUpgraded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ToolsAutoUpgradeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::TooManyConcurrentNativeClones(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::TooManyConsecutiveOverrides(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::TooManyDevices(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::TooManyDisksOnLegacyHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::TooManyGuestLogons(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::TooManyHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::TooManyNativeCloneLevels(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::TooManyNativeClonesOnFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::TooManySnapshotLevels(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ToolsAlreadyUpgraded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ToolsAutoUpgradeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ToolsConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ToolsConfigInfoToolsLastInstallInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ToolsImageCopyFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ToolsImageNotAvailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ToolsImageSignatureCheckFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ToolsInstallationInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ToolsImageCopyFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ToolsImageNotAvailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ToolsImageSignatureCheckFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ToolsInstallationInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ToolsUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ToolsUpgradeCancelled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::ToolsUpgradeCancelled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TransitGatewayConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TransitGatewayConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TransitGatewayCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -743,11 +743,11 @@ impl x::ObjectType for Tag {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Tag(v) => Some(v), _ => None, }
+        match object { Object::Tag(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Tag(v) => Ok(v), other => Err(other), }
+        match object { Object::Tag(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -759,11 +759,11 @@ impl x::ObjectType for TagId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TagId(v) => Some(v), _ => None, }
+        match object { Object::TagId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TagId(v) => Ok(v), other => Err(other), }
+        match object { Object::TagId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -775,11 +775,11 @@ impl x::ObjectType for TagIdNameId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TagIdNameId(v) => Some(v), _ => None, }
+        match object { Object::TagIdNameId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TagIdNameId(v) => Ok(v), other => Err(other), }
+        match object { Object::TagIdNameId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -791,11 +791,11 @@ impl x::ObjectType for TagSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TagSpec(v) => Some(v), _ => None, }
+        match object { Object::TagSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TagSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::TagSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -807,15 +807,15 @@ impl x::ObjectType for TaskDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskDescription(v) => Some(v), _ => None, }
+        match object { Object::TaskDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TaskEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for TaskEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -823,11 +823,11 @@ impl x::ObjectType for TaskEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskEvent(v) => Some(v), _ => None, }
+        match object { Object::TaskEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -839,11 +839,11 @@ impl x::ObjectType for TaskFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::TaskFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -855,11 +855,11 @@ impl x::ObjectType for TaskFilterSpecByEntity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskFilterSpecByEntity(v) => Some(v), _ => None, }
+        match object { Object::TaskFilterSpecByEntity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskFilterSpecByEntity(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskFilterSpecByEntity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -871,11 +871,11 @@ impl x::ObjectType for TaskFilterSpecByTime {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskFilterSpecByTime(v) => Some(v), _ => None, }
+        match object { Object::TaskFilterSpecByTime(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskFilterSpecByTime(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskFilterSpecByTime(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -887,11 +887,11 @@ impl x::ObjectType for TaskFilterSpecByUsername {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskFilterSpecByUsername(v) => Some(v), _ => None, }
+        match object { Object::TaskFilterSpecByUsername(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskFilterSpecByUsername(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskFilterSpecByUsername(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -903,11 +903,11 @@ impl x::ObjectType for TaskFilterSpecRecursionOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskFilterSpecRecursionOption(v) => Some(v), _ => None, }
+        match object { Object::TaskFilterSpecRecursionOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskFilterSpecRecursionOption(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskFilterSpecRecursionOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -919,11 +919,11 @@ impl x::ObjectType for TaskFilterSpecTimeOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskFilterSpecTimeOption(v) => Some(v), _ => None, }
+        match object { Object::TaskFilterSpecTimeOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskFilterSpecTimeOption(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskFilterSpecTimeOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -935,11 +935,11 @@ impl x::ObjectType for TaskInProgress {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskInProgress(v) => Some(v), _ => None, }
+        match object { Object::TaskInProgress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskInProgress(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskInProgress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -951,11 +951,11 @@ impl x::ObjectType for TaskInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskInfo(v) => Some(v), _ => None, }
+        match object { Object::TaskInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -967,11 +967,11 @@ impl x::ObjectType for TaskInfoFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskInfoFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::TaskInfoFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskInfoFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskInfoFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -983,11 +983,11 @@ impl x::ObjectType for TaskInfoFilterSpecFilterTaskResults {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskInfoFilterSpecFilterTaskResults(v) => Some(v), _ => None, }
+        match object { Object::TaskInfoFilterSpecFilterTaskResults(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskInfoFilterSpecFilterTaskResults(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskInfoFilterSpecFilterTaskResults(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -999,11 +999,11 @@ impl x::ObjectType for TaskInfoState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskInfoState(v) => Some(v), _ => None, }
+        match object { Object::TaskInfoState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskInfoState(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskInfoState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1015,11 +1015,11 @@ impl x::ObjectType for TaskManagerTaskViewSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskManagerTaskViewSpec(v) => Some(v), _ => None, }
+        match object { Object::TaskManagerTaskViewSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskManagerTaskViewSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskManagerTaskViewSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1031,11 +1031,11 @@ impl x::ObjectType for TaskManagerViewByStartId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskManagerViewByStartId(v) => Some(v), _ => None, }
+        match object { Object::TaskManagerViewByStartId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskManagerViewByStartId(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskManagerViewByStartId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1047,11 +1047,11 @@ impl x::ObjectType for TaskReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskReason(v) => Some(v), _ => None, }
+        match object { Object::TaskReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskReason(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1063,11 +1063,11 @@ impl x::ObjectType for TaskReasonAlarm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskReasonAlarm(v) => Some(v), _ => None, }
+        match object { Object::TaskReasonAlarm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskReasonAlarm(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskReasonAlarm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1079,11 +1079,11 @@ impl x::ObjectType for TaskReasonSchedule {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskReasonSchedule(v) => Some(v), _ => None, }
+        match object { Object::TaskReasonSchedule(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskReasonSchedule(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskReasonSchedule(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1095,11 +1095,11 @@ impl x::ObjectType for TaskReasonSystem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskReasonSystem(v) => Some(v), _ => None, }
+        match object { Object::TaskReasonSystem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskReasonSystem(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskReasonSystem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1111,11 +1111,11 @@ impl x::ObjectType for TaskReasonUser {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskReasonUser(v) => Some(v), _ => None, }
+        match object { Object::TaskReasonUser(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskReasonUser(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskReasonUser(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1127,15 +1127,15 @@ impl x::ObjectType for TaskScheduler {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskScheduler(v) => Some(v), _ => None, }
+        match object { Object::TaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskScheduler(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TaskTimeoutEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for TaskTimeoutEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1143,15 +1143,15 @@ impl x::ObjectType for TaskTimeoutEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TaskTimeoutEvent(v) => Some(v), _ => None, }
+        match object { Object::TaskTimeoutEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TaskTimeoutEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::TaskTimeoutEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TeamingMatchEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for TeamingMatchEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1159,15 +1159,15 @@ impl x::ObjectType for TeamingMatchEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TeamingMatchEvent(v) => Some(v), _ => None, }
+        match object { Object::TeamingMatchEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TeamingMatchEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::TeamingMatchEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TeamingMisMatchEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for TeamingMisMatchEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1175,15 +1175,15 @@ impl x::ObjectType for TeamingMisMatchEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TeamingMisMatchEvent(v) => Some(v), _ => None, }
+        match object { Object::TeamingMisMatchEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TeamingMisMatchEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::TeamingMisMatchEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TemplateBeingUpgradedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for TemplateBeingUpgradedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1191,11 +1191,11 @@ impl x::ObjectType for TemplateBeingUpgradedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TemplateBeingUpgradedEvent(v) => Some(v), _ => None, }
+        match object { Object::TemplateBeingUpgradedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TemplateBeingUpgradedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::TemplateBeingUpgradedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1207,11 +1207,11 @@ impl x::ObjectType for TemplateConfigFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TemplateConfigFileInfo(v) => Some(v), _ => None, }
+        match object { Object::TemplateConfigFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TemplateConfigFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::TemplateConfigFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1223,15 +1223,15 @@ impl x::ObjectType for TemplateConfigFileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TemplateConfigFileQuery(v) => Some(v), _ => None, }
+        match object { Object::TemplateConfigFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TemplateConfigFileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::TemplateConfigFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TemplateUpgradeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for TemplateUpgradeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1239,15 +1239,15 @@ impl x::ObjectType for TemplateUpgradeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TemplateUpgradeEvent(v) => Some(v), _ => None, }
+        match object { Object::TemplateUpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TemplateUpgradeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::TemplateUpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TemplateUpgradeFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for TemplateUpgradeFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1255,15 +1255,15 @@ impl x::ObjectType for TemplateUpgradeFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TemplateUpgradeFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::TemplateUpgradeFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TemplateUpgradeFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::TemplateUpgradeFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TemplateUpgradedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for TemplateUpgradedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1271,11 +1271,11 @@ impl x::ObjectType for TemplateUpgradedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TemplateUpgradedEvent(v) => Some(v), _ => None, }
+        match object { Object::TemplateUpgradedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TemplateUpgradedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::TemplateUpgradedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1287,15 +1287,15 @@ impl x::ObjectType for TgwEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TgwEventArgument(v) => Some(v), _ => None, }
+        match object { Object::TgwEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TgwEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::TgwEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ThirdPartyLicenseAssignmentFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ThirdPartyLicenseAssignmentFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1303,11 +1303,11 @@ impl x::ObjectType for ThirdPartyLicenseAssignmentFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ThirdPartyLicenseAssignmentFailed(v) => Some(v), _ => None, }
+        match object { Object::ThirdPartyLicenseAssignmentFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ThirdPartyLicenseAssignmentFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::ThirdPartyLicenseAssignmentFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1319,11 +1319,11 @@ impl x::ObjectType for ThirdPartyLicenseAssignmentFailedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ThirdPartyLicenseAssignmentFailedReason(v) => Some(v), _ => None, }
+        match object { Object::ThirdPartyLicenseAssignmentFailedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ThirdPartyLicenseAssignmentFailedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::ThirdPartyLicenseAssignmentFailedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1335,15 +1335,15 @@ impl x::ObjectType for TicketedSessionAuthentication {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TicketedSessionAuthentication(v) => Some(v), _ => None, }
+        match object { Object::TicketedSessionAuthentication(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TicketedSessionAuthentication(v) => Ok(v), other => Err(other), }
+        match object { Object::TicketedSessionAuthentication(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TimedOutHostOperationEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for TimedOutHostOperationEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1351,11 +1351,11 @@ impl x::ObjectType for TimedOutHostOperationEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TimedOutHostOperationEvent(v) => Some(v), _ => None, }
+        match object { Object::TimedOutHostOperationEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TimedOutHostOperationEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::TimedOutHostOperationEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1367,15 +1367,15 @@ impl x::ObjectType for Timedout {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::Timedout(v) => Some(v), _ => None, }
+        match object { Object::Timedout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::Timedout(v) => Ok(v), other => Err(other), }
+        match object { Object::Timedout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TooManyConcurrentNativeClones {
+#[cfg(feature = "all-faults")] impl x::ObjectType for TooManyConcurrentNativeClones {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1383,15 +1383,15 @@ impl x::ObjectType for TooManyConcurrentNativeClones {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TooManyConcurrentNativeClones(v) => Some(v), _ => None, }
+        match object { Object::TooManyConcurrentNativeClones(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TooManyConcurrentNativeClones(v) => Ok(v), other => Err(other), }
+        match object { Object::TooManyConcurrentNativeClones(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TooManyConsecutiveOverrides {
+#[cfg(feature = "all-faults")] impl x::ObjectType for TooManyConsecutiveOverrides {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1399,15 +1399,15 @@ impl x::ObjectType for TooManyConsecutiveOverrides {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TooManyConsecutiveOverrides(v) => Some(v), _ => None, }
+        match object { Object::TooManyConsecutiveOverrides(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TooManyConsecutiveOverrides(v) => Ok(v), other => Err(other), }
+        match object { Object::TooManyConsecutiveOverrides(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TooManyDevices {
+#[cfg(feature = "all-faults")] impl x::ObjectType for TooManyDevices {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1415,15 +1415,15 @@ impl x::ObjectType for TooManyDevices {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TooManyDevices(v) => Some(v), _ => None, }
+        match object { Object::TooManyDevices(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TooManyDevices(v) => Ok(v), other => Err(other), }
+        match object { Object::TooManyDevices(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TooManyDisksOnLegacyHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for TooManyDisksOnLegacyHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1431,15 +1431,15 @@ impl x::ObjectType for TooManyDisksOnLegacyHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TooManyDisksOnLegacyHost(v) => Some(v), _ => None, }
+        match object { Object::TooManyDisksOnLegacyHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TooManyDisksOnLegacyHost(v) => Ok(v), other => Err(other), }
+        match object { Object::TooManyDisksOnLegacyHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TooManyGuestLogons {
+#[cfg(feature = "all-faults")] impl x::ObjectType for TooManyGuestLogons {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1447,15 +1447,15 @@ impl x::ObjectType for TooManyGuestLogons {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TooManyGuestLogons(v) => Some(v), _ => None, }
+        match object { Object::TooManyGuestLogons(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TooManyGuestLogons(v) => Ok(v), other => Err(other), }
+        match object { Object::TooManyGuestLogons(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TooManyHosts {
+#[cfg(feature = "all-faults")] impl x::ObjectType for TooManyHosts {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1463,15 +1463,15 @@ impl x::ObjectType for TooManyHosts {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TooManyHosts(v) => Some(v), _ => None, }
+        match object { Object::TooManyHosts(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TooManyHosts(v) => Ok(v), other => Err(other), }
+        match object { Object::TooManyHosts(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TooManyNativeCloneLevels {
+#[cfg(feature = "all-faults")] impl x::ObjectType for TooManyNativeCloneLevels {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1479,15 +1479,15 @@ impl x::ObjectType for TooManyNativeCloneLevels {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TooManyNativeCloneLevels(v) => Some(v), _ => None, }
+        match object { Object::TooManyNativeCloneLevels(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TooManyNativeCloneLevels(v) => Ok(v), other => Err(other), }
+        match object { Object::TooManyNativeCloneLevels(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TooManyNativeClonesOnFile {
+#[cfg(feature = "all-faults")] impl x::ObjectType for TooManyNativeClonesOnFile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1495,15 +1495,15 @@ impl x::ObjectType for TooManyNativeClonesOnFile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TooManyNativeClonesOnFile(v) => Some(v), _ => None, }
+        match object { Object::TooManyNativeClonesOnFile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TooManyNativeClonesOnFile(v) => Ok(v), other => Err(other), }
+        match object { Object::TooManyNativeClonesOnFile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for TooManySnapshotLevels {
+#[cfg(feature = "all-faults")] impl x::ObjectType for TooManySnapshotLevels {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1511,15 +1511,15 @@ impl x::ObjectType for TooManySnapshotLevels {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TooManySnapshotLevels(v) => Some(v), _ => None, }
+        match object { Object::TooManySnapshotLevels(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TooManySnapshotLevels(v) => Ok(v), other => Err(other), }
+        match object { Object::TooManySnapshotLevels(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ToolsAlreadyUpgraded {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ToolsAlreadyUpgraded {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1527,15 +1527,15 @@ impl x::ObjectType for ToolsAlreadyUpgraded {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ToolsAlreadyUpgraded(v) => Some(v), _ => None, }
+        match object { Object::ToolsAlreadyUpgraded(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ToolsAlreadyUpgraded(v) => Ok(v), other => Err(other), }
+        match object { Object::ToolsAlreadyUpgraded(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ToolsAutoUpgradeNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ToolsAutoUpgradeNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1543,11 +1543,11 @@ impl x::ObjectType for ToolsAutoUpgradeNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ToolsAutoUpgradeNotSupported(v) => Some(v), _ => None, }
+        match object { Object::ToolsAutoUpgradeNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ToolsAutoUpgradeNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::ToolsAutoUpgradeNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1559,11 +1559,11 @@ impl x::ObjectType for ToolsConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ToolsConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ToolsConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ToolsConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ToolsConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1575,15 +1575,15 @@ impl x::ObjectType for ToolsConfigInfoToolsLastInstallInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ToolsConfigInfoToolsLastInstallInfo(v) => Some(v), _ => None, }
+        match object { Object::ToolsConfigInfoToolsLastInstallInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ToolsConfigInfoToolsLastInstallInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ToolsConfigInfoToolsLastInstallInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ToolsImageCopyFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ToolsImageCopyFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1591,15 +1591,15 @@ impl x::ObjectType for ToolsImageCopyFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ToolsImageCopyFailed(v) => Some(v), _ => None, }
+        match object { Object::ToolsImageCopyFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ToolsImageCopyFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::ToolsImageCopyFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ToolsImageNotAvailable {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ToolsImageNotAvailable {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1607,15 +1607,15 @@ impl x::ObjectType for ToolsImageNotAvailable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ToolsImageNotAvailable(v) => Some(v), _ => None, }
+        match object { Object::ToolsImageNotAvailable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ToolsImageNotAvailable(v) => Ok(v), other => Err(other), }
+        match object { Object::ToolsImageNotAvailable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ToolsImageSignatureCheckFailed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ToolsImageSignatureCheckFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1623,15 +1623,15 @@ impl x::ObjectType for ToolsImageSignatureCheckFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ToolsImageSignatureCheckFailed(v) => Some(v), _ => None, }
+        match object { Object::ToolsImageSignatureCheckFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ToolsImageSignatureCheckFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::ToolsImageSignatureCheckFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ToolsInstallationInProgress {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ToolsInstallationInProgress {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1639,11 +1639,11 @@ impl x::ObjectType for ToolsInstallationInProgress {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ToolsInstallationInProgress(v) => Some(v), _ => None, }
+        match object { Object::ToolsInstallationInProgress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ToolsInstallationInProgress(v) => Ok(v), other => Err(other), }
+        match object { Object::ToolsInstallationInProgress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1655,15 +1655,15 @@ impl x::ObjectType for ToolsUnavailable {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ToolsUnavailable(v) => Some(v), _ => None, }
+        match object { Object::ToolsUnavailable(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ToolsUnavailable(v) => Ok(v), other => Err(other), }
+        match object { Object::ToolsUnavailable(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for ToolsUpgradeCancelled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for ToolsUpgradeCancelled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1671,11 +1671,11 @@ impl x::ObjectType for ToolsUpgradeCancelled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ToolsUpgradeCancelled(v) => Some(v), _ => None, }
+        match object { Object::ToolsUpgradeCancelled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ToolsUpgradeCancelled(v) => Ok(v), other => Err(other), }
+        match object { Object::ToolsUpgradeCancelled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1687,11 +1687,11 @@ impl x::ObjectType for TransitGatewayConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TransitGatewayConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::TransitGatewayConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TransitGatewayConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::TransitGatewayConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1703,11 +1703,11 @@ impl x::ObjectType for TransitGatewayConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TransitGatewayConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::TransitGatewayConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TransitGatewayConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::TransitGatewayConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1719,11 +1719,11 @@ impl x::ObjectType for TransitGatewayCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TransitGatewayCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::TransitGatewayCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TransitGatewayCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::TransitGatewayCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1735,11 +1735,11 @@ impl x::ObjectType for TraversalSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TraversalSpec(v) => Some(v), _ => None, }
+        match object { Object::TraversalSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TraversalSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::TraversalSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1751,10 +1751,10 @@ impl x::ObjectType for TypeDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::TypeDescription(v) => Some(v), _ => None, }
+        match object { Object::TypeDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::TypeDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::TypeDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

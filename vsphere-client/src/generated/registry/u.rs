@@ -495,48 +495,48 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    UnSupportedDatastoreForVFlash(Box<UnSupportedDatastoreForVFlash>),
-    UncommittedUndoableDisk(Box<UncommittedUndoableDisk>),
-    UnconfiguredPropertyValue(Box<UnconfiguredPropertyValue>),
-    UncustomizableGuest(Box<UncustomizableGuest>),
-    UnexpectedCustomizationFault(Box<UnexpectedCustomizationFault>),
-    UnexpectedFault(Box<UnexpectedFault>),
-    UnlicensedVirtualMachinesEvent(Box<UnlicensedVirtualMachinesEvent>),
-    UnlicensedVirtualMachinesFoundEvent(Box<UnlicensedVirtualMachinesFoundEvent>),
-    UnrecognizedHost(Box<UnrecognizedHost>),
-    UnsharedSwapVMotionNotSupported(Box<UnsharedSwapVMotionNotSupported>),
-    UnsupportedDatastore(Box<UnsupportedDatastore>),
-    UnsupportedGuest(Box<UnsupportedGuest>),
-    UnsupportedVimApiVersion(Box<UnsupportedVimApiVersion>),
-    UnsupportedVmxLocation(Box<UnsupportedVmxLocation>),
+    #[cfg(feature = "all-faults")] UnSupportedDatastoreForVFlash(Box<UnSupportedDatastoreForVFlash>),
+    #[cfg(feature = "all-faults")] UncommittedUndoableDisk(Box<UncommittedUndoableDisk>),
+    #[cfg(feature = "all-faults")] UnconfiguredPropertyValue(Box<UnconfiguredPropertyValue>),
+    #[cfg(feature = "all-faults")] UncustomizableGuest(Box<UncustomizableGuest>),
+    #[cfg(feature = "all-faults")] UnexpectedCustomizationFault(Box<UnexpectedCustomizationFault>),
+    #[cfg(feature = "all-faults")] UnexpectedFault(Box<UnexpectedFault>),
+    #[cfg(feature = "all-events")] UnlicensedVirtualMachinesEvent(Box<UnlicensedVirtualMachinesEvent>),
+    #[cfg(feature = "all-events")] UnlicensedVirtualMachinesFoundEvent(Box<UnlicensedVirtualMachinesFoundEvent>),
+    #[cfg(feature = "all-faults")] UnrecognizedHost(Box<UnrecognizedHost>),
+    #[cfg(feature = "all-faults")] UnsharedSwapVMotionNotSupported(Box<UnsharedSwapVMotionNotSupported>),
+    #[cfg(feature = "all-faults")] UnsupportedDatastore(Box<UnsupportedDatastore>),
+    #[cfg(feature = "all-faults")] UnsupportedGuest(Box<UnsupportedGuest>),
+    #[cfg(feature = "all-faults")] UnsupportedVimApiVersion(Box<UnsupportedVimApiVersion>),
+    #[cfg(feature = "all-faults")] UnsupportedVmxLocation(Box<UnsupportedVmxLocation>),
     UntrustedCertificate(Box<UntrustedCertificate>),
-    UnusedVirtualDiskBlocksNotScrubbed(Box<UnusedVirtualDiskBlocksNotScrubbed>),
+    #[cfg(feature = "all-faults")] UnusedVirtualDiskBlocksNotScrubbed(Box<UnusedVirtualDiskBlocksNotScrubbed>),
     UpdateSet(Box<UpdateSet>),
     UpdateVirtualMachineFilesResult(Box<UpdateVirtualMachineFilesResult>),
     UpdateVirtualMachineFilesResultFailedVmFileInfo(Box<UpdateVirtualMachineFilesResultFailedVmFileInfo>),
-    UpdatedAgentBeingRestartedEvent(Box<UpdatedAgentBeingRestartedEvent>),
-    UpgradeEvent(Box<UpgradeEvent>),
+    #[cfg(feature = "all-events")] UpdatedAgentBeingRestartedEvent(Box<UpdatedAgentBeingRestartedEvent>),
+    #[cfg(feature = "all-events")] UpgradeEvent(Box<UpgradeEvent>),
     UpgradePolicy(Box<UpgradePolicy>),
-    UplinkPortMtuNotSupportEvent(Box<UplinkPortMtuNotSupportEvent>),
-    UplinkPortMtuSupportEvent(Box<UplinkPortMtuSupportEvent>),
-    UplinkPortVlanTrunkedEvent(Box<UplinkPortVlanTrunkedEvent>),
-    UplinkPortVlanUntrunkedEvent(Box<UplinkPortVlanUntrunkedEvent>),
+    #[cfg(feature = "all-events")] UplinkPortMtuNotSupportEvent(Box<UplinkPortMtuNotSupportEvent>),
+    #[cfg(feature = "all-events")] UplinkPortMtuSupportEvent(Box<UplinkPortMtuSupportEvent>),
+    #[cfg(feature = "all-events")] UplinkPortVlanTrunkedEvent(Box<UplinkPortVlanTrunkedEvent>),
+    #[cfg(feature = "all-events")] UplinkPortVlanUntrunkedEvent(Box<UplinkPortVlanUntrunkedEvent>),
     UsbScanCodeSpec(Box<UsbScanCodeSpec>),
     UsbScanCodeSpecKeyEvent(Box<UsbScanCodeSpecKeyEvent>),
     UsbScanCodeSpecModifierType(Box<UsbScanCodeSpecModifierType>),
-    UserAssignedToGroup(Box<UserAssignedToGroup>),
+    #[cfg(feature = "all-events")] UserAssignedToGroup(Box<UserAssignedToGroup>),
     UserGroupProfile(Box<UserGroupProfile>),
     UserInputRequiredParameterMetadata(Box<UserInputRequiredParameterMetadata>),
-    UserLoginSessionEvent(Box<UserLoginSessionEvent>),
-    UserLogoutSessionEvent(Box<UserLogoutSessionEvent>),
-    UserNotFound(Box<UserNotFound>),
-    UserPasswordChanged(Box<UserPasswordChanged>),
+    #[cfg(feature = "all-events")] UserLoginSessionEvent(Box<UserLoginSessionEvent>),
+    #[cfg(feature = "all-events")] UserLogoutSessionEvent(Box<UserLogoutSessionEvent>),
+    #[cfg(feature = "all-faults")] UserNotFound(Box<UserNotFound>),
+    #[cfg(feature = "all-events")] UserPasswordChanged(Box<UserPasswordChanged>),
     UserPrivilegeResult(Box<UserPrivilegeResult>),
     UserProfile(Box<UserProfile>),
     UserSearchResult(Box<UserSearchResult>),
     UserSession(Box<UserSession>),
-    UserUnassignedFromGroup(Box<UserUnassignedFromGroup>),
-    UserUpgradeEvent(Box<UserUpgradeEvent>),
+    #[cfg(feature = "all-events")] UserUnassignedFromGroup(Box<UserUnassignedFromGroup>),
+    #[cfg(feature = "all-events")] UserUpgradeEvent(Box<UserUpgradeEvent>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -551,48 +551,48 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnSupportedDatastoreForVFlash(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UncommittedUndoableDisk(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnconfiguredPropertyValue(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UncustomizableGuest(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnexpectedCustomizationFault(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnexpectedFault(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnlicensedVirtualMachinesEvent(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnlicensedVirtualMachinesFoundEvent(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnrecognizedHost(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsharedSwapVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedDatastore(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedGuest(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedVimApiVersion(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedVmxLocation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnSupportedDatastoreForVFlash(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UncommittedUndoableDisk(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnconfiguredPropertyValue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UncustomizableGuest(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnexpectedCustomizationFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnexpectedFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnlicensedVirtualMachinesEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnlicensedVirtualMachinesFoundEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnrecognizedHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsharedSwapVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedDatastore(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedGuest(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedVimApiVersion(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedVmxLocation(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UntrustedCertificate(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnusedVirtualDiskBlocksNotScrubbed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnusedVirtualDiskBlocksNotScrubbed(v), Err(e) => return Some(Err(e)) },
         97 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdateSet(v), Err(e) => return Some(Err(e)) },
         109 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdateVirtualMachineFilesResult(v), Err(e) => return Some(Err(e)) },
         110 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v), Err(e) => return Some(Err(e)) },
-        116 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdatedAgentBeingRestartedEvent(v), Err(e) => return Some(Err(e)) },
-        117 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpgradeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 116 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdatedAgentBeingRestartedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 117 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpgradeEvent(v), Err(e) => return Some(Err(e)) },
         119 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpgradePolicy(v), Err(e) => return Some(Err(e)) },
-        125 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortMtuNotSupportEvent(v), Err(e) => return Some(Err(e)) },
-        126 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortMtuSupportEvent(v), Err(e) => return Some(Err(e)) },
-        127 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortVlanTrunkedEvent(v), Err(e) => return Some(Err(e)) },
-        128 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortVlanUntrunkedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 125 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortMtuNotSupportEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 126 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortMtuSupportEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 127 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortVlanTrunkedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 128 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UplinkPortVlanUntrunkedEvent(v), Err(e) => return Some(Err(e)) },
         131 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UsbScanCodeSpec(v), Err(e) => return Some(Err(e)) },
         132 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UsbScanCodeSpecKeyEvent(v), Err(e) => return Some(Err(e)) },
         133 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UsbScanCodeSpecModifierType(v), Err(e) => return Some(Err(e)) },
-        134 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserAssignedToGroup(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 134 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserAssignedToGroup(v), Err(e) => return Some(Err(e)) },
         135 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserGroupProfile(v), Err(e) => return Some(Err(e)) },
         136 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserInputRequiredParameterMetadata(v), Err(e) => return Some(Err(e)) },
-        137 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserLoginSessionEvent(v), Err(e) => return Some(Err(e)) },
-        138 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserLogoutSessionEvent(v), Err(e) => return Some(Err(e)) },
-        139 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserNotFound(v), Err(e) => return Some(Err(e)) },
-        140 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserPasswordChanged(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 137 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserLoginSessionEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 138 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserLogoutSessionEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 139 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserNotFound(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 140 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserPasswordChanged(v), Err(e) => return Some(Err(e)) },
         141 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserPrivilegeResult(v), Err(e) => return Some(Err(e)) },
         142 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserProfile(v), Err(e) => return Some(Err(e)) },
         143 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserSearchResult(v), Err(e) => return Some(Err(e)) },
         144 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserSession(v), Err(e) => return Some(Err(e)) },
-        145 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserUnassignedFromGroup(v), Err(e) => return Some(Err(e)) },
-        146 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserUpgradeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 145 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserUnassignedFromGroup(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 146 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserUpgradeEvent(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -601,48 +601,48 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::UnSupportedDatastoreForVFlash(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UncommittedUndoableDisk(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnconfiguredPropertyValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UncustomizableGuest(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnexpectedCustomizationFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnexpectedFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnlicensedVirtualMachinesEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnlicensedVirtualMachinesFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnrecognizedHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnsharedSwapVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnsupportedDatastore(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnsupportedGuest(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnsupportedVimApiVersion(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnsupportedVmxLocation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnSupportedDatastoreForVFlash(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UncommittedUndoableDisk(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnconfiguredPropertyValue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UncustomizableGuest(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnexpectedCustomizationFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnexpectedFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnrecognizedHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnsharedSwapVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnsupportedDatastore(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnsupportedGuest(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UntrustedCertificate(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UnusedVirtualDiskBlocksNotScrubbed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UpdateSet(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UpdateVirtualMachineFilesResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UpdatedAgentBeingRestartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UpdatedAgentBeingRestartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UpgradePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UplinkPortMtuNotSupportEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UplinkPortMtuSupportEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UplinkPortVlanTrunkedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UplinkPortVlanUntrunkedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UplinkPortMtuNotSupportEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UplinkPortMtuSupportEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UplinkPortVlanTrunkedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UplinkPortVlanUntrunkedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UsbScanCodeSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UsbScanCodeSpecKeyEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UsbScanCodeSpecModifierType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserAssignedToGroup(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UserAssignedToGroup(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UserGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UserInputRequiredParameterMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserLoginSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserLogoutSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserPasswordChanged(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::UserNotFound(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UserPasswordChanged(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UserPrivilegeResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UserProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UserSession(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserUnassignedFromGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::UserUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -650,49 +650,49 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::UnSupportedDatastoreForVFlash(a), Object::UnSupportedDatastoreForVFlash(b)) => **a == **b,
-            (Object::UncommittedUndoableDisk(a), Object::UncommittedUndoableDisk(b)) => **a == **b,
-            (Object::UnconfiguredPropertyValue(a), Object::UnconfiguredPropertyValue(b)) => **a == **b,
-            (Object::UncustomizableGuest(a), Object::UncustomizableGuest(b)) => **a == **b,
-            (Object::UnexpectedCustomizationFault(a), Object::UnexpectedCustomizationFault(b)) => **a == **b,
-            (Object::UnexpectedFault(a), Object::UnexpectedFault(b)) => **a == **b,
-            (Object::UnlicensedVirtualMachinesEvent(a), Object::UnlicensedVirtualMachinesEvent(b)) => **a == **b,
-            (Object::UnlicensedVirtualMachinesFoundEvent(a), Object::UnlicensedVirtualMachinesFoundEvent(b)) => **a == **b,
-            (Object::UnrecognizedHost(a), Object::UnrecognizedHost(b)) => **a == **b,
-            (Object::UnsharedSwapVMotionNotSupported(a), Object::UnsharedSwapVMotionNotSupported(b)) => **a == **b,
-            (Object::UnsupportedDatastore(a), Object::UnsupportedDatastore(b)) => **a == **b,
-            (Object::UnsupportedGuest(a), Object::UnsupportedGuest(b)) => **a == **b,
-            (Object::UnsupportedVimApiVersion(a), Object::UnsupportedVimApiVersion(b)) => **a == **b,
-            (Object::UnsupportedVmxLocation(a), Object::UnsupportedVmxLocation(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnSupportedDatastoreForVFlash(a), Object::UnSupportedDatastoreForVFlash(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UncommittedUndoableDisk(a), Object::UncommittedUndoableDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnconfiguredPropertyValue(a), Object::UnconfiguredPropertyValue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UncustomizableGuest(a), Object::UncustomizableGuest(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnexpectedCustomizationFault(a), Object::UnexpectedCustomizationFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnexpectedFault(a), Object::UnexpectedFault(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UnlicensedVirtualMachinesEvent(a), Object::UnlicensedVirtualMachinesEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UnlicensedVirtualMachinesFoundEvent(a), Object::UnlicensedVirtualMachinesFoundEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnrecognizedHost(a), Object::UnrecognizedHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnsharedSwapVMotionNotSupported(a), Object::UnsharedSwapVMotionNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnsupportedDatastore(a), Object::UnsupportedDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnsupportedGuest(a), Object::UnsupportedGuest(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnsupportedVimApiVersion(a), Object::UnsupportedVimApiVersion(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnsupportedVmxLocation(a), Object::UnsupportedVmxLocation(b)) => **a == **b,
             (Object::UntrustedCertificate(a), Object::UntrustedCertificate(b)) => **a == **b,
-            (Object::UnusedVirtualDiskBlocksNotScrubbed(a), Object::UnusedVirtualDiskBlocksNotScrubbed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UnusedVirtualDiskBlocksNotScrubbed(a), Object::UnusedVirtualDiskBlocksNotScrubbed(b)) => **a == **b,
             (Object::UpdateSet(a), Object::UpdateSet(b)) => **a == **b,
             (Object::UpdateVirtualMachineFilesResult(a), Object::UpdateVirtualMachineFilesResult(b)) => **a == **b,
             (Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(a), Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(b)) => **a == **b,
-            (Object::UpdatedAgentBeingRestartedEvent(a), Object::UpdatedAgentBeingRestartedEvent(b)) => **a == **b,
-            (Object::UpgradeEvent(a), Object::UpgradeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UpdatedAgentBeingRestartedEvent(a), Object::UpdatedAgentBeingRestartedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UpgradeEvent(a), Object::UpgradeEvent(b)) => **a == **b,
             (Object::UpgradePolicy(a), Object::UpgradePolicy(b)) => **a == **b,
-            (Object::UplinkPortMtuNotSupportEvent(a), Object::UplinkPortMtuNotSupportEvent(b)) => **a == **b,
-            (Object::UplinkPortMtuSupportEvent(a), Object::UplinkPortMtuSupportEvent(b)) => **a == **b,
-            (Object::UplinkPortVlanTrunkedEvent(a), Object::UplinkPortVlanTrunkedEvent(b)) => **a == **b,
-            (Object::UplinkPortVlanUntrunkedEvent(a), Object::UplinkPortVlanUntrunkedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UplinkPortMtuNotSupportEvent(a), Object::UplinkPortMtuNotSupportEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UplinkPortMtuSupportEvent(a), Object::UplinkPortMtuSupportEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UplinkPortVlanTrunkedEvent(a), Object::UplinkPortVlanTrunkedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UplinkPortVlanUntrunkedEvent(a), Object::UplinkPortVlanUntrunkedEvent(b)) => **a == **b,
             (Object::UsbScanCodeSpec(a), Object::UsbScanCodeSpec(b)) => **a == **b,
             (Object::UsbScanCodeSpecKeyEvent(a), Object::UsbScanCodeSpecKeyEvent(b)) => **a == **b,
             (Object::UsbScanCodeSpecModifierType(a), Object::UsbScanCodeSpecModifierType(b)) => **a == **b,
-            (Object::UserAssignedToGroup(a), Object::UserAssignedToGroup(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UserAssignedToGroup(a), Object::UserAssignedToGroup(b)) => **a == **b,
             (Object::UserGroupProfile(a), Object::UserGroupProfile(b)) => **a == **b,
             (Object::UserInputRequiredParameterMetadata(a), Object::UserInputRequiredParameterMetadata(b)) => **a == **b,
-            (Object::UserLoginSessionEvent(a), Object::UserLoginSessionEvent(b)) => **a == **b,
-            (Object::UserLogoutSessionEvent(a), Object::UserLogoutSessionEvent(b)) => **a == **b,
-            (Object::UserNotFound(a), Object::UserNotFound(b)) => **a == **b,
-            (Object::UserPasswordChanged(a), Object::UserPasswordChanged(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UserLoginSessionEvent(a), Object::UserLoginSessionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UserLogoutSessionEvent(a), Object::UserLogoutSessionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::UserNotFound(a), Object::UserNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UserPasswordChanged(a), Object::UserPasswordChanged(b)) => **a == **b,
             (Object::UserPrivilegeResult(a), Object::UserPrivilegeResult(b)) => **a == **b,
             (Object::UserProfile(a), Object::UserProfile(b)) => **a == **b,
             (Object::UserSearchResult(a), Object::UserSearchResult(b)) => **a == **b,
             (Object::UserSession(a), Object::UserSession(b)) => **a == **b,
-            (Object::UserUnassignedFromGroup(a), Object::UserUnassignedFromGroup(b)) => **a == **b,
-            (Object::UserUpgradeEvent(a), Object::UserUpgradeEvent(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-events")] (Object::UserUnassignedFromGroup(a), Object::UserUnassignedFromGroup(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::UserUpgradeEvent(a), Object::UserUpgradeEvent(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -700,48 +700,48 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::UnSupportedDatastoreForVFlash(v) => Object::UnSupportedDatastoreForVFlash(Box::new((**v).clone())),
-            Object::UncommittedUndoableDisk(v) => Object::UncommittedUndoableDisk(Box::new((**v).clone())),
-            Object::UnconfiguredPropertyValue(v) => Object::UnconfiguredPropertyValue(Box::new((**v).clone())),
-            Object::UncustomizableGuest(v) => Object::UncustomizableGuest(Box::new((**v).clone())),
-            Object::UnexpectedCustomizationFault(v) => Object::UnexpectedCustomizationFault(Box::new((**v).clone())),
-            Object::UnexpectedFault(v) => Object::UnexpectedFault(Box::new((**v).clone())),
-            Object::UnlicensedVirtualMachinesEvent(v) => Object::UnlicensedVirtualMachinesEvent(Box::new((**v).clone())),
-            Object::UnlicensedVirtualMachinesFoundEvent(v) => Object::UnlicensedVirtualMachinesFoundEvent(Box::new((**v).clone())),
-            Object::UnrecognizedHost(v) => Object::UnrecognizedHost(Box::new((**v).clone())),
-            Object::UnsharedSwapVMotionNotSupported(v) => Object::UnsharedSwapVMotionNotSupported(Box::new((**v).clone())),
-            Object::UnsupportedDatastore(v) => Object::UnsupportedDatastore(Box::new((**v).clone())),
-            Object::UnsupportedGuest(v) => Object::UnsupportedGuest(Box::new((**v).clone())),
-            Object::UnsupportedVimApiVersion(v) => Object::UnsupportedVimApiVersion(Box::new((**v).clone())),
-            Object::UnsupportedVmxLocation(v) => Object::UnsupportedVmxLocation(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnSupportedDatastoreForVFlash(v) => Object::UnSupportedDatastoreForVFlash(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UncommittedUndoableDisk(v) => Object::UncommittedUndoableDisk(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnconfiguredPropertyValue(v) => Object::UnconfiguredPropertyValue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UncustomizableGuest(v) => Object::UncustomizableGuest(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnexpectedCustomizationFault(v) => Object::UnexpectedCustomizationFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnexpectedFault(v) => Object::UnexpectedFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesEvent(v) => Object::UnlicensedVirtualMachinesEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesFoundEvent(v) => Object::UnlicensedVirtualMachinesFoundEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnrecognizedHost(v) => Object::UnrecognizedHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnsharedSwapVMotionNotSupported(v) => Object::UnsharedSwapVMotionNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnsupportedDatastore(v) => Object::UnsupportedDatastore(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnsupportedGuest(v) => Object::UnsupportedGuest(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(v) => Object::UnsupportedVimApiVersion(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(v) => Object::UnsupportedVmxLocation(Box::new((**v).clone())),
             Object::UntrustedCertificate(v) => Object::UntrustedCertificate(Box::new((**v).clone())),
-            Object::UnusedVirtualDiskBlocksNotScrubbed(v) => Object::UnusedVirtualDiskBlocksNotScrubbed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(v) => Object::UnusedVirtualDiskBlocksNotScrubbed(Box::new((**v).clone())),
             Object::UpdateSet(v) => Object::UpdateSet(Box::new((**v).clone())),
             Object::UpdateVirtualMachineFilesResult(v) => Object::UpdateVirtualMachineFilesResult(Box::new((**v).clone())),
             Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(Box::new((**v).clone())),
-            Object::UpdatedAgentBeingRestartedEvent(v) => Object::UpdatedAgentBeingRestartedEvent(Box::new((**v).clone())),
-            Object::UpgradeEvent(v) => Object::UpgradeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UpdatedAgentBeingRestartedEvent(v) => Object::UpdatedAgentBeingRestartedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UpgradeEvent(v) => Object::UpgradeEvent(Box::new((**v).clone())),
             Object::UpgradePolicy(v) => Object::UpgradePolicy(Box::new((**v).clone())),
-            Object::UplinkPortMtuNotSupportEvent(v) => Object::UplinkPortMtuNotSupportEvent(Box::new((**v).clone())),
-            Object::UplinkPortMtuSupportEvent(v) => Object::UplinkPortMtuSupportEvent(Box::new((**v).clone())),
-            Object::UplinkPortVlanTrunkedEvent(v) => Object::UplinkPortVlanTrunkedEvent(Box::new((**v).clone())),
-            Object::UplinkPortVlanUntrunkedEvent(v) => Object::UplinkPortVlanUntrunkedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UplinkPortMtuNotSupportEvent(v) => Object::UplinkPortMtuNotSupportEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UplinkPortMtuSupportEvent(v) => Object::UplinkPortMtuSupportEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UplinkPortVlanTrunkedEvent(v) => Object::UplinkPortVlanTrunkedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UplinkPortVlanUntrunkedEvent(v) => Object::UplinkPortVlanUntrunkedEvent(Box::new((**v).clone())),
             Object::UsbScanCodeSpec(v) => Object::UsbScanCodeSpec(Box::new((**v).clone())),
             Object::UsbScanCodeSpecKeyEvent(v) => Object::UsbScanCodeSpecKeyEvent(Box::new((**v).clone())),
             Object::UsbScanCodeSpecModifierType(v) => Object::UsbScanCodeSpecModifierType(Box::new((**v).clone())),
-            Object::UserAssignedToGroup(v) => Object::UserAssignedToGroup(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UserAssignedToGroup(v) => Object::UserAssignedToGroup(Box::new((**v).clone())),
             Object::UserGroupProfile(v) => Object::UserGroupProfile(Box::new((**v).clone())),
             Object::UserInputRequiredParameterMetadata(v) => Object::UserInputRequiredParameterMetadata(Box::new((**v).clone())),
-            Object::UserLoginSessionEvent(v) => Object::UserLoginSessionEvent(Box::new((**v).clone())),
-            Object::UserLogoutSessionEvent(v) => Object::UserLogoutSessionEvent(Box::new((**v).clone())),
-            Object::UserNotFound(v) => Object::UserNotFound(Box::new((**v).clone())),
-            Object::UserPasswordChanged(v) => Object::UserPasswordChanged(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(v) => Object::UserLoginSessionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(v) => Object::UserLogoutSessionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::UserNotFound(v) => Object::UserNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UserPasswordChanged(v) => Object::UserPasswordChanged(Box::new((**v).clone())),
             Object::UserPrivilegeResult(v) => Object::UserPrivilegeResult(Box::new((**v).clone())),
             Object::UserProfile(v) => Object::UserProfile(Box::new((**v).clone())),
             Object::UserSearchResult(v) => Object::UserSearchResult(Box::new((**v).clone())),
             Object::UserSession(v) => Object::UserSession(Box::new((**v).clone())),
-            Object::UserUnassignedFromGroup(v) => Object::UserUnassignedFromGroup(Box::new((**v).clone())),
-            Object::UserUpgradeEvent(v) => Object::UserUpgradeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(v) => Object::UserUnassignedFromGroup(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::UserUpgradeEvent(v) => Object::UserUpgradeEvent(Box::new((**v).clone())),
         }
     }
 }
@@ -749,48 +749,48 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::UnSupportedDatastoreForVFlash(_) => "UnSupportedDatastoreForVFlash",
-            Object::UncommittedUndoableDisk(_) => "UncommittedUndoableDisk",
-            Object::UnconfiguredPropertyValue(_) => "UnconfiguredPropertyValue",
-            Object::UncustomizableGuest(_) => "UncustomizableGuest",
-            Object::UnexpectedCustomizationFault(_) => "UnexpectedCustomizationFault",
-            Object::UnexpectedFault(_) => "UnexpectedFault",
-            Object::UnlicensedVirtualMachinesEvent(_) => "UnlicensedVirtualMachinesEvent",
-            Object::UnlicensedVirtualMachinesFoundEvent(_) => "UnlicensedVirtualMachinesFoundEvent",
-            Object::UnrecognizedHost(_) => "UnrecognizedHost",
-            Object::UnsharedSwapVMotionNotSupported(_) => "UnsharedSwapVMotionNotSupported",
-            Object::UnsupportedDatastore(_) => "UnsupportedDatastore",
-            Object::UnsupportedGuest(_) => "UnsupportedGuest",
-            Object::UnsupportedVimApiVersion(_) => "UnsupportedVimApiVersion",
-            Object::UnsupportedVmxLocation(_) => "UnsupportedVmxLocation",
+            #[cfg(feature = "all-faults")] Object::UnSupportedDatastoreForVFlash(_) => "UnSupportedDatastoreForVFlash",
+            #[cfg(feature = "all-faults")] Object::UncommittedUndoableDisk(_) => "UncommittedUndoableDisk",
+            #[cfg(feature = "all-faults")] Object::UnconfiguredPropertyValue(_) => "UnconfiguredPropertyValue",
+            #[cfg(feature = "all-faults")] Object::UncustomizableGuest(_) => "UncustomizableGuest",
+            #[cfg(feature = "all-faults")] Object::UnexpectedCustomizationFault(_) => "UnexpectedCustomizationFault",
+            #[cfg(feature = "all-faults")] Object::UnexpectedFault(_) => "UnexpectedFault",
+            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesEvent(_) => "UnlicensedVirtualMachinesEvent",
+            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesFoundEvent(_) => "UnlicensedVirtualMachinesFoundEvent",
+            #[cfg(feature = "all-faults")] Object::UnrecognizedHost(_) => "UnrecognizedHost",
+            #[cfg(feature = "all-faults")] Object::UnsharedSwapVMotionNotSupported(_) => "UnsharedSwapVMotionNotSupported",
+            #[cfg(feature = "all-faults")] Object::UnsupportedDatastore(_) => "UnsupportedDatastore",
+            #[cfg(feature = "all-faults")] Object::UnsupportedGuest(_) => "UnsupportedGuest",
+            #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(_) => "UnsupportedVimApiVersion",
+            #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(_) => "UnsupportedVmxLocation",
             Object::UntrustedCertificate(_) => "UntrustedCertificate",
-            Object::UnusedVirtualDiskBlocksNotScrubbed(_) => "UnusedVirtualDiskBlocksNotScrubbed",
+            #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(_) => "UnusedVirtualDiskBlocksNotScrubbed",
             Object::UpdateSet(_) => "UpdateSet",
             Object::UpdateVirtualMachineFilesResult(_) => "UpdateVirtualMachineFilesResult",
             Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(_) => "UpdateVirtualMachineFilesResultFailedVmFileInfo",
-            Object::UpdatedAgentBeingRestartedEvent(_) => "UpdatedAgentBeingRestartedEvent",
-            Object::UpgradeEvent(_) => "UpgradeEvent",
+            #[cfg(feature = "all-events")] Object::UpdatedAgentBeingRestartedEvent(_) => "UpdatedAgentBeingRestartedEvent",
+            #[cfg(feature = "all-events")] Object::UpgradeEvent(_) => "UpgradeEvent",
             Object::UpgradePolicy(_) => "UpgradePolicy",
-            Object::UplinkPortMtuNotSupportEvent(_) => "UplinkPortMtuNotSupportEvent",
-            Object::UplinkPortMtuSupportEvent(_) => "UplinkPortMtuSupportEvent",
-            Object::UplinkPortVlanTrunkedEvent(_) => "UplinkPortVlanTrunkedEvent",
-            Object::UplinkPortVlanUntrunkedEvent(_) => "UplinkPortVlanUntrunkedEvent",
+            #[cfg(feature = "all-events")] Object::UplinkPortMtuNotSupportEvent(_) => "UplinkPortMtuNotSupportEvent",
+            #[cfg(feature = "all-events")] Object::UplinkPortMtuSupportEvent(_) => "UplinkPortMtuSupportEvent",
+            #[cfg(feature = "all-events")] Object::UplinkPortVlanTrunkedEvent(_) => "UplinkPortVlanTrunkedEvent",
+            #[cfg(feature = "all-events")] Object::UplinkPortVlanUntrunkedEvent(_) => "UplinkPortVlanUntrunkedEvent",
             Object::UsbScanCodeSpec(_) => "UsbScanCodeSpec",
             Object::UsbScanCodeSpecKeyEvent(_) => "UsbScanCodeSpecKeyEvent",
             Object::UsbScanCodeSpecModifierType(_) => "UsbScanCodeSpecModifierType",
-            Object::UserAssignedToGroup(_) => "UserAssignedToGroup",
+            #[cfg(feature = "all-events")] Object::UserAssignedToGroup(_) => "UserAssignedToGroup",
             Object::UserGroupProfile(_) => "UserGroupProfile",
             Object::UserInputRequiredParameterMetadata(_) => "UserInputRequiredParameterMetadata",
-            Object::UserLoginSessionEvent(_) => "UserLoginSessionEvent",
-            Object::UserLogoutSessionEvent(_) => "UserLogoutSessionEvent",
-            Object::UserNotFound(_) => "UserNotFound",
-            Object::UserPasswordChanged(_) => "UserPasswordChanged",
+            #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(_) => "UserLoginSessionEvent",
+            #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(_) => "UserLogoutSessionEvent",
+            #[cfg(feature = "all-faults")] Object::UserNotFound(_) => "UserNotFound",
+            #[cfg(feature = "all-events")] Object::UserPasswordChanged(_) => "UserPasswordChanged",
             Object::UserPrivilegeResult(_) => "UserPrivilegeResult",
             Object::UserProfile(_) => "UserProfile",
             Object::UserSearchResult(_) => "UserSearchResult",
             Object::UserSession(_) => "UserSession",
-            Object::UserUnassignedFromGroup(_) => "UserUnassignedFromGroup",
-            Object::UserUpgradeEvent(_) => "UserUpgradeEvent",
+            #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(_) => "UserUnassignedFromGroup",
+            #[cfg(feature = "all-events")] Object::UserUpgradeEvent(_) => "UserUpgradeEvent",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -810,54 +810,54 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::UnSupportedDatastoreForVFlash(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UncommittedUndoableDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnconfiguredPropertyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UncustomizableGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnexpectedCustomizationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnexpectedFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnlicensedVirtualMachinesEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnlicensedVirtualMachinesFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnrecognizedHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnsharedSwapVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnsupportedDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnsupportedGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnsupportedVimApiVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnsupportedVmxLocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnSupportedDatastoreForVFlash(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UncommittedUndoableDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnconfiguredPropertyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UncustomizableGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnexpectedCustomizationFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnexpectedFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnrecognizedHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnsharedSwapVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnsupportedDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnsupportedGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UntrustedCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UnusedVirtualDiskBlocksNotScrubbed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UpdateSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UpdateVirtualMachineFilesResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UpdatedAgentBeingRestartedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UpdatedAgentBeingRestartedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UpgradePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UplinkPortMtuNotSupportEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UplinkPortMtuSupportEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UplinkPortVlanTrunkedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UplinkPortVlanUntrunkedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UplinkPortMtuNotSupportEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UplinkPortMtuSupportEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UplinkPortVlanTrunkedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UplinkPortVlanUntrunkedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UsbScanCodeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UsbScanCodeSpecKeyEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UsbScanCodeSpecModifierType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserAssignedToGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UserAssignedToGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UserGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UserInputRequiredParameterMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserLoginSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserLogoutSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserPasswordChanged(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::UserNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UserPasswordChanged(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UserPrivilegeResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UserProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UserSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserUnassignedFromGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::UserUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for UnSupportedDatastoreForVFlash {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnSupportedDatastoreForVFlash {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -865,15 +865,15 @@ impl x::ObjectType for UnSupportedDatastoreForVFlash {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnSupportedDatastoreForVFlash(v) => Some(v), _ => None, }
+        match object { Object::UnSupportedDatastoreForVFlash(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnSupportedDatastoreForVFlash(v) => Ok(v), other => Err(other), }
+        match object { Object::UnSupportedDatastoreForVFlash(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UncommittedUndoableDisk {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UncommittedUndoableDisk {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -881,15 +881,15 @@ impl x::ObjectType for UncommittedUndoableDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UncommittedUndoableDisk(v) => Some(v), _ => None, }
+        match object { Object::UncommittedUndoableDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UncommittedUndoableDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::UncommittedUndoableDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnconfiguredPropertyValue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnconfiguredPropertyValue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -897,15 +897,15 @@ impl x::ObjectType for UnconfiguredPropertyValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnconfiguredPropertyValue(v) => Some(v), _ => None, }
+        match object { Object::UnconfiguredPropertyValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnconfiguredPropertyValue(v) => Ok(v), other => Err(other), }
+        match object { Object::UnconfiguredPropertyValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UncustomizableGuest {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UncustomizableGuest {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -913,15 +913,15 @@ impl x::ObjectType for UncustomizableGuest {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UncustomizableGuest(v) => Some(v), _ => None, }
+        match object { Object::UncustomizableGuest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UncustomizableGuest(v) => Ok(v), other => Err(other), }
+        match object { Object::UncustomizableGuest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnexpectedCustomizationFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnexpectedCustomizationFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -929,15 +929,15 @@ impl x::ObjectType for UnexpectedCustomizationFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnexpectedCustomizationFault(v) => Some(v), _ => None, }
+        match object { Object::UnexpectedCustomizationFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnexpectedCustomizationFault(v) => Ok(v), other => Err(other), }
+        match object { Object::UnexpectedCustomizationFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnexpectedFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnexpectedFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -945,15 +945,15 @@ impl x::ObjectType for UnexpectedFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnexpectedFault(v) => Some(v), _ => None, }
+        match object { Object::UnexpectedFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnexpectedFault(v) => Ok(v), other => Err(other), }
+        match object { Object::UnexpectedFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnlicensedVirtualMachinesEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UnlicensedVirtualMachinesEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -961,15 +961,15 @@ impl x::ObjectType for UnlicensedVirtualMachinesEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnlicensedVirtualMachinesEvent(v) => Some(v), _ => None, }
+        match object { Object::UnlicensedVirtualMachinesEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnlicensedVirtualMachinesEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UnlicensedVirtualMachinesEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnlicensedVirtualMachinesFoundEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UnlicensedVirtualMachinesFoundEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -977,15 +977,15 @@ impl x::ObjectType for UnlicensedVirtualMachinesFoundEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnlicensedVirtualMachinesFoundEvent(v) => Some(v), _ => None, }
+        match object { Object::UnlicensedVirtualMachinesFoundEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnlicensedVirtualMachinesFoundEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UnlicensedVirtualMachinesFoundEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnrecognizedHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnrecognizedHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -993,15 +993,15 @@ impl x::ObjectType for UnrecognizedHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnrecognizedHost(v) => Some(v), _ => None, }
+        match object { Object::UnrecognizedHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnrecognizedHost(v) => Ok(v), other => Err(other), }
+        match object { Object::UnrecognizedHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnsharedSwapVMotionNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnsharedSwapVMotionNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1009,15 +1009,15 @@ impl x::ObjectType for UnsharedSwapVMotionNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnsharedSwapVMotionNotSupported(v) => Some(v), _ => None, }
+        match object { Object::UnsharedSwapVMotionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnsharedSwapVMotionNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::UnsharedSwapVMotionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnsupportedDatastore {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnsupportedDatastore {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1025,15 +1025,15 @@ impl x::ObjectType for UnsupportedDatastore {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnsupportedDatastore(v) => Some(v), _ => None, }
+        match object { Object::UnsupportedDatastore(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnsupportedDatastore(v) => Ok(v), other => Err(other), }
+        match object { Object::UnsupportedDatastore(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnsupportedGuest {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnsupportedGuest {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1041,15 +1041,15 @@ impl x::ObjectType for UnsupportedGuest {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnsupportedGuest(v) => Some(v), _ => None, }
+        match object { Object::UnsupportedGuest(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnsupportedGuest(v) => Ok(v), other => Err(other), }
+        match object { Object::UnsupportedGuest(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnsupportedVimApiVersion {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnsupportedVimApiVersion {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1057,15 +1057,15 @@ impl x::ObjectType for UnsupportedVimApiVersion {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnsupportedVimApiVersion(v) => Some(v), _ => None, }
+        match object { Object::UnsupportedVimApiVersion(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnsupportedVimApiVersion(v) => Ok(v), other => Err(other), }
+        match object { Object::UnsupportedVimApiVersion(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnsupportedVmxLocation {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnsupportedVmxLocation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1073,11 +1073,11 @@ impl x::ObjectType for UnsupportedVmxLocation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnsupportedVmxLocation(v) => Some(v), _ => None, }
+        match object { Object::UnsupportedVmxLocation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnsupportedVmxLocation(v) => Ok(v), other => Err(other), }
+        match object { Object::UnsupportedVmxLocation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1089,15 +1089,15 @@ impl x::ObjectType for UntrustedCertificate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UntrustedCertificate(v) => Some(v), _ => None, }
+        match object { Object::UntrustedCertificate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UntrustedCertificate(v) => Ok(v), other => Err(other), }
+        match object { Object::UntrustedCertificate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UnusedVirtualDiskBlocksNotScrubbed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UnusedVirtualDiskBlocksNotScrubbed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1105,11 +1105,11 @@ impl x::ObjectType for UnusedVirtualDiskBlocksNotScrubbed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UnusedVirtualDiskBlocksNotScrubbed(v) => Some(v), _ => None, }
+        match object { Object::UnusedVirtualDiskBlocksNotScrubbed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UnusedVirtualDiskBlocksNotScrubbed(v) => Ok(v), other => Err(other), }
+        match object { Object::UnusedVirtualDiskBlocksNotScrubbed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1121,11 +1121,11 @@ impl x::ObjectType for UpdateSet {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpdateSet(v) => Some(v), _ => None, }
+        match object { Object::UpdateSet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpdateSet(v) => Ok(v), other => Err(other), }
+        match object { Object::UpdateSet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1137,11 +1137,11 @@ impl x::ObjectType for UpdateVirtualMachineFilesResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpdateVirtualMachineFilesResult(v) => Some(v), _ => None, }
+        match object { Object::UpdateVirtualMachineFilesResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpdateVirtualMachineFilesResult(v) => Ok(v), other => Err(other), }
+        match object { Object::UpdateVirtualMachineFilesResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1153,15 +1153,15 @@ impl x::ObjectType for UpdateVirtualMachineFilesResultFailedVmFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Some(v), _ => None, }
+        match object { Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UpdatedAgentBeingRestartedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UpdatedAgentBeingRestartedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1169,15 +1169,15 @@ impl x::ObjectType for UpdatedAgentBeingRestartedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpdatedAgentBeingRestartedEvent(v) => Some(v), _ => None, }
+        match object { Object::UpdatedAgentBeingRestartedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpdatedAgentBeingRestartedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UpdatedAgentBeingRestartedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UpgradeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UpgradeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1185,11 +1185,11 @@ impl x::ObjectType for UpgradeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpgradeEvent(v) => Some(v), _ => None, }
+        match object { Object::UpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpgradeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1201,15 +1201,15 @@ impl x::ObjectType for UpgradePolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UpgradePolicy(v) => Some(v), _ => None, }
+        match object { Object::UpgradePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UpgradePolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::UpgradePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UplinkPortMtuNotSupportEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UplinkPortMtuNotSupportEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1217,15 +1217,15 @@ impl x::ObjectType for UplinkPortMtuNotSupportEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UplinkPortMtuNotSupportEvent(v) => Some(v), _ => None, }
+        match object { Object::UplinkPortMtuNotSupportEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UplinkPortMtuNotSupportEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UplinkPortMtuNotSupportEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UplinkPortMtuSupportEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UplinkPortMtuSupportEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1233,15 +1233,15 @@ impl x::ObjectType for UplinkPortMtuSupportEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UplinkPortMtuSupportEvent(v) => Some(v), _ => None, }
+        match object { Object::UplinkPortMtuSupportEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UplinkPortMtuSupportEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UplinkPortMtuSupportEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UplinkPortVlanTrunkedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UplinkPortVlanTrunkedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1249,15 +1249,15 @@ impl x::ObjectType for UplinkPortVlanTrunkedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UplinkPortVlanTrunkedEvent(v) => Some(v), _ => None, }
+        match object { Object::UplinkPortVlanTrunkedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UplinkPortVlanTrunkedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UplinkPortVlanTrunkedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UplinkPortVlanUntrunkedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UplinkPortVlanUntrunkedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1265,11 +1265,11 @@ impl x::ObjectType for UplinkPortVlanUntrunkedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UplinkPortVlanUntrunkedEvent(v) => Some(v), _ => None, }
+        match object { Object::UplinkPortVlanUntrunkedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UplinkPortVlanUntrunkedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UplinkPortVlanUntrunkedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1281,11 +1281,11 @@ impl x::ObjectType for UsbScanCodeSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UsbScanCodeSpec(v) => Some(v), _ => None, }
+        match object { Object::UsbScanCodeSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UsbScanCodeSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::UsbScanCodeSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1297,11 +1297,11 @@ impl x::ObjectType for UsbScanCodeSpecKeyEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UsbScanCodeSpecKeyEvent(v) => Some(v), _ => None, }
+        match object { Object::UsbScanCodeSpecKeyEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UsbScanCodeSpecKeyEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UsbScanCodeSpecKeyEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1313,15 +1313,15 @@ impl x::ObjectType for UsbScanCodeSpecModifierType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UsbScanCodeSpecModifierType(v) => Some(v), _ => None, }
+        match object { Object::UsbScanCodeSpecModifierType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UsbScanCodeSpecModifierType(v) => Ok(v), other => Err(other), }
+        match object { Object::UsbScanCodeSpecModifierType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UserAssignedToGroup {
+#[cfg(feature = "all-events")] impl x::ObjectType for UserAssignedToGroup {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1329,11 +1329,11 @@ impl x::ObjectType for UserAssignedToGroup {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserAssignedToGroup(v) => Some(v), _ => None, }
+        match object { Object::UserAssignedToGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserAssignedToGroup(v) => Ok(v), other => Err(other), }
+        match object { Object::UserAssignedToGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1345,11 +1345,11 @@ impl x::ObjectType for UserGroupProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserGroupProfile(v) => Some(v), _ => None, }
+        match object { Object::UserGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserGroupProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::UserGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1361,15 +1361,15 @@ impl x::ObjectType for UserInputRequiredParameterMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserInputRequiredParameterMetadata(v) => Some(v), _ => None, }
+        match object { Object::UserInputRequiredParameterMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserInputRequiredParameterMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::UserInputRequiredParameterMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UserLoginSessionEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UserLoginSessionEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1377,15 +1377,15 @@ impl x::ObjectType for UserLoginSessionEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserLoginSessionEvent(v) => Some(v), _ => None, }
+        match object { Object::UserLoginSessionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserLoginSessionEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UserLoginSessionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UserLogoutSessionEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UserLogoutSessionEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1393,15 +1393,15 @@ impl x::ObjectType for UserLogoutSessionEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserLogoutSessionEvent(v) => Some(v), _ => None, }
+        match object { Object::UserLogoutSessionEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserLogoutSessionEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UserLogoutSessionEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UserNotFound {
+#[cfg(feature = "all-faults")] impl x::ObjectType for UserNotFound {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1409,15 +1409,15 @@ impl x::ObjectType for UserNotFound {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserNotFound(v) => Some(v), _ => None, }
+        match object { Object::UserNotFound(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserNotFound(v) => Ok(v), other => Err(other), }
+        match object { Object::UserNotFound(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UserPasswordChanged {
+#[cfg(feature = "all-events")] impl x::ObjectType for UserPasswordChanged {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1425,11 +1425,11 @@ impl x::ObjectType for UserPasswordChanged {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserPasswordChanged(v) => Some(v), _ => None, }
+        match object { Object::UserPasswordChanged(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserPasswordChanged(v) => Ok(v), other => Err(other), }
+        match object { Object::UserPasswordChanged(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1441,11 +1441,11 @@ impl x::ObjectType for UserPrivilegeResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserPrivilegeResult(v) => Some(v), _ => None, }
+        match object { Object::UserPrivilegeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserPrivilegeResult(v) => Ok(v), other => Err(other), }
+        match object { Object::UserPrivilegeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1457,11 +1457,11 @@ impl x::ObjectType for UserProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserProfile(v) => Some(v), _ => None, }
+        match object { Object::UserProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::UserProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1473,11 +1473,11 @@ impl x::ObjectType for UserSearchResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserSearchResult(v) => Some(v), _ => None, }
+        match object { Object::UserSearchResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserSearchResult(v) => Ok(v), other => Err(other), }
+        match object { Object::UserSearchResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1489,15 +1489,15 @@ impl x::ObjectType for UserSession {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserSession(v) => Some(v), _ => None, }
+        match object { Object::UserSession(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserSession(v) => Ok(v), other => Err(other), }
+        match object { Object::UserSession(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UserUnassignedFromGroup {
+#[cfg(feature = "all-events")] impl x::ObjectType for UserUnassignedFromGroup {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1505,15 +1505,15 @@ impl x::ObjectType for UserUnassignedFromGroup {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserUnassignedFromGroup(v) => Some(v), _ => None, }
+        match object { Object::UserUnassignedFromGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserUnassignedFromGroup(v) => Ok(v), other => Err(other), }
+        match object { Object::UserUnassignedFromGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for UserUpgradeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for UserUpgradeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1521,10 +1521,10 @@ impl x::ObjectType for UserUpgradeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::UserUpgradeEvent(v) => Some(v), _ => None, }
+        match object { Object::UserUpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::UserUpgradeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::UserUpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

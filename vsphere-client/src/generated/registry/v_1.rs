@@ -318,7 +318,7 @@ pub enum Object {
     VAppCloneSpecNetworkMappingPair(Box<VAppCloneSpecNetworkMappingPair>),
     VAppCloneSpecProvisioningType(Box<VAppCloneSpecProvisioningType>),
     VAppCloneSpecResourceMap(Box<VAppCloneSpecResourceMap>),
-    VAppConfigFault(Box<VAppConfigFault>),
+    #[cfg(feature = "all-faults")] VAppConfigFault(Box<VAppConfigFault>),
     VAppConfigInfo(Box<VAppConfigInfo>),
     VAppConfigSpec(Box<VAppConfigSpec>),
     VAppEntityConfigInfo(Box<VAppEntityConfigInfo>),
@@ -326,36 +326,36 @@ pub enum Object {
     VAppIPAssignmentInfoAllocationSchemes(Box<VAppIPAssignmentInfoAllocationSchemes>),
     VAppIPAssignmentInfoIpAllocationPolicy(Box<VAppIPAssignmentInfoIpAllocationPolicy>),
     VAppIPAssignmentInfoProtocols(Box<VAppIPAssignmentInfoProtocols>),
-    VAppNotRunning(Box<VAppNotRunning>),
-    VAppOperationInProgress(Box<VAppOperationInProgress>),
+    #[cfg(feature = "all-faults")] VAppNotRunning(Box<VAppNotRunning>),
+    #[cfg(feature = "all-faults")] VAppOperationInProgress(Box<VAppOperationInProgress>),
     VAppOvfSectionInfo(Box<VAppOvfSectionInfo>),
     VAppOvfSectionSpec(Box<VAppOvfSectionSpec>),
     VAppProductInfo(Box<VAppProductInfo>),
     VAppProductSpec(Box<VAppProductSpec>),
-    VAppPropertyFault(Box<VAppPropertyFault>),
+    #[cfg(feature = "all-faults")] VAppPropertyFault(Box<VAppPropertyFault>),
     VAppPropertyInfo(Box<VAppPropertyInfo>),
     VAppPropertySpec(Box<VAppPropertySpec>),
-    VAppTaskInProgress(Box<VAppTaskInProgress>),
-    VFlashCacheHotConfigNotSupported(Box<VFlashCacheHotConfigNotSupported>),
-    VFlashModuleNotSupported(Box<VFlashModuleNotSupported>),
+    #[cfg(feature = "all-faults")] VAppTaskInProgress(Box<VAppTaskInProgress>),
+    #[cfg(feature = "all-faults")] VFlashCacheHotConfigNotSupported(Box<VFlashCacheHotConfigNotSupported>),
+    #[cfg(feature = "all-faults")] VFlashModuleNotSupported(Box<VFlashModuleNotSupported>),
     VFlashModuleNotSupportedReason(Box<VFlashModuleNotSupportedReason>),
-    VFlashModuleVersionIncompatible(Box<VFlashModuleVersionIncompatible>),
-    VMFSDatastoreCreatedEvent(Box<VMFSDatastoreCreatedEvent>),
-    VMFSDatastoreExpandedEvent(Box<VMFSDatastoreExpandedEvent>),
-    VMFSDatastoreExtendedEvent(Box<VMFSDatastoreExtendedEvent>),
-    VMINotSupported(Box<VMINotSupported>),
-    VMOnConflictDVPort(Box<VMOnConflictDVPort>),
-    VMOnVirtualIntranet(Box<VMOnVirtualIntranet>),
-    VMotionAcrossNetworkNotSupported(Box<VMotionAcrossNetworkNotSupported>),
+    #[cfg(feature = "all-faults")] VFlashModuleVersionIncompatible(Box<VFlashModuleVersionIncompatible>),
+    #[cfg(feature = "all-events")] VMFSDatastoreCreatedEvent(Box<VMFSDatastoreCreatedEvent>),
+    #[cfg(feature = "all-events")] VMFSDatastoreExpandedEvent(Box<VMFSDatastoreExpandedEvent>),
+    #[cfg(feature = "all-events")] VMFSDatastoreExtendedEvent(Box<VMFSDatastoreExtendedEvent>),
+    #[cfg(feature = "all-faults")] VMINotSupported(Box<VMINotSupported>),
+    #[cfg(feature = "all-faults")] VMOnConflictDVPort(Box<VMOnConflictDVPort>),
+    #[cfg(feature = "all-faults")] VMOnVirtualIntranet(Box<VMOnVirtualIntranet>),
+    #[cfg(feature = "all-faults")] VMotionAcrossNetworkNotSupported(Box<VMotionAcrossNetworkNotSupported>),
     VMotionCompatibilityType(Box<VMotionCompatibilityType>),
-    VMotionInterfaceIssue(Box<VMotionInterfaceIssue>),
-    VMotionLicenseExpiredEvent(Box<VMotionLicenseExpiredEvent>),
-    VMotionLinkCapacityLow(Box<VMotionLinkCapacityLow>),
-    VMotionLinkDown(Box<VMotionLinkDown>),
-    VMotionNotConfigured(Box<VMotionNotConfigured>),
-    VMotionNotLicensed(Box<VMotionNotLicensed>),
-    VMotionNotSupported(Box<VMotionNotSupported>),
-    VMotionProtocolIncompatible(Box<VMotionProtocolIncompatible>),
+    #[cfg(feature = "all-faults")] VMotionInterfaceIssue(Box<VMotionInterfaceIssue>),
+    #[cfg(feature = "all-events")] VMotionLicenseExpiredEvent(Box<VMotionLicenseExpiredEvent>),
+    #[cfg(feature = "all-faults")] VMotionLinkCapacityLow(Box<VMotionLinkCapacityLow>),
+    #[cfg(feature = "all-faults")] VMotionLinkDown(Box<VMotionLinkDown>),
+    #[cfg(feature = "all-faults")] VMotionNotConfigured(Box<VMotionNotConfigured>),
+    #[cfg(feature = "all-faults")] VMotionNotLicensed(Box<VMotionNotLicensed>),
+    #[cfg(feature = "all-faults")] VMotionNotSupported(Box<VMotionNotSupported>),
+    #[cfg(feature = "all-faults")] VMotionProtocolIncompatible(Box<VMotionProtocolIncompatible>),
     VMwareDVSConfigInfo(Box<VMwareDVSConfigInfo>),
     VMwareDVSConfigSpec(Box<VMwareDVSConfigSpec>),
     VMwareDVSFeatureCapability(Box<VMwareDVSFeatureCapability>),
@@ -402,7 +402,7 @@ fn decode(
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpecNetworkMappingPair(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpecProvisioningType(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppCloneSpecResourceMap(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppConfigFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppConfigFault(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppConfigInfo(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppConfigSpec(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppEntityConfigInfo(v), Err(e) => return Some(Err(e)) },
@@ -410,36 +410,36 @@ fn decode(
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoAllocationSchemes(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoIpAllocationPolicy(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppIPAssignmentInfoProtocols(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppNotRunning(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppOperationInProgress(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppNotRunning(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppOperationInProgress(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppOvfSectionInfo(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppOvfSectionSpec(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppProductInfo(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppProductSpec(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppPropertyFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppPropertyFault(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppPropertyInfo(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppPropertySpec(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppTaskInProgress(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashCacheHotConfigNotSupported(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VAppTaskInProgress(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashCacheHotConfigNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleNotSupported(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleNotSupportedReason(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleVersionIncompatible(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreExpandedEvent(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreExtendedEvent(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMINotSupported(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMOnConflictDVPort(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMOnVirtualIntranet(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionAcrossNetworkNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VFlashModuleVersionIncompatible(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreExpandedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMFSDatastoreExtendedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMINotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMOnConflictDVPort(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMOnVirtualIntranet(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionAcrossNetworkNotSupported(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionCompatibilityType(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionInterfaceIssue(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLinkCapacityLow(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLinkDown(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotConfigured(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotLicensed(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotSupported(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionProtocolIncompatible(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionInterfaceIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLinkCapacityLow(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionLinkDown(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotConfigured(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotLicensed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionProtocolIncompatible(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSConfigInfo(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSConfigSpec(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSFeatureCapability(v), Err(e) => return Some(Err(e)) },
@@ -480,7 +480,7 @@ impl std::fmt::Debug for Object {
             Object::VAppCloneSpecNetworkMappingPair(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppCloneSpecProvisioningType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppCloneSpecResourceMap(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VAppConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppEntityConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -488,36 +488,36 @@ impl std::fmt::Debug for Object {
             Object::VAppIPAssignmentInfoAllocationSchemes(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppIPAssignmentInfoProtocols(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppNotRunning(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppOperationInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VAppNotRunning(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VAppOperationInProgress(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppOvfSectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppOvfSectionSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppProductInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppPropertyFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VAppPropertyFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppPropertyInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VAppPropertySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VAppTaskInProgress(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VFlashCacheHotConfigNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VFlashModuleNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VAppTaskInProgress(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VFlashCacheHotConfigNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VFlashModuleNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VFlashModuleNotSupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VFlashModuleVersionIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMFSDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMFSDatastoreExpandedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMFSDatastoreExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMINotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMOnConflictDVPort(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMOnVirtualIntranet(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMotionAcrossNetworkNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VFlashModuleVersionIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreExpandedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMINotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMOnConflictDVPort(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMOnVirtualIntranet(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMotionAcrossNetworkNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMotionCompatibilityType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMotionInterfaceIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMotionLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMotionLinkCapacityLow(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMotionLinkDown(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMotionNotConfigured(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMotionNotLicensed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMotionProtocolIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMotionInterfaceIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VMotionLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMotionLinkCapacityLow(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMotionLinkDown(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMotionNotConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
@@ -557,7 +557,7 @@ impl PartialEq for Object {
             (Object::VAppCloneSpecNetworkMappingPair(a), Object::VAppCloneSpecNetworkMappingPair(b)) => **a == **b,
             (Object::VAppCloneSpecProvisioningType(a), Object::VAppCloneSpecProvisioningType(b)) => **a == **b,
             (Object::VAppCloneSpecResourceMap(a), Object::VAppCloneSpecResourceMap(b)) => **a == **b,
-            (Object::VAppConfigFault(a), Object::VAppConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VAppConfigFault(a), Object::VAppConfigFault(b)) => **a == **b,
             (Object::VAppConfigInfo(a), Object::VAppConfigInfo(b)) => **a == **b,
             (Object::VAppConfigSpec(a), Object::VAppConfigSpec(b)) => **a == **b,
             (Object::VAppEntityConfigInfo(a), Object::VAppEntityConfigInfo(b)) => **a == **b,
@@ -565,36 +565,36 @@ impl PartialEq for Object {
             (Object::VAppIPAssignmentInfoAllocationSchemes(a), Object::VAppIPAssignmentInfoAllocationSchemes(b)) => **a == **b,
             (Object::VAppIPAssignmentInfoIpAllocationPolicy(a), Object::VAppIPAssignmentInfoIpAllocationPolicy(b)) => **a == **b,
             (Object::VAppIPAssignmentInfoProtocols(a), Object::VAppIPAssignmentInfoProtocols(b)) => **a == **b,
-            (Object::VAppNotRunning(a), Object::VAppNotRunning(b)) => **a == **b,
-            (Object::VAppOperationInProgress(a), Object::VAppOperationInProgress(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VAppNotRunning(a), Object::VAppNotRunning(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VAppOperationInProgress(a), Object::VAppOperationInProgress(b)) => **a == **b,
             (Object::VAppOvfSectionInfo(a), Object::VAppOvfSectionInfo(b)) => **a == **b,
             (Object::VAppOvfSectionSpec(a), Object::VAppOvfSectionSpec(b)) => **a == **b,
             (Object::VAppProductInfo(a), Object::VAppProductInfo(b)) => **a == **b,
             (Object::VAppProductSpec(a), Object::VAppProductSpec(b)) => **a == **b,
-            (Object::VAppPropertyFault(a), Object::VAppPropertyFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VAppPropertyFault(a), Object::VAppPropertyFault(b)) => **a == **b,
             (Object::VAppPropertyInfo(a), Object::VAppPropertyInfo(b)) => **a == **b,
             (Object::VAppPropertySpec(a), Object::VAppPropertySpec(b)) => **a == **b,
-            (Object::VAppTaskInProgress(a), Object::VAppTaskInProgress(b)) => **a == **b,
-            (Object::VFlashCacheHotConfigNotSupported(a), Object::VFlashCacheHotConfigNotSupported(b)) => **a == **b,
-            (Object::VFlashModuleNotSupported(a), Object::VFlashModuleNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VAppTaskInProgress(a), Object::VAppTaskInProgress(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VFlashCacheHotConfigNotSupported(a), Object::VFlashCacheHotConfigNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VFlashModuleNotSupported(a), Object::VFlashModuleNotSupported(b)) => **a == **b,
             (Object::VFlashModuleNotSupportedReason(a), Object::VFlashModuleNotSupportedReason(b)) => **a == **b,
-            (Object::VFlashModuleVersionIncompatible(a), Object::VFlashModuleVersionIncompatible(b)) => **a == **b,
-            (Object::VMFSDatastoreCreatedEvent(a), Object::VMFSDatastoreCreatedEvent(b)) => **a == **b,
-            (Object::VMFSDatastoreExpandedEvent(a), Object::VMFSDatastoreExpandedEvent(b)) => **a == **b,
-            (Object::VMFSDatastoreExtendedEvent(a), Object::VMFSDatastoreExtendedEvent(b)) => **a == **b,
-            (Object::VMINotSupported(a), Object::VMINotSupported(b)) => **a == **b,
-            (Object::VMOnConflictDVPort(a), Object::VMOnConflictDVPort(b)) => **a == **b,
-            (Object::VMOnVirtualIntranet(a), Object::VMOnVirtualIntranet(b)) => **a == **b,
-            (Object::VMotionAcrossNetworkNotSupported(a), Object::VMotionAcrossNetworkNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VFlashModuleVersionIncompatible(a), Object::VFlashModuleVersionIncompatible(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VMFSDatastoreCreatedEvent(a), Object::VMFSDatastoreCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VMFSDatastoreExpandedEvent(a), Object::VMFSDatastoreExpandedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VMFSDatastoreExtendedEvent(a), Object::VMFSDatastoreExtendedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMINotSupported(a), Object::VMINotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMOnConflictDVPort(a), Object::VMOnConflictDVPort(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMOnVirtualIntranet(a), Object::VMOnVirtualIntranet(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMotionAcrossNetworkNotSupported(a), Object::VMotionAcrossNetworkNotSupported(b)) => **a == **b,
             (Object::VMotionCompatibilityType(a), Object::VMotionCompatibilityType(b)) => **a == **b,
-            (Object::VMotionInterfaceIssue(a), Object::VMotionInterfaceIssue(b)) => **a == **b,
-            (Object::VMotionLicenseExpiredEvent(a), Object::VMotionLicenseExpiredEvent(b)) => **a == **b,
-            (Object::VMotionLinkCapacityLow(a), Object::VMotionLinkCapacityLow(b)) => **a == **b,
-            (Object::VMotionLinkDown(a), Object::VMotionLinkDown(b)) => **a == **b,
-            (Object::VMotionNotConfigured(a), Object::VMotionNotConfigured(b)) => **a == **b,
-            (Object::VMotionNotLicensed(a), Object::VMotionNotLicensed(b)) => **a == **b,
-            (Object::VMotionNotSupported(a), Object::VMotionNotSupported(b)) => **a == **b,
-            (Object::VMotionProtocolIncompatible(a), Object::VMotionProtocolIncompatible(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMotionInterfaceIssue(a), Object::VMotionInterfaceIssue(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VMotionLicenseExpiredEvent(a), Object::VMotionLicenseExpiredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMotionLinkCapacityLow(a), Object::VMotionLinkCapacityLow(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMotionLinkDown(a), Object::VMotionLinkDown(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMotionNotConfigured(a), Object::VMotionNotConfigured(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMotionNotLicensed(a), Object::VMotionNotLicensed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMotionNotSupported(a), Object::VMotionNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VMotionProtocolIncompatible(a), Object::VMotionProtocolIncompatible(b)) => **a == **b,
             (Object::VMwareDVSConfigInfo(a), Object::VMwareDVSConfigInfo(b)) => **a == **b,
             (Object::VMwareDVSConfigSpec(a), Object::VMwareDVSConfigSpec(b)) => **a == **b,
             (Object::VMwareDVSFeatureCapability(a), Object::VMwareDVSFeatureCapability(b)) => **a == **b,
@@ -618,7 +618,7 @@ impl PartialEq for Object {
             (Object::VMwareDvsIpfixCapability(a), Object::VMwareDvsIpfixCapability(b)) => **a == **b,
             (Object::VMwareDvsLacpApiVersion(a), Object::VMwareDvsLacpApiVersion(b)) => **a == **b,
             (Object::VMwareDvsLacpCapability(a), Object::VMwareDvsLacpCapability(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -635,7 +635,7 @@ impl Clone for Object {
             Object::VAppCloneSpecNetworkMappingPair(v) => Object::VAppCloneSpecNetworkMappingPair(Box::new((**v).clone())),
             Object::VAppCloneSpecProvisioningType(v) => Object::VAppCloneSpecProvisioningType(Box::new((**v).clone())),
             Object::VAppCloneSpecResourceMap(v) => Object::VAppCloneSpecResourceMap(Box::new((**v).clone())),
-            Object::VAppConfigFault(v) => Object::VAppConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VAppConfigFault(v) => Object::VAppConfigFault(Box::new((**v).clone())),
             Object::VAppConfigInfo(v) => Object::VAppConfigInfo(Box::new((**v).clone())),
             Object::VAppConfigSpec(v) => Object::VAppConfigSpec(Box::new((**v).clone())),
             Object::VAppEntityConfigInfo(v) => Object::VAppEntityConfigInfo(Box::new((**v).clone())),
@@ -643,36 +643,36 @@ impl Clone for Object {
             Object::VAppIPAssignmentInfoAllocationSchemes(v) => Object::VAppIPAssignmentInfoAllocationSchemes(Box::new((**v).clone())),
             Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Object::VAppIPAssignmentInfoIpAllocationPolicy(Box::new((**v).clone())),
             Object::VAppIPAssignmentInfoProtocols(v) => Object::VAppIPAssignmentInfoProtocols(Box::new((**v).clone())),
-            Object::VAppNotRunning(v) => Object::VAppNotRunning(Box::new((**v).clone())),
-            Object::VAppOperationInProgress(v) => Object::VAppOperationInProgress(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VAppNotRunning(v) => Object::VAppNotRunning(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VAppOperationInProgress(v) => Object::VAppOperationInProgress(Box::new((**v).clone())),
             Object::VAppOvfSectionInfo(v) => Object::VAppOvfSectionInfo(Box::new((**v).clone())),
             Object::VAppOvfSectionSpec(v) => Object::VAppOvfSectionSpec(Box::new((**v).clone())),
             Object::VAppProductInfo(v) => Object::VAppProductInfo(Box::new((**v).clone())),
             Object::VAppProductSpec(v) => Object::VAppProductSpec(Box::new((**v).clone())),
-            Object::VAppPropertyFault(v) => Object::VAppPropertyFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VAppPropertyFault(v) => Object::VAppPropertyFault(Box::new((**v).clone())),
             Object::VAppPropertyInfo(v) => Object::VAppPropertyInfo(Box::new((**v).clone())),
             Object::VAppPropertySpec(v) => Object::VAppPropertySpec(Box::new((**v).clone())),
-            Object::VAppTaskInProgress(v) => Object::VAppTaskInProgress(Box::new((**v).clone())),
-            Object::VFlashCacheHotConfigNotSupported(v) => Object::VFlashCacheHotConfigNotSupported(Box::new((**v).clone())),
-            Object::VFlashModuleNotSupported(v) => Object::VFlashModuleNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VAppTaskInProgress(v) => Object::VAppTaskInProgress(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VFlashCacheHotConfigNotSupported(v) => Object::VFlashCacheHotConfigNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VFlashModuleNotSupported(v) => Object::VFlashModuleNotSupported(Box::new((**v).clone())),
             Object::VFlashModuleNotSupportedReason(v) => Object::VFlashModuleNotSupportedReason(Box::new((**v).clone())),
-            Object::VFlashModuleVersionIncompatible(v) => Object::VFlashModuleVersionIncompatible(Box::new((**v).clone())),
-            Object::VMFSDatastoreCreatedEvent(v) => Object::VMFSDatastoreCreatedEvent(Box::new((**v).clone())),
-            Object::VMFSDatastoreExpandedEvent(v) => Object::VMFSDatastoreExpandedEvent(Box::new((**v).clone())),
-            Object::VMFSDatastoreExtendedEvent(v) => Object::VMFSDatastoreExtendedEvent(Box::new((**v).clone())),
-            Object::VMINotSupported(v) => Object::VMINotSupported(Box::new((**v).clone())),
-            Object::VMOnConflictDVPort(v) => Object::VMOnConflictDVPort(Box::new((**v).clone())),
-            Object::VMOnVirtualIntranet(v) => Object::VMOnVirtualIntranet(Box::new((**v).clone())),
-            Object::VMotionAcrossNetworkNotSupported(v) => Object::VMotionAcrossNetworkNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VFlashModuleVersionIncompatible(v) => Object::VFlashModuleVersionIncompatible(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreCreatedEvent(v) => Object::VMFSDatastoreCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreExpandedEvent(v) => Object::VMFSDatastoreExpandedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreExtendedEvent(v) => Object::VMFSDatastoreExtendedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMINotSupported(v) => Object::VMINotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMOnConflictDVPort(v) => Object::VMOnConflictDVPort(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMOnVirtualIntranet(v) => Object::VMOnVirtualIntranet(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMotionAcrossNetworkNotSupported(v) => Object::VMotionAcrossNetworkNotSupported(Box::new((**v).clone())),
             Object::VMotionCompatibilityType(v) => Object::VMotionCompatibilityType(Box::new((**v).clone())),
-            Object::VMotionInterfaceIssue(v) => Object::VMotionInterfaceIssue(Box::new((**v).clone())),
-            Object::VMotionLicenseExpiredEvent(v) => Object::VMotionLicenseExpiredEvent(Box::new((**v).clone())),
-            Object::VMotionLinkCapacityLow(v) => Object::VMotionLinkCapacityLow(Box::new((**v).clone())),
-            Object::VMotionLinkDown(v) => Object::VMotionLinkDown(Box::new((**v).clone())),
-            Object::VMotionNotConfigured(v) => Object::VMotionNotConfigured(Box::new((**v).clone())),
-            Object::VMotionNotLicensed(v) => Object::VMotionNotLicensed(Box::new((**v).clone())),
-            Object::VMotionNotSupported(v) => Object::VMotionNotSupported(Box::new((**v).clone())),
-            Object::VMotionProtocolIncompatible(v) => Object::VMotionProtocolIncompatible(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMotionInterfaceIssue(v) => Object::VMotionInterfaceIssue(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VMotionLicenseExpiredEvent(v) => Object::VMotionLicenseExpiredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMotionLinkCapacityLow(v) => Object::VMotionLinkCapacityLow(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMotionLinkDown(v) => Object::VMotionLinkDown(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMotionNotConfigured(v) => Object::VMotionNotConfigured(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(v) => Object::VMotionNotLicensed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMotionNotSupported(v) => Object::VMotionNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(v) => Object::VMotionProtocolIncompatible(Box::new((**v).clone())),
             Object::VMwareDVSConfigInfo(v) => Object::VMwareDVSConfigInfo(Box::new((**v).clone())),
             Object::VMwareDVSConfigSpec(v) => Object::VMwareDVSConfigSpec(Box::new((**v).clone())),
             Object::VMwareDVSFeatureCapability(v) => Object::VMwareDVSFeatureCapability(Box::new((**v).clone())),
@@ -712,7 +712,7 @@ impl x::DataObject for Object {
             Object::VAppCloneSpecNetworkMappingPair(_) => "VAppCloneSpecNetworkMappingPair",
             Object::VAppCloneSpecProvisioningType(_) => "VAppCloneSpecProvisioningType",
             Object::VAppCloneSpecResourceMap(_) => "VAppCloneSpecResourceMap",
-            Object::VAppConfigFault(_) => "VAppConfigFault",
+            #[cfg(feature = "all-faults")] Object::VAppConfigFault(_) => "VAppConfigFault",
             Object::VAppConfigInfo(_) => "VAppConfigInfo",
             Object::VAppConfigSpec(_) => "VAppConfigSpec",
             Object::VAppEntityConfigInfo(_) => "VAppEntityConfigInfo",
@@ -720,36 +720,36 @@ impl x::DataObject for Object {
             Object::VAppIPAssignmentInfoAllocationSchemes(_) => "VAppIPAssignmentInfoAllocationSchemes",
             Object::VAppIPAssignmentInfoIpAllocationPolicy(_) => "VAppIPAssignmentInfoIpAllocationPolicy",
             Object::VAppIPAssignmentInfoProtocols(_) => "VAppIPAssignmentInfoProtocols",
-            Object::VAppNotRunning(_) => "VAppNotRunning",
-            Object::VAppOperationInProgress(_) => "VAppOperationInProgress",
+            #[cfg(feature = "all-faults")] Object::VAppNotRunning(_) => "VAppNotRunning",
+            #[cfg(feature = "all-faults")] Object::VAppOperationInProgress(_) => "VAppOperationInProgress",
             Object::VAppOvfSectionInfo(_) => "VAppOvfSectionInfo",
             Object::VAppOvfSectionSpec(_) => "VAppOvfSectionSpec",
             Object::VAppProductInfo(_) => "VAppProductInfo",
             Object::VAppProductSpec(_) => "VAppProductSpec",
-            Object::VAppPropertyFault(_) => "VAppPropertyFault",
+            #[cfg(feature = "all-faults")] Object::VAppPropertyFault(_) => "VAppPropertyFault",
             Object::VAppPropertyInfo(_) => "VAppPropertyInfo",
             Object::VAppPropertySpec(_) => "VAppPropertySpec",
-            Object::VAppTaskInProgress(_) => "VAppTaskInProgress",
-            Object::VFlashCacheHotConfigNotSupported(_) => "VFlashCacheHotConfigNotSupported",
-            Object::VFlashModuleNotSupported(_) => "VFlashModuleNotSupported",
+            #[cfg(feature = "all-faults")] Object::VAppTaskInProgress(_) => "VAppTaskInProgress",
+            #[cfg(feature = "all-faults")] Object::VFlashCacheHotConfigNotSupported(_) => "VFlashCacheHotConfigNotSupported",
+            #[cfg(feature = "all-faults")] Object::VFlashModuleNotSupported(_) => "VFlashModuleNotSupported",
             Object::VFlashModuleNotSupportedReason(_) => "VFlashModuleNotSupportedReason",
-            Object::VFlashModuleVersionIncompatible(_) => "VFlashModuleVersionIncompatible",
-            Object::VMFSDatastoreCreatedEvent(_) => "VMFSDatastoreCreatedEvent",
-            Object::VMFSDatastoreExpandedEvent(_) => "VMFSDatastoreExpandedEvent",
-            Object::VMFSDatastoreExtendedEvent(_) => "VMFSDatastoreExtendedEvent",
-            Object::VMINotSupported(_) => "VMINotSupported",
-            Object::VMOnConflictDVPort(_) => "VMOnConflictDVPort",
-            Object::VMOnVirtualIntranet(_) => "VMOnVirtualIntranet",
-            Object::VMotionAcrossNetworkNotSupported(_) => "VMotionAcrossNetworkNotSupported",
+            #[cfg(feature = "all-faults")] Object::VFlashModuleVersionIncompatible(_) => "VFlashModuleVersionIncompatible",
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreCreatedEvent(_) => "VMFSDatastoreCreatedEvent",
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreExpandedEvent(_) => "VMFSDatastoreExpandedEvent",
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreExtendedEvent(_) => "VMFSDatastoreExtendedEvent",
+            #[cfg(feature = "all-faults")] Object::VMINotSupported(_) => "VMINotSupported",
+            #[cfg(feature = "all-faults")] Object::VMOnConflictDVPort(_) => "VMOnConflictDVPort",
+            #[cfg(feature = "all-faults")] Object::VMOnVirtualIntranet(_) => "VMOnVirtualIntranet",
+            #[cfg(feature = "all-faults")] Object::VMotionAcrossNetworkNotSupported(_) => "VMotionAcrossNetworkNotSupported",
             Object::VMotionCompatibilityType(_) => "VMotionCompatibilityType",
-            Object::VMotionInterfaceIssue(_) => "VMotionInterfaceIssue",
-            Object::VMotionLicenseExpiredEvent(_) => "VMotionLicenseExpiredEvent",
-            Object::VMotionLinkCapacityLow(_) => "VMotionLinkCapacityLow",
-            Object::VMotionLinkDown(_) => "VMotionLinkDown",
-            Object::VMotionNotConfigured(_) => "VMotionNotConfigured",
-            Object::VMotionNotLicensed(_) => "VMotionNotLicensed",
-            Object::VMotionNotSupported(_) => "VMotionNotSupported",
-            Object::VMotionProtocolIncompatible(_) => "VMotionProtocolIncompatible",
+            #[cfg(feature = "all-faults")] Object::VMotionInterfaceIssue(_) => "VMotionInterfaceIssue",
+            #[cfg(feature = "all-events")] Object::VMotionLicenseExpiredEvent(_) => "VMotionLicenseExpiredEvent",
+            #[cfg(feature = "all-faults")] Object::VMotionLinkCapacityLow(_) => "VMotionLinkCapacityLow",
+            #[cfg(feature = "all-faults")] Object::VMotionLinkDown(_) => "VMotionLinkDown",
+            #[cfg(feature = "all-faults")] Object::VMotionNotConfigured(_) => "VMotionNotConfigured",
+            #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(_) => "VMotionNotLicensed",
+            #[cfg(feature = "all-faults")] Object::VMotionNotSupported(_) => "VMotionNotSupported",
+            #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(_) => "VMotionProtocolIncompatible",
             Object::VMwareDVSConfigInfo(_) => "VMwareDVSConfigInfo",
             Object::VMwareDVSConfigSpec(_) => "VMwareDVSConfigSpec",
             Object::VMwareDVSFeatureCapability(_) => "VMwareDVSFeatureCapability",
@@ -801,7 +801,7 @@ impl x::DataObject for Object {
             Object::VAppCloneSpecNetworkMappingPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppCloneSpecProvisioningType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppCloneSpecResourceMap(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VAppConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppEntityConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -809,36 +809,36 @@ impl x::DataObject for Object {
             Object::VAppIPAssignmentInfoAllocationSchemes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppIPAssignmentInfoProtocols(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppNotRunning(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppOperationInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VAppNotRunning(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VAppOperationInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppOvfSectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppOvfSectionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppProductInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppPropertyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VAppPropertyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppPropertyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VAppPropertySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VAppTaskInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VFlashCacheHotConfigNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VFlashModuleNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VAppTaskInProgress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VFlashCacheHotConfigNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VFlashModuleNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VFlashModuleNotSupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VFlashModuleVersionIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMFSDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMFSDatastoreExpandedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMFSDatastoreExtendedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMINotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMOnConflictDVPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMOnVirtualIntranet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMotionAcrossNetworkNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VFlashModuleVersionIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreExpandedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VMFSDatastoreExtendedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMINotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMOnConflictDVPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMOnVirtualIntranet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMotionAcrossNetworkNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMotionCompatibilityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMotionInterfaceIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMotionLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMotionLinkCapacityLow(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMotionLinkDown(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMotionNotConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMotionNotLicensed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMotionProtocolIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMotionInterfaceIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VMotionLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMotionLinkCapacityLow(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMotionLinkDown(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMotionNotConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -875,11 +875,11 @@ impl x::ObjectType for VASAStorageArray {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VASAStorageArray(v) => Some(v), _ => None, }
+        match object { Object::VASAStorageArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VASAStorageArray(v) => Ok(v), other => Err(other), }
+        match object { Object::VASAStorageArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -891,11 +891,11 @@ impl x::ObjectType for VASAStorageArrayDiscoveryFcTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VASAStorageArrayDiscoveryFcTransport(v) => Some(v), _ => None, }
+        match object { Object::VASAStorageArrayDiscoveryFcTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VASAStorageArrayDiscoveryFcTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::VASAStorageArrayDiscoveryFcTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -907,11 +907,11 @@ impl x::ObjectType for VASAStorageArrayDiscoveryIpTransport {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VASAStorageArrayDiscoveryIpTransport(v) => Some(v), _ => None, }
+        match object { Object::VASAStorageArrayDiscoveryIpTransport(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VASAStorageArrayDiscoveryIpTransport(v) => Ok(v), other => Err(other), }
+        match object { Object::VASAStorageArrayDiscoveryIpTransport(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -923,11 +923,11 @@ impl x::ObjectType for VASAStorageArrayDiscoverySvcInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VASAStorageArrayDiscoverySvcInfo(v) => Some(v), _ => None, }
+        match object { Object::VASAStorageArrayDiscoverySvcInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VASAStorageArrayDiscoverySvcInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VASAStorageArrayDiscoverySvcInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -939,11 +939,11 @@ impl x::ObjectType for VAppAutoStartAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppAutoStartAction(v) => Some(v), _ => None, }
+        match object { Object::VAppAutoStartAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppAutoStartAction(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppAutoStartAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -955,11 +955,11 @@ impl x::ObjectType for VAppCloneSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppCloneSpec(v) => Some(v), _ => None, }
+        match object { Object::VAppCloneSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppCloneSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppCloneSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -971,11 +971,11 @@ impl x::ObjectType for VAppCloneSpecNetworkMappingPair {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppCloneSpecNetworkMappingPair(v) => Some(v), _ => None, }
+        match object { Object::VAppCloneSpecNetworkMappingPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppCloneSpecNetworkMappingPair(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppCloneSpecNetworkMappingPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -987,11 +987,11 @@ impl x::ObjectType for VAppCloneSpecProvisioningType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppCloneSpecProvisioningType(v) => Some(v), _ => None, }
+        match object { Object::VAppCloneSpecProvisioningType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppCloneSpecProvisioningType(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppCloneSpecProvisioningType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1003,15 +1003,15 @@ impl x::ObjectType for VAppCloneSpecResourceMap {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppCloneSpecResourceMap(v) => Some(v), _ => None, }
+        match object { Object::VAppCloneSpecResourceMap(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppCloneSpecResourceMap(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppCloneSpecResourceMap(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VAppConfigFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VAppConfigFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1019,11 +1019,11 @@ impl x::ObjectType for VAppConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppConfigFault(v) => Some(v), _ => None, }
+        match object { Object::VAppConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1035,11 +1035,11 @@ impl x::ObjectType for VAppConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VAppConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1051,11 +1051,11 @@ impl x::ObjectType for VAppConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::VAppConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1067,11 +1067,11 @@ impl x::ObjectType for VAppEntityConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppEntityConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VAppEntityConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppEntityConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppEntityConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1083,11 +1083,11 @@ impl x::ObjectType for VAppIPAssignmentInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppIPAssignmentInfo(v) => Some(v), _ => None, }
+        match object { Object::VAppIPAssignmentInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppIPAssignmentInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppIPAssignmentInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1099,11 +1099,11 @@ impl x::ObjectType for VAppIPAssignmentInfoAllocationSchemes {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppIPAssignmentInfoAllocationSchemes(v) => Some(v), _ => None, }
+        match object { Object::VAppIPAssignmentInfoAllocationSchemes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppIPAssignmentInfoAllocationSchemes(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppIPAssignmentInfoAllocationSchemes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1115,11 +1115,11 @@ impl x::ObjectType for VAppIPAssignmentInfoIpAllocationPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Some(v), _ => None, }
+        match object { Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1131,15 +1131,15 @@ impl x::ObjectType for VAppIPAssignmentInfoProtocols {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppIPAssignmentInfoProtocols(v) => Some(v), _ => None, }
+        match object { Object::VAppIPAssignmentInfoProtocols(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppIPAssignmentInfoProtocols(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppIPAssignmentInfoProtocols(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VAppNotRunning {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VAppNotRunning {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1147,15 +1147,15 @@ impl x::ObjectType for VAppNotRunning {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppNotRunning(v) => Some(v), _ => None, }
+        match object { Object::VAppNotRunning(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppNotRunning(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppNotRunning(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VAppOperationInProgress {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VAppOperationInProgress {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1163,11 +1163,11 @@ impl x::ObjectType for VAppOperationInProgress {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppOperationInProgress(v) => Some(v), _ => None, }
+        match object { Object::VAppOperationInProgress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppOperationInProgress(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppOperationInProgress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1179,11 +1179,11 @@ impl x::ObjectType for VAppOvfSectionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppOvfSectionInfo(v) => Some(v), _ => None, }
+        match object { Object::VAppOvfSectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppOvfSectionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppOvfSectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1195,11 +1195,11 @@ impl x::ObjectType for VAppOvfSectionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppOvfSectionSpec(v) => Some(v), _ => None, }
+        match object { Object::VAppOvfSectionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppOvfSectionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppOvfSectionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1211,11 +1211,11 @@ impl x::ObjectType for VAppProductInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppProductInfo(v) => Some(v), _ => None, }
+        match object { Object::VAppProductInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppProductInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppProductInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1227,15 +1227,15 @@ impl x::ObjectType for VAppProductSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppProductSpec(v) => Some(v), _ => None, }
+        match object { Object::VAppProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppProductSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VAppPropertyFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VAppPropertyFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1243,11 +1243,11 @@ impl x::ObjectType for VAppPropertyFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppPropertyFault(v) => Some(v), _ => None, }
+        match object { Object::VAppPropertyFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppPropertyFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppPropertyFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1259,11 +1259,11 @@ impl x::ObjectType for VAppPropertyInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppPropertyInfo(v) => Some(v), _ => None, }
+        match object { Object::VAppPropertyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppPropertyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppPropertyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1275,15 +1275,15 @@ impl x::ObjectType for VAppPropertySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppPropertySpec(v) => Some(v), _ => None, }
+        match object { Object::VAppPropertySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppPropertySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppPropertySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VAppTaskInProgress {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VAppTaskInProgress {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1291,15 +1291,15 @@ impl x::ObjectType for VAppTaskInProgress {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VAppTaskInProgress(v) => Some(v), _ => None, }
+        match object { Object::VAppTaskInProgress(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VAppTaskInProgress(v) => Ok(v), other => Err(other), }
+        match object { Object::VAppTaskInProgress(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VFlashCacheHotConfigNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VFlashCacheHotConfigNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1307,15 +1307,15 @@ impl x::ObjectType for VFlashCacheHotConfigNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VFlashCacheHotConfigNotSupported(v) => Some(v), _ => None, }
+        match object { Object::VFlashCacheHotConfigNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VFlashCacheHotConfigNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::VFlashCacheHotConfigNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VFlashModuleNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VFlashModuleNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1323,11 +1323,11 @@ impl x::ObjectType for VFlashModuleNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VFlashModuleNotSupported(v) => Some(v), _ => None, }
+        match object { Object::VFlashModuleNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VFlashModuleNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::VFlashModuleNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1339,15 +1339,15 @@ impl x::ObjectType for VFlashModuleNotSupportedReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VFlashModuleNotSupportedReason(v) => Some(v), _ => None, }
+        match object { Object::VFlashModuleNotSupportedReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VFlashModuleNotSupportedReason(v) => Ok(v), other => Err(other), }
+        match object { Object::VFlashModuleNotSupportedReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VFlashModuleVersionIncompatible {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VFlashModuleVersionIncompatible {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1355,15 +1355,15 @@ impl x::ObjectType for VFlashModuleVersionIncompatible {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VFlashModuleVersionIncompatible(v) => Some(v), _ => None, }
+        match object { Object::VFlashModuleVersionIncompatible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VFlashModuleVersionIncompatible(v) => Ok(v), other => Err(other), }
+        match object { Object::VFlashModuleVersionIncompatible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMFSDatastoreCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VMFSDatastoreCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1371,15 +1371,15 @@ impl x::ObjectType for VMFSDatastoreCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMFSDatastoreCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::VMFSDatastoreCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMFSDatastoreCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VMFSDatastoreCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMFSDatastoreExpandedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VMFSDatastoreExpandedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1387,15 +1387,15 @@ impl x::ObjectType for VMFSDatastoreExpandedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMFSDatastoreExpandedEvent(v) => Some(v), _ => None, }
+        match object { Object::VMFSDatastoreExpandedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMFSDatastoreExpandedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VMFSDatastoreExpandedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMFSDatastoreExtendedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VMFSDatastoreExtendedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1403,15 +1403,15 @@ impl x::ObjectType for VMFSDatastoreExtendedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMFSDatastoreExtendedEvent(v) => Some(v), _ => None, }
+        match object { Object::VMFSDatastoreExtendedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMFSDatastoreExtendedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VMFSDatastoreExtendedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMINotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMINotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1419,15 +1419,15 @@ impl x::ObjectType for VMINotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMINotSupported(v) => Some(v), _ => None, }
+        match object { Object::VMINotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMINotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::VMINotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMOnConflictDVPort {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMOnConflictDVPort {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1435,15 +1435,15 @@ impl x::ObjectType for VMOnConflictDVPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMOnConflictDVPort(v) => Some(v), _ => None, }
+        match object { Object::VMOnConflictDVPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMOnConflictDVPort(v) => Ok(v), other => Err(other), }
+        match object { Object::VMOnConflictDVPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMOnVirtualIntranet {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMOnVirtualIntranet {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1451,15 +1451,15 @@ impl x::ObjectType for VMOnVirtualIntranet {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMOnVirtualIntranet(v) => Some(v), _ => None, }
+        match object { Object::VMOnVirtualIntranet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMOnVirtualIntranet(v) => Ok(v), other => Err(other), }
+        match object { Object::VMOnVirtualIntranet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMotionAcrossNetworkNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionAcrossNetworkNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1467,11 +1467,11 @@ impl x::ObjectType for VMotionAcrossNetworkNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionAcrossNetworkNotSupported(v) => Some(v), _ => None, }
+        match object { Object::VMotionAcrossNetworkNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionAcrossNetworkNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::VMotionAcrossNetworkNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1483,15 +1483,15 @@ impl x::ObjectType for VMotionCompatibilityType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionCompatibilityType(v) => Some(v), _ => None, }
+        match object { Object::VMotionCompatibilityType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionCompatibilityType(v) => Ok(v), other => Err(other), }
+        match object { Object::VMotionCompatibilityType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMotionInterfaceIssue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionInterfaceIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1499,15 +1499,15 @@ impl x::ObjectType for VMotionInterfaceIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionInterfaceIssue(v) => Some(v), _ => None, }
+        match object { Object::VMotionInterfaceIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionInterfaceIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VMotionInterfaceIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMotionLicenseExpiredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VMotionLicenseExpiredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1515,15 +1515,15 @@ impl x::ObjectType for VMotionLicenseExpiredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionLicenseExpiredEvent(v) => Some(v), _ => None, }
+        match object { Object::VMotionLicenseExpiredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionLicenseExpiredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VMotionLicenseExpiredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMotionLinkCapacityLow {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionLinkCapacityLow {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1531,15 +1531,15 @@ impl x::ObjectType for VMotionLinkCapacityLow {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionLinkCapacityLow(v) => Some(v), _ => None, }
+        match object { Object::VMotionLinkCapacityLow(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionLinkCapacityLow(v) => Ok(v), other => Err(other), }
+        match object { Object::VMotionLinkCapacityLow(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMotionLinkDown {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionLinkDown {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1547,15 +1547,15 @@ impl x::ObjectType for VMotionLinkDown {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionLinkDown(v) => Some(v), _ => None, }
+        match object { Object::VMotionLinkDown(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionLinkDown(v) => Ok(v), other => Err(other), }
+        match object { Object::VMotionLinkDown(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMotionNotConfigured {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionNotConfigured {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1563,15 +1563,15 @@ impl x::ObjectType for VMotionNotConfigured {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionNotConfigured(v) => Some(v), _ => None, }
+        match object { Object::VMotionNotConfigured(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionNotConfigured(v) => Ok(v), other => Err(other), }
+        match object { Object::VMotionNotConfigured(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMotionNotLicensed {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionNotLicensed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1579,15 +1579,15 @@ impl x::ObjectType for VMotionNotLicensed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionNotLicensed(v) => Some(v), _ => None, }
+        match object { Object::VMotionNotLicensed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionNotLicensed(v) => Ok(v), other => Err(other), }
+        match object { Object::VMotionNotLicensed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMotionNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1595,15 +1595,15 @@ impl x::ObjectType for VMotionNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionNotSupported(v) => Some(v), _ => None, }
+        match object { Object::VMotionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::VMotionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VMotionProtocolIncompatible {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VMotionProtocolIncompatible {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1611,11 +1611,11 @@ impl x::ObjectType for VMotionProtocolIncompatible {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMotionProtocolIncompatible(v) => Some(v), _ => None, }
+        match object { Object::VMotionProtocolIncompatible(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMotionProtocolIncompatible(v) => Ok(v), other => Err(other), }
+        match object { Object::VMotionProtocolIncompatible(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1627,11 +1627,11 @@ impl x::ObjectType for VMwareDVSConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1643,11 +1643,11 @@ impl x::ObjectType for VMwareDVSConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1659,11 +1659,11 @@ impl x::ObjectType for VMwareDVSFeatureCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSFeatureCapability(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSFeatureCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSFeatureCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSFeatureCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1675,11 +1675,11 @@ impl x::ObjectType for VMwareDVSHealthCheckCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSHealthCheckCapability(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSHealthCheckCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSHealthCheckCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSHealthCheckCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1691,11 +1691,11 @@ impl x::ObjectType for VMwareDVSHealthCheckConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSHealthCheckConfig(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSHealthCheckConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1707,11 +1707,11 @@ impl x::ObjectType for VMwareDVSMtuHealthCheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSMtuHealthCheckResult(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSMtuHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSMtuHealthCheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSMtuHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1723,11 +1723,11 @@ impl x::ObjectType for VMwareDVSPortSetting {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSPortSetting(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSPortSetting(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSPortSetting(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSPortSetting(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1739,11 +1739,11 @@ impl x::ObjectType for VMwareDVSPortgroupPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSPortgroupPolicy(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSPortgroupPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSPortgroupPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSPortgroupPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1755,11 +1755,11 @@ impl x::ObjectType for VMwareDVSPvlanConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSPvlanConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSPvlanConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSPvlanConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSPvlanConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1771,11 +1771,11 @@ impl x::ObjectType for VMwareDVSPvlanMapEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSPvlanMapEntry(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSPvlanMapEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSPvlanMapEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSPvlanMapEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1787,11 +1787,11 @@ impl x::ObjectType for VMwareDVSTeamingHealthCheckConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSTeamingHealthCheckConfig(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSTeamingHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSTeamingHealthCheckConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSTeamingHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1803,11 +1803,11 @@ impl x::ObjectType for VMwareDVSTeamingHealthCheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSTeamingHealthCheckResult(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSTeamingHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSTeamingHealthCheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSTeamingHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1819,11 +1819,11 @@ impl x::ObjectType for VMwareDVSTeamingMatchStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSTeamingMatchStatus(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSTeamingMatchStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSTeamingMatchStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSTeamingMatchStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1835,11 +1835,11 @@ impl x::ObjectType for VMwareDVSVlanHealthCheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVlanHealthCheckResult(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSVlanHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVlanHealthCheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSVlanHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1851,11 +1851,11 @@ impl x::ObjectType for VMwareDVSVlanMtuHealthCheckConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVlanMtuHealthCheckConfig(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSVlanMtuHealthCheckConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVlanMtuHealthCheckConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSVlanMtuHealthCheckConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1867,11 +1867,11 @@ impl x::ObjectType for VMwareDVSVspanCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVspanCapability(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSVspanCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVspanCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSVspanCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1883,11 +1883,11 @@ impl x::ObjectType for VMwareDVSVspanConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVspanConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSVspanConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVspanConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSVspanConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1899,11 +1899,11 @@ impl x::ObjectType for VMwareDVSVspanSessionEncapType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVspanSessionEncapType(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSVspanSessionEncapType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVspanSessionEncapType(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSVspanSessionEncapType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1915,11 +1915,11 @@ impl x::ObjectType for VMwareDVSVspanSessionType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDVSVspanSessionType(v) => Some(v), _ => None, }
+        match object { Object::VMwareDVSVspanSessionType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDVSVspanSessionType(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDVSVspanSessionType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1931,11 +1931,11 @@ impl x::ObjectType for VMwareDvsDpuCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsDpuCapability(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsDpuCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsDpuCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsDpuCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1947,11 +1947,11 @@ impl x::ObjectType for VMwareDvsIpfixCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsIpfixCapability(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsIpfixCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsIpfixCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsIpfixCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1963,11 +1963,11 @@ impl x::ObjectType for VMwareDvsLacpApiVersion {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLacpApiVersion(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsLacpApiVersion(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLacpApiVersion(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsLacpApiVersion(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1979,10 +1979,10 @@ impl x::ObjectType for VMwareDvsLacpCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLacpCapability(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsLacpCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLacpCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsLacpCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

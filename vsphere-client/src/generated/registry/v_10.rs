@@ -223,83 +223,83 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    VmEmigratingEvent(Box<VmEmigratingEvent>),
-    VmEndRecordingEvent(Box<VmEndRecordingEvent>),
-    VmEndReplayingEvent(Box<VmEndReplayingEvent>),
-    VmEvent(Box<VmEvent>),
+    #[cfg(feature = "all-events")] VmEmigratingEvent(Box<VmEmigratingEvent>),
+    #[cfg(feature = "all-events")] VmEndRecordingEvent(Box<VmEndRecordingEvent>),
+    #[cfg(feature = "all-events")] VmEndReplayingEvent(Box<VmEndReplayingEvent>),
+    #[cfg(feature = "all-events")] VmEvent(Box<VmEvent>),
     VmEventArgument(Box<VmEventArgument>),
-    VmFailedMigrateEvent(Box<VmFailedMigrateEvent>),
-    VmFailedRelayoutEvent(Box<VmFailedRelayoutEvent>),
-    VmFailedRelayoutOnVmfs2DatastoreEvent(Box<VmFailedRelayoutOnVmfs2DatastoreEvent>),
-    VmFailedStartingSecondaryEvent(Box<VmFailedStartingSecondaryEvent>),
+    #[cfg(feature = "all-events")] VmFailedMigrateEvent(Box<VmFailedMigrateEvent>),
+    #[cfg(feature = "all-events")] VmFailedRelayoutEvent(Box<VmFailedRelayoutEvent>),
+    #[cfg(feature = "all-events")] VmFailedRelayoutOnVmfs2DatastoreEvent(Box<VmFailedRelayoutOnVmfs2DatastoreEvent>),
+    #[cfg(feature = "all-events")] VmFailedStartingSecondaryEvent(Box<VmFailedStartingSecondaryEvent>),
     VmFailedStartingSecondaryEventFailureReason(Box<VmFailedStartingSecondaryEventFailureReason>),
-    VmFailedToPowerOffEvent(Box<VmFailedToPowerOffEvent>),
-    VmFailedToPowerOnEvent(Box<VmFailedToPowerOnEvent>),
-    VmFailedToRebootGuestEvent(Box<VmFailedToRebootGuestEvent>),
-    VmFailedToResetEvent(Box<VmFailedToResetEvent>),
-    VmFailedToShutdownGuestEvent(Box<VmFailedToShutdownGuestEvent>),
-    VmFailedToStandbyGuestEvent(Box<VmFailedToStandbyGuestEvent>),
-    VmFailedToSuspendEvent(Box<VmFailedToSuspendEvent>),
-    VmFailedUpdatingSecondaryConfig(Box<VmFailedUpdatingSecondaryConfig>),
-    VmFailoverFailed(Box<VmFailoverFailed>),
-    VmFaultToleranceConfigIssue(Box<VmFaultToleranceConfigIssue>),
+    #[cfg(feature = "all-events")] VmFailedToPowerOffEvent(Box<VmFailedToPowerOffEvent>),
+    #[cfg(feature = "all-events")] VmFailedToPowerOnEvent(Box<VmFailedToPowerOnEvent>),
+    #[cfg(feature = "all-events")] VmFailedToRebootGuestEvent(Box<VmFailedToRebootGuestEvent>),
+    #[cfg(feature = "all-events")] VmFailedToResetEvent(Box<VmFailedToResetEvent>),
+    #[cfg(feature = "all-events")] VmFailedToShutdownGuestEvent(Box<VmFailedToShutdownGuestEvent>),
+    #[cfg(feature = "all-events")] VmFailedToStandbyGuestEvent(Box<VmFailedToStandbyGuestEvent>),
+    #[cfg(feature = "all-events")] VmFailedToSuspendEvent(Box<VmFailedToSuspendEvent>),
+    #[cfg(feature = "all-events")] VmFailedUpdatingSecondaryConfig(Box<VmFailedUpdatingSecondaryConfig>),
+    #[cfg(feature = "all-events")] VmFailoverFailed(Box<VmFailoverFailed>),
+    #[cfg(feature = "all-faults")] VmFaultToleranceConfigIssue(Box<VmFaultToleranceConfigIssue>),
     VmFaultToleranceConfigIssueReasonForIssue(Box<VmFaultToleranceConfigIssueReasonForIssue>),
-    VmFaultToleranceConfigIssueWrapper(Box<VmFaultToleranceConfigIssueWrapper>),
-    VmFaultToleranceInvalidFileBacking(Box<VmFaultToleranceInvalidFileBacking>),
+    #[cfg(feature = "all-faults")] VmFaultToleranceConfigIssueWrapper(Box<VmFaultToleranceConfigIssueWrapper>),
+    #[cfg(feature = "all-faults")] VmFaultToleranceInvalidFileBacking(Box<VmFaultToleranceInvalidFileBacking>),
     VmFaultToleranceInvalidFileBackingDeviceType(Box<VmFaultToleranceInvalidFileBackingDeviceType>),
-    VmFaultToleranceIssue(Box<VmFaultToleranceIssue>),
-    VmFaultToleranceOpIssuesList(Box<VmFaultToleranceOpIssuesList>),
-    VmFaultToleranceStateChangedEvent(Box<VmFaultToleranceStateChangedEvent>),
-    VmFaultToleranceTooManyFtVcpusOnHost(Box<VmFaultToleranceTooManyFtVcpusOnHost>),
-    VmFaultToleranceTooManyVMsOnHost(Box<VmFaultToleranceTooManyVMsOnHost>),
-    VmFaultToleranceTurnedOffEvent(Box<VmFaultToleranceTurnedOffEvent>),
-    VmFaultToleranceVmTerminatedEvent(Box<VmFaultToleranceVmTerminatedEvent>),
-    VmGuestOSCrashedEvent(Box<VmGuestOSCrashedEvent>),
-    VmGuestRebootEvent(Box<VmGuestRebootEvent>),
-    VmGuestShutdownEvent(Box<VmGuestShutdownEvent>),
-    VmGuestStandbyEvent(Box<VmGuestStandbyEvent>),
-    VmHealthMonitoringStateChangedEvent(Box<VmHealthMonitoringStateChangedEvent>),
-    VmHostAffinityRuleViolation(Box<VmHostAffinityRuleViolation>),
-    VmInstanceUuidAssignedEvent(Box<VmInstanceUuidAssignedEvent>),
-    VmInstanceUuidChangedEvent(Box<VmInstanceUuidChangedEvent>),
-    VmInstanceUuidConflictEvent(Box<VmInstanceUuidConflictEvent>),
-    VmLimitLicense(Box<VmLimitLicense>),
+    #[cfg(feature = "all-faults")] VmFaultToleranceIssue(Box<VmFaultToleranceIssue>),
+    #[cfg(feature = "all-faults")] VmFaultToleranceOpIssuesList(Box<VmFaultToleranceOpIssuesList>),
+    #[cfg(feature = "all-events")] VmFaultToleranceStateChangedEvent(Box<VmFaultToleranceStateChangedEvent>),
+    #[cfg(feature = "all-faults")] VmFaultToleranceTooManyFtVcpusOnHost(Box<VmFaultToleranceTooManyFtVcpusOnHost>),
+    #[cfg(feature = "all-faults")] VmFaultToleranceTooManyVMsOnHost(Box<VmFaultToleranceTooManyVMsOnHost>),
+    #[cfg(feature = "all-events")] VmFaultToleranceTurnedOffEvent(Box<VmFaultToleranceTurnedOffEvent>),
+    #[cfg(feature = "all-events")] VmFaultToleranceVmTerminatedEvent(Box<VmFaultToleranceVmTerminatedEvent>),
+    #[cfg(feature = "all-events")] VmGuestOSCrashedEvent(Box<VmGuestOSCrashedEvent>),
+    #[cfg(feature = "all-events")] VmGuestRebootEvent(Box<VmGuestRebootEvent>),
+    #[cfg(feature = "all-events")] VmGuestShutdownEvent(Box<VmGuestShutdownEvent>),
+    #[cfg(feature = "all-events")] VmGuestStandbyEvent(Box<VmGuestStandbyEvent>),
+    #[cfg(feature = "all-events")] VmHealthMonitoringStateChangedEvent(Box<VmHealthMonitoringStateChangedEvent>),
+    #[cfg(feature = "all-faults")] VmHostAffinityRuleViolation(Box<VmHostAffinityRuleViolation>),
+    #[cfg(feature = "all-events")] VmInstanceUuidAssignedEvent(Box<VmInstanceUuidAssignedEvent>),
+    #[cfg(feature = "all-events")] VmInstanceUuidChangedEvent(Box<VmInstanceUuidChangedEvent>),
+    #[cfg(feature = "all-events")] VmInstanceUuidConflictEvent(Box<VmInstanceUuidConflictEvent>),
+    #[cfg(feature = "all-faults")] VmLimitLicense(Box<VmLimitLicense>),
     VmLogFileInfo(Box<VmLogFileInfo>),
     VmLogFileQuery(Box<VmLogFileQuery>),
-    VmMacAssignedEvent(Box<VmMacAssignedEvent>),
-    VmMacChangedEvent(Box<VmMacChangedEvent>),
-    VmMacConflictEvent(Box<VmMacConflictEvent>),
-    VmMaxFTRestartCountReached(Box<VmMaxFTRestartCountReached>),
-    VmMaxRestartCountReached(Box<VmMaxRestartCountReached>),
-    VmMessageErrorEvent(Box<VmMessageErrorEvent>),
-    VmMessageEvent(Box<VmMessageEvent>),
-    VmMessageWarningEvent(Box<VmMessageWarningEvent>),
-    VmMetadataManagerFault(Box<VmMetadataManagerFault>),
-    VmMigratedEvent(Box<VmMigratedEvent>),
-    VmMonitorIncompatibleForFaultTolerance(Box<VmMonitorIncompatibleForFaultTolerance>),
-    VmNoCompatibleHostForSecondaryEvent(Box<VmNoCompatibleHostForSecondaryEvent>),
-    VmNoNetworkAccessEvent(Box<VmNoNetworkAccessEvent>),
+    #[cfg(feature = "all-events")] VmMacAssignedEvent(Box<VmMacAssignedEvent>),
+    #[cfg(feature = "all-events")] VmMacChangedEvent(Box<VmMacChangedEvent>),
+    #[cfg(feature = "all-events")] VmMacConflictEvent(Box<VmMacConflictEvent>),
+    #[cfg(feature = "all-events")] VmMaxFTRestartCountReached(Box<VmMaxFTRestartCountReached>),
+    #[cfg(feature = "all-events")] VmMaxRestartCountReached(Box<VmMaxRestartCountReached>),
+    #[cfg(feature = "all-events")] VmMessageErrorEvent(Box<VmMessageErrorEvent>),
+    #[cfg(feature = "all-events")] VmMessageEvent(Box<VmMessageEvent>),
+    #[cfg(feature = "all-events")] VmMessageWarningEvent(Box<VmMessageWarningEvent>),
+    #[cfg(feature = "all-faults")] VmMetadataManagerFault(Box<VmMetadataManagerFault>),
+    #[cfg(feature = "all-events")] VmMigratedEvent(Box<VmMigratedEvent>),
+    #[cfg(feature = "all-faults")] VmMonitorIncompatibleForFaultTolerance(Box<VmMonitorIncompatibleForFaultTolerance>),
+    #[cfg(feature = "all-events")] VmNoCompatibleHostForSecondaryEvent(Box<VmNoCompatibleHostForSecondaryEvent>),
+    #[cfg(feature = "all-events")] VmNoNetworkAccessEvent(Box<VmNoNetworkAccessEvent>),
     VmNvramFileInfo(Box<VmNvramFileInfo>),
     VmNvramFileQuery(Box<VmNvramFileQuery>),
-    VmOrphanedEvent(Box<VmOrphanedEvent>),
+    #[cfg(feature = "all-events")] VmOrphanedEvent(Box<VmOrphanedEvent>),
     VmPlacementPolicy(Box<VmPlacementPolicy>),
     VmPlacementPolicyVmPlacementPolicyStrictness(Box<VmPlacementPolicyVmPlacementPolicyStrictness>),
     VmPlacementPolicyVmPlacementPolicyTopology(Box<VmPlacementPolicyVmPlacementPolicyTopology>),
     VmPodConfigForPlacement(Box<VmPodConfigForPlacement>),
     VmPortGroupProfile(Box<VmPortGroupProfile>),
-    VmPowerOffOnIsolationEvent(Box<VmPowerOffOnIsolationEvent>),
-    VmPowerOnDisabled(Box<VmPowerOnDisabled>),
-    VmPoweredOffEvent(Box<VmPoweredOffEvent>),
-    VmPoweredOnEvent(Box<VmPoweredOnEvent>),
-    VmPoweringOnWithCustomizedDVPortEvent(Box<VmPoweringOnWithCustomizedDVPortEvent>),
-    VmPrimaryFailoverEvent(Box<VmPrimaryFailoverEvent>),
-    VmReconfiguredEvent(Box<VmReconfiguredEvent>),
-    VmRegisteredEvent(Box<VmRegisteredEvent>),
-    VmRelayoutSuccessfulEvent(Box<VmRelayoutSuccessfulEvent>),
-    VmRelayoutUpToDateEvent(Box<VmRelayoutUpToDateEvent>),
-    VmReloadFromPathEvent(Box<VmReloadFromPathEvent>),
-    VmReloadFromPathFailedEvent(Box<VmReloadFromPathFailedEvent>),
-    VmRelocateFailedEvent(Box<VmRelocateFailedEvent>),
+    #[cfg(feature = "all-events")] VmPowerOffOnIsolationEvent(Box<VmPowerOffOnIsolationEvent>),
+    #[cfg(feature = "all-faults")] VmPowerOnDisabled(Box<VmPowerOnDisabled>),
+    #[cfg(feature = "all-events")] VmPoweredOffEvent(Box<VmPoweredOffEvent>),
+    #[cfg(feature = "all-events")] VmPoweredOnEvent(Box<VmPoweredOnEvent>),
+    #[cfg(feature = "all-events")] VmPoweringOnWithCustomizedDVPortEvent(Box<VmPoweringOnWithCustomizedDVPortEvent>),
+    #[cfg(feature = "all-events")] VmPrimaryFailoverEvent(Box<VmPrimaryFailoverEvent>),
+    #[cfg(feature = "all-events")] VmReconfiguredEvent(Box<VmReconfiguredEvent>),
+    #[cfg(feature = "all-events")] VmRegisteredEvent(Box<VmRegisteredEvent>),
+    #[cfg(feature = "all-events")] VmRelayoutSuccessfulEvent(Box<VmRelayoutSuccessfulEvent>),
+    #[cfg(feature = "all-events")] VmRelayoutUpToDateEvent(Box<VmRelayoutUpToDateEvent>),
+    #[cfg(feature = "all-events")] VmReloadFromPathEvent(Box<VmReloadFromPathEvent>),
+    #[cfg(feature = "all-events")] VmReloadFromPathFailedEvent(Box<VmReloadFromPathFailedEvent>),
+    #[cfg(feature = "all-events")] VmRelocateFailedEvent(Box<VmRelocateFailedEvent>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -314,83 +314,83 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmEmigratingEvent(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmEndRecordingEvent(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmEndReplayingEvent(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmEmigratingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmEndRecordingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmEndReplayingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmEvent(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmEventArgument(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedMigrateEvent(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedRelayoutEvent(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedStartingSecondaryEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedMigrateEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedRelayoutEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedStartingSecondaryEvent(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedStartingSecondaryEventFailureReason(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToPowerOffEvent(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToPowerOnEvent(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToRebootGuestEvent(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToResetEvent(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToShutdownGuestEvent(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToStandbyGuestEvent(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToSuspendEvent(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedUpdatingSecondaryConfig(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailoverFailed(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceConfigIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToPowerOffEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToPowerOnEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToRebootGuestEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToResetEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToShutdownGuestEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToStandbyGuestEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedToSuspendEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailedUpdatingSecondaryConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFailoverFailed(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceConfigIssue(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceConfigIssueReasonForIssue(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceConfigIssueWrapper(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceInvalidFileBacking(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceConfigIssueWrapper(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceInvalidFileBacking(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceInvalidFileBackingDeviceType(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceIssue(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceOpIssuesList(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceStateChangedEvent(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceTooManyFtVcpusOnHost(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceTooManyVMsOnHost(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceTurnedOffEvent(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceVmTerminatedEvent(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmGuestOSCrashedEvent(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmGuestRebootEvent(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmGuestShutdownEvent(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmGuestStandbyEvent(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmHealthMonitoringStateChangedEvent(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmHostAffinityRuleViolation(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmInstanceUuidAssignedEvent(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmInstanceUuidChangedEvent(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmInstanceUuidConflictEvent(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmLimitLicense(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceOpIssuesList(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceStateChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceTooManyFtVcpusOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceTooManyVMsOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceTurnedOffEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmFaultToleranceVmTerminatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmGuestOSCrashedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmGuestRebootEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmGuestShutdownEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmGuestStandbyEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmHealthMonitoringStateChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmHostAffinityRuleViolation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmInstanceUuidAssignedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmInstanceUuidChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmInstanceUuidConflictEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmLimitLicense(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmLogFileInfo(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmLogFileQuery(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMacAssignedEvent(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMacChangedEvent(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMacConflictEvent(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMaxFTRestartCountReached(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMaxRestartCountReached(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMessageErrorEvent(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMessageEvent(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMessageWarningEvent(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMetadataManagerFault(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMigratedEvent(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMonitorIncompatibleForFaultTolerance(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmNoCompatibleHostForSecondaryEvent(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmNoNetworkAccessEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMacAssignedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMacChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMacConflictEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMaxFTRestartCountReached(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMaxRestartCountReached(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMessageErrorEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMessageEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMessageWarningEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMetadataManagerFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMigratedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmMonitorIncompatibleForFaultTolerance(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmNoCompatibleHostForSecondaryEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmNoNetworkAccessEvent(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmNvramFileInfo(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmNvramFileQuery(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmOrphanedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmOrphanedEvent(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPlacementPolicy(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPlacementPolicyVmPlacementPolicyStrictness(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPlacementPolicyVmPlacementPolicyTopology(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPodConfigForPlacement(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPortGroupProfile(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPowerOffOnIsolationEvent(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPowerOnDisabled(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPoweredOffEvent(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPoweredOnEvent(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPoweringOnWithCustomizedDVPortEvent(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPrimaryFailoverEvent(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRegisteredEvent(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRelayoutSuccessfulEvent(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRelayoutUpToDateEvent(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmReloadFromPathEvent(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmReloadFromPathFailedEvent(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRelocateFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPowerOffOnIsolationEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPowerOnDisabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPoweredOffEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPoweredOnEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPoweringOnWithCustomizedDVPortEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmPrimaryFailoverEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRegisteredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRelayoutSuccessfulEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRelayoutUpToDateEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmReloadFromPathEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmReloadFromPathFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRelocateFailedEvent(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -399,83 +399,83 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::VmEmigratingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmEndRecordingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmEndReplayingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmEmigratingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmEndRecordingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmEndReplayingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedMigrateEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedRelayoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedMigrateEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedRelayoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmFailedStartingSecondaryEventFailureReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedToPowerOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedToPowerOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedToRebootGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedToResetEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedToShutdownGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedToStandbyGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedToSuspendEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailedUpdatingSecondaryConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFailoverFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFaultToleranceConfigIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedToPowerOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedToPowerOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedToRebootGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedToResetEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedToShutdownGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedToStandbyGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedToSuspendEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailedUpdatingSecondaryConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFailoverFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceConfigIssue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmFaultToleranceConfigIssueReasonForIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFaultToleranceConfigIssueWrapper(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFaultToleranceInvalidFileBacking(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceConfigIssueWrapper(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceInvalidFileBacking(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFaultToleranceIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFaultToleranceOpIssuesList(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFaultToleranceStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFaultToleranceTooManyVMsOnHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFaultToleranceTurnedOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmFaultToleranceVmTerminatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmGuestOSCrashedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmGuestRebootEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmGuestShutdownEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmGuestStandbyEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmHealthMonitoringStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmHostAffinityRuleViolation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmInstanceUuidAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmInstanceUuidChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmInstanceUuidConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmLimitLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceOpIssuesList(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceTooManyVMsOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceTurnedOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceVmTerminatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmGuestOSCrashedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmGuestRebootEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmGuestShutdownEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmGuestStandbyEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmHealthMonitoringStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmHostAffinityRuleViolation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmLimitLicense(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmLogFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmLogFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMacAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMacChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMacConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMaxFTRestartCountReached(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMaxRestartCountReached(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMessageErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMessageEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMessageWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMetadataManagerFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmMonitorIncompatibleForFaultTolerance(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmNoCompatibleHostForSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmNoNetworkAccessEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmMacAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmMacChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmMacConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmMaxFTRestartCountReached(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmMaxRestartCountReached(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmMessageErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmMessageEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmMessageWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmMetadataManagerFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmMonitorIncompatibleForFaultTolerance(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmNoCompatibleHostForSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmNoNetworkAccessEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmNvramFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmNvramFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmOrphanedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmOrphanedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmPlacementPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmPodConfigForPlacement(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmPowerOffOnIsolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmPowerOnDisabled(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmPoweredOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmPoweredOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmPoweringOnWithCustomizedDVPortEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmPrimaryFailoverEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRegisteredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRelayoutSuccessfulEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRelayoutUpToDateEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmReloadFromPathEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmReloadFromPathFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRelocateFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmPowerOffOnIsolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmPowerOnDisabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmPoweredOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmPoweredOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmPoweringOnWithCustomizedDVPortEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmPrimaryFailoverEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRegisteredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRelayoutSuccessfulEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRelayoutUpToDateEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmReloadFromPathEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmReloadFromPathFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRelocateFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -483,84 +483,84 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::VmEmigratingEvent(a), Object::VmEmigratingEvent(b)) => **a == **b,
-            (Object::VmEndRecordingEvent(a), Object::VmEndRecordingEvent(b)) => **a == **b,
-            (Object::VmEndReplayingEvent(a), Object::VmEndReplayingEvent(b)) => **a == **b,
-            (Object::VmEvent(a), Object::VmEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmEmigratingEvent(a), Object::VmEmigratingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmEndRecordingEvent(a), Object::VmEndRecordingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmEndReplayingEvent(a), Object::VmEndReplayingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmEvent(a), Object::VmEvent(b)) => **a == **b,
             (Object::VmEventArgument(a), Object::VmEventArgument(b)) => **a == **b,
-            (Object::VmFailedMigrateEvent(a), Object::VmFailedMigrateEvent(b)) => **a == **b,
-            (Object::VmFailedRelayoutEvent(a), Object::VmFailedRelayoutEvent(b)) => **a == **b,
-            (Object::VmFailedRelayoutOnVmfs2DatastoreEvent(a), Object::VmFailedRelayoutOnVmfs2DatastoreEvent(b)) => **a == **b,
-            (Object::VmFailedStartingSecondaryEvent(a), Object::VmFailedStartingSecondaryEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedMigrateEvent(a), Object::VmFailedMigrateEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedRelayoutEvent(a), Object::VmFailedRelayoutEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedRelayoutOnVmfs2DatastoreEvent(a), Object::VmFailedRelayoutOnVmfs2DatastoreEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedStartingSecondaryEvent(a), Object::VmFailedStartingSecondaryEvent(b)) => **a == **b,
             (Object::VmFailedStartingSecondaryEventFailureReason(a), Object::VmFailedStartingSecondaryEventFailureReason(b)) => **a == **b,
-            (Object::VmFailedToPowerOffEvent(a), Object::VmFailedToPowerOffEvent(b)) => **a == **b,
-            (Object::VmFailedToPowerOnEvent(a), Object::VmFailedToPowerOnEvent(b)) => **a == **b,
-            (Object::VmFailedToRebootGuestEvent(a), Object::VmFailedToRebootGuestEvent(b)) => **a == **b,
-            (Object::VmFailedToResetEvent(a), Object::VmFailedToResetEvent(b)) => **a == **b,
-            (Object::VmFailedToShutdownGuestEvent(a), Object::VmFailedToShutdownGuestEvent(b)) => **a == **b,
-            (Object::VmFailedToStandbyGuestEvent(a), Object::VmFailedToStandbyGuestEvent(b)) => **a == **b,
-            (Object::VmFailedToSuspendEvent(a), Object::VmFailedToSuspendEvent(b)) => **a == **b,
-            (Object::VmFailedUpdatingSecondaryConfig(a), Object::VmFailedUpdatingSecondaryConfig(b)) => **a == **b,
-            (Object::VmFailoverFailed(a), Object::VmFailoverFailed(b)) => **a == **b,
-            (Object::VmFaultToleranceConfigIssue(a), Object::VmFaultToleranceConfigIssue(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedToPowerOffEvent(a), Object::VmFailedToPowerOffEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedToPowerOnEvent(a), Object::VmFailedToPowerOnEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedToRebootGuestEvent(a), Object::VmFailedToRebootGuestEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedToResetEvent(a), Object::VmFailedToResetEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedToShutdownGuestEvent(a), Object::VmFailedToShutdownGuestEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedToStandbyGuestEvent(a), Object::VmFailedToStandbyGuestEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedToSuspendEvent(a), Object::VmFailedToSuspendEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailedUpdatingSecondaryConfig(a), Object::VmFailedUpdatingSecondaryConfig(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFailoverFailed(a), Object::VmFailoverFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmFaultToleranceConfigIssue(a), Object::VmFaultToleranceConfigIssue(b)) => **a == **b,
             (Object::VmFaultToleranceConfigIssueReasonForIssue(a), Object::VmFaultToleranceConfigIssueReasonForIssue(b)) => **a == **b,
-            (Object::VmFaultToleranceConfigIssueWrapper(a), Object::VmFaultToleranceConfigIssueWrapper(b)) => **a == **b,
-            (Object::VmFaultToleranceInvalidFileBacking(a), Object::VmFaultToleranceInvalidFileBacking(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmFaultToleranceConfigIssueWrapper(a), Object::VmFaultToleranceConfigIssueWrapper(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmFaultToleranceInvalidFileBacking(a), Object::VmFaultToleranceInvalidFileBacking(b)) => **a == **b,
             (Object::VmFaultToleranceInvalidFileBackingDeviceType(a), Object::VmFaultToleranceInvalidFileBackingDeviceType(b)) => **a == **b,
-            (Object::VmFaultToleranceIssue(a), Object::VmFaultToleranceIssue(b)) => **a == **b,
-            (Object::VmFaultToleranceOpIssuesList(a), Object::VmFaultToleranceOpIssuesList(b)) => **a == **b,
-            (Object::VmFaultToleranceStateChangedEvent(a), Object::VmFaultToleranceStateChangedEvent(b)) => **a == **b,
-            (Object::VmFaultToleranceTooManyFtVcpusOnHost(a), Object::VmFaultToleranceTooManyFtVcpusOnHost(b)) => **a == **b,
-            (Object::VmFaultToleranceTooManyVMsOnHost(a), Object::VmFaultToleranceTooManyVMsOnHost(b)) => **a == **b,
-            (Object::VmFaultToleranceTurnedOffEvent(a), Object::VmFaultToleranceTurnedOffEvent(b)) => **a == **b,
-            (Object::VmFaultToleranceVmTerminatedEvent(a), Object::VmFaultToleranceVmTerminatedEvent(b)) => **a == **b,
-            (Object::VmGuestOSCrashedEvent(a), Object::VmGuestOSCrashedEvent(b)) => **a == **b,
-            (Object::VmGuestRebootEvent(a), Object::VmGuestRebootEvent(b)) => **a == **b,
-            (Object::VmGuestShutdownEvent(a), Object::VmGuestShutdownEvent(b)) => **a == **b,
-            (Object::VmGuestStandbyEvent(a), Object::VmGuestStandbyEvent(b)) => **a == **b,
-            (Object::VmHealthMonitoringStateChangedEvent(a), Object::VmHealthMonitoringStateChangedEvent(b)) => **a == **b,
-            (Object::VmHostAffinityRuleViolation(a), Object::VmHostAffinityRuleViolation(b)) => **a == **b,
-            (Object::VmInstanceUuidAssignedEvent(a), Object::VmInstanceUuidAssignedEvent(b)) => **a == **b,
-            (Object::VmInstanceUuidChangedEvent(a), Object::VmInstanceUuidChangedEvent(b)) => **a == **b,
-            (Object::VmInstanceUuidConflictEvent(a), Object::VmInstanceUuidConflictEvent(b)) => **a == **b,
-            (Object::VmLimitLicense(a), Object::VmLimitLicense(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmFaultToleranceIssue(a), Object::VmFaultToleranceIssue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmFaultToleranceOpIssuesList(a), Object::VmFaultToleranceOpIssuesList(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFaultToleranceStateChangedEvent(a), Object::VmFaultToleranceStateChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmFaultToleranceTooManyFtVcpusOnHost(a), Object::VmFaultToleranceTooManyFtVcpusOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmFaultToleranceTooManyVMsOnHost(a), Object::VmFaultToleranceTooManyVMsOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFaultToleranceTurnedOffEvent(a), Object::VmFaultToleranceTurnedOffEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmFaultToleranceVmTerminatedEvent(a), Object::VmFaultToleranceVmTerminatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmGuestOSCrashedEvent(a), Object::VmGuestOSCrashedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmGuestRebootEvent(a), Object::VmGuestRebootEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmGuestShutdownEvent(a), Object::VmGuestShutdownEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmGuestStandbyEvent(a), Object::VmGuestStandbyEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmHealthMonitoringStateChangedEvent(a), Object::VmHealthMonitoringStateChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmHostAffinityRuleViolation(a), Object::VmHostAffinityRuleViolation(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmInstanceUuidAssignedEvent(a), Object::VmInstanceUuidAssignedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmInstanceUuidChangedEvent(a), Object::VmInstanceUuidChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmInstanceUuidConflictEvent(a), Object::VmInstanceUuidConflictEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmLimitLicense(a), Object::VmLimitLicense(b)) => **a == **b,
             (Object::VmLogFileInfo(a), Object::VmLogFileInfo(b)) => **a == **b,
             (Object::VmLogFileQuery(a), Object::VmLogFileQuery(b)) => **a == **b,
-            (Object::VmMacAssignedEvent(a), Object::VmMacAssignedEvent(b)) => **a == **b,
-            (Object::VmMacChangedEvent(a), Object::VmMacChangedEvent(b)) => **a == **b,
-            (Object::VmMacConflictEvent(a), Object::VmMacConflictEvent(b)) => **a == **b,
-            (Object::VmMaxFTRestartCountReached(a), Object::VmMaxFTRestartCountReached(b)) => **a == **b,
-            (Object::VmMaxRestartCountReached(a), Object::VmMaxRestartCountReached(b)) => **a == **b,
-            (Object::VmMessageErrorEvent(a), Object::VmMessageErrorEvent(b)) => **a == **b,
-            (Object::VmMessageEvent(a), Object::VmMessageEvent(b)) => **a == **b,
-            (Object::VmMessageWarningEvent(a), Object::VmMessageWarningEvent(b)) => **a == **b,
-            (Object::VmMetadataManagerFault(a), Object::VmMetadataManagerFault(b)) => **a == **b,
-            (Object::VmMigratedEvent(a), Object::VmMigratedEvent(b)) => **a == **b,
-            (Object::VmMonitorIncompatibleForFaultTolerance(a), Object::VmMonitorIncompatibleForFaultTolerance(b)) => **a == **b,
-            (Object::VmNoCompatibleHostForSecondaryEvent(a), Object::VmNoCompatibleHostForSecondaryEvent(b)) => **a == **b,
-            (Object::VmNoNetworkAccessEvent(a), Object::VmNoNetworkAccessEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmMacAssignedEvent(a), Object::VmMacAssignedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmMacChangedEvent(a), Object::VmMacChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmMacConflictEvent(a), Object::VmMacConflictEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmMaxFTRestartCountReached(a), Object::VmMaxFTRestartCountReached(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmMaxRestartCountReached(a), Object::VmMaxRestartCountReached(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmMessageErrorEvent(a), Object::VmMessageErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmMessageEvent(a), Object::VmMessageEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmMessageWarningEvent(a), Object::VmMessageWarningEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmMetadataManagerFault(a), Object::VmMetadataManagerFault(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmMigratedEvent(a), Object::VmMigratedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmMonitorIncompatibleForFaultTolerance(a), Object::VmMonitorIncompatibleForFaultTolerance(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmNoCompatibleHostForSecondaryEvent(a), Object::VmNoCompatibleHostForSecondaryEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmNoNetworkAccessEvent(a), Object::VmNoNetworkAccessEvent(b)) => **a == **b,
             (Object::VmNvramFileInfo(a), Object::VmNvramFileInfo(b)) => **a == **b,
             (Object::VmNvramFileQuery(a), Object::VmNvramFileQuery(b)) => **a == **b,
-            (Object::VmOrphanedEvent(a), Object::VmOrphanedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmOrphanedEvent(a), Object::VmOrphanedEvent(b)) => **a == **b,
             (Object::VmPlacementPolicy(a), Object::VmPlacementPolicy(b)) => **a == **b,
             (Object::VmPlacementPolicyVmPlacementPolicyStrictness(a), Object::VmPlacementPolicyVmPlacementPolicyStrictness(b)) => **a == **b,
             (Object::VmPlacementPolicyVmPlacementPolicyTopology(a), Object::VmPlacementPolicyVmPlacementPolicyTopology(b)) => **a == **b,
             (Object::VmPodConfigForPlacement(a), Object::VmPodConfigForPlacement(b)) => **a == **b,
             (Object::VmPortGroupProfile(a), Object::VmPortGroupProfile(b)) => **a == **b,
-            (Object::VmPowerOffOnIsolationEvent(a), Object::VmPowerOffOnIsolationEvent(b)) => **a == **b,
-            (Object::VmPowerOnDisabled(a), Object::VmPowerOnDisabled(b)) => **a == **b,
-            (Object::VmPoweredOffEvent(a), Object::VmPoweredOffEvent(b)) => **a == **b,
-            (Object::VmPoweredOnEvent(a), Object::VmPoweredOnEvent(b)) => **a == **b,
-            (Object::VmPoweringOnWithCustomizedDVPortEvent(a), Object::VmPoweringOnWithCustomizedDVPortEvent(b)) => **a == **b,
-            (Object::VmPrimaryFailoverEvent(a), Object::VmPrimaryFailoverEvent(b)) => **a == **b,
-            (Object::VmReconfiguredEvent(a), Object::VmReconfiguredEvent(b)) => **a == **b,
-            (Object::VmRegisteredEvent(a), Object::VmRegisteredEvent(b)) => **a == **b,
-            (Object::VmRelayoutSuccessfulEvent(a), Object::VmRelayoutSuccessfulEvent(b)) => **a == **b,
-            (Object::VmRelayoutUpToDateEvent(a), Object::VmRelayoutUpToDateEvent(b)) => **a == **b,
-            (Object::VmReloadFromPathEvent(a), Object::VmReloadFromPathEvent(b)) => **a == **b,
-            (Object::VmReloadFromPathFailedEvent(a), Object::VmReloadFromPathFailedEvent(b)) => **a == **b,
-            (Object::VmRelocateFailedEvent(a), Object::VmRelocateFailedEvent(b)) => **a == **b,
-            _ => false,
+            #[cfg(feature = "all-events")] (Object::VmPowerOffOnIsolationEvent(a), Object::VmPowerOffOnIsolationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmPowerOnDisabled(a), Object::VmPowerOnDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmPoweredOffEvent(a), Object::VmPoweredOffEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmPoweredOnEvent(a), Object::VmPoweredOnEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmPoweringOnWithCustomizedDVPortEvent(a), Object::VmPoweringOnWithCustomizedDVPortEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmPrimaryFailoverEvent(a), Object::VmPrimaryFailoverEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmReconfiguredEvent(a), Object::VmReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRegisteredEvent(a), Object::VmRegisteredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRelayoutSuccessfulEvent(a), Object::VmRelayoutSuccessfulEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRelayoutUpToDateEvent(a), Object::VmRelayoutUpToDateEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmReloadFromPathEvent(a), Object::VmReloadFromPathEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmReloadFromPathFailedEvent(a), Object::VmReloadFromPathFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRelocateFailedEvent(a), Object::VmRelocateFailedEvent(b)) => **a == **b,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -568,83 +568,83 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::VmEmigratingEvent(v) => Object::VmEmigratingEvent(Box::new((**v).clone())),
-            Object::VmEndRecordingEvent(v) => Object::VmEndRecordingEvent(Box::new((**v).clone())),
-            Object::VmEndReplayingEvent(v) => Object::VmEndReplayingEvent(Box::new((**v).clone())),
-            Object::VmEvent(v) => Object::VmEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmEmigratingEvent(v) => Object::VmEmigratingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmEndRecordingEvent(v) => Object::VmEndRecordingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmEndReplayingEvent(v) => Object::VmEndReplayingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmEvent(v) => Object::VmEvent(Box::new((**v).clone())),
             Object::VmEventArgument(v) => Object::VmEventArgument(Box::new((**v).clone())),
-            Object::VmFailedMigrateEvent(v) => Object::VmFailedMigrateEvent(Box::new((**v).clone())),
-            Object::VmFailedRelayoutEvent(v) => Object::VmFailedRelayoutEvent(Box::new((**v).clone())),
-            Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => Object::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new((**v).clone())),
-            Object::VmFailedStartingSecondaryEvent(v) => Object::VmFailedStartingSecondaryEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedMigrateEvent(v) => Object::VmFailedMigrateEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedRelayoutEvent(v) => Object::VmFailedRelayoutEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => Object::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedStartingSecondaryEvent(v) => Object::VmFailedStartingSecondaryEvent(Box::new((**v).clone())),
             Object::VmFailedStartingSecondaryEventFailureReason(v) => Object::VmFailedStartingSecondaryEventFailureReason(Box::new((**v).clone())),
-            Object::VmFailedToPowerOffEvent(v) => Object::VmFailedToPowerOffEvent(Box::new((**v).clone())),
-            Object::VmFailedToPowerOnEvent(v) => Object::VmFailedToPowerOnEvent(Box::new((**v).clone())),
-            Object::VmFailedToRebootGuestEvent(v) => Object::VmFailedToRebootGuestEvent(Box::new((**v).clone())),
-            Object::VmFailedToResetEvent(v) => Object::VmFailedToResetEvent(Box::new((**v).clone())),
-            Object::VmFailedToShutdownGuestEvent(v) => Object::VmFailedToShutdownGuestEvent(Box::new((**v).clone())),
-            Object::VmFailedToStandbyGuestEvent(v) => Object::VmFailedToStandbyGuestEvent(Box::new((**v).clone())),
-            Object::VmFailedToSuspendEvent(v) => Object::VmFailedToSuspendEvent(Box::new((**v).clone())),
-            Object::VmFailedUpdatingSecondaryConfig(v) => Object::VmFailedUpdatingSecondaryConfig(Box::new((**v).clone())),
-            Object::VmFailoverFailed(v) => Object::VmFailoverFailed(Box::new((**v).clone())),
-            Object::VmFaultToleranceConfigIssue(v) => Object::VmFaultToleranceConfigIssue(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedToPowerOffEvent(v) => Object::VmFailedToPowerOffEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedToPowerOnEvent(v) => Object::VmFailedToPowerOnEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedToRebootGuestEvent(v) => Object::VmFailedToRebootGuestEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedToResetEvent(v) => Object::VmFailedToResetEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedToShutdownGuestEvent(v) => Object::VmFailedToShutdownGuestEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedToStandbyGuestEvent(v) => Object::VmFailedToStandbyGuestEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedToSuspendEvent(v) => Object::VmFailedToSuspendEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailedUpdatingSecondaryConfig(v) => Object::VmFailedUpdatingSecondaryConfig(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFailoverFailed(v) => Object::VmFailoverFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceConfigIssue(v) => Object::VmFaultToleranceConfigIssue(Box::new((**v).clone())),
             Object::VmFaultToleranceConfigIssueReasonForIssue(v) => Object::VmFaultToleranceConfigIssueReasonForIssue(Box::new((**v).clone())),
-            Object::VmFaultToleranceConfigIssueWrapper(v) => Object::VmFaultToleranceConfigIssueWrapper(Box::new((**v).clone())),
-            Object::VmFaultToleranceInvalidFileBacking(v) => Object::VmFaultToleranceInvalidFileBacking(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceConfigIssueWrapper(v) => Object::VmFaultToleranceConfigIssueWrapper(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceInvalidFileBacking(v) => Object::VmFaultToleranceInvalidFileBacking(Box::new((**v).clone())),
             Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => Object::VmFaultToleranceInvalidFileBackingDeviceType(Box::new((**v).clone())),
-            Object::VmFaultToleranceIssue(v) => Object::VmFaultToleranceIssue(Box::new((**v).clone())),
-            Object::VmFaultToleranceOpIssuesList(v) => Object::VmFaultToleranceOpIssuesList(Box::new((**v).clone())),
-            Object::VmFaultToleranceStateChangedEvent(v) => Object::VmFaultToleranceStateChangedEvent(Box::new((**v).clone())),
-            Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => Object::VmFaultToleranceTooManyFtVcpusOnHost(Box::new((**v).clone())),
-            Object::VmFaultToleranceTooManyVMsOnHost(v) => Object::VmFaultToleranceTooManyVMsOnHost(Box::new((**v).clone())),
-            Object::VmFaultToleranceTurnedOffEvent(v) => Object::VmFaultToleranceTurnedOffEvent(Box::new((**v).clone())),
-            Object::VmFaultToleranceVmTerminatedEvent(v) => Object::VmFaultToleranceVmTerminatedEvent(Box::new((**v).clone())),
-            Object::VmGuestOSCrashedEvent(v) => Object::VmGuestOSCrashedEvent(Box::new((**v).clone())),
-            Object::VmGuestRebootEvent(v) => Object::VmGuestRebootEvent(Box::new((**v).clone())),
-            Object::VmGuestShutdownEvent(v) => Object::VmGuestShutdownEvent(Box::new((**v).clone())),
-            Object::VmGuestStandbyEvent(v) => Object::VmGuestStandbyEvent(Box::new((**v).clone())),
-            Object::VmHealthMonitoringStateChangedEvent(v) => Object::VmHealthMonitoringStateChangedEvent(Box::new((**v).clone())),
-            Object::VmHostAffinityRuleViolation(v) => Object::VmHostAffinityRuleViolation(Box::new((**v).clone())),
-            Object::VmInstanceUuidAssignedEvent(v) => Object::VmInstanceUuidAssignedEvent(Box::new((**v).clone())),
-            Object::VmInstanceUuidChangedEvent(v) => Object::VmInstanceUuidChangedEvent(Box::new((**v).clone())),
-            Object::VmInstanceUuidConflictEvent(v) => Object::VmInstanceUuidConflictEvent(Box::new((**v).clone())),
-            Object::VmLimitLicense(v) => Object::VmLimitLicense(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceIssue(v) => Object::VmFaultToleranceIssue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceOpIssuesList(v) => Object::VmFaultToleranceOpIssuesList(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceStateChangedEvent(v) => Object::VmFaultToleranceStateChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => Object::VmFaultToleranceTooManyFtVcpusOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceTooManyVMsOnHost(v) => Object::VmFaultToleranceTooManyVMsOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceTurnedOffEvent(v) => Object::VmFaultToleranceTurnedOffEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceVmTerminatedEvent(v) => Object::VmFaultToleranceVmTerminatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmGuestOSCrashedEvent(v) => Object::VmGuestOSCrashedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmGuestRebootEvent(v) => Object::VmGuestRebootEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmGuestShutdownEvent(v) => Object::VmGuestShutdownEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmGuestStandbyEvent(v) => Object::VmGuestStandbyEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmHealthMonitoringStateChangedEvent(v) => Object::VmHealthMonitoringStateChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmHostAffinityRuleViolation(v) => Object::VmHostAffinityRuleViolation(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidAssignedEvent(v) => Object::VmInstanceUuidAssignedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidChangedEvent(v) => Object::VmInstanceUuidChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidConflictEvent(v) => Object::VmInstanceUuidConflictEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmLimitLicense(v) => Object::VmLimitLicense(Box::new((**v).clone())),
             Object::VmLogFileInfo(v) => Object::VmLogFileInfo(Box::new((**v).clone())),
             Object::VmLogFileQuery(v) => Object::VmLogFileQuery(Box::new((**v).clone())),
-            Object::VmMacAssignedEvent(v) => Object::VmMacAssignedEvent(Box::new((**v).clone())),
-            Object::VmMacChangedEvent(v) => Object::VmMacChangedEvent(Box::new((**v).clone())),
-            Object::VmMacConflictEvent(v) => Object::VmMacConflictEvent(Box::new((**v).clone())),
-            Object::VmMaxFTRestartCountReached(v) => Object::VmMaxFTRestartCountReached(Box::new((**v).clone())),
-            Object::VmMaxRestartCountReached(v) => Object::VmMaxRestartCountReached(Box::new((**v).clone())),
-            Object::VmMessageErrorEvent(v) => Object::VmMessageErrorEvent(Box::new((**v).clone())),
-            Object::VmMessageEvent(v) => Object::VmMessageEvent(Box::new((**v).clone())),
-            Object::VmMessageWarningEvent(v) => Object::VmMessageWarningEvent(Box::new((**v).clone())),
-            Object::VmMetadataManagerFault(v) => Object::VmMetadataManagerFault(Box::new((**v).clone())),
-            Object::VmMigratedEvent(v) => Object::VmMigratedEvent(Box::new((**v).clone())),
-            Object::VmMonitorIncompatibleForFaultTolerance(v) => Object::VmMonitorIncompatibleForFaultTolerance(Box::new((**v).clone())),
-            Object::VmNoCompatibleHostForSecondaryEvent(v) => Object::VmNoCompatibleHostForSecondaryEvent(Box::new((**v).clone())),
-            Object::VmNoNetworkAccessEvent(v) => Object::VmNoNetworkAccessEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmMacAssignedEvent(v) => Object::VmMacAssignedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmMacChangedEvent(v) => Object::VmMacChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmMacConflictEvent(v) => Object::VmMacConflictEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmMaxFTRestartCountReached(v) => Object::VmMaxFTRestartCountReached(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmMaxRestartCountReached(v) => Object::VmMaxRestartCountReached(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmMessageErrorEvent(v) => Object::VmMessageErrorEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmMessageEvent(v) => Object::VmMessageEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmMessageWarningEvent(v) => Object::VmMessageWarningEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmMetadataManagerFault(v) => Object::VmMetadataManagerFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmMigratedEvent(v) => Object::VmMigratedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmMonitorIncompatibleForFaultTolerance(v) => Object::VmMonitorIncompatibleForFaultTolerance(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmNoCompatibleHostForSecondaryEvent(v) => Object::VmNoCompatibleHostForSecondaryEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmNoNetworkAccessEvent(v) => Object::VmNoNetworkAccessEvent(Box::new((**v).clone())),
             Object::VmNvramFileInfo(v) => Object::VmNvramFileInfo(Box::new((**v).clone())),
             Object::VmNvramFileQuery(v) => Object::VmNvramFileQuery(Box::new((**v).clone())),
-            Object::VmOrphanedEvent(v) => Object::VmOrphanedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmOrphanedEvent(v) => Object::VmOrphanedEvent(Box::new((**v).clone())),
             Object::VmPlacementPolicy(v) => Object::VmPlacementPolicy(Box::new((**v).clone())),
             Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => Object::VmPlacementPolicyVmPlacementPolicyStrictness(Box::new((**v).clone())),
             Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => Object::VmPlacementPolicyVmPlacementPolicyTopology(Box::new((**v).clone())),
             Object::VmPodConfigForPlacement(v) => Object::VmPodConfigForPlacement(Box::new((**v).clone())),
             Object::VmPortGroupProfile(v) => Object::VmPortGroupProfile(Box::new((**v).clone())),
-            Object::VmPowerOffOnIsolationEvent(v) => Object::VmPowerOffOnIsolationEvent(Box::new((**v).clone())),
-            Object::VmPowerOnDisabled(v) => Object::VmPowerOnDisabled(Box::new((**v).clone())),
-            Object::VmPoweredOffEvent(v) => Object::VmPoweredOffEvent(Box::new((**v).clone())),
-            Object::VmPoweredOnEvent(v) => Object::VmPoweredOnEvent(Box::new((**v).clone())),
-            Object::VmPoweringOnWithCustomizedDVPortEvent(v) => Object::VmPoweringOnWithCustomizedDVPortEvent(Box::new((**v).clone())),
-            Object::VmPrimaryFailoverEvent(v) => Object::VmPrimaryFailoverEvent(Box::new((**v).clone())),
-            Object::VmReconfiguredEvent(v) => Object::VmReconfiguredEvent(Box::new((**v).clone())),
-            Object::VmRegisteredEvent(v) => Object::VmRegisteredEvent(Box::new((**v).clone())),
-            Object::VmRelayoutSuccessfulEvent(v) => Object::VmRelayoutSuccessfulEvent(Box::new((**v).clone())),
-            Object::VmRelayoutUpToDateEvent(v) => Object::VmRelayoutUpToDateEvent(Box::new((**v).clone())),
-            Object::VmReloadFromPathEvent(v) => Object::VmReloadFromPathEvent(Box::new((**v).clone())),
-            Object::VmReloadFromPathFailedEvent(v) => Object::VmReloadFromPathFailedEvent(Box::new((**v).clone())),
-            Object::VmRelocateFailedEvent(v) => Object::VmRelocateFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmPowerOffOnIsolationEvent(v) => Object::VmPowerOffOnIsolationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmPowerOnDisabled(v) => Object::VmPowerOnDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmPoweredOffEvent(v) => Object::VmPoweredOffEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmPoweredOnEvent(v) => Object::VmPoweredOnEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmPoweringOnWithCustomizedDVPortEvent(v) => Object::VmPoweringOnWithCustomizedDVPortEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmPrimaryFailoverEvent(v) => Object::VmPrimaryFailoverEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmReconfiguredEvent(v) => Object::VmReconfiguredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRegisteredEvent(v) => Object::VmRegisteredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRelayoutSuccessfulEvent(v) => Object::VmRelayoutSuccessfulEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRelayoutUpToDateEvent(v) => Object::VmRelayoutUpToDateEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmReloadFromPathEvent(v) => Object::VmReloadFromPathEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmReloadFromPathFailedEvent(v) => Object::VmReloadFromPathFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRelocateFailedEvent(v) => Object::VmRelocateFailedEvent(Box::new((**v).clone())),
         }
     }
 }
@@ -652,83 +652,83 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::VmEmigratingEvent(_) => "VmEmigratingEvent",
-            Object::VmEndRecordingEvent(_) => "VmEndRecordingEvent",
-            Object::VmEndReplayingEvent(_) => "VmEndReplayingEvent",
-            Object::VmEvent(_) => "VmEvent",
+            #[cfg(feature = "all-events")] Object::VmEmigratingEvent(_) => "VmEmigratingEvent",
+            #[cfg(feature = "all-events")] Object::VmEndRecordingEvent(_) => "VmEndRecordingEvent",
+            #[cfg(feature = "all-events")] Object::VmEndReplayingEvent(_) => "VmEndReplayingEvent",
+            #[cfg(feature = "all-events")] Object::VmEvent(_) => "VmEvent",
             Object::VmEventArgument(_) => "VmEventArgument",
-            Object::VmFailedMigrateEvent(_) => "VmFailedMigrateEvent",
-            Object::VmFailedRelayoutEvent(_) => "VmFailedRelayoutEvent",
-            Object::VmFailedRelayoutOnVmfs2DatastoreEvent(_) => "VmFailedRelayoutOnVmfs2DatastoreEvent",
-            Object::VmFailedStartingSecondaryEvent(_) => "VmFailedStartingSecondaryEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedMigrateEvent(_) => "VmFailedMigrateEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedRelayoutEvent(_) => "VmFailedRelayoutEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedRelayoutOnVmfs2DatastoreEvent(_) => "VmFailedRelayoutOnVmfs2DatastoreEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedStartingSecondaryEvent(_) => "VmFailedStartingSecondaryEvent",
             Object::VmFailedStartingSecondaryEventFailureReason(_) => "VmFailedStartingSecondaryEventFailureReason",
-            Object::VmFailedToPowerOffEvent(_) => "VmFailedToPowerOffEvent",
-            Object::VmFailedToPowerOnEvent(_) => "VmFailedToPowerOnEvent",
-            Object::VmFailedToRebootGuestEvent(_) => "VmFailedToRebootGuestEvent",
-            Object::VmFailedToResetEvent(_) => "VmFailedToResetEvent",
-            Object::VmFailedToShutdownGuestEvent(_) => "VmFailedToShutdownGuestEvent",
-            Object::VmFailedToStandbyGuestEvent(_) => "VmFailedToStandbyGuestEvent",
-            Object::VmFailedToSuspendEvent(_) => "VmFailedToSuspendEvent",
-            Object::VmFailedUpdatingSecondaryConfig(_) => "VmFailedUpdatingSecondaryConfig",
-            Object::VmFailoverFailed(_) => "VmFailoverFailed",
-            Object::VmFaultToleranceConfigIssue(_) => "VmFaultToleranceConfigIssue",
+            #[cfg(feature = "all-events")] Object::VmFailedToPowerOffEvent(_) => "VmFailedToPowerOffEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedToPowerOnEvent(_) => "VmFailedToPowerOnEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedToRebootGuestEvent(_) => "VmFailedToRebootGuestEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedToResetEvent(_) => "VmFailedToResetEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedToShutdownGuestEvent(_) => "VmFailedToShutdownGuestEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedToStandbyGuestEvent(_) => "VmFailedToStandbyGuestEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedToSuspendEvent(_) => "VmFailedToSuspendEvent",
+            #[cfg(feature = "all-events")] Object::VmFailedUpdatingSecondaryConfig(_) => "VmFailedUpdatingSecondaryConfig",
+            #[cfg(feature = "all-events")] Object::VmFailoverFailed(_) => "VmFailoverFailed",
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceConfigIssue(_) => "VmFaultToleranceConfigIssue",
             Object::VmFaultToleranceConfigIssueReasonForIssue(_) => "VmFaultToleranceConfigIssueReasonForIssue",
-            Object::VmFaultToleranceConfigIssueWrapper(_) => "VmFaultToleranceConfigIssueWrapper",
-            Object::VmFaultToleranceInvalidFileBacking(_) => "VmFaultToleranceInvalidFileBacking",
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceConfigIssueWrapper(_) => "VmFaultToleranceConfigIssueWrapper",
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceInvalidFileBacking(_) => "VmFaultToleranceInvalidFileBacking",
             Object::VmFaultToleranceInvalidFileBackingDeviceType(_) => "VmFaultToleranceInvalidFileBackingDeviceType",
-            Object::VmFaultToleranceIssue(_) => "VmFaultToleranceIssue",
-            Object::VmFaultToleranceOpIssuesList(_) => "VmFaultToleranceOpIssuesList",
-            Object::VmFaultToleranceStateChangedEvent(_) => "VmFaultToleranceStateChangedEvent",
-            Object::VmFaultToleranceTooManyFtVcpusOnHost(_) => "VmFaultToleranceTooManyFtVcpusOnHost",
-            Object::VmFaultToleranceTooManyVMsOnHost(_) => "VmFaultToleranceTooManyVMsOnHost",
-            Object::VmFaultToleranceTurnedOffEvent(_) => "VmFaultToleranceTurnedOffEvent",
-            Object::VmFaultToleranceVmTerminatedEvent(_) => "VmFaultToleranceVmTerminatedEvent",
-            Object::VmGuestOSCrashedEvent(_) => "VmGuestOSCrashedEvent",
-            Object::VmGuestRebootEvent(_) => "VmGuestRebootEvent",
-            Object::VmGuestShutdownEvent(_) => "VmGuestShutdownEvent",
-            Object::VmGuestStandbyEvent(_) => "VmGuestStandbyEvent",
-            Object::VmHealthMonitoringStateChangedEvent(_) => "VmHealthMonitoringStateChangedEvent",
-            Object::VmHostAffinityRuleViolation(_) => "VmHostAffinityRuleViolation",
-            Object::VmInstanceUuidAssignedEvent(_) => "VmInstanceUuidAssignedEvent",
-            Object::VmInstanceUuidChangedEvent(_) => "VmInstanceUuidChangedEvent",
-            Object::VmInstanceUuidConflictEvent(_) => "VmInstanceUuidConflictEvent",
-            Object::VmLimitLicense(_) => "VmLimitLicense",
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceIssue(_) => "VmFaultToleranceIssue",
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceOpIssuesList(_) => "VmFaultToleranceOpIssuesList",
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceStateChangedEvent(_) => "VmFaultToleranceStateChangedEvent",
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceTooManyFtVcpusOnHost(_) => "VmFaultToleranceTooManyFtVcpusOnHost",
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceTooManyVMsOnHost(_) => "VmFaultToleranceTooManyVMsOnHost",
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceTurnedOffEvent(_) => "VmFaultToleranceTurnedOffEvent",
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceVmTerminatedEvent(_) => "VmFaultToleranceVmTerminatedEvent",
+            #[cfg(feature = "all-events")] Object::VmGuestOSCrashedEvent(_) => "VmGuestOSCrashedEvent",
+            #[cfg(feature = "all-events")] Object::VmGuestRebootEvent(_) => "VmGuestRebootEvent",
+            #[cfg(feature = "all-events")] Object::VmGuestShutdownEvent(_) => "VmGuestShutdownEvent",
+            #[cfg(feature = "all-events")] Object::VmGuestStandbyEvent(_) => "VmGuestStandbyEvent",
+            #[cfg(feature = "all-events")] Object::VmHealthMonitoringStateChangedEvent(_) => "VmHealthMonitoringStateChangedEvent",
+            #[cfg(feature = "all-faults")] Object::VmHostAffinityRuleViolation(_) => "VmHostAffinityRuleViolation",
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidAssignedEvent(_) => "VmInstanceUuidAssignedEvent",
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidChangedEvent(_) => "VmInstanceUuidChangedEvent",
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidConflictEvent(_) => "VmInstanceUuidConflictEvent",
+            #[cfg(feature = "all-faults")] Object::VmLimitLicense(_) => "VmLimitLicense",
             Object::VmLogFileInfo(_) => "VmLogFileInfo",
             Object::VmLogFileQuery(_) => "VmLogFileQuery",
-            Object::VmMacAssignedEvent(_) => "VmMacAssignedEvent",
-            Object::VmMacChangedEvent(_) => "VmMacChangedEvent",
-            Object::VmMacConflictEvent(_) => "VmMacConflictEvent",
-            Object::VmMaxFTRestartCountReached(_) => "VmMaxFTRestartCountReached",
-            Object::VmMaxRestartCountReached(_) => "VmMaxRestartCountReached",
-            Object::VmMessageErrorEvent(_) => "VmMessageErrorEvent",
-            Object::VmMessageEvent(_) => "VmMessageEvent",
-            Object::VmMessageWarningEvent(_) => "VmMessageWarningEvent",
-            Object::VmMetadataManagerFault(_) => "VmMetadataManagerFault",
-            Object::VmMigratedEvent(_) => "VmMigratedEvent",
-            Object::VmMonitorIncompatibleForFaultTolerance(_) => "VmMonitorIncompatibleForFaultTolerance",
-            Object::VmNoCompatibleHostForSecondaryEvent(_) => "VmNoCompatibleHostForSecondaryEvent",
-            Object::VmNoNetworkAccessEvent(_) => "VmNoNetworkAccessEvent",
+            #[cfg(feature = "all-events")] Object::VmMacAssignedEvent(_) => "VmMacAssignedEvent",
+            #[cfg(feature = "all-events")] Object::VmMacChangedEvent(_) => "VmMacChangedEvent",
+            #[cfg(feature = "all-events")] Object::VmMacConflictEvent(_) => "VmMacConflictEvent",
+            #[cfg(feature = "all-events")] Object::VmMaxFTRestartCountReached(_) => "VmMaxFTRestartCountReached",
+            #[cfg(feature = "all-events")] Object::VmMaxRestartCountReached(_) => "VmMaxRestartCountReached",
+            #[cfg(feature = "all-events")] Object::VmMessageErrorEvent(_) => "VmMessageErrorEvent",
+            #[cfg(feature = "all-events")] Object::VmMessageEvent(_) => "VmMessageEvent",
+            #[cfg(feature = "all-events")] Object::VmMessageWarningEvent(_) => "VmMessageWarningEvent",
+            #[cfg(feature = "all-faults")] Object::VmMetadataManagerFault(_) => "VmMetadataManagerFault",
+            #[cfg(feature = "all-events")] Object::VmMigratedEvent(_) => "VmMigratedEvent",
+            #[cfg(feature = "all-faults")] Object::VmMonitorIncompatibleForFaultTolerance(_) => "VmMonitorIncompatibleForFaultTolerance",
+            #[cfg(feature = "all-events")] Object::VmNoCompatibleHostForSecondaryEvent(_) => "VmNoCompatibleHostForSecondaryEvent",
+            #[cfg(feature = "all-events")] Object::VmNoNetworkAccessEvent(_) => "VmNoNetworkAccessEvent",
             Object::VmNvramFileInfo(_) => "VmNvramFileInfo",
             Object::VmNvramFileQuery(_) => "VmNvramFileQuery",
-            Object::VmOrphanedEvent(_) => "VmOrphanedEvent",
+            #[cfg(feature = "all-events")] Object::VmOrphanedEvent(_) => "VmOrphanedEvent",
             Object::VmPlacementPolicy(_) => "VmPlacementPolicy",
             Object::VmPlacementPolicyVmPlacementPolicyStrictness(_) => "VmPlacementPolicyVmPlacementPolicyStrictness",
             Object::VmPlacementPolicyVmPlacementPolicyTopology(_) => "VmPlacementPolicyVmPlacementPolicyTopology",
             Object::VmPodConfigForPlacement(_) => "VmPodConfigForPlacement",
             Object::VmPortGroupProfile(_) => "VmPortGroupProfile",
-            Object::VmPowerOffOnIsolationEvent(_) => "VmPowerOffOnIsolationEvent",
-            Object::VmPowerOnDisabled(_) => "VmPowerOnDisabled",
-            Object::VmPoweredOffEvent(_) => "VmPoweredOffEvent",
-            Object::VmPoweredOnEvent(_) => "VmPoweredOnEvent",
-            Object::VmPoweringOnWithCustomizedDVPortEvent(_) => "VmPoweringOnWithCustomizedDVPortEvent",
-            Object::VmPrimaryFailoverEvent(_) => "VmPrimaryFailoverEvent",
-            Object::VmReconfiguredEvent(_) => "VmReconfiguredEvent",
-            Object::VmRegisteredEvent(_) => "VmRegisteredEvent",
-            Object::VmRelayoutSuccessfulEvent(_) => "VmRelayoutSuccessfulEvent",
-            Object::VmRelayoutUpToDateEvent(_) => "VmRelayoutUpToDateEvent",
-            Object::VmReloadFromPathEvent(_) => "VmReloadFromPathEvent",
-            Object::VmReloadFromPathFailedEvent(_) => "VmReloadFromPathFailedEvent",
-            Object::VmRelocateFailedEvent(_) => "VmRelocateFailedEvent",
+            #[cfg(feature = "all-events")] Object::VmPowerOffOnIsolationEvent(_) => "VmPowerOffOnIsolationEvent",
+            #[cfg(feature = "all-faults")] Object::VmPowerOnDisabled(_) => "VmPowerOnDisabled",
+            #[cfg(feature = "all-events")] Object::VmPoweredOffEvent(_) => "VmPoweredOffEvent",
+            #[cfg(feature = "all-events")] Object::VmPoweredOnEvent(_) => "VmPoweredOnEvent",
+            #[cfg(feature = "all-events")] Object::VmPoweringOnWithCustomizedDVPortEvent(_) => "VmPoweringOnWithCustomizedDVPortEvent",
+            #[cfg(feature = "all-events")] Object::VmPrimaryFailoverEvent(_) => "VmPrimaryFailoverEvent",
+            #[cfg(feature = "all-events")] Object::VmReconfiguredEvent(_) => "VmReconfiguredEvent",
+            #[cfg(feature = "all-events")] Object::VmRegisteredEvent(_) => "VmRegisteredEvent",
+            #[cfg(feature = "all-events")] Object::VmRelayoutSuccessfulEvent(_) => "VmRelayoutSuccessfulEvent",
+            #[cfg(feature = "all-events")] Object::VmRelayoutUpToDateEvent(_) => "VmRelayoutUpToDateEvent",
+            #[cfg(feature = "all-events")] Object::VmReloadFromPathEvent(_) => "VmReloadFromPathEvent",
+            #[cfg(feature = "all-events")] Object::VmReloadFromPathFailedEvent(_) => "VmReloadFromPathFailedEvent",
+            #[cfg(feature = "all-events")] Object::VmRelocateFailedEvent(_) => "VmRelocateFailedEvent",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -748,89 +748,89 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::VmEmigratingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmEndRecordingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmEndReplayingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmEmigratingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmEndRecordingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmEndReplayingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedMigrateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedRelayoutEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedStartingSecondaryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedMigrateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedRelayoutEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedStartingSecondaryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmFailedStartingSecondaryEventFailureReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedToPowerOffEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedToPowerOnEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedToRebootGuestEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedToResetEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedToShutdownGuestEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedToStandbyGuestEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedToSuspendEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailedUpdatingSecondaryConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFailoverFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFaultToleranceConfigIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedToPowerOffEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedToPowerOnEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedToRebootGuestEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedToResetEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedToShutdownGuestEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedToStandbyGuestEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedToSuspendEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailedUpdatingSecondaryConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFailoverFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceConfigIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmFaultToleranceConfigIssueReasonForIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFaultToleranceConfigIssueWrapper(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFaultToleranceInvalidFileBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceConfigIssueWrapper(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceInvalidFileBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFaultToleranceIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFaultToleranceOpIssuesList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFaultToleranceStateChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFaultToleranceTooManyVMsOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFaultToleranceTurnedOffEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmFaultToleranceVmTerminatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmGuestOSCrashedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmGuestRebootEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmGuestShutdownEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmGuestStandbyEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmHealthMonitoringStateChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmHostAffinityRuleViolation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmInstanceUuidAssignedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmInstanceUuidChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmInstanceUuidConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmLimitLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceOpIssuesList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceStateChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmFaultToleranceTooManyVMsOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceTurnedOffEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmFaultToleranceVmTerminatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmGuestOSCrashedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmGuestRebootEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmGuestShutdownEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmGuestStandbyEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmHealthMonitoringStateChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmHostAffinityRuleViolation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidAssignedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmInstanceUuidConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmLimitLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmLogFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmLogFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMacAssignedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMacChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMacConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMaxFTRestartCountReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMaxRestartCountReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMessageErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMessageEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMessageWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMetadataManagerFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMigratedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmMonitorIncompatibleForFaultTolerance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmNoCompatibleHostForSecondaryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmNoNetworkAccessEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmMacAssignedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmMacChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmMacConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmMaxFTRestartCountReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmMaxRestartCountReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmMessageErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmMessageEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmMessageWarningEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmMetadataManagerFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmMigratedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmMonitorIncompatibleForFaultTolerance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmNoCompatibleHostForSecondaryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmNoNetworkAccessEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmNvramFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmNvramFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmOrphanedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmOrphanedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmPlacementPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmPodConfigForPlacement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmPortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmPowerOffOnIsolationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmPowerOnDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmPoweredOffEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmPoweredOnEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmPoweringOnWithCustomizedDVPortEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmPrimaryFailoverEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRegisteredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRelayoutSuccessfulEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRelayoutUpToDateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmReloadFromPathEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmReloadFromPathFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRelocateFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmPowerOffOnIsolationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmPowerOnDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmPoweredOffEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmPoweredOnEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmPoweringOnWithCustomizedDVPortEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmPrimaryFailoverEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRegisteredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRelayoutSuccessfulEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRelayoutUpToDateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmReloadFromPathEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmReloadFromPathFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRelocateFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for VmEmigratingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmEmigratingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -838,15 +838,15 @@ impl x::ObjectType for VmEmigratingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmEmigratingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmEmigratingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmEmigratingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmEmigratingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmEndRecordingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmEndRecordingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -854,15 +854,15 @@ impl x::ObjectType for VmEndRecordingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmEndRecordingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmEndRecordingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmEndRecordingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmEndRecordingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmEndReplayingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmEndReplayingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -870,15 +870,15 @@ impl x::ObjectType for VmEndReplayingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmEndReplayingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmEndReplayingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmEndReplayingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmEndReplayingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -886,11 +886,11 @@ impl x::ObjectType for VmEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmEvent(v) => Some(v), _ => None, }
+        match object { Object::VmEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -902,15 +902,15 @@ impl x::ObjectType for VmEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmEventArgument(v) => Some(v), _ => None, }
+        match object { Object::VmEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::VmEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedMigrateEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedMigrateEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -918,15 +918,15 @@ impl x::ObjectType for VmFailedMigrateEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedMigrateEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedMigrateEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedMigrateEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedMigrateEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedRelayoutEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedRelayoutEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -934,15 +934,15 @@ impl x::ObjectType for VmFailedRelayoutEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedRelayoutEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedRelayoutEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedRelayoutEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedRelayoutEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedRelayoutOnVmfs2DatastoreEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedRelayoutOnVmfs2DatastoreEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -950,15 +950,15 @@ impl x::ObjectType for VmFailedRelayoutOnVmfs2DatastoreEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedStartingSecondaryEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedStartingSecondaryEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -966,11 +966,11 @@ impl x::ObjectType for VmFailedStartingSecondaryEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedStartingSecondaryEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedStartingSecondaryEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedStartingSecondaryEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedStartingSecondaryEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -982,15 +982,15 @@ impl x::ObjectType for VmFailedStartingSecondaryEventFailureReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedStartingSecondaryEventFailureReason(v) => Some(v), _ => None, }
+        match object { Object::VmFailedStartingSecondaryEventFailureReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedStartingSecondaryEventFailureReason(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedStartingSecondaryEventFailureReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedToPowerOffEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedToPowerOffEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -998,15 +998,15 @@ impl x::ObjectType for VmFailedToPowerOffEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedToPowerOffEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedToPowerOffEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedToPowerOffEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedToPowerOffEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedToPowerOnEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedToPowerOnEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1014,15 +1014,15 @@ impl x::ObjectType for VmFailedToPowerOnEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedToPowerOnEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedToPowerOnEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedToPowerOnEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedToPowerOnEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedToRebootGuestEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedToRebootGuestEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1030,15 +1030,15 @@ impl x::ObjectType for VmFailedToRebootGuestEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedToRebootGuestEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedToRebootGuestEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedToRebootGuestEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedToRebootGuestEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedToResetEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedToResetEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1046,15 +1046,15 @@ impl x::ObjectType for VmFailedToResetEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedToResetEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedToResetEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedToResetEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedToResetEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedToShutdownGuestEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedToShutdownGuestEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1062,15 +1062,15 @@ impl x::ObjectType for VmFailedToShutdownGuestEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedToShutdownGuestEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedToShutdownGuestEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedToShutdownGuestEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedToShutdownGuestEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedToStandbyGuestEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedToStandbyGuestEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1078,15 +1078,15 @@ impl x::ObjectType for VmFailedToStandbyGuestEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedToStandbyGuestEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedToStandbyGuestEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedToStandbyGuestEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedToStandbyGuestEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedToSuspendEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedToSuspendEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1094,15 +1094,15 @@ impl x::ObjectType for VmFailedToSuspendEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedToSuspendEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFailedToSuspendEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedToSuspendEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedToSuspendEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailedUpdatingSecondaryConfig {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailedUpdatingSecondaryConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1110,15 +1110,15 @@ impl x::ObjectType for VmFailedUpdatingSecondaryConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailedUpdatingSecondaryConfig(v) => Some(v), _ => None, }
+        match object { Object::VmFailedUpdatingSecondaryConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailedUpdatingSecondaryConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailedUpdatingSecondaryConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFailoverFailed {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFailoverFailed {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1126,15 +1126,15 @@ impl x::ObjectType for VmFailoverFailed {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFailoverFailed(v) => Some(v), _ => None, }
+        match object { Object::VmFailoverFailed(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFailoverFailed(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFailoverFailed(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFaultToleranceConfigIssue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmFaultToleranceConfigIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1142,11 +1142,11 @@ impl x::ObjectType for VmFaultToleranceConfigIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceConfigIssue(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceConfigIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceConfigIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceConfigIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1158,15 +1158,15 @@ impl x::ObjectType for VmFaultToleranceConfigIssueReasonForIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceConfigIssueReasonForIssue(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceConfigIssueReasonForIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceConfigIssueReasonForIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceConfigIssueReasonForIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFaultToleranceConfigIssueWrapper {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmFaultToleranceConfigIssueWrapper {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1174,15 +1174,15 @@ impl x::ObjectType for VmFaultToleranceConfigIssueWrapper {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceConfigIssueWrapper(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceConfigIssueWrapper(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceConfigIssueWrapper(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceConfigIssueWrapper(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFaultToleranceInvalidFileBacking {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmFaultToleranceInvalidFileBacking {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1190,11 +1190,11 @@ impl x::ObjectType for VmFaultToleranceInvalidFileBacking {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceInvalidFileBacking(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceInvalidFileBacking(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceInvalidFileBacking(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceInvalidFileBacking(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1206,15 +1206,15 @@ impl x::ObjectType for VmFaultToleranceInvalidFileBackingDeviceType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFaultToleranceIssue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmFaultToleranceIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1222,15 +1222,15 @@ impl x::ObjectType for VmFaultToleranceIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceIssue(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFaultToleranceOpIssuesList {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmFaultToleranceOpIssuesList {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1238,15 +1238,15 @@ impl x::ObjectType for VmFaultToleranceOpIssuesList {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceOpIssuesList(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceOpIssuesList(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceOpIssuesList(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceOpIssuesList(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFaultToleranceStateChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFaultToleranceStateChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1254,15 +1254,15 @@ impl x::ObjectType for VmFaultToleranceStateChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceStateChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceStateChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceStateChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceStateChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFaultToleranceTooManyFtVcpusOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmFaultToleranceTooManyFtVcpusOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1270,15 +1270,15 @@ impl x::ObjectType for VmFaultToleranceTooManyFtVcpusOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFaultToleranceTooManyVMsOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmFaultToleranceTooManyVMsOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1286,15 +1286,15 @@ impl x::ObjectType for VmFaultToleranceTooManyVMsOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceTooManyVMsOnHost(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceTooManyVMsOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceTooManyVMsOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceTooManyVMsOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFaultToleranceTurnedOffEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFaultToleranceTurnedOffEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1302,15 +1302,15 @@ impl x::ObjectType for VmFaultToleranceTurnedOffEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceTurnedOffEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceTurnedOffEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceTurnedOffEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceTurnedOffEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmFaultToleranceVmTerminatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmFaultToleranceVmTerminatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1318,15 +1318,15 @@ impl x::ObjectType for VmFaultToleranceVmTerminatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmFaultToleranceVmTerminatedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmFaultToleranceVmTerminatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmFaultToleranceVmTerminatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmFaultToleranceVmTerminatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmGuestOSCrashedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmGuestOSCrashedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1334,15 +1334,15 @@ impl x::ObjectType for VmGuestOSCrashedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmGuestOSCrashedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmGuestOSCrashedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmGuestOSCrashedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmGuestOSCrashedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmGuestRebootEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmGuestRebootEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1350,15 +1350,15 @@ impl x::ObjectType for VmGuestRebootEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmGuestRebootEvent(v) => Some(v), _ => None, }
+        match object { Object::VmGuestRebootEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmGuestRebootEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmGuestRebootEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmGuestShutdownEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmGuestShutdownEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1366,15 +1366,15 @@ impl x::ObjectType for VmGuestShutdownEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmGuestShutdownEvent(v) => Some(v), _ => None, }
+        match object { Object::VmGuestShutdownEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmGuestShutdownEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmGuestShutdownEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmGuestStandbyEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmGuestStandbyEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1382,15 +1382,15 @@ impl x::ObjectType for VmGuestStandbyEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmGuestStandbyEvent(v) => Some(v), _ => None, }
+        match object { Object::VmGuestStandbyEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmGuestStandbyEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmGuestStandbyEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmHealthMonitoringStateChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmHealthMonitoringStateChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1398,15 +1398,15 @@ impl x::ObjectType for VmHealthMonitoringStateChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmHealthMonitoringStateChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmHealthMonitoringStateChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmHealthMonitoringStateChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmHealthMonitoringStateChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmHostAffinityRuleViolation {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmHostAffinityRuleViolation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1414,15 +1414,15 @@ impl x::ObjectType for VmHostAffinityRuleViolation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmHostAffinityRuleViolation(v) => Some(v), _ => None, }
+        match object { Object::VmHostAffinityRuleViolation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmHostAffinityRuleViolation(v) => Ok(v), other => Err(other), }
+        match object { Object::VmHostAffinityRuleViolation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmInstanceUuidAssignedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmInstanceUuidAssignedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1430,15 +1430,15 @@ impl x::ObjectType for VmInstanceUuidAssignedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmInstanceUuidAssignedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmInstanceUuidAssignedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmInstanceUuidAssignedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmInstanceUuidAssignedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmInstanceUuidChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmInstanceUuidChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1446,15 +1446,15 @@ impl x::ObjectType for VmInstanceUuidChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmInstanceUuidChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmInstanceUuidChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmInstanceUuidChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmInstanceUuidChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmInstanceUuidConflictEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmInstanceUuidConflictEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1462,15 +1462,15 @@ impl x::ObjectType for VmInstanceUuidConflictEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmInstanceUuidConflictEvent(v) => Some(v), _ => None, }
+        match object { Object::VmInstanceUuidConflictEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmInstanceUuidConflictEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmInstanceUuidConflictEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmLimitLicense {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmLimitLicense {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1478,11 +1478,11 @@ impl x::ObjectType for VmLimitLicense {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmLimitLicense(v) => Some(v), _ => None, }
+        match object { Object::VmLimitLicense(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmLimitLicense(v) => Ok(v), other => Err(other), }
+        match object { Object::VmLimitLicense(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1494,11 +1494,11 @@ impl x::ObjectType for VmLogFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmLogFileInfo(v) => Some(v), _ => None, }
+        match object { Object::VmLogFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmLogFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmLogFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1510,15 +1510,15 @@ impl x::ObjectType for VmLogFileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmLogFileQuery(v) => Some(v), _ => None, }
+        match object { Object::VmLogFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmLogFileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::VmLogFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMacAssignedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmMacAssignedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1526,15 +1526,15 @@ impl x::ObjectType for VmMacAssignedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMacAssignedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmMacAssignedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMacAssignedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMacAssignedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMacChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmMacChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1542,15 +1542,15 @@ impl x::ObjectType for VmMacChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMacChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmMacChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMacChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMacChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMacConflictEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmMacConflictEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1558,15 +1558,15 @@ impl x::ObjectType for VmMacConflictEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMacConflictEvent(v) => Some(v), _ => None, }
+        match object { Object::VmMacConflictEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMacConflictEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMacConflictEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMaxFTRestartCountReached {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmMaxFTRestartCountReached {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1574,15 +1574,15 @@ impl x::ObjectType for VmMaxFTRestartCountReached {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMaxFTRestartCountReached(v) => Some(v), _ => None, }
+        match object { Object::VmMaxFTRestartCountReached(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMaxFTRestartCountReached(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMaxFTRestartCountReached(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMaxRestartCountReached {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmMaxRestartCountReached {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1590,15 +1590,15 @@ impl x::ObjectType for VmMaxRestartCountReached {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMaxRestartCountReached(v) => Some(v), _ => None, }
+        match object { Object::VmMaxRestartCountReached(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMaxRestartCountReached(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMaxRestartCountReached(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMessageErrorEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmMessageErrorEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1606,15 +1606,15 @@ impl x::ObjectType for VmMessageErrorEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMessageErrorEvent(v) => Some(v), _ => None, }
+        match object { Object::VmMessageErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMessageErrorEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMessageErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMessageEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmMessageEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1622,15 +1622,15 @@ impl x::ObjectType for VmMessageEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMessageEvent(v) => Some(v), _ => None, }
+        match object { Object::VmMessageEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMessageEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMessageEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMessageWarningEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmMessageWarningEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1638,15 +1638,15 @@ impl x::ObjectType for VmMessageWarningEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMessageWarningEvent(v) => Some(v), _ => None, }
+        match object { Object::VmMessageWarningEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMessageWarningEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMessageWarningEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMetadataManagerFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmMetadataManagerFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1654,15 +1654,15 @@ impl x::ObjectType for VmMetadataManagerFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMetadataManagerFault(v) => Some(v), _ => None, }
+        match object { Object::VmMetadataManagerFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMetadataManagerFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMetadataManagerFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMigratedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmMigratedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1670,15 +1670,15 @@ impl x::ObjectType for VmMigratedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMigratedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmMigratedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMigratedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMigratedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmMonitorIncompatibleForFaultTolerance {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmMonitorIncompatibleForFaultTolerance {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1686,15 +1686,15 @@ impl x::ObjectType for VmMonitorIncompatibleForFaultTolerance {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmMonitorIncompatibleForFaultTolerance(v) => Some(v), _ => None, }
+        match object { Object::VmMonitorIncompatibleForFaultTolerance(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmMonitorIncompatibleForFaultTolerance(v) => Ok(v), other => Err(other), }
+        match object { Object::VmMonitorIncompatibleForFaultTolerance(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmNoCompatibleHostForSecondaryEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmNoCompatibleHostForSecondaryEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1702,15 +1702,15 @@ impl x::ObjectType for VmNoCompatibleHostForSecondaryEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmNoCompatibleHostForSecondaryEvent(v) => Some(v), _ => None, }
+        match object { Object::VmNoCompatibleHostForSecondaryEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmNoCompatibleHostForSecondaryEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmNoCompatibleHostForSecondaryEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmNoNetworkAccessEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmNoNetworkAccessEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1718,11 +1718,11 @@ impl x::ObjectType for VmNoNetworkAccessEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmNoNetworkAccessEvent(v) => Some(v), _ => None, }
+        match object { Object::VmNoNetworkAccessEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmNoNetworkAccessEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmNoNetworkAccessEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1734,11 +1734,11 @@ impl x::ObjectType for VmNvramFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmNvramFileInfo(v) => Some(v), _ => None, }
+        match object { Object::VmNvramFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmNvramFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmNvramFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1750,15 +1750,15 @@ impl x::ObjectType for VmNvramFileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmNvramFileQuery(v) => Some(v), _ => None, }
+        match object { Object::VmNvramFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmNvramFileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::VmNvramFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmOrphanedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmOrphanedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1766,11 +1766,11 @@ impl x::ObjectType for VmOrphanedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmOrphanedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmOrphanedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmOrphanedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmOrphanedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1782,11 +1782,11 @@ impl x::ObjectType for VmPlacementPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPlacementPolicy(v) => Some(v), _ => None, }
+        match object { Object::VmPlacementPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPlacementPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPlacementPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1798,11 +1798,11 @@ impl x::ObjectType for VmPlacementPolicyVmPlacementPolicyStrictness {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => Some(v), _ => None, }
+        match object { Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1814,11 +1814,11 @@ impl x::ObjectType for VmPlacementPolicyVmPlacementPolicyTopology {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => Some(v), _ => None, }
+        match object { Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1830,11 +1830,11 @@ impl x::ObjectType for VmPodConfigForPlacement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPodConfigForPlacement(v) => Some(v), _ => None, }
+        match object { Object::VmPodConfigForPlacement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPodConfigForPlacement(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPodConfigForPlacement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1846,15 +1846,15 @@ impl x::ObjectType for VmPortGroupProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPortGroupProfile(v) => Some(v), _ => None, }
+        match object { Object::VmPortGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPortGroupProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPortGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmPowerOffOnIsolationEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmPowerOffOnIsolationEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1862,15 +1862,15 @@ impl x::ObjectType for VmPowerOffOnIsolationEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPowerOffOnIsolationEvent(v) => Some(v), _ => None, }
+        match object { Object::VmPowerOffOnIsolationEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPowerOffOnIsolationEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPowerOffOnIsolationEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmPowerOnDisabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmPowerOnDisabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1878,15 +1878,15 @@ impl x::ObjectType for VmPowerOnDisabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPowerOnDisabled(v) => Some(v), _ => None, }
+        match object { Object::VmPowerOnDisabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPowerOnDisabled(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPowerOnDisabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmPoweredOffEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmPoweredOffEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1894,15 +1894,15 @@ impl x::ObjectType for VmPoweredOffEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPoweredOffEvent(v) => Some(v), _ => None, }
+        match object { Object::VmPoweredOffEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPoweredOffEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPoweredOffEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmPoweredOnEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmPoweredOnEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1910,15 +1910,15 @@ impl x::ObjectType for VmPoweredOnEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPoweredOnEvent(v) => Some(v), _ => None, }
+        match object { Object::VmPoweredOnEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPoweredOnEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPoweredOnEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmPoweringOnWithCustomizedDVPortEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmPoweringOnWithCustomizedDVPortEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1926,15 +1926,15 @@ impl x::ObjectType for VmPoweringOnWithCustomizedDVPortEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPoweringOnWithCustomizedDVPortEvent(v) => Some(v), _ => None, }
+        match object { Object::VmPoweringOnWithCustomizedDVPortEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPoweringOnWithCustomizedDVPortEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPoweringOnWithCustomizedDVPortEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmPrimaryFailoverEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmPrimaryFailoverEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1942,15 +1942,15 @@ impl x::ObjectType for VmPrimaryFailoverEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmPrimaryFailoverEvent(v) => Some(v), _ => None, }
+        match object { Object::VmPrimaryFailoverEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmPrimaryFailoverEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmPrimaryFailoverEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmReconfiguredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmReconfiguredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1958,15 +1958,15 @@ impl x::ObjectType for VmReconfiguredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmReconfiguredEvent(v) => Some(v), _ => None, }
+        match object { Object::VmReconfiguredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmReconfiguredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmReconfiguredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRegisteredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRegisteredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1974,15 +1974,15 @@ impl x::ObjectType for VmRegisteredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRegisteredEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRegisteredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRegisteredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRegisteredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRelayoutSuccessfulEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRelayoutSuccessfulEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1990,15 +1990,15 @@ impl x::ObjectType for VmRelayoutSuccessfulEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRelayoutSuccessfulEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRelayoutSuccessfulEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRelayoutSuccessfulEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRelayoutSuccessfulEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRelayoutUpToDateEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRelayoutUpToDateEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2006,15 +2006,15 @@ impl x::ObjectType for VmRelayoutUpToDateEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRelayoutUpToDateEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRelayoutUpToDateEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRelayoutUpToDateEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRelayoutUpToDateEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmReloadFromPathEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmReloadFromPathEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2022,15 +2022,15 @@ impl x::ObjectType for VmReloadFromPathEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmReloadFromPathEvent(v) => Some(v), _ => None, }
+        match object { Object::VmReloadFromPathEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmReloadFromPathEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmReloadFromPathEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmReloadFromPathFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmReloadFromPathFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2038,15 +2038,15 @@ impl x::ObjectType for VmReloadFromPathFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmReloadFromPathFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmReloadFromPathFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmReloadFromPathFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmReloadFromPathFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRelocateFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRelocateFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2054,10 +2054,10 @@ impl x::ObjectType for VmRelocateFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRelocateFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRelocateFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRelocateFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRelocateFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

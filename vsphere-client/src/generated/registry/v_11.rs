@@ -209,57 +209,57 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    VmRelocateSpecEvent(Box<VmRelocateSpecEvent>),
-    VmRelocatedEvent(Box<VmRelocatedEvent>),
-    VmRemoteConsoleConnectedEvent(Box<VmRemoteConsoleConnectedEvent>),
-    VmRemoteConsoleDisconnectedEvent(Box<VmRemoteConsoleDisconnectedEvent>),
-    VmRemovedEvent(Box<VmRemovedEvent>),
-    VmRenamedEvent(Box<VmRenamedEvent>),
-    VmRequirementsExceedCurrentEVCModeEvent(Box<VmRequirementsExceedCurrentEVCModeEvent>),
-    VmResettingEvent(Box<VmResettingEvent>),
-    VmResourcePoolMovedEvent(Box<VmResourcePoolMovedEvent>),
-    VmResourceReallocatedEvent(Box<VmResourceReallocatedEvent>),
-    VmRestartedOnAlternateHostEvent(Box<VmRestartedOnAlternateHostEvent>),
-    VmResumingEvent(Box<VmResumingEvent>),
-    VmSecondaryAddedEvent(Box<VmSecondaryAddedEvent>),
-    VmSecondaryDisabledBySystemEvent(Box<VmSecondaryDisabledBySystemEvent>),
-    VmSecondaryDisabledEvent(Box<VmSecondaryDisabledEvent>),
-    VmSecondaryEnabledEvent(Box<VmSecondaryEnabledEvent>),
-    VmSecondaryStartedEvent(Box<VmSecondaryStartedEvent>),
-    VmShutdownOnIsolationEvent(Box<VmShutdownOnIsolationEvent>),
+    #[cfg(feature = "all-events")] VmRelocateSpecEvent(Box<VmRelocateSpecEvent>),
+    #[cfg(feature = "all-events")] VmRelocatedEvent(Box<VmRelocatedEvent>),
+    #[cfg(feature = "all-events")] VmRemoteConsoleConnectedEvent(Box<VmRemoteConsoleConnectedEvent>),
+    #[cfg(feature = "all-events")] VmRemoteConsoleDisconnectedEvent(Box<VmRemoteConsoleDisconnectedEvent>),
+    #[cfg(feature = "all-events")] VmRemovedEvent(Box<VmRemovedEvent>),
+    #[cfg(feature = "all-events")] VmRenamedEvent(Box<VmRenamedEvent>),
+    #[cfg(feature = "all-events")] VmRequirementsExceedCurrentEVCModeEvent(Box<VmRequirementsExceedCurrentEVCModeEvent>),
+    #[cfg(feature = "all-events")] VmResettingEvent(Box<VmResettingEvent>),
+    #[cfg(feature = "all-events")] VmResourcePoolMovedEvent(Box<VmResourcePoolMovedEvent>),
+    #[cfg(feature = "all-events")] VmResourceReallocatedEvent(Box<VmResourceReallocatedEvent>),
+    #[cfg(feature = "all-events")] VmRestartedOnAlternateHostEvent(Box<VmRestartedOnAlternateHostEvent>),
+    #[cfg(feature = "all-events")] VmResumingEvent(Box<VmResumingEvent>),
+    #[cfg(feature = "all-events")] VmSecondaryAddedEvent(Box<VmSecondaryAddedEvent>),
+    #[cfg(feature = "all-events")] VmSecondaryDisabledBySystemEvent(Box<VmSecondaryDisabledBySystemEvent>),
+    #[cfg(feature = "all-events")] VmSecondaryDisabledEvent(Box<VmSecondaryDisabledEvent>),
+    #[cfg(feature = "all-events")] VmSecondaryEnabledEvent(Box<VmSecondaryEnabledEvent>),
+    #[cfg(feature = "all-events")] VmSecondaryStartedEvent(Box<VmSecondaryStartedEvent>),
+    #[cfg(feature = "all-events")] VmShutdownOnIsolationEvent(Box<VmShutdownOnIsolationEvent>),
     VmShutdownOnIsolationEventOperation(Box<VmShutdownOnIsolationEventOperation>),
-    VmSmpFaultToleranceTooManyVMsOnHost(Box<VmSmpFaultToleranceTooManyVMsOnHost>),
+    #[cfg(feature = "all-faults")] VmSmpFaultToleranceTooManyVMsOnHost(Box<VmSmpFaultToleranceTooManyVMsOnHost>),
     VmSnapshotFileInfo(Box<VmSnapshotFileInfo>),
     VmSnapshotFileQuery(Box<VmSnapshotFileQuery>),
-    VmStartRecordingEvent(Box<VmStartRecordingEvent>),
-    VmStartReplayingEvent(Box<VmStartReplayingEvent>),
-    VmStartingEvent(Box<VmStartingEvent>),
-    VmStartingSecondaryEvent(Box<VmStartingSecondaryEvent>),
-    VmStaticMacConflictEvent(Box<VmStaticMacConflictEvent>),
-    VmStoppingEvent(Box<VmStoppingEvent>),
-    VmSuspendedEvent(Box<VmSuspendedEvent>),
-    VmSuspendingEvent(Box<VmSuspendingEvent>),
-    VmTimedoutStartingSecondaryEvent(Box<VmTimedoutStartingSecondaryEvent>),
+    #[cfg(feature = "all-events")] VmStartRecordingEvent(Box<VmStartRecordingEvent>),
+    #[cfg(feature = "all-events")] VmStartReplayingEvent(Box<VmStartReplayingEvent>),
+    #[cfg(feature = "all-events")] VmStartingEvent(Box<VmStartingEvent>),
+    #[cfg(feature = "all-events")] VmStartingSecondaryEvent(Box<VmStartingSecondaryEvent>),
+    #[cfg(feature = "all-events")] VmStaticMacConflictEvent(Box<VmStaticMacConflictEvent>),
+    #[cfg(feature = "all-events")] VmStoppingEvent(Box<VmStoppingEvent>),
+    #[cfg(feature = "all-events")] VmSuspendedEvent(Box<VmSuspendedEvent>),
+    #[cfg(feature = "all-events")] VmSuspendingEvent(Box<VmSuspendingEvent>),
+    #[cfg(feature = "all-events")] VmTimedoutStartingSecondaryEvent(Box<VmTimedoutStartingSecondaryEvent>),
     VmToVmGroupsAntiAffinity(Box<VmToVmGroupsAntiAffinity>),
-    VmToolsUpgradeFault(Box<VmToolsUpgradeFault>),
-    VmUnsupportedStartingEvent(Box<VmUnsupportedStartingEvent>),
-    VmUpgradeCompleteEvent(Box<VmUpgradeCompleteEvent>),
-    VmUpgradeFailedEvent(Box<VmUpgradeFailedEvent>),
-    VmUpgradingEvent(Box<VmUpgradingEvent>),
-    VmUuidAssignedEvent(Box<VmUuidAssignedEvent>),
-    VmUuidChangedEvent(Box<VmUuidChangedEvent>),
-    VmUuidConflictEvent(Box<VmUuidConflictEvent>),
-    VmValidateMaxDevice(Box<VmValidateMaxDevice>),
+    #[cfg(feature = "all-faults")] VmToolsUpgradeFault(Box<VmToolsUpgradeFault>),
+    #[cfg(feature = "all-events")] VmUnsupportedStartingEvent(Box<VmUnsupportedStartingEvent>),
+    #[cfg(feature = "all-events")] VmUpgradeCompleteEvent(Box<VmUpgradeCompleteEvent>),
+    #[cfg(feature = "all-events")] VmUpgradeFailedEvent(Box<VmUpgradeFailedEvent>),
+    #[cfg(feature = "all-events")] VmUpgradingEvent(Box<VmUpgradingEvent>),
+    #[cfg(feature = "all-events")] VmUuidAssignedEvent(Box<VmUuidAssignedEvent>),
+    #[cfg(feature = "all-events")] VmUuidChangedEvent(Box<VmUuidChangedEvent>),
+    #[cfg(feature = "all-events")] VmUuidConflictEvent(Box<VmUuidConflictEvent>),
+    #[cfg(feature = "all-faults")] VmValidateMaxDevice(Box<VmValidateMaxDevice>),
     VmVmAffinity(Box<VmVmAffinity>),
     VmVmAntiAffinity(Box<VmVmAntiAffinity>),
-    VmVnicPoolReservationViolationClearEvent(Box<VmVnicPoolReservationViolationClearEvent>),
-    VmVnicPoolReservationViolationRaiseEvent(Box<VmVnicPoolReservationViolationRaiseEvent>),
-    VmWwnAssignedEvent(Box<VmWwnAssignedEvent>),
-    VmWwnChangedEvent(Box<VmWwnChangedEvent>),
-    VmWwnConflict(Box<VmWwnConflict>),
-    VmWwnConflictEvent(Box<VmWwnConflictEvent>),
-    VmfsAlreadyMounted(Box<VmfsAlreadyMounted>),
-    VmfsAmbiguousMount(Box<VmfsAmbiguousMount>),
+    #[cfg(feature = "all-events")] VmVnicPoolReservationViolationClearEvent(Box<VmVnicPoolReservationViolationClearEvent>),
+    #[cfg(feature = "all-events")] VmVnicPoolReservationViolationRaiseEvent(Box<VmVnicPoolReservationViolationRaiseEvent>),
+    #[cfg(feature = "all-events")] VmWwnAssignedEvent(Box<VmWwnAssignedEvent>),
+    #[cfg(feature = "all-events")] VmWwnChangedEvent(Box<VmWwnChangedEvent>),
+    #[cfg(feature = "all-faults")] VmWwnConflict(Box<VmWwnConflict>),
+    #[cfg(feature = "all-events")] VmWwnConflictEvent(Box<VmWwnConflictEvent>),
+    #[cfg(feature = "all-faults")] VmfsAlreadyMounted(Box<VmfsAlreadyMounted>),
+    #[cfg(feature = "all-faults")] VmfsAmbiguousMount(Box<VmfsAmbiguousMount>),
     VmfsConfigOption(Box<VmfsConfigOption>),
     VmfsDatastoreAllExtentOption(Box<VmfsDatastoreAllExtentOption>),
     VmfsDatastoreBaseOption(Box<VmfsDatastoreBaseOption>),
@@ -271,9 +271,9 @@ pub enum Object {
     VmfsDatastoreOption(Box<VmfsDatastoreOption>),
     VmfsDatastoreSingleExtentOption(Box<VmfsDatastoreSingleExtentOption>),
     VmfsDatastoreSpec(Box<VmfsDatastoreSpec>),
-    VmfsMountFault(Box<VmfsMountFault>),
+    #[cfg(feature = "all-faults")] VmfsMountFault(Box<VmfsMountFault>),
     VmfsUnmapBandwidthSpec(Box<VmfsUnmapBandwidthSpec>),
-    VmotionInterfaceNotEnabled(Box<VmotionInterfaceNotEnabled>),
+    #[cfg(feature = "all-faults")] VmotionInterfaceNotEnabled(Box<VmotionInterfaceNotEnabled>),
     VmwareDistributedVirtualSwitchDpuFailoverPolicy(Box<VmwareDistributedVirtualSwitchDpuFailoverPolicy>),
     VmwareDistributedVirtualSwitchNetworkOffloadConfig(Box<VmwareDistributedVirtualSwitchNetworkOffloadConfig>),
     VmwareDistributedVirtualSwitchPvlanPortType(Box<VmwareDistributedVirtualSwitchPvlanPortType>),
@@ -284,9 +284,9 @@ pub enum Object {
     VmwareDistributedVirtualSwitchVlanIdSpec(Box<VmwareDistributedVirtualSwitchVlanIdSpec>),
     VmwareDistributedVirtualSwitchVlanSpec(Box<VmwareDistributedVirtualSwitchVlanSpec>),
     VmwareUplinkPortTeamingPolicy(Box<VmwareUplinkPortTeamingPolicy>),
-    VnicPortArgument(Box<VnicPortArgument>),
-    VolumeEditorError(Box<VolumeEditorError>),
-    VramLimitLicense(Box<VramLimitLicense>),
+    #[cfg(feature = "all-events")] VnicPortArgument(Box<VnicPortArgument>),
+    #[cfg(feature = "all-faults")] VolumeEditorError(Box<VolumeEditorError>),
+    #[cfg(feature = "all-faults")] VramLimitLicense(Box<VramLimitLicense>),
     VsanClusterConfigInfo(Box<VsanClusterConfigInfo>),
 }
 
@@ -302,57 +302,57 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRelocateSpecEvent(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRelocatedEvent(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRemoteConsoleConnectedEvent(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRemoteConsoleDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRenamedEvent(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRequirementsExceedCurrentEVCModeEvent(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmResettingEvent(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmResourcePoolMovedEvent(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmResourceReallocatedEvent(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRestartedOnAlternateHostEvent(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmResumingEvent(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSecondaryAddedEvent(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSecondaryDisabledBySystemEvent(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSecondaryDisabledEvent(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSecondaryEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSecondaryStartedEvent(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmShutdownOnIsolationEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRelocateSpecEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRelocatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRemoteConsoleConnectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRemoteConsoleDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRemovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRenamedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRequirementsExceedCurrentEVCModeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmResettingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmResourcePoolMovedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmResourceReallocatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmRestartedOnAlternateHostEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmResumingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSecondaryAddedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSecondaryDisabledBySystemEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSecondaryDisabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSecondaryEnabledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSecondaryStartedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmShutdownOnIsolationEvent(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmShutdownOnIsolationEventOperation(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSmpFaultToleranceTooManyVMsOnHost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSmpFaultToleranceTooManyVMsOnHost(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSnapshotFileInfo(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSnapshotFileQuery(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStartRecordingEvent(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStartReplayingEvent(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStartingEvent(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStartingSecondaryEvent(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStaticMacConflictEvent(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStoppingEvent(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSuspendedEvent(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSuspendingEvent(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmTimedoutStartingSecondaryEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStartRecordingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStartReplayingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStartingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStartingSecondaryEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStaticMacConflictEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmStoppingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSuspendedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmSuspendingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmTimedoutStartingSecondaryEvent(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmToVmGroupsAntiAffinity(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmToolsUpgradeFault(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUnsupportedStartingEvent(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUpgradeCompleteEvent(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUpgradingEvent(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUuidAssignedEvent(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUuidChangedEvent(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUuidConflictEvent(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmValidateMaxDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmToolsUpgradeFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUnsupportedStartingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUpgradeCompleteEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUpgradingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUuidAssignedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUuidChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmUuidConflictEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmValidateMaxDevice(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmVmAffinity(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmVmAntiAffinity(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmVnicPoolReservationViolationClearEvent(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmVnicPoolReservationViolationRaiseEvent(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmWwnAssignedEvent(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmWwnChangedEvent(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmWwnConflict(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmWwnConflictEvent(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsAlreadyMounted(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsAmbiguousMount(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmVnicPoolReservationViolationClearEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmVnicPoolReservationViolationRaiseEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmWwnAssignedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmWwnChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmWwnConflict(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmWwnConflictEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsAlreadyMounted(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsAmbiguousMount(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsConfigOption(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreAllExtentOption(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreBaseOption(v), Err(e) => return Some(Err(e)) },
@@ -364,9 +364,9 @@ fn decode(
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreOption(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreSingleExtentOption(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreSpec(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsMountFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsMountFault(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsUnmapBandwidthSpec(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmotionInterfaceNotEnabled(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmotionInterfaceNotEnabled(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmwareDistributedVirtualSwitchPvlanPortType(v), Err(e) => return Some(Err(e)) },
@@ -377,9 +377,9 @@ fn decode(
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmwareDistributedVirtualSwitchVlanIdSpec(v), Err(e) => return Some(Err(e)) },
         73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmwareDistributedVirtualSwitchVlanSpec(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmwareUplinkPortTeamingPolicy(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VnicPortArgument(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VolumeEditorError(v), Err(e) => return Some(Err(e)) },
-        77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VramLimitLicense(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VnicPortArgument(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VolumeEditorError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VramLimitLicense(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterConfigInfo(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
@@ -389,57 +389,57 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::VmRelocateSpecEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRelocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRemoteConsoleConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRemoteConsoleDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRequirementsExceedCurrentEVCModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmResettingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmResourcePoolMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmResourceReallocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmRestartedOnAlternateHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmResumingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmSecondaryAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmSecondaryDisabledBySystemEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmSecondaryDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmSecondaryEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmSecondaryStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmShutdownOnIsolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRelocateSpecEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRelocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRemoteConsoleConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRemoteConsoleDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRequirementsExceedCurrentEVCModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmResettingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmResourcePoolMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmResourceReallocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmRestartedOnAlternateHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmResumingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmSecondaryAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledBySystemEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmSecondaryEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmSecondaryStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmShutdownOnIsolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmShutdownOnIsolationEventOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmSnapshotFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmSnapshotFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmStartRecordingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmStartReplayingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmStartingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmStaticMacConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmStoppingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmSuspendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmSuspendingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmTimedoutStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmStartRecordingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmStartReplayingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmStartingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmStaticMacConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmStoppingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmSuspendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmSuspendingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmTimedoutStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmToVmGroupsAntiAffinity(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmToolsUpgradeFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmUnsupportedStartingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmUpgradeCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmUpgradingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmUuidAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmUuidChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmUuidConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmValidateMaxDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmToolsUpgradeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmUnsupportedStartingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmUpgradeCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmUpgradingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmUuidAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmUuidChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmUuidConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmValidateMaxDevice(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmVmAffinity(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmVmAntiAffinity(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmVnicPoolReservationViolationClearEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmVnicPoolReservationViolationRaiseEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmWwnAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmWwnChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmWwnConflict(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmfsAlreadyMounted(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmfsAmbiguousMount(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationClearEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationRaiseEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmWwnAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmWwnChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmWwnConflict(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsDatastoreAllExtentOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsDatastoreBaseOption(v) => std::fmt::Debug::fmt(&**v, f),
@@ -451,9 +451,9 @@ impl std::fmt::Debug for Object {
             Object::VmfsDatastoreOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsDatastoreSingleExtentOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsDatastoreSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmfsMountFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmfsMountFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsUnmapBandwidthSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmotionInterfaceNotEnabled(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmotionInterfaceNotEnabled(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => std::fmt::Debug::fmt(&**v, f),
@@ -464,9 +464,9 @@ impl std::fmt::Debug for Object {
             Object::VmwareDistributedVirtualSwitchVlanIdSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmwareDistributedVirtualSwitchVlanSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmwareUplinkPortTeamingPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VnicPortArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VolumeEditorError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VramLimitLicense(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VnicPortArgument(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VolumeEditorError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VramLimitLicense(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanClusterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
@@ -475,57 +475,57 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Object::VmRelocateSpecEvent(a), Object::VmRelocateSpecEvent(b)) => **a == **b,
-            (Object::VmRelocatedEvent(a), Object::VmRelocatedEvent(b)) => **a == **b,
-            (Object::VmRemoteConsoleConnectedEvent(a), Object::VmRemoteConsoleConnectedEvent(b)) => **a == **b,
-            (Object::VmRemoteConsoleDisconnectedEvent(a), Object::VmRemoteConsoleDisconnectedEvent(b)) => **a == **b,
-            (Object::VmRemovedEvent(a), Object::VmRemovedEvent(b)) => **a == **b,
-            (Object::VmRenamedEvent(a), Object::VmRenamedEvent(b)) => **a == **b,
-            (Object::VmRequirementsExceedCurrentEVCModeEvent(a), Object::VmRequirementsExceedCurrentEVCModeEvent(b)) => **a == **b,
-            (Object::VmResettingEvent(a), Object::VmResettingEvent(b)) => **a == **b,
-            (Object::VmResourcePoolMovedEvent(a), Object::VmResourcePoolMovedEvent(b)) => **a == **b,
-            (Object::VmResourceReallocatedEvent(a), Object::VmResourceReallocatedEvent(b)) => **a == **b,
-            (Object::VmRestartedOnAlternateHostEvent(a), Object::VmRestartedOnAlternateHostEvent(b)) => **a == **b,
-            (Object::VmResumingEvent(a), Object::VmResumingEvent(b)) => **a == **b,
-            (Object::VmSecondaryAddedEvent(a), Object::VmSecondaryAddedEvent(b)) => **a == **b,
-            (Object::VmSecondaryDisabledBySystemEvent(a), Object::VmSecondaryDisabledBySystemEvent(b)) => **a == **b,
-            (Object::VmSecondaryDisabledEvent(a), Object::VmSecondaryDisabledEvent(b)) => **a == **b,
-            (Object::VmSecondaryEnabledEvent(a), Object::VmSecondaryEnabledEvent(b)) => **a == **b,
-            (Object::VmSecondaryStartedEvent(a), Object::VmSecondaryStartedEvent(b)) => **a == **b,
-            (Object::VmShutdownOnIsolationEvent(a), Object::VmShutdownOnIsolationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRelocateSpecEvent(a), Object::VmRelocateSpecEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRelocatedEvent(a), Object::VmRelocatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRemoteConsoleConnectedEvent(a), Object::VmRemoteConsoleConnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRemoteConsoleDisconnectedEvent(a), Object::VmRemoteConsoleDisconnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRemovedEvent(a), Object::VmRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRenamedEvent(a), Object::VmRenamedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRequirementsExceedCurrentEVCModeEvent(a), Object::VmRequirementsExceedCurrentEVCModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmResettingEvent(a), Object::VmResettingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmResourcePoolMovedEvent(a), Object::VmResourcePoolMovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmResourceReallocatedEvent(a), Object::VmResourceReallocatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmRestartedOnAlternateHostEvent(a), Object::VmRestartedOnAlternateHostEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmResumingEvent(a), Object::VmResumingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmSecondaryAddedEvent(a), Object::VmSecondaryAddedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmSecondaryDisabledBySystemEvent(a), Object::VmSecondaryDisabledBySystemEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmSecondaryDisabledEvent(a), Object::VmSecondaryDisabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmSecondaryEnabledEvent(a), Object::VmSecondaryEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmSecondaryStartedEvent(a), Object::VmSecondaryStartedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmShutdownOnIsolationEvent(a), Object::VmShutdownOnIsolationEvent(b)) => **a == **b,
             (Object::VmShutdownOnIsolationEventOperation(a), Object::VmShutdownOnIsolationEventOperation(b)) => **a == **b,
-            (Object::VmSmpFaultToleranceTooManyVMsOnHost(a), Object::VmSmpFaultToleranceTooManyVMsOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmSmpFaultToleranceTooManyVMsOnHost(a), Object::VmSmpFaultToleranceTooManyVMsOnHost(b)) => **a == **b,
             (Object::VmSnapshotFileInfo(a), Object::VmSnapshotFileInfo(b)) => **a == **b,
             (Object::VmSnapshotFileQuery(a), Object::VmSnapshotFileQuery(b)) => **a == **b,
-            (Object::VmStartRecordingEvent(a), Object::VmStartRecordingEvent(b)) => **a == **b,
-            (Object::VmStartReplayingEvent(a), Object::VmStartReplayingEvent(b)) => **a == **b,
-            (Object::VmStartingEvent(a), Object::VmStartingEvent(b)) => **a == **b,
-            (Object::VmStartingSecondaryEvent(a), Object::VmStartingSecondaryEvent(b)) => **a == **b,
-            (Object::VmStaticMacConflictEvent(a), Object::VmStaticMacConflictEvent(b)) => **a == **b,
-            (Object::VmStoppingEvent(a), Object::VmStoppingEvent(b)) => **a == **b,
-            (Object::VmSuspendedEvent(a), Object::VmSuspendedEvent(b)) => **a == **b,
-            (Object::VmSuspendingEvent(a), Object::VmSuspendingEvent(b)) => **a == **b,
-            (Object::VmTimedoutStartingSecondaryEvent(a), Object::VmTimedoutStartingSecondaryEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmStartRecordingEvent(a), Object::VmStartRecordingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmStartReplayingEvent(a), Object::VmStartReplayingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmStartingEvent(a), Object::VmStartingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmStartingSecondaryEvent(a), Object::VmStartingSecondaryEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmStaticMacConflictEvent(a), Object::VmStaticMacConflictEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmStoppingEvent(a), Object::VmStoppingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmSuspendedEvent(a), Object::VmSuspendedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmSuspendingEvent(a), Object::VmSuspendingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmTimedoutStartingSecondaryEvent(a), Object::VmTimedoutStartingSecondaryEvent(b)) => **a == **b,
             (Object::VmToVmGroupsAntiAffinity(a), Object::VmToVmGroupsAntiAffinity(b)) => **a == **b,
-            (Object::VmToolsUpgradeFault(a), Object::VmToolsUpgradeFault(b)) => **a == **b,
-            (Object::VmUnsupportedStartingEvent(a), Object::VmUnsupportedStartingEvent(b)) => **a == **b,
-            (Object::VmUpgradeCompleteEvent(a), Object::VmUpgradeCompleteEvent(b)) => **a == **b,
-            (Object::VmUpgradeFailedEvent(a), Object::VmUpgradeFailedEvent(b)) => **a == **b,
-            (Object::VmUpgradingEvent(a), Object::VmUpgradingEvent(b)) => **a == **b,
-            (Object::VmUuidAssignedEvent(a), Object::VmUuidAssignedEvent(b)) => **a == **b,
-            (Object::VmUuidChangedEvent(a), Object::VmUuidChangedEvent(b)) => **a == **b,
-            (Object::VmUuidConflictEvent(a), Object::VmUuidConflictEvent(b)) => **a == **b,
-            (Object::VmValidateMaxDevice(a), Object::VmValidateMaxDevice(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmToolsUpgradeFault(a), Object::VmToolsUpgradeFault(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmUnsupportedStartingEvent(a), Object::VmUnsupportedStartingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmUpgradeCompleteEvent(a), Object::VmUpgradeCompleteEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmUpgradeFailedEvent(a), Object::VmUpgradeFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmUpgradingEvent(a), Object::VmUpgradingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmUuidAssignedEvent(a), Object::VmUuidAssignedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmUuidChangedEvent(a), Object::VmUuidChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmUuidConflictEvent(a), Object::VmUuidConflictEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmValidateMaxDevice(a), Object::VmValidateMaxDevice(b)) => **a == **b,
             (Object::VmVmAffinity(a), Object::VmVmAffinity(b)) => **a == **b,
             (Object::VmVmAntiAffinity(a), Object::VmVmAntiAffinity(b)) => **a == **b,
-            (Object::VmVnicPoolReservationViolationClearEvent(a), Object::VmVnicPoolReservationViolationClearEvent(b)) => **a == **b,
-            (Object::VmVnicPoolReservationViolationRaiseEvent(a), Object::VmVnicPoolReservationViolationRaiseEvent(b)) => **a == **b,
-            (Object::VmWwnAssignedEvent(a), Object::VmWwnAssignedEvent(b)) => **a == **b,
-            (Object::VmWwnChangedEvent(a), Object::VmWwnChangedEvent(b)) => **a == **b,
-            (Object::VmWwnConflict(a), Object::VmWwnConflict(b)) => **a == **b,
-            (Object::VmWwnConflictEvent(a), Object::VmWwnConflictEvent(b)) => **a == **b,
-            (Object::VmfsAlreadyMounted(a), Object::VmfsAlreadyMounted(b)) => **a == **b,
-            (Object::VmfsAmbiguousMount(a), Object::VmfsAmbiguousMount(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmVnicPoolReservationViolationClearEvent(a), Object::VmVnicPoolReservationViolationClearEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmVnicPoolReservationViolationRaiseEvent(a), Object::VmVnicPoolReservationViolationRaiseEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmWwnAssignedEvent(a), Object::VmWwnAssignedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmWwnChangedEvent(a), Object::VmWwnChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmWwnConflict(a), Object::VmWwnConflict(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmWwnConflictEvent(a), Object::VmWwnConflictEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmfsAlreadyMounted(a), Object::VmfsAlreadyMounted(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmfsAmbiguousMount(a), Object::VmfsAmbiguousMount(b)) => **a == **b,
             (Object::VmfsConfigOption(a), Object::VmfsConfigOption(b)) => **a == **b,
             (Object::VmfsDatastoreAllExtentOption(a), Object::VmfsDatastoreAllExtentOption(b)) => **a == **b,
             (Object::VmfsDatastoreBaseOption(a), Object::VmfsDatastoreBaseOption(b)) => **a == **b,
@@ -537,9 +537,9 @@ impl PartialEq for Object {
             (Object::VmfsDatastoreOption(a), Object::VmfsDatastoreOption(b)) => **a == **b,
             (Object::VmfsDatastoreSingleExtentOption(a), Object::VmfsDatastoreSingleExtentOption(b)) => **a == **b,
             (Object::VmfsDatastoreSpec(a), Object::VmfsDatastoreSpec(b)) => **a == **b,
-            (Object::VmfsMountFault(a), Object::VmfsMountFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmfsMountFault(a), Object::VmfsMountFault(b)) => **a == **b,
             (Object::VmfsUnmapBandwidthSpec(a), Object::VmfsUnmapBandwidthSpec(b)) => **a == **b,
-            (Object::VmotionInterfaceNotEnabled(a), Object::VmotionInterfaceNotEnabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmotionInterfaceNotEnabled(a), Object::VmotionInterfaceNotEnabled(b)) => **a == **b,
             (Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(a), Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(b)) => **a == **b,
             (Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(a), Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(b)) => **a == **b,
             (Object::VmwareDistributedVirtualSwitchPvlanPortType(a), Object::VmwareDistributedVirtualSwitchPvlanPortType(b)) => **a == **b,
@@ -550,11 +550,11 @@ impl PartialEq for Object {
             (Object::VmwareDistributedVirtualSwitchVlanIdSpec(a), Object::VmwareDistributedVirtualSwitchVlanIdSpec(b)) => **a == **b,
             (Object::VmwareDistributedVirtualSwitchVlanSpec(a), Object::VmwareDistributedVirtualSwitchVlanSpec(b)) => **a == **b,
             (Object::VmwareUplinkPortTeamingPolicy(a), Object::VmwareUplinkPortTeamingPolicy(b)) => **a == **b,
-            (Object::VnicPortArgument(a), Object::VnicPortArgument(b)) => **a == **b,
-            (Object::VolumeEditorError(a), Object::VolumeEditorError(b)) => **a == **b,
-            (Object::VramLimitLicense(a), Object::VramLimitLicense(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VnicPortArgument(a), Object::VnicPortArgument(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VolumeEditorError(a), Object::VolumeEditorError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VramLimitLicense(a), Object::VramLimitLicense(b)) => **a == **b,
             (Object::VsanClusterConfigInfo(a), Object::VsanClusterConfigInfo(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -562,57 +562,57 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::VmRelocateSpecEvent(v) => Object::VmRelocateSpecEvent(Box::new((**v).clone())),
-            Object::VmRelocatedEvent(v) => Object::VmRelocatedEvent(Box::new((**v).clone())),
-            Object::VmRemoteConsoleConnectedEvent(v) => Object::VmRemoteConsoleConnectedEvent(Box::new((**v).clone())),
-            Object::VmRemoteConsoleDisconnectedEvent(v) => Object::VmRemoteConsoleDisconnectedEvent(Box::new((**v).clone())),
-            Object::VmRemovedEvent(v) => Object::VmRemovedEvent(Box::new((**v).clone())),
-            Object::VmRenamedEvent(v) => Object::VmRenamedEvent(Box::new((**v).clone())),
-            Object::VmRequirementsExceedCurrentEVCModeEvent(v) => Object::VmRequirementsExceedCurrentEVCModeEvent(Box::new((**v).clone())),
-            Object::VmResettingEvent(v) => Object::VmResettingEvent(Box::new((**v).clone())),
-            Object::VmResourcePoolMovedEvent(v) => Object::VmResourcePoolMovedEvent(Box::new((**v).clone())),
-            Object::VmResourceReallocatedEvent(v) => Object::VmResourceReallocatedEvent(Box::new((**v).clone())),
-            Object::VmRestartedOnAlternateHostEvent(v) => Object::VmRestartedOnAlternateHostEvent(Box::new((**v).clone())),
-            Object::VmResumingEvent(v) => Object::VmResumingEvent(Box::new((**v).clone())),
-            Object::VmSecondaryAddedEvent(v) => Object::VmSecondaryAddedEvent(Box::new((**v).clone())),
-            Object::VmSecondaryDisabledBySystemEvent(v) => Object::VmSecondaryDisabledBySystemEvent(Box::new((**v).clone())),
-            Object::VmSecondaryDisabledEvent(v) => Object::VmSecondaryDisabledEvent(Box::new((**v).clone())),
-            Object::VmSecondaryEnabledEvent(v) => Object::VmSecondaryEnabledEvent(Box::new((**v).clone())),
-            Object::VmSecondaryStartedEvent(v) => Object::VmSecondaryStartedEvent(Box::new((**v).clone())),
-            Object::VmShutdownOnIsolationEvent(v) => Object::VmShutdownOnIsolationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRelocateSpecEvent(v) => Object::VmRelocateSpecEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRelocatedEvent(v) => Object::VmRelocatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRemoteConsoleConnectedEvent(v) => Object::VmRemoteConsoleConnectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRemoteConsoleDisconnectedEvent(v) => Object::VmRemoteConsoleDisconnectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRemovedEvent(v) => Object::VmRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRenamedEvent(v) => Object::VmRenamedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRequirementsExceedCurrentEVCModeEvent(v) => Object::VmRequirementsExceedCurrentEVCModeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmResettingEvent(v) => Object::VmResettingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmResourcePoolMovedEvent(v) => Object::VmResourcePoolMovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmResourceReallocatedEvent(v) => Object::VmResourceReallocatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmRestartedOnAlternateHostEvent(v) => Object::VmRestartedOnAlternateHostEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmResumingEvent(v) => Object::VmResumingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmSecondaryAddedEvent(v) => Object::VmSecondaryAddedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledBySystemEvent(v) => Object::VmSecondaryDisabledBySystemEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledEvent(v) => Object::VmSecondaryDisabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmSecondaryEnabledEvent(v) => Object::VmSecondaryEnabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmSecondaryStartedEvent(v) => Object::VmSecondaryStartedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmShutdownOnIsolationEvent(v) => Object::VmShutdownOnIsolationEvent(Box::new((**v).clone())),
             Object::VmShutdownOnIsolationEventOperation(v) => Object::VmShutdownOnIsolationEventOperation(Box::new((**v).clone())),
-            Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => Object::VmSmpFaultToleranceTooManyVMsOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => Object::VmSmpFaultToleranceTooManyVMsOnHost(Box::new((**v).clone())),
             Object::VmSnapshotFileInfo(v) => Object::VmSnapshotFileInfo(Box::new((**v).clone())),
             Object::VmSnapshotFileQuery(v) => Object::VmSnapshotFileQuery(Box::new((**v).clone())),
-            Object::VmStartRecordingEvent(v) => Object::VmStartRecordingEvent(Box::new((**v).clone())),
-            Object::VmStartReplayingEvent(v) => Object::VmStartReplayingEvent(Box::new((**v).clone())),
-            Object::VmStartingEvent(v) => Object::VmStartingEvent(Box::new((**v).clone())),
-            Object::VmStartingSecondaryEvent(v) => Object::VmStartingSecondaryEvent(Box::new((**v).clone())),
-            Object::VmStaticMacConflictEvent(v) => Object::VmStaticMacConflictEvent(Box::new((**v).clone())),
-            Object::VmStoppingEvent(v) => Object::VmStoppingEvent(Box::new((**v).clone())),
-            Object::VmSuspendedEvent(v) => Object::VmSuspendedEvent(Box::new((**v).clone())),
-            Object::VmSuspendingEvent(v) => Object::VmSuspendingEvent(Box::new((**v).clone())),
-            Object::VmTimedoutStartingSecondaryEvent(v) => Object::VmTimedoutStartingSecondaryEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmStartRecordingEvent(v) => Object::VmStartRecordingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmStartReplayingEvent(v) => Object::VmStartReplayingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmStartingEvent(v) => Object::VmStartingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmStartingSecondaryEvent(v) => Object::VmStartingSecondaryEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmStaticMacConflictEvent(v) => Object::VmStaticMacConflictEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmStoppingEvent(v) => Object::VmStoppingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmSuspendedEvent(v) => Object::VmSuspendedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmSuspendingEvent(v) => Object::VmSuspendingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmTimedoutStartingSecondaryEvent(v) => Object::VmTimedoutStartingSecondaryEvent(Box::new((**v).clone())),
             Object::VmToVmGroupsAntiAffinity(v) => Object::VmToVmGroupsAntiAffinity(Box::new((**v).clone())),
-            Object::VmToolsUpgradeFault(v) => Object::VmToolsUpgradeFault(Box::new((**v).clone())),
-            Object::VmUnsupportedStartingEvent(v) => Object::VmUnsupportedStartingEvent(Box::new((**v).clone())),
-            Object::VmUpgradeCompleteEvent(v) => Object::VmUpgradeCompleteEvent(Box::new((**v).clone())),
-            Object::VmUpgradeFailedEvent(v) => Object::VmUpgradeFailedEvent(Box::new((**v).clone())),
-            Object::VmUpgradingEvent(v) => Object::VmUpgradingEvent(Box::new((**v).clone())),
-            Object::VmUuidAssignedEvent(v) => Object::VmUuidAssignedEvent(Box::new((**v).clone())),
-            Object::VmUuidChangedEvent(v) => Object::VmUuidChangedEvent(Box::new((**v).clone())),
-            Object::VmUuidConflictEvent(v) => Object::VmUuidConflictEvent(Box::new((**v).clone())),
-            Object::VmValidateMaxDevice(v) => Object::VmValidateMaxDevice(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmToolsUpgradeFault(v) => Object::VmToolsUpgradeFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmUnsupportedStartingEvent(v) => Object::VmUnsupportedStartingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmUpgradeCompleteEvent(v) => Object::VmUpgradeCompleteEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmUpgradeFailedEvent(v) => Object::VmUpgradeFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmUpgradingEvent(v) => Object::VmUpgradingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmUuidAssignedEvent(v) => Object::VmUuidAssignedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmUuidChangedEvent(v) => Object::VmUuidChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmUuidConflictEvent(v) => Object::VmUuidConflictEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmValidateMaxDevice(v) => Object::VmValidateMaxDevice(Box::new((**v).clone())),
             Object::VmVmAffinity(v) => Object::VmVmAffinity(Box::new((**v).clone())),
             Object::VmVmAntiAffinity(v) => Object::VmVmAntiAffinity(Box::new((**v).clone())),
-            Object::VmVnicPoolReservationViolationClearEvent(v) => Object::VmVnicPoolReservationViolationClearEvent(Box::new((**v).clone())),
-            Object::VmVnicPoolReservationViolationRaiseEvent(v) => Object::VmVnicPoolReservationViolationRaiseEvent(Box::new((**v).clone())),
-            Object::VmWwnAssignedEvent(v) => Object::VmWwnAssignedEvent(Box::new((**v).clone())),
-            Object::VmWwnChangedEvent(v) => Object::VmWwnChangedEvent(Box::new((**v).clone())),
-            Object::VmWwnConflict(v) => Object::VmWwnConflict(Box::new((**v).clone())),
-            Object::VmWwnConflictEvent(v) => Object::VmWwnConflictEvent(Box::new((**v).clone())),
-            Object::VmfsAlreadyMounted(v) => Object::VmfsAlreadyMounted(Box::new((**v).clone())),
-            Object::VmfsAmbiguousMount(v) => Object::VmfsAmbiguousMount(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationClearEvent(v) => Object::VmVnicPoolReservationViolationClearEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationRaiseEvent(v) => Object::VmVnicPoolReservationViolationRaiseEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmWwnAssignedEvent(v) => Object::VmWwnAssignedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmWwnChangedEvent(v) => Object::VmWwnChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmWwnConflict(v) => Object::VmWwnConflict(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(v) => Object::VmWwnConflictEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(v) => Object::VmfsAlreadyMounted(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(v) => Object::VmfsAmbiguousMount(Box::new((**v).clone())),
             Object::VmfsConfigOption(v) => Object::VmfsConfigOption(Box::new((**v).clone())),
             Object::VmfsDatastoreAllExtentOption(v) => Object::VmfsDatastoreAllExtentOption(Box::new((**v).clone())),
             Object::VmfsDatastoreBaseOption(v) => Object::VmfsDatastoreBaseOption(Box::new((**v).clone())),
@@ -624,9 +624,9 @@ impl Clone for Object {
             Object::VmfsDatastoreOption(v) => Object::VmfsDatastoreOption(Box::new((**v).clone())),
             Object::VmfsDatastoreSingleExtentOption(v) => Object::VmfsDatastoreSingleExtentOption(Box::new((**v).clone())),
             Object::VmfsDatastoreSpec(v) => Object::VmfsDatastoreSpec(Box::new((**v).clone())),
-            Object::VmfsMountFault(v) => Object::VmfsMountFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmfsMountFault(v) => Object::VmfsMountFault(Box::new((**v).clone())),
             Object::VmfsUnmapBandwidthSpec(v) => Object::VmfsUnmapBandwidthSpec(Box::new((**v).clone())),
-            Object::VmotionInterfaceNotEnabled(v) => Object::VmotionInterfaceNotEnabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmotionInterfaceNotEnabled(v) => Object::VmotionInterfaceNotEnabled(Box::new((**v).clone())),
             Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(v) => Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(Box::new((**v).clone())),
             Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(v) => Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(Box::new((**v).clone())),
             Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => Object::VmwareDistributedVirtualSwitchPvlanPortType(Box::new((**v).clone())),
@@ -637,9 +637,9 @@ impl Clone for Object {
             Object::VmwareDistributedVirtualSwitchVlanIdSpec(v) => Object::VmwareDistributedVirtualSwitchVlanIdSpec(Box::new((**v).clone())),
             Object::VmwareDistributedVirtualSwitchVlanSpec(v) => Object::VmwareDistributedVirtualSwitchVlanSpec(Box::new((**v).clone())),
             Object::VmwareUplinkPortTeamingPolicy(v) => Object::VmwareUplinkPortTeamingPolicy(Box::new((**v).clone())),
-            Object::VnicPortArgument(v) => Object::VnicPortArgument(Box::new((**v).clone())),
-            Object::VolumeEditorError(v) => Object::VolumeEditorError(Box::new((**v).clone())),
-            Object::VramLimitLicense(v) => Object::VramLimitLicense(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VnicPortArgument(v) => Object::VnicPortArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VolumeEditorError(v) => Object::VolumeEditorError(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VramLimitLicense(v) => Object::VramLimitLicense(Box::new((**v).clone())),
             Object::VsanClusterConfigInfo(v) => Object::VsanClusterConfigInfo(Box::new((**v).clone())),
         }
     }
@@ -648,57 +648,57 @@ impl Clone for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::VmRelocateSpecEvent(_) => "VmRelocateSpecEvent",
-            Object::VmRelocatedEvent(_) => "VmRelocatedEvent",
-            Object::VmRemoteConsoleConnectedEvent(_) => "VmRemoteConsoleConnectedEvent",
-            Object::VmRemoteConsoleDisconnectedEvent(_) => "VmRemoteConsoleDisconnectedEvent",
-            Object::VmRemovedEvent(_) => "VmRemovedEvent",
-            Object::VmRenamedEvent(_) => "VmRenamedEvent",
-            Object::VmRequirementsExceedCurrentEVCModeEvent(_) => "VmRequirementsExceedCurrentEVCModeEvent",
-            Object::VmResettingEvent(_) => "VmResettingEvent",
-            Object::VmResourcePoolMovedEvent(_) => "VmResourcePoolMovedEvent",
-            Object::VmResourceReallocatedEvent(_) => "VmResourceReallocatedEvent",
-            Object::VmRestartedOnAlternateHostEvent(_) => "VmRestartedOnAlternateHostEvent",
-            Object::VmResumingEvent(_) => "VmResumingEvent",
-            Object::VmSecondaryAddedEvent(_) => "VmSecondaryAddedEvent",
-            Object::VmSecondaryDisabledBySystemEvent(_) => "VmSecondaryDisabledBySystemEvent",
-            Object::VmSecondaryDisabledEvent(_) => "VmSecondaryDisabledEvent",
-            Object::VmSecondaryEnabledEvent(_) => "VmSecondaryEnabledEvent",
-            Object::VmSecondaryStartedEvent(_) => "VmSecondaryStartedEvent",
-            Object::VmShutdownOnIsolationEvent(_) => "VmShutdownOnIsolationEvent",
+            #[cfg(feature = "all-events")] Object::VmRelocateSpecEvent(_) => "VmRelocateSpecEvent",
+            #[cfg(feature = "all-events")] Object::VmRelocatedEvent(_) => "VmRelocatedEvent",
+            #[cfg(feature = "all-events")] Object::VmRemoteConsoleConnectedEvent(_) => "VmRemoteConsoleConnectedEvent",
+            #[cfg(feature = "all-events")] Object::VmRemoteConsoleDisconnectedEvent(_) => "VmRemoteConsoleDisconnectedEvent",
+            #[cfg(feature = "all-events")] Object::VmRemovedEvent(_) => "VmRemovedEvent",
+            #[cfg(feature = "all-events")] Object::VmRenamedEvent(_) => "VmRenamedEvent",
+            #[cfg(feature = "all-events")] Object::VmRequirementsExceedCurrentEVCModeEvent(_) => "VmRequirementsExceedCurrentEVCModeEvent",
+            #[cfg(feature = "all-events")] Object::VmResettingEvent(_) => "VmResettingEvent",
+            #[cfg(feature = "all-events")] Object::VmResourcePoolMovedEvent(_) => "VmResourcePoolMovedEvent",
+            #[cfg(feature = "all-events")] Object::VmResourceReallocatedEvent(_) => "VmResourceReallocatedEvent",
+            #[cfg(feature = "all-events")] Object::VmRestartedOnAlternateHostEvent(_) => "VmRestartedOnAlternateHostEvent",
+            #[cfg(feature = "all-events")] Object::VmResumingEvent(_) => "VmResumingEvent",
+            #[cfg(feature = "all-events")] Object::VmSecondaryAddedEvent(_) => "VmSecondaryAddedEvent",
+            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledBySystemEvent(_) => "VmSecondaryDisabledBySystemEvent",
+            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledEvent(_) => "VmSecondaryDisabledEvent",
+            #[cfg(feature = "all-events")] Object::VmSecondaryEnabledEvent(_) => "VmSecondaryEnabledEvent",
+            #[cfg(feature = "all-events")] Object::VmSecondaryStartedEvent(_) => "VmSecondaryStartedEvent",
+            #[cfg(feature = "all-events")] Object::VmShutdownOnIsolationEvent(_) => "VmShutdownOnIsolationEvent",
             Object::VmShutdownOnIsolationEventOperation(_) => "VmShutdownOnIsolationEventOperation",
-            Object::VmSmpFaultToleranceTooManyVMsOnHost(_) => "VmSmpFaultToleranceTooManyVMsOnHost",
+            #[cfg(feature = "all-faults")] Object::VmSmpFaultToleranceTooManyVMsOnHost(_) => "VmSmpFaultToleranceTooManyVMsOnHost",
             Object::VmSnapshotFileInfo(_) => "VmSnapshotFileInfo",
             Object::VmSnapshotFileQuery(_) => "VmSnapshotFileQuery",
-            Object::VmStartRecordingEvent(_) => "VmStartRecordingEvent",
-            Object::VmStartReplayingEvent(_) => "VmStartReplayingEvent",
-            Object::VmStartingEvent(_) => "VmStartingEvent",
-            Object::VmStartingSecondaryEvent(_) => "VmStartingSecondaryEvent",
-            Object::VmStaticMacConflictEvent(_) => "VmStaticMacConflictEvent",
-            Object::VmStoppingEvent(_) => "VmStoppingEvent",
-            Object::VmSuspendedEvent(_) => "VmSuspendedEvent",
-            Object::VmSuspendingEvent(_) => "VmSuspendingEvent",
-            Object::VmTimedoutStartingSecondaryEvent(_) => "VmTimedoutStartingSecondaryEvent",
+            #[cfg(feature = "all-events")] Object::VmStartRecordingEvent(_) => "VmStartRecordingEvent",
+            #[cfg(feature = "all-events")] Object::VmStartReplayingEvent(_) => "VmStartReplayingEvent",
+            #[cfg(feature = "all-events")] Object::VmStartingEvent(_) => "VmStartingEvent",
+            #[cfg(feature = "all-events")] Object::VmStartingSecondaryEvent(_) => "VmStartingSecondaryEvent",
+            #[cfg(feature = "all-events")] Object::VmStaticMacConflictEvent(_) => "VmStaticMacConflictEvent",
+            #[cfg(feature = "all-events")] Object::VmStoppingEvent(_) => "VmStoppingEvent",
+            #[cfg(feature = "all-events")] Object::VmSuspendedEvent(_) => "VmSuspendedEvent",
+            #[cfg(feature = "all-events")] Object::VmSuspendingEvent(_) => "VmSuspendingEvent",
+            #[cfg(feature = "all-events")] Object::VmTimedoutStartingSecondaryEvent(_) => "VmTimedoutStartingSecondaryEvent",
             Object::VmToVmGroupsAntiAffinity(_) => "VmToVmGroupsAntiAffinity",
-            Object::VmToolsUpgradeFault(_) => "VmToolsUpgradeFault",
-            Object::VmUnsupportedStartingEvent(_) => "VmUnsupportedStartingEvent",
-            Object::VmUpgradeCompleteEvent(_) => "VmUpgradeCompleteEvent",
-            Object::VmUpgradeFailedEvent(_) => "VmUpgradeFailedEvent",
-            Object::VmUpgradingEvent(_) => "VmUpgradingEvent",
-            Object::VmUuidAssignedEvent(_) => "VmUuidAssignedEvent",
-            Object::VmUuidChangedEvent(_) => "VmUuidChangedEvent",
-            Object::VmUuidConflictEvent(_) => "VmUuidConflictEvent",
-            Object::VmValidateMaxDevice(_) => "VmValidateMaxDevice",
+            #[cfg(feature = "all-faults")] Object::VmToolsUpgradeFault(_) => "VmToolsUpgradeFault",
+            #[cfg(feature = "all-events")] Object::VmUnsupportedStartingEvent(_) => "VmUnsupportedStartingEvent",
+            #[cfg(feature = "all-events")] Object::VmUpgradeCompleteEvent(_) => "VmUpgradeCompleteEvent",
+            #[cfg(feature = "all-events")] Object::VmUpgradeFailedEvent(_) => "VmUpgradeFailedEvent",
+            #[cfg(feature = "all-events")] Object::VmUpgradingEvent(_) => "VmUpgradingEvent",
+            #[cfg(feature = "all-events")] Object::VmUuidAssignedEvent(_) => "VmUuidAssignedEvent",
+            #[cfg(feature = "all-events")] Object::VmUuidChangedEvent(_) => "VmUuidChangedEvent",
+            #[cfg(feature = "all-events")] Object::VmUuidConflictEvent(_) => "VmUuidConflictEvent",
+            #[cfg(feature = "all-faults")] Object::VmValidateMaxDevice(_) => "VmValidateMaxDevice",
             Object::VmVmAffinity(_) => "VmVmAffinity",
             Object::VmVmAntiAffinity(_) => "VmVmAntiAffinity",
-            Object::VmVnicPoolReservationViolationClearEvent(_) => "VmVnicPoolReservationViolationClearEvent",
-            Object::VmVnicPoolReservationViolationRaiseEvent(_) => "VmVnicPoolReservationViolationRaiseEvent",
-            Object::VmWwnAssignedEvent(_) => "VmWwnAssignedEvent",
-            Object::VmWwnChangedEvent(_) => "VmWwnChangedEvent",
-            Object::VmWwnConflict(_) => "VmWwnConflict",
-            Object::VmWwnConflictEvent(_) => "VmWwnConflictEvent",
-            Object::VmfsAlreadyMounted(_) => "VmfsAlreadyMounted",
-            Object::VmfsAmbiguousMount(_) => "VmfsAmbiguousMount",
+            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationClearEvent(_) => "VmVnicPoolReservationViolationClearEvent",
+            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationRaiseEvent(_) => "VmVnicPoolReservationViolationRaiseEvent",
+            #[cfg(feature = "all-events")] Object::VmWwnAssignedEvent(_) => "VmWwnAssignedEvent",
+            #[cfg(feature = "all-events")] Object::VmWwnChangedEvent(_) => "VmWwnChangedEvent",
+            #[cfg(feature = "all-faults")] Object::VmWwnConflict(_) => "VmWwnConflict",
+            #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(_) => "VmWwnConflictEvent",
+            #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(_) => "VmfsAlreadyMounted",
+            #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(_) => "VmfsAmbiguousMount",
             Object::VmfsConfigOption(_) => "VmfsConfigOption",
             Object::VmfsDatastoreAllExtentOption(_) => "VmfsDatastoreAllExtentOption",
             Object::VmfsDatastoreBaseOption(_) => "VmfsDatastoreBaseOption",
@@ -710,9 +710,9 @@ impl x::DataObject for Object {
             Object::VmfsDatastoreOption(_) => "VmfsDatastoreOption",
             Object::VmfsDatastoreSingleExtentOption(_) => "VmfsDatastoreSingleExtentOption",
             Object::VmfsDatastoreSpec(_) => "VmfsDatastoreSpec",
-            Object::VmfsMountFault(_) => "VmfsMountFault",
+            #[cfg(feature = "all-faults")] Object::VmfsMountFault(_) => "VmfsMountFault",
             Object::VmfsUnmapBandwidthSpec(_) => "VmfsUnmapBandwidthSpec",
-            Object::VmotionInterfaceNotEnabled(_) => "VmotionInterfaceNotEnabled",
+            #[cfg(feature = "all-faults")] Object::VmotionInterfaceNotEnabled(_) => "VmotionInterfaceNotEnabled",
             Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(_) => "VmwareDistributedVirtualSwitchDpuFailoverPolicy",
             Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(_) => "VmwareDistributedVirtualSwitchNetworkOffloadConfig",
             Object::VmwareDistributedVirtualSwitchPvlanPortType(_) => "VmwareDistributedVirtualSwitchPvlanPortType",
@@ -723,9 +723,9 @@ impl x::DataObject for Object {
             Object::VmwareDistributedVirtualSwitchVlanIdSpec(_) => "VmwareDistributedVirtualSwitchVlanIdSpec",
             Object::VmwareDistributedVirtualSwitchVlanSpec(_) => "VmwareDistributedVirtualSwitchVlanSpec",
             Object::VmwareUplinkPortTeamingPolicy(_) => "VmwareUplinkPortTeamingPolicy",
-            Object::VnicPortArgument(_) => "VnicPortArgument",
-            Object::VolumeEditorError(_) => "VolumeEditorError",
-            Object::VramLimitLicense(_) => "VramLimitLicense",
+            #[cfg(feature = "all-events")] Object::VnicPortArgument(_) => "VnicPortArgument",
+            #[cfg(feature = "all-faults")] Object::VolumeEditorError(_) => "VolumeEditorError",
+            #[cfg(feature = "all-faults")] Object::VramLimitLicense(_) => "VramLimitLicense",
             Object::VsanClusterConfigInfo(_) => "VsanClusterConfigInfo",
         }
     }
@@ -746,57 +746,57 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::VmRelocateSpecEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRelocatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRemoteConsoleConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRemoteConsoleDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRequirementsExceedCurrentEVCModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmResettingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmResourcePoolMovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmResourceReallocatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmRestartedOnAlternateHostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmResumingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmSecondaryAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmSecondaryDisabledBySystemEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmSecondaryDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmSecondaryEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmSecondaryStartedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmShutdownOnIsolationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRelocateSpecEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRelocatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRemoteConsoleConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRemoteConsoleDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRequirementsExceedCurrentEVCModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmResettingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmResourcePoolMovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmResourceReallocatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmRestartedOnAlternateHostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmResumingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmSecondaryAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledBySystemEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmSecondaryEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmSecondaryStartedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmShutdownOnIsolationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmShutdownOnIsolationEventOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmSnapshotFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmSnapshotFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmStartRecordingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmStartReplayingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmStartingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmStartingSecondaryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmStaticMacConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmStoppingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmSuspendedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmSuspendingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmTimedoutStartingSecondaryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmStartRecordingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmStartReplayingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmStartingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmStartingSecondaryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmStaticMacConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmStoppingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmSuspendedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmSuspendingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmTimedoutStartingSecondaryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmToVmGroupsAntiAffinity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmToolsUpgradeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmUnsupportedStartingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmUpgradeCompleteEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmUpgradingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmUuidAssignedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmUuidChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmUuidConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmValidateMaxDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmToolsUpgradeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmUnsupportedStartingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmUpgradeCompleteEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmUpgradingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmUuidAssignedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmUuidChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmUuidConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmValidateMaxDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmVmAffinity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmVmAntiAffinity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmVnicPoolReservationViolationClearEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmVnicPoolReservationViolationRaiseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmWwnAssignedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmWwnChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmWwnConflict(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmWwnConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmfsAlreadyMounted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmfsAmbiguousMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationClearEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationRaiseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmWwnAssignedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmWwnChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmWwnConflict(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsDatastoreAllExtentOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsDatastoreBaseOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -808,9 +808,9 @@ impl x::DataObject for Object {
             Object::VmfsDatastoreOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsDatastoreSingleExtentOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsDatastoreSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmfsMountFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmfsMountFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsUnmapBandwidthSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmotionInterfaceNotEnabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmotionInterfaceNotEnabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -821,16 +821,16 @@ impl x::DataObject for Object {
             Object::VmwareDistributedVirtualSwitchVlanIdSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmwareDistributedVirtualSwitchVlanSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmwareUplinkPortTeamingPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VnicPortArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VolumeEditorError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VramLimitLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VnicPortArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VolumeEditorError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VramLimitLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanClusterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for VmRelocateSpecEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRelocateSpecEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -838,15 +838,15 @@ impl x::ObjectType for VmRelocateSpecEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRelocateSpecEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRelocateSpecEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRelocateSpecEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRelocateSpecEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRelocatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRelocatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -854,15 +854,15 @@ impl x::ObjectType for VmRelocatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRelocatedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRelocatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRelocatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRelocatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRemoteConsoleConnectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRemoteConsoleConnectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -870,15 +870,15 @@ impl x::ObjectType for VmRemoteConsoleConnectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRemoteConsoleConnectedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRemoteConsoleConnectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRemoteConsoleConnectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRemoteConsoleConnectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRemoteConsoleDisconnectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRemoteConsoleDisconnectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -886,15 +886,15 @@ impl x::ObjectType for VmRemoteConsoleDisconnectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRemoteConsoleDisconnectedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRemoteConsoleDisconnectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRemoteConsoleDisconnectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRemoteConsoleDisconnectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRemovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRemovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -902,15 +902,15 @@ impl x::ObjectType for VmRemovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRemovedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRemovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRemovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRemovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRenamedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRenamedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -918,15 +918,15 @@ impl x::ObjectType for VmRenamedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRenamedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRenamedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRenamedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRenamedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRequirementsExceedCurrentEVCModeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRequirementsExceedCurrentEVCModeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -934,15 +934,15 @@ impl x::ObjectType for VmRequirementsExceedCurrentEVCModeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRequirementsExceedCurrentEVCModeEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRequirementsExceedCurrentEVCModeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRequirementsExceedCurrentEVCModeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRequirementsExceedCurrentEVCModeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmResettingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmResettingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -950,15 +950,15 @@ impl x::ObjectType for VmResettingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmResettingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmResettingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmResettingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmResettingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmResourcePoolMovedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmResourcePoolMovedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -966,15 +966,15 @@ impl x::ObjectType for VmResourcePoolMovedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmResourcePoolMovedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmResourcePoolMovedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmResourcePoolMovedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmResourcePoolMovedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmResourceReallocatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmResourceReallocatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -982,15 +982,15 @@ impl x::ObjectType for VmResourceReallocatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmResourceReallocatedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmResourceReallocatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmResourceReallocatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmResourceReallocatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmRestartedOnAlternateHostEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmRestartedOnAlternateHostEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -998,15 +998,15 @@ impl x::ObjectType for VmRestartedOnAlternateHostEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmRestartedOnAlternateHostEvent(v) => Some(v), _ => None, }
+        match object { Object::VmRestartedOnAlternateHostEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmRestartedOnAlternateHostEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmRestartedOnAlternateHostEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmResumingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmResumingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1014,15 +1014,15 @@ impl x::ObjectType for VmResumingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmResumingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmResumingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmResumingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmResumingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmSecondaryAddedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmSecondaryAddedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1030,15 +1030,15 @@ impl x::ObjectType for VmSecondaryAddedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmSecondaryAddedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmSecondaryAddedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmSecondaryAddedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmSecondaryAddedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmSecondaryDisabledBySystemEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmSecondaryDisabledBySystemEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1046,15 +1046,15 @@ impl x::ObjectType for VmSecondaryDisabledBySystemEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmSecondaryDisabledBySystemEvent(v) => Some(v), _ => None, }
+        match object { Object::VmSecondaryDisabledBySystemEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmSecondaryDisabledBySystemEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmSecondaryDisabledBySystemEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmSecondaryDisabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmSecondaryDisabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1062,15 +1062,15 @@ impl x::ObjectType for VmSecondaryDisabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmSecondaryDisabledEvent(v) => Some(v), _ => None, }
+        match object { Object::VmSecondaryDisabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmSecondaryDisabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmSecondaryDisabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmSecondaryEnabledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmSecondaryEnabledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1078,15 +1078,15 @@ impl x::ObjectType for VmSecondaryEnabledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmSecondaryEnabledEvent(v) => Some(v), _ => None, }
+        match object { Object::VmSecondaryEnabledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmSecondaryEnabledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmSecondaryEnabledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmSecondaryStartedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmSecondaryStartedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1094,15 +1094,15 @@ impl x::ObjectType for VmSecondaryStartedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmSecondaryStartedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmSecondaryStartedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmSecondaryStartedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmSecondaryStartedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmShutdownOnIsolationEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmShutdownOnIsolationEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1110,11 +1110,11 @@ impl x::ObjectType for VmShutdownOnIsolationEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmShutdownOnIsolationEvent(v) => Some(v), _ => None, }
+        match object { Object::VmShutdownOnIsolationEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmShutdownOnIsolationEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmShutdownOnIsolationEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1126,15 +1126,15 @@ impl x::ObjectType for VmShutdownOnIsolationEventOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmShutdownOnIsolationEventOperation(v) => Some(v), _ => None, }
+        match object { Object::VmShutdownOnIsolationEventOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmShutdownOnIsolationEventOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::VmShutdownOnIsolationEventOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmSmpFaultToleranceTooManyVMsOnHost {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmSmpFaultToleranceTooManyVMsOnHost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1142,11 +1142,11 @@ impl x::ObjectType for VmSmpFaultToleranceTooManyVMsOnHost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => Some(v), _ => None, }
+        match object { Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => Ok(v), other => Err(other), }
+        match object { Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1158,11 +1158,11 @@ impl x::ObjectType for VmSnapshotFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmSnapshotFileInfo(v) => Some(v), _ => None, }
+        match object { Object::VmSnapshotFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmSnapshotFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmSnapshotFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1174,15 +1174,15 @@ impl x::ObjectType for VmSnapshotFileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmSnapshotFileQuery(v) => Some(v), _ => None, }
+        match object { Object::VmSnapshotFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmSnapshotFileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::VmSnapshotFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmStartRecordingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmStartRecordingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1190,15 +1190,15 @@ impl x::ObjectType for VmStartRecordingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmStartRecordingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmStartRecordingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmStartRecordingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmStartRecordingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmStartReplayingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmStartReplayingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1206,15 +1206,15 @@ impl x::ObjectType for VmStartReplayingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmStartReplayingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmStartReplayingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmStartReplayingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmStartReplayingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmStartingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmStartingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1222,15 +1222,15 @@ impl x::ObjectType for VmStartingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmStartingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmStartingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmStartingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmStartingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmStartingSecondaryEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmStartingSecondaryEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1238,15 +1238,15 @@ impl x::ObjectType for VmStartingSecondaryEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmStartingSecondaryEvent(v) => Some(v), _ => None, }
+        match object { Object::VmStartingSecondaryEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmStartingSecondaryEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmStartingSecondaryEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmStaticMacConflictEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmStaticMacConflictEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1254,15 +1254,15 @@ impl x::ObjectType for VmStaticMacConflictEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmStaticMacConflictEvent(v) => Some(v), _ => None, }
+        match object { Object::VmStaticMacConflictEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmStaticMacConflictEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmStaticMacConflictEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmStoppingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmStoppingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1270,15 +1270,15 @@ impl x::ObjectType for VmStoppingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmStoppingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmStoppingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmStoppingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmStoppingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmSuspendedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmSuspendedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1286,15 +1286,15 @@ impl x::ObjectType for VmSuspendedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmSuspendedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmSuspendedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmSuspendedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmSuspendedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmSuspendingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmSuspendingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1302,15 +1302,15 @@ impl x::ObjectType for VmSuspendingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmSuspendingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmSuspendingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmSuspendingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmSuspendingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmTimedoutStartingSecondaryEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmTimedoutStartingSecondaryEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1318,11 +1318,11 @@ impl x::ObjectType for VmTimedoutStartingSecondaryEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmTimedoutStartingSecondaryEvent(v) => Some(v), _ => None, }
+        match object { Object::VmTimedoutStartingSecondaryEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmTimedoutStartingSecondaryEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmTimedoutStartingSecondaryEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1334,15 +1334,15 @@ impl x::ObjectType for VmToVmGroupsAntiAffinity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmToVmGroupsAntiAffinity(v) => Some(v), _ => None, }
+        match object { Object::VmToVmGroupsAntiAffinity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmToVmGroupsAntiAffinity(v) => Ok(v), other => Err(other), }
+        match object { Object::VmToVmGroupsAntiAffinity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmToolsUpgradeFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmToolsUpgradeFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1350,15 +1350,15 @@ impl x::ObjectType for VmToolsUpgradeFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmToolsUpgradeFault(v) => Some(v), _ => None, }
+        match object { Object::VmToolsUpgradeFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmToolsUpgradeFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VmToolsUpgradeFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmUnsupportedStartingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmUnsupportedStartingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1366,15 +1366,15 @@ impl x::ObjectType for VmUnsupportedStartingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmUnsupportedStartingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmUnsupportedStartingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmUnsupportedStartingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmUnsupportedStartingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmUpgradeCompleteEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmUpgradeCompleteEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1382,15 +1382,15 @@ impl x::ObjectType for VmUpgradeCompleteEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmUpgradeCompleteEvent(v) => Some(v), _ => None, }
+        match object { Object::VmUpgradeCompleteEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmUpgradeCompleteEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmUpgradeCompleteEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmUpgradeFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmUpgradeFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1398,15 +1398,15 @@ impl x::ObjectType for VmUpgradeFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmUpgradeFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmUpgradeFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmUpgradeFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmUpgradeFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmUpgradingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmUpgradingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1414,15 +1414,15 @@ impl x::ObjectType for VmUpgradingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmUpgradingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmUpgradingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmUpgradingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmUpgradingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmUuidAssignedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmUuidAssignedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1430,15 +1430,15 @@ impl x::ObjectType for VmUuidAssignedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmUuidAssignedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmUuidAssignedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmUuidAssignedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmUuidAssignedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmUuidChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmUuidChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1446,15 +1446,15 @@ impl x::ObjectType for VmUuidChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmUuidChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmUuidChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmUuidChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmUuidChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmUuidConflictEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmUuidConflictEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1462,15 +1462,15 @@ impl x::ObjectType for VmUuidConflictEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmUuidConflictEvent(v) => Some(v), _ => None, }
+        match object { Object::VmUuidConflictEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmUuidConflictEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmUuidConflictEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmValidateMaxDevice {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmValidateMaxDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1478,11 +1478,11 @@ impl x::ObjectType for VmValidateMaxDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmValidateMaxDevice(v) => Some(v), _ => None, }
+        match object { Object::VmValidateMaxDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmValidateMaxDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::VmValidateMaxDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1494,11 +1494,11 @@ impl x::ObjectType for VmVmAffinity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmVmAffinity(v) => Some(v), _ => None, }
+        match object { Object::VmVmAffinity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmVmAffinity(v) => Ok(v), other => Err(other), }
+        match object { Object::VmVmAffinity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1510,15 +1510,15 @@ impl x::ObjectType for VmVmAntiAffinity {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmVmAntiAffinity(v) => Some(v), _ => None, }
+        match object { Object::VmVmAntiAffinity(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmVmAntiAffinity(v) => Ok(v), other => Err(other), }
+        match object { Object::VmVmAntiAffinity(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmVnicPoolReservationViolationClearEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmVnicPoolReservationViolationClearEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1526,15 +1526,15 @@ impl x::ObjectType for VmVnicPoolReservationViolationClearEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmVnicPoolReservationViolationClearEvent(v) => Some(v), _ => None, }
+        match object { Object::VmVnicPoolReservationViolationClearEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmVnicPoolReservationViolationClearEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmVnicPoolReservationViolationClearEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmVnicPoolReservationViolationRaiseEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmVnicPoolReservationViolationRaiseEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1542,15 +1542,15 @@ impl x::ObjectType for VmVnicPoolReservationViolationRaiseEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmVnicPoolReservationViolationRaiseEvent(v) => Some(v), _ => None, }
+        match object { Object::VmVnicPoolReservationViolationRaiseEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmVnicPoolReservationViolationRaiseEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmVnicPoolReservationViolationRaiseEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmWwnAssignedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmWwnAssignedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1558,15 +1558,15 @@ impl x::ObjectType for VmWwnAssignedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmWwnAssignedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmWwnAssignedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmWwnAssignedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmWwnAssignedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmWwnChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmWwnChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1574,15 +1574,15 @@ impl x::ObjectType for VmWwnChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmWwnChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmWwnChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmWwnChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmWwnChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmWwnConflict {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmWwnConflict {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1590,15 +1590,15 @@ impl x::ObjectType for VmWwnConflict {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmWwnConflict(v) => Some(v), _ => None, }
+        match object { Object::VmWwnConflict(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmWwnConflict(v) => Ok(v), other => Err(other), }
+        match object { Object::VmWwnConflict(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmWwnConflictEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmWwnConflictEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1606,15 +1606,15 @@ impl x::ObjectType for VmWwnConflictEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmWwnConflictEvent(v) => Some(v), _ => None, }
+        match object { Object::VmWwnConflictEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmWwnConflictEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmWwnConflictEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmfsAlreadyMounted {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmfsAlreadyMounted {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1622,15 +1622,15 @@ impl x::ObjectType for VmfsAlreadyMounted {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsAlreadyMounted(v) => Some(v), _ => None, }
+        match object { Object::VmfsAlreadyMounted(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsAlreadyMounted(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsAlreadyMounted(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmfsAmbiguousMount {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmfsAmbiguousMount {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1638,11 +1638,11 @@ impl x::ObjectType for VmfsAmbiguousMount {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsAmbiguousMount(v) => Some(v), _ => None, }
+        match object { Object::VmfsAmbiguousMount(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsAmbiguousMount(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsAmbiguousMount(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1654,11 +1654,11 @@ impl x::ObjectType for VmfsConfigOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsConfigOption(v) => Some(v), _ => None, }
+        match object { Object::VmfsConfigOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsConfigOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsConfigOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1670,11 +1670,11 @@ impl x::ObjectType for VmfsDatastoreAllExtentOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsDatastoreAllExtentOption(v) => Some(v), _ => None, }
+        match object { Object::VmfsDatastoreAllExtentOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsDatastoreAllExtentOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsDatastoreAllExtentOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1686,11 +1686,11 @@ impl x::ObjectType for VmfsDatastoreBaseOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsDatastoreBaseOption(v) => Some(v), _ => None, }
+        match object { Object::VmfsDatastoreBaseOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsDatastoreBaseOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsDatastoreBaseOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1702,11 +1702,11 @@ impl x::ObjectType for VmfsDatastoreCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsDatastoreCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::VmfsDatastoreCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsDatastoreCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsDatastoreCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1718,11 +1718,11 @@ impl x::ObjectType for VmfsDatastoreExpandSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsDatastoreExpandSpec(v) => Some(v), _ => None, }
+        match object { Object::VmfsDatastoreExpandSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsDatastoreExpandSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsDatastoreExpandSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1734,11 +1734,11 @@ impl x::ObjectType for VmfsDatastoreExtendSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsDatastoreExtendSpec(v) => Some(v), _ => None, }
+        match object { Object::VmfsDatastoreExtendSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsDatastoreExtendSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsDatastoreExtendSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1750,11 +1750,11 @@ impl x::ObjectType for VmfsDatastoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsDatastoreInfo(v) => Some(v), _ => None, }
+        match object { Object::VmfsDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsDatastoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1766,11 +1766,11 @@ impl x::ObjectType for VmfsDatastoreMultipleExtentOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsDatastoreMultipleExtentOption(v) => Some(v), _ => None, }
+        match object { Object::VmfsDatastoreMultipleExtentOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsDatastoreMultipleExtentOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsDatastoreMultipleExtentOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1782,11 +1782,11 @@ impl x::ObjectType for VmfsDatastoreOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsDatastoreOption(v) => Some(v), _ => None, }
+        match object { Object::VmfsDatastoreOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsDatastoreOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsDatastoreOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1798,11 +1798,11 @@ impl x::ObjectType for VmfsDatastoreSingleExtentOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsDatastoreSingleExtentOption(v) => Some(v), _ => None, }
+        match object { Object::VmfsDatastoreSingleExtentOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsDatastoreSingleExtentOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsDatastoreSingleExtentOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1814,15 +1814,15 @@ impl x::ObjectType for VmfsDatastoreSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsDatastoreSpec(v) => Some(v), _ => None, }
+        match object { Object::VmfsDatastoreSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsDatastoreSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsDatastoreSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmfsMountFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmfsMountFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1830,11 +1830,11 @@ impl x::ObjectType for VmfsMountFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsMountFault(v) => Some(v), _ => None, }
+        match object { Object::VmfsMountFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsMountFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsMountFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1846,15 +1846,15 @@ impl x::ObjectType for VmfsUnmapBandwidthSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmfsUnmapBandwidthSpec(v) => Some(v), _ => None, }
+        match object { Object::VmfsUnmapBandwidthSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmfsUnmapBandwidthSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VmfsUnmapBandwidthSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmotionInterfaceNotEnabled {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmotionInterfaceNotEnabled {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1862,11 +1862,11 @@ impl x::ObjectType for VmotionInterfaceNotEnabled {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmotionInterfaceNotEnabled(v) => Some(v), _ => None, }
+        match object { Object::VmotionInterfaceNotEnabled(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmotionInterfaceNotEnabled(v) => Ok(v), other => Err(other), }
+        match object { Object::VmotionInterfaceNotEnabled(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1878,11 +1878,11 @@ impl x::ObjectType for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(v) => Some(v), _ => None, }
+        match object { Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1894,11 +1894,11 @@ impl x::ObjectType for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(v) => Some(v), _ => None, }
+        match object { Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1910,11 +1910,11 @@ impl x::ObjectType for VmwareDistributedVirtualSwitchPvlanPortType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => Some(v), _ => None, }
+        match object { Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => Ok(v), other => Err(other), }
+        match object { Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1926,11 +1926,11 @@ impl x::ObjectType for VmwareDistributedVirtualSwitchPvlanSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmwareDistributedVirtualSwitchPvlanSpec(v) => Some(v), _ => None, }
+        match object { Object::VmwareDistributedVirtualSwitchPvlanSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmwareDistributedVirtualSwitchPvlanSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VmwareDistributedVirtualSwitchPvlanSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1942,11 +1942,11 @@ impl x::ObjectType for VmwareDistributedVirtualSwitchRealTimeConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmwareDistributedVirtualSwitchRealTimeConfig(v) => Some(v), _ => None, }
+        match object { Object::VmwareDistributedVirtualSwitchRealTimeConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmwareDistributedVirtualSwitchRealTimeConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VmwareDistributedVirtualSwitchRealTimeConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1958,11 +1958,11 @@ impl x::ObjectType for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmwareDistributedVirtualSwitchRealTimeLanAnnotation(v) => Some(v), _ => None, }
+        match object { Object::VmwareDistributedVirtualSwitchRealTimeLanAnnotation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmwareDistributedVirtualSwitchRealTimeLanAnnotation(v) => Ok(v), other => Err(other), }
+        match object { Object::VmwareDistributedVirtualSwitchRealTimeLanAnnotation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1974,11 +1974,11 @@ impl x::ObjectType for VmwareDistributedVirtualSwitchTrunkVlanSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmwareDistributedVirtualSwitchTrunkVlanSpec(v) => Some(v), _ => None, }
+        match object { Object::VmwareDistributedVirtualSwitchTrunkVlanSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmwareDistributedVirtualSwitchTrunkVlanSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VmwareDistributedVirtualSwitchTrunkVlanSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1990,11 +1990,11 @@ impl x::ObjectType for VmwareDistributedVirtualSwitchVlanIdSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmwareDistributedVirtualSwitchVlanIdSpec(v) => Some(v), _ => None, }
+        match object { Object::VmwareDistributedVirtualSwitchVlanIdSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmwareDistributedVirtualSwitchVlanIdSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VmwareDistributedVirtualSwitchVlanIdSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2006,11 +2006,11 @@ impl x::ObjectType for VmwareDistributedVirtualSwitchVlanSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmwareDistributedVirtualSwitchVlanSpec(v) => Some(v), _ => None, }
+        match object { Object::VmwareDistributedVirtualSwitchVlanSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmwareDistributedVirtualSwitchVlanSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VmwareDistributedVirtualSwitchVlanSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2022,15 +2022,15 @@ impl x::ObjectType for VmwareUplinkPortTeamingPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmwareUplinkPortTeamingPolicy(v) => Some(v), _ => None, }
+        match object { Object::VmwareUplinkPortTeamingPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmwareUplinkPortTeamingPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::VmwareUplinkPortTeamingPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VnicPortArgument {
+#[cfg(feature = "all-events")] impl x::ObjectType for VnicPortArgument {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2038,15 +2038,15 @@ impl x::ObjectType for VnicPortArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VnicPortArgument(v) => Some(v), _ => None, }
+        match object { Object::VnicPortArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VnicPortArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::VnicPortArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VolumeEditorError {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VolumeEditorError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2054,15 +2054,15 @@ impl x::ObjectType for VolumeEditorError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VolumeEditorError(v) => Some(v), _ => None, }
+        match object { Object::VolumeEditorError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VolumeEditorError(v) => Ok(v), other => Err(other), }
+        match object { Object::VolumeEditorError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VramLimitLicense {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VramLimitLicense {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -2070,11 +2070,11 @@ impl x::ObjectType for VramLimitLicense {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VramLimitLicense(v) => Some(v), _ => None, }
+        match object { Object::VramLimitLicense(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VramLimitLicense(v) => Ok(v), other => Err(other), }
+        match object { Object::VramLimitLicense(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2086,10 +2086,10 @@ impl x::ObjectType for VsanClusterConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanClusterConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanClusterConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanClusterConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanClusterConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

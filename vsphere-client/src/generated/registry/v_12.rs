@@ -268,11 +268,11 @@ pub enum Object {
     VsanClusterConfigInfoHostDefaultInfo(Box<VsanClusterConfigInfoHostDefaultInfo>),
     VsanClusterCoreConfig(Box<VsanClusterCoreConfig>),
     VsanClusterCoreConfigSpec(Box<VsanClusterCoreConfigSpec>),
-    VsanClusterUuidMismatch(Box<VsanClusterUuidMismatch>),
+    #[cfg(feature = "all-faults")] VsanClusterUuidMismatch(Box<VsanClusterUuidMismatch>),
     VsanDatastoreInfo(Box<VsanDatastoreInfo>),
-    VsanDiskFault(Box<VsanDiskFault>),
+    #[cfg(feature = "all-faults")] VsanDiskFault(Box<VsanDiskFault>),
     VsanDiskIssueType(Box<VsanDiskIssueType>),
-    VsanFault(Box<VsanFault>),
+    #[cfg(feature = "all-faults")] VsanFault(Box<VsanFault>),
     VsanHostClusterStatus(Box<VsanHostClusterStatus>),
     VsanHostClusterStatusState(Box<VsanHostClusterStatusState>),
     VsanHostClusterStatusStateCompletionEstimate(Box<VsanHostClusterStatusStateCompletionEstimate>),
@@ -296,7 +296,7 @@ pub enum Object {
     VsanHostRuntimeInfo(Box<VsanHostRuntimeInfo>),
     VsanHostRuntimeInfoDiskIssue(Box<VsanHostRuntimeInfoDiskIssue>),
     VsanHostVsanDiskInfo(Box<VsanHostVsanDiskInfo>),
-    VsanIncompatibleDiskMapping(Box<VsanIncompatibleDiskMapping>),
+    #[cfg(feature = "all-faults")] VsanIncompatibleDiskMapping(Box<VsanIncompatibleDiskMapping>),
     VsanNewPolicyBatch(Box<VsanNewPolicyBatch>),
     VsanPolicyChangeBatch(Box<VsanPolicyChangeBatch>),
     VsanPolicyCost(Box<VsanPolicyCost>),
@@ -327,14 +327,14 @@ pub enum Object {
     VslmRelocateSpec(Box<VslmRelocateSpec>),
     VslmTagEntry(Box<VslmTagEntry>),
     VslmVsoPostRelocateChangeMetadataOperation(Box<VslmVsoPostRelocateChangeMetadataOperation>),
-    VspanDestPortConflict(Box<VspanDestPortConflict>),
-    VspanPortConflict(Box<VspanPortConflict>),
-    VspanPortMoveFault(Box<VspanPortMoveFault>),
-    VspanPortPromiscChangeFault(Box<VspanPortPromiscChangeFault>),
-    VspanPortgroupPromiscChangeFault(Box<VspanPortgroupPromiscChangeFault>),
-    VspanPortgroupTypeChangeFault(Box<VspanPortgroupTypeChangeFault>),
-    VspanPromiscuousPortNotSupported(Box<VspanPromiscuousPortNotSupported>),
-    VspanSameSessionPortConflict(Box<VspanSameSessionPortConflict>),
+    #[cfg(feature = "all-faults")] VspanDestPortConflict(Box<VspanDestPortConflict>),
+    #[cfg(feature = "all-faults")] VspanPortConflict(Box<VspanPortConflict>),
+    #[cfg(feature = "all-faults")] VspanPortMoveFault(Box<VspanPortMoveFault>),
+    #[cfg(feature = "all-faults")] VspanPortPromiscChangeFault(Box<VspanPortPromiscChangeFault>),
+    #[cfg(feature = "all-faults")] VspanPortgroupPromiscChangeFault(Box<VspanPortgroupPromiscChangeFault>),
+    #[cfg(feature = "all-faults")] VspanPortgroupTypeChangeFault(Box<VspanPortgroupTypeChangeFault>),
+    #[cfg(feature = "all-faults")] VspanPromiscuousPortNotSupported(Box<VspanPromiscuousPortNotSupported>),
+    #[cfg(feature = "all-faults")] VspanSameSessionPortConflict(Box<VspanSameSessionPortConflict>),
     VvolDatastoreInfo(Box<VvolDatastoreInfo>),
 }
 
@@ -353,11 +353,11 @@ fn decode(
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterConfigInfoHostDefaultInfo(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterCoreConfig(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterCoreConfigSpec(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterUuidMismatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterUuidMismatch(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanDatastoreInfo(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanDiskFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanDiskFault(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanDiskIssueType(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanFault(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostClusterStatus(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostClusterStatusState(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostClusterStatusStateCompletionEstimate(v), Err(e) => return Some(Err(e)) },
@@ -381,7 +381,7 @@ fn decode(
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostRuntimeInfoDiskIssue(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostVsanDiskInfo(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanIncompatibleDiskMapping(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanIncompatibleDiskMapping(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanNewPolicyBatch(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanPolicyChangeBatch(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanPolicyCost(v), Err(e) => return Some(Err(e)) },
@@ -412,14 +412,14 @@ fn decode(
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmRelocateSpec(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmTagEntry(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmVsoPostRelocateChangeMetadataOperation(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanDestPortConflict(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPortConflict(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPortMoveFault(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPortPromiscChangeFault(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPortgroupPromiscChangeFault(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPortgroupTypeChangeFault(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPromiscuousPortNotSupported(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanSameSessionPortConflict(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanDestPortConflict(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPortConflict(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPortMoveFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPortPromiscChangeFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPortgroupPromiscChangeFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPortgroupTypeChangeFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanPromiscuousPortNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VspanSameSessionPortConflict(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VvolDatastoreInfo(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
@@ -432,11 +432,11 @@ impl std::fmt::Debug for Object {
             Object::VsanClusterConfigInfoHostDefaultInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanClusterCoreConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanClusterCoreConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanClusterUuidMismatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VsanClusterUuidMismatch(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VsanDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanDiskIssueType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VsanFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanHostClusterStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanHostClusterStatusState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanHostClusterStatusStateCompletionEstimate(v) => std::fmt::Debug::fmt(&**v, f),
@@ -460,7 +460,7 @@ impl std::fmt::Debug for Object {
             Object::VsanHostRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanHostRuntimeInfoDiskIssue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanHostVsanDiskInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanIncompatibleDiskMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VsanIncompatibleDiskMapping(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanNewPolicyBatch(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanPolicyChangeBatch(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanPolicyCost(v) => std::fmt::Debug::fmt(&**v, f),
@@ -491,14 +491,14 @@ impl std::fmt::Debug for Object {
             Object::VslmRelocateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmTagEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmVsoPostRelocateChangeMetadataOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VspanDestPortConflict(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VspanPortConflict(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VspanPortMoveFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VspanPortPromiscChangeFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VspanPortgroupPromiscChangeFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VspanPortgroupTypeChangeFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VspanPromiscuousPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VspanSameSessionPortConflict(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VspanDestPortConflict(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VspanPortConflict(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VspanPortMoveFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VspanPortPromiscChangeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VspanPortgroupPromiscChangeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VspanPortgroupTypeChangeFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VspanPromiscuousPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VspanSameSessionPortConflict(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VvolDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
@@ -510,11 +510,11 @@ impl PartialEq for Object {
             (Object::VsanClusterConfigInfoHostDefaultInfo(a), Object::VsanClusterConfigInfoHostDefaultInfo(b)) => **a == **b,
             (Object::VsanClusterCoreConfig(a), Object::VsanClusterCoreConfig(b)) => **a == **b,
             (Object::VsanClusterCoreConfigSpec(a), Object::VsanClusterCoreConfigSpec(b)) => **a == **b,
-            (Object::VsanClusterUuidMismatch(a), Object::VsanClusterUuidMismatch(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VsanClusterUuidMismatch(a), Object::VsanClusterUuidMismatch(b)) => **a == **b,
             (Object::VsanDatastoreInfo(a), Object::VsanDatastoreInfo(b)) => **a == **b,
-            (Object::VsanDiskFault(a), Object::VsanDiskFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VsanDiskFault(a), Object::VsanDiskFault(b)) => **a == **b,
             (Object::VsanDiskIssueType(a), Object::VsanDiskIssueType(b)) => **a == **b,
-            (Object::VsanFault(a), Object::VsanFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VsanFault(a), Object::VsanFault(b)) => **a == **b,
             (Object::VsanHostClusterStatus(a), Object::VsanHostClusterStatus(b)) => **a == **b,
             (Object::VsanHostClusterStatusState(a), Object::VsanHostClusterStatusState(b)) => **a == **b,
             (Object::VsanHostClusterStatusStateCompletionEstimate(a), Object::VsanHostClusterStatusStateCompletionEstimate(b)) => **a == **b,
@@ -538,7 +538,7 @@ impl PartialEq for Object {
             (Object::VsanHostRuntimeInfo(a), Object::VsanHostRuntimeInfo(b)) => **a == **b,
             (Object::VsanHostRuntimeInfoDiskIssue(a), Object::VsanHostRuntimeInfoDiskIssue(b)) => **a == **b,
             (Object::VsanHostVsanDiskInfo(a), Object::VsanHostVsanDiskInfo(b)) => **a == **b,
-            (Object::VsanIncompatibleDiskMapping(a), Object::VsanIncompatibleDiskMapping(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VsanIncompatibleDiskMapping(a), Object::VsanIncompatibleDiskMapping(b)) => **a == **b,
             (Object::VsanNewPolicyBatch(a), Object::VsanNewPolicyBatch(b)) => **a == **b,
             (Object::VsanPolicyChangeBatch(a), Object::VsanPolicyChangeBatch(b)) => **a == **b,
             (Object::VsanPolicyCost(a), Object::VsanPolicyCost(b)) => **a == **b,
@@ -569,16 +569,16 @@ impl PartialEq for Object {
             (Object::VslmRelocateSpec(a), Object::VslmRelocateSpec(b)) => **a == **b,
             (Object::VslmTagEntry(a), Object::VslmTagEntry(b)) => **a == **b,
             (Object::VslmVsoPostRelocateChangeMetadataOperation(a), Object::VslmVsoPostRelocateChangeMetadataOperation(b)) => **a == **b,
-            (Object::VspanDestPortConflict(a), Object::VspanDestPortConflict(b)) => **a == **b,
-            (Object::VspanPortConflict(a), Object::VspanPortConflict(b)) => **a == **b,
-            (Object::VspanPortMoveFault(a), Object::VspanPortMoveFault(b)) => **a == **b,
-            (Object::VspanPortPromiscChangeFault(a), Object::VspanPortPromiscChangeFault(b)) => **a == **b,
-            (Object::VspanPortgroupPromiscChangeFault(a), Object::VspanPortgroupPromiscChangeFault(b)) => **a == **b,
-            (Object::VspanPortgroupTypeChangeFault(a), Object::VspanPortgroupTypeChangeFault(b)) => **a == **b,
-            (Object::VspanPromiscuousPortNotSupported(a), Object::VspanPromiscuousPortNotSupported(b)) => **a == **b,
-            (Object::VspanSameSessionPortConflict(a), Object::VspanSameSessionPortConflict(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VspanDestPortConflict(a), Object::VspanDestPortConflict(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VspanPortConflict(a), Object::VspanPortConflict(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VspanPortMoveFault(a), Object::VspanPortMoveFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VspanPortPromiscChangeFault(a), Object::VspanPortPromiscChangeFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VspanPortgroupPromiscChangeFault(a), Object::VspanPortgroupPromiscChangeFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VspanPortgroupTypeChangeFault(a), Object::VspanPortgroupTypeChangeFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VspanPromiscuousPortNotSupported(a), Object::VspanPromiscuousPortNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VspanSameSessionPortConflict(a), Object::VspanSameSessionPortConflict(b)) => **a == **b,
             (Object::VvolDatastoreInfo(a), Object::VvolDatastoreInfo(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -589,11 +589,11 @@ impl Clone for Object {
             Object::VsanClusterConfigInfoHostDefaultInfo(v) => Object::VsanClusterConfigInfoHostDefaultInfo(Box::new((**v).clone())),
             Object::VsanClusterCoreConfig(v) => Object::VsanClusterCoreConfig(Box::new((**v).clone())),
             Object::VsanClusterCoreConfigSpec(v) => Object::VsanClusterCoreConfigSpec(Box::new((**v).clone())),
-            Object::VsanClusterUuidMismatch(v) => Object::VsanClusterUuidMismatch(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VsanClusterUuidMismatch(v) => Object::VsanClusterUuidMismatch(Box::new((**v).clone())),
             Object::VsanDatastoreInfo(v) => Object::VsanDatastoreInfo(Box::new((**v).clone())),
-            Object::VsanDiskFault(v) => Object::VsanDiskFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VsanDiskFault(v) => Object::VsanDiskFault(Box::new((**v).clone())),
             Object::VsanDiskIssueType(v) => Object::VsanDiskIssueType(Box::new((**v).clone())),
-            Object::VsanFault(v) => Object::VsanFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VsanFault(v) => Object::VsanFault(Box::new((**v).clone())),
             Object::VsanHostClusterStatus(v) => Object::VsanHostClusterStatus(Box::new((**v).clone())),
             Object::VsanHostClusterStatusState(v) => Object::VsanHostClusterStatusState(Box::new((**v).clone())),
             Object::VsanHostClusterStatusStateCompletionEstimate(v) => Object::VsanHostClusterStatusStateCompletionEstimate(Box::new((**v).clone())),
@@ -617,7 +617,7 @@ impl Clone for Object {
             Object::VsanHostRuntimeInfo(v) => Object::VsanHostRuntimeInfo(Box::new((**v).clone())),
             Object::VsanHostRuntimeInfoDiskIssue(v) => Object::VsanHostRuntimeInfoDiskIssue(Box::new((**v).clone())),
             Object::VsanHostVsanDiskInfo(v) => Object::VsanHostVsanDiskInfo(Box::new((**v).clone())),
-            Object::VsanIncompatibleDiskMapping(v) => Object::VsanIncompatibleDiskMapping(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VsanIncompatibleDiskMapping(v) => Object::VsanIncompatibleDiskMapping(Box::new((**v).clone())),
             Object::VsanNewPolicyBatch(v) => Object::VsanNewPolicyBatch(Box::new((**v).clone())),
             Object::VsanPolicyChangeBatch(v) => Object::VsanPolicyChangeBatch(Box::new((**v).clone())),
             Object::VsanPolicyCost(v) => Object::VsanPolicyCost(Box::new((**v).clone())),
@@ -648,14 +648,14 @@ impl Clone for Object {
             Object::VslmRelocateSpec(v) => Object::VslmRelocateSpec(Box::new((**v).clone())),
             Object::VslmTagEntry(v) => Object::VslmTagEntry(Box::new((**v).clone())),
             Object::VslmVsoPostRelocateChangeMetadataOperation(v) => Object::VslmVsoPostRelocateChangeMetadataOperation(Box::new((**v).clone())),
-            Object::VspanDestPortConflict(v) => Object::VspanDestPortConflict(Box::new((**v).clone())),
-            Object::VspanPortConflict(v) => Object::VspanPortConflict(Box::new((**v).clone())),
-            Object::VspanPortMoveFault(v) => Object::VspanPortMoveFault(Box::new((**v).clone())),
-            Object::VspanPortPromiscChangeFault(v) => Object::VspanPortPromiscChangeFault(Box::new((**v).clone())),
-            Object::VspanPortgroupPromiscChangeFault(v) => Object::VspanPortgroupPromiscChangeFault(Box::new((**v).clone())),
-            Object::VspanPortgroupTypeChangeFault(v) => Object::VspanPortgroupTypeChangeFault(Box::new((**v).clone())),
-            Object::VspanPromiscuousPortNotSupported(v) => Object::VspanPromiscuousPortNotSupported(Box::new((**v).clone())),
-            Object::VspanSameSessionPortConflict(v) => Object::VspanSameSessionPortConflict(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VspanDestPortConflict(v) => Object::VspanDestPortConflict(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VspanPortConflict(v) => Object::VspanPortConflict(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VspanPortMoveFault(v) => Object::VspanPortMoveFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VspanPortPromiscChangeFault(v) => Object::VspanPortPromiscChangeFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VspanPortgroupPromiscChangeFault(v) => Object::VspanPortgroupPromiscChangeFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VspanPortgroupTypeChangeFault(v) => Object::VspanPortgroupTypeChangeFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VspanPromiscuousPortNotSupported(v) => Object::VspanPromiscuousPortNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VspanSameSessionPortConflict(v) => Object::VspanSameSessionPortConflict(Box::new((**v).clone())),
             Object::VvolDatastoreInfo(v) => Object::VvolDatastoreInfo(Box::new((**v).clone())),
         }
     }
@@ -667,11 +667,11 @@ impl x::DataObject for Object {
             Object::VsanClusterConfigInfoHostDefaultInfo(_) => "VsanClusterConfigInfoHostDefaultInfo",
             Object::VsanClusterCoreConfig(_) => "VsanClusterCoreConfig",
             Object::VsanClusterCoreConfigSpec(_) => "VsanClusterCoreConfigSpec",
-            Object::VsanClusterUuidMismatch(_) => "VsanClusterUuidMismatch",
+            #[cfg(feature = "all-faults")] Object::VsanClusterUuidMismatch(_) => "VsanClusterUuidMismatch",
             Object::VsanDatastoreInfo(_) => "VsanDatastoreInfo",
-            Object::VsanDiskFault(_) => "VsanDiskFault",
+            #[cfg(feature = "all-faults")] Object::VsanDiskFault(_) => "VsanDiskFault",
             Object::VsanDiskIssueType(_) => "VsanDiskIssueType",
-            Object::VsanFault(_) => "VsanFault",
+            #[cfg(feature = "all-faults")] Object::VsanFault(_) => "VsanFault",
             Object::VsanHostClusterStatus(_) => "VsanHostClusterStatus",
             Object::VsanHostClusterStatusState(_) => "VsanHostClusterStatusState",
             Object::VsanHostClusterStatusStateCompletionEstimate(_) => "VsanHostClusterStatusStateCompletionEstimate",
@@ -695,7 +695,7 @@ impl x::DataObject for Object {
             Object::VsanHostRuntimeInfo(_) => "VsanHostRuntimeInfo",
             Object::VsanHostRuntimeInfoDiskIssue(_) => "VsanHostRuntimeInfoDiskIssue",
             Object::VsanHostVsanDiskInfo(_) => "VsanHostVsanDiskInfo",
-            Object::VsanIncompatibleDiskMapping(_) => "VsanIncompatibleDiskMapping",
+            #[cfg(feature = "all-faults")] Object::VsanIncompatibleDiskMapping(_) => "VsanIncompatibleDiskMapping",
             Object::VsanNewPolicyBatch(_) => "VsanNewPolicyBatch",
             Object::VsanPolicyChangeBatch(_) => "VsanPolicyChangeBatch",
             Object::VsanPolicyCost(_) => "VsanPolicyCost",
@@ -726,14 +726,14 @@ impl x::DataObject for Object {
             Object::VslmRelocateSpec(_) => "VslmRelocateSpec",
             Object::VslmTagEntry(_) => "VslmTagEntry",
             Object::VslmVsoPostRelocateChangeMetadataOperation(_) => "VslmVsoPostRelocateChangeMetadataOperation",
-            Object::VspanDestPortConflict(_) => "VspanDestPortConflict",
-            Object::VspanPortConflict(_) => "VspanPortConflict",
-            Object::VspanPortMoveFault(_) => "VspanPortMoveFault",
-            Object::VspanPortPromiscChangeFault(_) => "VspanPortPromiscChangeFault",
-            Object::VspanPortgroupPromiscChangeFault(_) => "VspanPortgroupPromiscChangeFault",
-            Object::VspanPortgroupTypeChangeFault(_) => "VspanPortgroupTypeChangeFault",
-            Object::VspanPromiscuousPortNotSupported(_) => "VspanPromiscuousPortNotSupported",
-            Object::VspanSameSessionPortConflict(_) => "VspanSameSessionPortConflict",
+            #[cfg(feature = "all-faults")] Object::VspanDestPortConflict(_) => "VspanDestPortConflict",
+            #[cfg(feature = "all-faults")] Object::VspanPortConflict(_) => "VspanPortConflict",
+            #[cfg(feature = "all-faults")] Object::VspanPortMoveFault(_) => "VspanPortMoveFault",
+            #[cfg(feature = "all-faults")] Object::VspanPortPromiscChangeFault(_) => "VspanPortPromiscChangeFault",
+            #[cfg(feature = "all-faults")] Object::VspanPortgroupPromiscChangeFault(_) => "VspanPortgroupPromiscChangeFault",
+            #[cfg(feature = "all-faults")] Object::VspanPortgroupTypeChangeFault(_) => "VspanPortgroupTypeChangeFault",
+            #[cfg(feature = "all-faults")] Object::VspanPromiscuousPortNotSupported(_) => "VspanPromiscuousPortNotSupported",
+            #[cfg(feature = "all-faults")] Object::VspanSameSessionPortConflict(_) => "VspanSameSessionPortConflict",
             Object::VvolDatastoreInfo(_) => "VvolDatastoreInfo",
         }
     }
@@ -757,11 +757,11 @@ impl x::DataObject for Object {
             Object::VsanClusterConfigInfoHostDefaultInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanClusterCoreConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanClusterCoreConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanClusterUuidMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VsanClusterUuidMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VsanDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanDiskIssueType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VsanFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanHostClusterStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanHostClusterStatusState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanHostClusterStatusStateCompletionEstimate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -785,7 +785,7 @@ impl x::DataObject for Object {
             Object::VsanHostRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanHostRuntimeInfoDiskIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanHostVsanDiskInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanIncompatibleDiskMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VsanIncompatibleDiskMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanNewPolicyBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanPolicyChangeBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanPolicyCost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -816,14 +816,14 @@ impl x::DataObject for Object {
             Object::VslmRelocateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmTagEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmVsoPostRelocateChangeMetadataOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VspanDestPortConflict(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VspanPortConflict(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VspanPortMoveFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VspanPortPromiscChangeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VspanPortgroupPromiscChangeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VspanPortgroupTypeChangeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VspanPromiscuousPortNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VspanSameSessionPortConflict(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VspanDestPortConflict(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VspanPortConflict(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VspanPortMoveFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VspanPortPromiscChangeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VspanPortgroupPromiscChangeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VspanPortgroupTypeChangeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VspanPromiscuousPortNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VspanSameSessionPortConflict(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VvolDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
@@ -838,11 +838,11 @@ impl x::ObjectType for VsanClusterConfigInfoHostDefaultInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanClusterConfigInfoHostDefaultInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanClusterConfigInfoHostDefaultInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanClusterConfigInfoHostDefaultInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanClusterConfigInfoHostDefaultInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -854,11 +854,11 @@ impl x::ObjectType for VsanClusterCoreConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanClusterCoreConfig(v) => Some(v), _ => None, }
+        match object { Object::VsanClusterCoreConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanClusterCoreConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanClusterCoreConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -870,15 +870,15 @@ impl x::ObjectType for VsanClusterCoreConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanClusterCoreConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::VsanClusterCoreConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanClusterCoreConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanClusterCoreConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VsanClusterUuidMismatch {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VsanClusterUuidMismatch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -886,11 +886,11 @@ impl x::ObjectType for VsanClusterUuidMismatch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanClusterUuidMismatch(v) => Some(v), _ => None, }
+        match object { Object::VsanClusterUuidMismatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanClusterUuidMismatch(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanClusterUuidMismatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -902,15 +902,15 @@ impl x::ObjectType for VsanDatastoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanDatastoreInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanDatastoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VsanDiskFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VsanDiskFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -918,11 +918,11 @@ impl x::ObjectType for VsanDiskFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanDiskFault(v) => Some(v), _ => None, }
+        match object { Object::VsanDiskFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanDiskFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanDiskFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -934,15 +934,15 @@ impl x::ObjectType for VsanDiskIssueType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanDiskIssueType(v) => Some(v), _ => None, }
+        match object { Object::VsanDiskIssueType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanDiskIssueType(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanDiskIssueType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VsanFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VsanFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -950,11 +950,11 @@ impl x::ObjectType for VsanFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanFault(v) => Some(v), _ => None, }
+        match object { Object::VsanFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -966,11 +966,11 @@ impl x::ObjectType for VsanHostClusterStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostClusterStatus(v) => Some(v), _ => None, }
+        match object { Object::VsanHostClusterStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostClusterStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostClusterStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -982,11 +982,11 @@ impl x::ObjectType for VsanHostClusterStatusState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostClusterStatusState(v) => Some(v), _ => None, }
+        match object { Object::VsanHostClusterStatusState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostClusterStatusState(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostClusterStatusState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -998,11 +998,11 @@ impl x::ObjectType for VsanHostClusterStatusStateCompletionEstimate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostClusterStatusStateCompletionEstimate(v) => Some(v), _ => None, }
+        match object { Object::VsanHostClusterStatusStateCompletionEstimate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostClusterStatusStateCompletionEstimate(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostClusterStatusStateCompletionEstimate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1014,11 +1014,11 @@ impl x::ObjectType for VsanHostConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanHostConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1030,11 +1030,11 @@ impl x::ObjectType for VsanHostConfigInfoClusterInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostConfigInfoClusterInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanHostConfigInfoClusterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostConfigInfoClusterInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostConfigInfoClusterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1046,11 +1046,11 @@ impl x::ObjectType for VsanHostConfigInfoNetworkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostConfigInfoNetworkInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanHostConfigInfoNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostConfigInfoNetworkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostConfigInfoNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1062,11 +1062,11 @@ impl x::ObjectType for VsanHostConfigInfoNetworkInfoPortConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostConfigInfoNetworkInfoPortConfig(v) => Some(v), _ => None, }
+        match object { Object::VsanHostConfigInfoNetworkInfoPortConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostConfigInfoNetworkInfoPortConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostConfigInfoNetworkInfoPortConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1078,11 +1078,11 @@ impl x::ObjectType for VsanHostConfigInfoStorageInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostConfigInfoStorageInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanHostConfigInfoStorageInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostConfigInfoStorageInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostConfigInfoStorageInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1094,11 +1094,11 @@ impl x::ObjectType for VsanHostDecommissionMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostDecommissionMode(v) => Some(v), _ => None, }
+        match object { Object::VsanHostDecommissionMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostDecommissionMode(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostDecommissionMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1110,11 +1110,11 @@ impl x::ObjectType for VsanHostDecommissionModeObjectAction {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostDecommissionModeObjectAction(v) => Some(v), _ => None, }
+        match object { Object::VsanHostDecommissionModeObjectAction(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostDecommissionModeObjectAction(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostDecommissionModeObjectAction(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1126,11 +1126,11 @@ impl x::ObjectType for VsanHostDiskMapInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostDiskMapInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanHostDiskMapInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostDiskMapInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostDiskMapInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1142,11 +1142,11 @@ impl x::ObjectType for VsanHostDiskMapResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostDiskMapResult(v) => Some(v), _ => None, }
+        match object { Object::VsanHostDiskMapResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostDiskMapResult(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostDiskMapResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1158,11 +1158,11 @@ impl x::ObjectType for VsanHostDiskMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostDiskMapping(v) => Some(v), _ => None, }
+        match object { Object::VsanHostDiskMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostDiskMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostDiskMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1174,11 +1174,11 @@ impl x::ObjectType for VsanHostDiskResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostDiskResult(v) => Some(v), _ => None, }
+        match object { Object::VsanHostDiskResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostDiskResult(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostDiskResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1190,11 +1190,11 @@ impl x::ObjectType for VsanHostDiskResultState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostDiskResultState(v) => Some(v), _ => None, }
+        match object { Object::VsanHostDiskResultState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostDiskResultState(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostDiskResultState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1206,11 +1206,11 @@ impl x::ObjectType for VsanHostFaultDomainInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostFaultDomainInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanHostFaultDomainInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostFaultDomainInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostFaultDomainInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1222,11 +1222,11 @@ impl x::ObjectType for VsanHostHealthState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostHealthState(v) => Some(v), _ => None, }
+        match object { Object::VsanHostHealthState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostHealthState(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostHealthState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1238,11 +1238,11 @@ impl x::ObjectType for VsanHostIpConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostIpConfig(v) => Some(v), _ => None, }
+        match object { Object::VsanHostIpConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostIpConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostIpConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1254,11 +1254,11 @@ impl x::ObjectType for VsanHostMembershipInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostMembershipInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanHostMembershipInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostMembershipInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostMembershipInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1270,11 +1270,11 @@ impl x::ObjectType for VsanHostNodeState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostNodeState(v) => Some(v), _ => None, }
+        match object { Object::VsanHostNodeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostNodeState(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostNodeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1286,11 +1286,11 @@ impl x::ObjectType for VsanHostRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanHostRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1302,11 +1302,11 @@ impl x::ObjectType for VsanHostRuntimeInfoDiskIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostRuntimeInfoDiskIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanHostRuntimeInfoDiskIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostRuntimeInfoDiskIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostRuntimeInfoDiskIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1318,15 +1318,15 @@ impl x::ObjectType for VsanHostVsanDiskInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanHostVsanDiskInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanHostVsanDiskInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanHostVsanDiskInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanHostVsanDiskInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VsanIncompatibleDiskMapping {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VsanIncompatibleDiskMapping {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1334,11 +1334,11 @@ impl x::ObjectType for VsanIncompatibleDiskMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanIncompatibleDiskMapping(v) => Some(v), _ => None, }
+        match object { Object::VsanIncompatibleDiskMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanIncompatibleDiskMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanIncompatibleDiskMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1350,11 +1350,11 @@ impl x::ObjectType for VsanNewPolicyBatch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanNewPolicyBatch(v) => Some(v), _ => None, }
+        match object { Object::VsanNewPolicyBatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanNewPolicyBatch(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanNewPolicyBatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1366,11 +1366,11 @@ impl x::ObjectType for VsanPolicyChangeBatch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanPolicyChangeBatch(v) => Some(v), _ => None, }
+        match object { Object::VsanPolicyChangeBatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanPolicyChangeBatch(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanPolicyChangeBatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1382,11 +1382,11 @@ impl x::ObjectType for VsanPolicyCost {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanPolicyCost(v) => Some(v), _ => None, }
+        match object { Object::VsanPolicyCost(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanPolicyCost(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanPolicyCost(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1398,11 +1398,11 @@ impl x::ObjectType for VsanPolicySatisfiability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanPolicySatisfiability(v) => Some(v), _ => None, }
+        match object { Object::VsanPolicySatisfiability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanPolicySatisfiability(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanPolicySatisfiability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1414,11 +1414,11 @@ impl x::ObjectType for VsanUpgradeSystemAPIBrokenIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemAPIBrokenIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemAPIBrokenIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemAPIBrokenIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemAPIBrokenIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1430,11 +1430,11 @@ impl x::ObjectType for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1446,11 +1446,11 @@ impl x::ObjectType for VsanUpgradeSystemHostsDisconnectedIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemHostsDisconnectedIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemHostsDisconnectedIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemHostsDisconnectedIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemHostsDisconnectedIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1462,11 +1462,11 @@ impl x::ObjectType for VsanUpgradeSystemMissingHostsInClusterIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemMissingHostsInClusterIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemMissingHostsInClusterIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemMissingHostsInClusterIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemMissingHostsInClusterIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1478,11 +1478,11 @@ impl x::ObjectType for VsanUpgradeSystemNetworkPartitionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemNetworkPartitionInfo(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemNetworkPartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemNetworkPartitionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemNetworkPartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1494,11 +1494,11 @@ impl x::ObjectType for VsanUpgradeSystemNetworkPartitionIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemNetworkPartitionIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemNetworkPartitionIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemNetworkPartitionIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemNetworkPartitionIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1510,11 +1510,11 @@ impl x::ObjectType for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1526,11 +1526,11 @@ impl x::ObjectType for VsanUpgradeSystemPreflightCheckIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemPreflightCheckIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemPreflightCheckIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemPreflightCheckIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemPreflightCheckIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1542,11 +1542,11 @@ impl x::ObjectType for VsanUpgradeSystemPreflightCheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemPreflightCheckResult(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemPreflightCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemPreflightCheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemPreflightCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1558,11 +1558,11 @@ impl x::ObjectType for VsanUpgradeSystemRogueHostsInClusterIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemRogueHostsInClusterIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemRogueHostsInClusterIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemRogueHostsInClusterIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemRogueHostsInClusterIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1574,11 +1574,11 @@ impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1590,11 +1590,11 @@ impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryDiskGroupOpType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1606,11 +1606,11 @@ impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryItem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemUpgradeHistoryItem(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemUpgradeHistoryItem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemUpgradeHistoryItem(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemUpgradeHistoryItem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1622,11 +1622,11 @@ impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1638,11 +1638,11 @@ impl x::ObjectType for VsanUpgradeSystemUpgradeStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemUpgradeStatus(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemUpgradeStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemUpgradeStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemUpgradeStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1654,11 +1654,11 @@ impl x::ObjectType for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1670,11 +1670,11 @@ impl x::ObjectType for VsanUpgradeSystemWrongEsxVersionIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VsanUpgradeSystemWrongEsxVersionIssue(v) => Some(v), _ => None, }
+        match object { Object::VsanUpgradeSystemWrongEsxVersionIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VsanUpgradeSystemWrongEsxVersionIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VsanUpgradeSystemWrongEsxVersionIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1686,11 +1686,11 @@ impl x::ObjectType for VslmCloneSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmCloneSpec(v) => Some(v), _ => None, }
+        match object { Object::VslmCloneSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmCloneSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmCloneSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1702,11 +1702,11 @@ impl x::ObjectType for VslmCreateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmCreateSpec(v) => Some(v), _ => None, }
+        match object { Object::VslmCreateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmCreateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmCreateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1718,11 +1718,11 @@ impl x::ObjectType for VslmCreateSpecBackingSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmCreateSpecBackingSpec(v) => Some(v), _ => None, }
+        match object { Object::VslmCreateSpecBackingSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmCreateSpecBackingSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmCreateSpecBackingSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1734,11 +1734,11 @@ impl x::ObjectType for VslmCreateSpecDiskFileBackingSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmCreateSpecDiskFileBackingSpec(v) => Some(v), _ => None, }
+        match object { Object::VslmCreateSpecDiskFileBackingSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmCreateSpecDiskFileBackingSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmCreateSpecDiskFileBackingSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1750,11 +1750,11 @@ impl x::ObjectType for VslmCreateSpecRawDiskMappingBackingSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmCreateSpecRawDiskMappingBackingSpec(v) => Some(v), _ => None, }
+        match object { Object::VslmCreateSpecRawDiskMappingBackingSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmCreateSpecRawDiskMappingBackingSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmCreateSpecRawDiskMappingBackingSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1766,11 +1766,11 @@ impl x::ObjectType for VslmMigrateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmMigrateSpec(v) => Some(v), _ => None, }
+        match object { Object::VslmMigrateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmMigrateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmMigrateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1782,11 +1782,11 @@ impl x::ObjectType for VslmRelocateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmRelocateSpec(v) => Some(v), _ => None, }
+        match object { Object::VslmRelocateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmRelocateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmRelocateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1798,11 +1798,11 @@ impl x::ObjectType for VslmTagEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmTagEntry(v) => Some(v), _ => None, }
+        match object { Object::VslmTagEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmTagEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmTagEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1814,15 +1814,15 @@ impl x::ObjectType for VslmVsoPostRelocateChangeMetadataOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmVsoPostRelocateChangeMetadataOperation(v) => Some(v), _ => None, }
+        match object { Object::VslmVsoPostRelocateChangeMetadataOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmVsoPostRelocateChangeMetadataOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmVsoPostRelocateChangeMetadataOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VspanDestPortConflict {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VspanDestPortConflict {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1830,15 +1830,15 @@ impl x::ObjectType for VspanDestPortConflict {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VspanDestPortConflict(v) => Some(v), _ => None, }
+        match object { Object::VspanDestPortConflict(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VspanDestPortConflict(v) => Ok(v), other => Err(other), }
+        match object { Object::VspanDestPortConflict(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VspanPortConflict {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VspanPortConflict {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1846,15 +1846,15 @@ impl x::ObjectType for VspanPortConflict {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VspanPortConflict(v) => Some(v), _ => None, }
+        match object { Object::VspanPortConflict(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VspanPortConflict(v) => Ok(v), other => Err(other), }
+        match object { Object::VspanPortConflict(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VspanPortMoveFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VspanPortMoveFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1862,15 +1862,15 @@ impl x::ObjectType for VspanPortMoveFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VspanPortMoveFault(v) => Some(v), _ => None, }
+        match object { Object::VspanPortMoveFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VspanPortMoveFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VspanPortMoveFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VspanPortPromiscChangeFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VspanPortPromiscChangeFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1878,15 +1878,15 @@ impl x::ObjectType for VspanPortPromiscChangeFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VspanPortPromiscChangeFault(v) => Some(v), _ => None, }
+        match object { Object::VspanPortPromiscChangeFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VspanPortPromiscChangeFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VspanPortPromiscChangeFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VspanPortgroupPromiscChangeFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VspanPortgroupPromiscChangeFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1894,15 +1894,15 @@ impl x::ObjectType for VspanPortgroupPromiscChangeFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VspanPortgroupPromiscChangeFault(v) => Some(v), _ => None, }
+        match object { Object::VspanPortgroupPromiscChangeFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VspanPortgroupPromiscChangeFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VspanPortgroupPromiscChangeFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VspanPortgroupTypeChangeFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VspanPortgroupTypeChangeFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1910,15 +1910,15 @@ impl x::ObjectType for VspanPortgroupTypeChangeFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VspanPortgroupTypeChangeFault(v) => Some(v), _ => None, }
+        match object { Object::VspanPortgroupTypeChangeFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VspanPortgroupTypeChangeFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VspanPortgroupTypeChangeFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VspanPromiscuousPortNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VspanPromiscuousPortNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1926,15 +1926,15 @@ impl x::ObjectType for VspanPromiscuousPortNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VspanPromiscuousPortNotSupported(v) => Some(v), _ => None, }
+        match object { Object::VspanPromiscuousPortNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VspanPromiscuousPortNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::VspanPromiscuousPortNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VspanSameSessionPortConflict {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VspanSameSessionPortConflict {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1942,11 +1942,11 @@ impl x::ObjectType for VspanSameSessionPortConflict {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VspanSameSessionPortConflict(v) => Some(v), _ => None, }
+        match object { Object::VspanSameSessionPortConflict(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VspanSameSessionPortConflict(v) => Ok(v), other => Err(other), }
+        match object { Object::VspanSameSessionPortConflict(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1958,10 +1958,10 @@ impl x::ObjectType for VvolDatastoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VvolDatastoreInfo(v) => Some(v), _ => None, }
+        match object { Object::VvolDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VvolDatastoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VvolDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -390,10 +390,10 @@ pub enum Object {
     VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>),
     ValidateMigrationTestType(Box<ValidateMigrationTestType>),
     VasaProviderContainerSpec(Box<VasaProviderContainerSpec>),
-    VcAgentUninstallFailedEvent(Box<VcAgentUninstallFailedEvent>),
-    VcAgentUninstalledEvent(Box<VcAgentUninstalledEvent>),
-    VcAgentUpgradeFailedEvent(Box<VcAgentUpgradeFailedEvent>),
-    VcAgentUpgradedEvent(Box<VcAgentUpgradedEvent>),
+    #[cfg(feature = "all-events")] VcAgentUninstallFailedEvent(Box<VcAgentUninstallFailedEvent>),
+    #[cfg(feature = "all-events")] VcAgentUninstalledEvent(Box<VcAgentUninstalledEvent>),
+    #[cfg(feature = "all-events")] VcAgentUpgradeFailedEvent(Box<VcAgentUpgradeFailedEvent>),
+    #[cfg(feature = "all-events")] VcAgentUpgradedEvent(Box<VcAgentUpgradedEvent>),
     VchaClusterConfigInfo(Box<VchaClusterConfigInfo>),
     VchaClusterConfigSpec(Box<VchaClusterConfigSpec>),
     VchaClusterDeploymentSpec(Box<VchaClusterDeploymentSpec>),
@@ -406,7 +406,7 @@ pub enum Object {
     VchaNodeRuntimeInfo(Box<VchaNodeRuntimeInfo>),
     VchaNodeState(Box<VchaNodeState>),
     VchaState(Box<VchaState>),
-    VimAccountPasswordChangedEvent(Box<VimAccountPasswordChangedEvent>),
+    #[cfg(feature = "all-events")] VimAccountPasswordChangedEvent(Box<VimAccountPasswordChangedEvent>),
     VimFault(Box<VimFault>),
     VimVasaProvider(Box<VimVasaProvider>),
     VimVasaProviderInfo(Box<VimVasaProviderInfo>),
@@ -469,10 +469,10 @@ fn decode(
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ValidateMigrationTestType(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VasaProviderContainerSpec(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUninstallFailedEvent(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUninstalledEvent(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUpgradedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUninstallFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUninstalledEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUpgradedEvent(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterConfigInfo(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterConfigSpec(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterDeploymentSpec(v), Err(e) => return Some(Err(e)) },
@@ -485,7 +485,7 @@ fn decode(
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeState(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaState(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimAccountPasswordChangedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimAccountPasswordChangedEvent(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimFault(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimVasaProvider(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimVasaProviderInfo(v), Err(e) => return Some(Err(e)) },
@@ -542,10 +542,10 @@ impl std::fmt::Debug for Object {
             Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ValidateMigrationTestType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VasaProviderContainerSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VcAgentUninstallFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VcAgentUninstalledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VcAgentUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VcAgentUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VcAgentUninstallFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VchaClusterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VchaClusterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VchaClusterDeploymentSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -558,7 +558,7 @@ impl std::fmt::Debug for Object {
             Object::VchaNodeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VchaNodeState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VchaState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VimAccountPasswordChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VimFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VimVasaProvider(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VimVasaProviderInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -614,10 +614,10 @@ impl PartialEq for Object {
             (Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(a), Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(b)) => **a == **b,
             (Object::ValidateMigrationTestType(a), Object::ValidateMigrationTestType(b)) => **a == **b,
             (Object::VasaProviderContainerSpec(a), Object::VasaProviderContainerSpec(b)) => **a == **b,
-            (Object::VcAgentUninstallFailedEvent(a), Object::VcAgentUninstallFailedEvent(b)) => **a == **b,
-            (Object::VcAgentUninstalledEvent(a), Object::VcAgentUninstalledEvent(b)) => **a == **b,
-            (Object::VcAgentUpgradeFailedEvent(a), Object::VcAgentUpgradeFailedEvent(b)) => **a == **b,
-            (Object::VcAgentUpgradedEvent(a), Object::VcAgentUpgradedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VcAgentUninstallFailedEvent(a), Object::VcAgentUninstallFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VcAgentUninstalledEvent(a), Object::VcAgentUninstalledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VcAgentUpgradeFailedEvent(a), Object::VcAgentUpgradeFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VcAgentUpgradedEvent(a), Object::VcAgentUpgradedEvent(b)) => **a == **b,
             (Object::VchaClusterConfigInfo(a), Object::VchaClusterConfigInfo(b)) => **a == **b,
             (Object::VchaClusterConfigSpec(a), Object::VchaClusterConfigSpec(b)) => **a == **b,
             (Object::VchaClusterDeploymentSpec(a), Object::VchaClusterDeploymentSpec(b)) => **a == **b,
@@ -630,7 +630,7 @@ impl PartialEq for Object {
             (Object::VchaNodeRuntimeInfo(a), Object::VchaNodeRuntimeInfo(b)) => **a == **b,
             (Object::VchaNodeState(a), Object::VchaNodeState(b)) => **a == **b,
             (Object::VchaState(a), Object::VchaState(b)) => **a == **b,
-            (Object::VimAccountPasswordChangedEvent(a), Object::VimAccountPasswordChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VimAccountPasswordChangedEvent(a), Object::VimAccountPasswordChangedEvent(b)) => **a == **b,
             (Object::VimFault(a), Object::VimFault(b)) => **a == **b,
             (Object::VimVasaProvider(a), Object::VimVasaProvider(b)) => **a == **b,
             (Object::VimVasaProviderInfo(a), Object::VimVasaProviderInfo(b)) => **a == **b,
@@ -642,7 +642,7 @@ impl PartialEq for Object {
             (Object::VirtualAppLinkInfo(a), Object::VirtualAppLinkInfo(b)) => **a == **b,
             (Object::VirtualAppSummary(a), Object::VirtualAppSummary(b)) => **a == **b,
             (Object::VirtualAppVAppState(a), Object::VirtualAppVAppState(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -687,10 +687,10 @@ impl Clone for Object {
             Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box::new((**v).clone())),
             Object::ValidateMigrationTestType(v) => Object::ValidateMigrationTestType(Box::new((**v).clone())),
             Object::VasaProviderContainerSpec(v) => Object::VasaProviderContainerSpec(Box::new((**v).clone())),
-            Object::VcAgentUninstallFailedEvent(v) => Object::VcAgentUninstallFailedEvent(Box::new((**v).clone())),
-            Object::VcAgentUninstalledEvent(v) => Object::VcAgentUninstalledEvent(Box::new((**v).clone())),
-            Object::VcAgentUpgradeFailedEvent(v) => Object::VcAgentUpgradeFailedEvent(Box::new((**v).clone())),
-            Object::VcAgentUpgradedEvent(v) => Object::VcAgentUpgradedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VcAgentUninstallFailedEvent(v) => Object::VcAgentUninstallFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(v) => Object::VcAgentUninstalledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(v) => Object::VcAgentUpgradeFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(v) => Object::VcAgentUpgradedEvent(Box::new((**v).clone())),
             Object::VchaClusterConfigInfo(v) => Object::VchaClusterConfigInfo(Box::new((**v).clone())),
             Object::VchaClusterConfigSpec(v) => Object::VchaClusterConfigSpec(Box::new((**v).clone())),
             Object::VchaClusterDeploymentSpec(v) => Object::VchaClusterDeploymentSpec(Box::new((**v).clone())),
@@ -703,7 +703,7 @@ impl Clone for Object {
             Object::VchaNodeRuntimeInfo(v) => Object::VchaNodeRuntimeInfo(Box::new((**v).clone())),
             Object::VchaNodeState(v) => Object::VchaNodeState(Box::new((**v).clone())),
             Object::VchaState(v) => Object::VchaState(Box::new((**v).clone())),
-            Object::VimAccountPasswordChangedEvent(v) => Object::VimAccountPasswordChangedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(v) => Object::VimAccountPasswordChangedEvent(Box::new((**v).clone())),
             Object::VimFault(v) => Object::VimFault(Box::new((**v).clone())),
             Object::VimVasaProvider(v) => Object::VimVasaProvider(Box::new((**v).clone())),
             Object::VimVasaProviderInfo(v) => Object::VimVasaProviderInfo(Box::new((**v).clone())),
@@ -759,10 +759,10 @@ impl x::DataObject for Object {
             Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(_) => "VVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
             Object::ValidateMigrationTestType(_) => "ValidateMigrationTestType",
             Object::VasaProviderContainerSpec(_) => "VasaProviderContainerSpec",
-            Object::VcAgentUninstallFailedEvent(_) => "VcAgentUninstallFailedEvent",
-            Object::VcAgentUninstalledEvent(_) => "VcAgentUninstalledEvent",
-            Object::VcAgentUpgradeFailedEvent(_) => "VcAgentUpgradeFailedEvent",
-            Object::VcAgentUpgradedEvent(_) => "VcAgentUpgradedEvent",
+            #[cfg(feature = "all-events")] Object::VcAgentUninstallFailedEvent(_) => "VcAgentUninstallFailedEvent",
+            #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(_) => "VcAgentUninstalledEvent",
+            #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(_) => "VcAgentUpgradeFailedEvent",
+            #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(_) => "VcAgentUpgradedEvent",
             Object::VchaClusterConfigInfo(_) => "VchaClusterConfigInfo",
             Object::VchaClusterConfigSpec(_) => "VchaClusterConfigSpec",
             Object::VchaClusterDeploymentSpec(_) => "VchaClusterDeploymentSpec",
@@ -775,7 +775,7 @@ impl x::DataObject for Object {
             Object::VchaNodeRuntimeInfo(_) => "VchaNodeRuntimeInfo",
             Object::VchaNodeState(_) => "VchaNodeState",
             Object::VchaState(_) => "VchaState",
-            Object::VimAccountPasswordChangedEvent(_) => "VimAccountPasswordChangedEvent",
+            #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(_) => "VimAccountPasswordChangedEvent",
             Object::VimFault(_) => "VimFault",
             Object::VimVasaProvider(_) => "VimVasaProvider",
             Object::VimVasaProviderInfo(_) => "VimVasaProviderInfo",
@@ -843,10 +843,10 @@ impl x::DataObject for Object {
             Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ValidateMigrationTestType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VasaProviderContainerSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VcAgentUninstallFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VcAgentUninstalledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VcAgentUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VcAgentUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VcAgentUninstallFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VchaClusterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VchaClusterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VchaClusterDeploymentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -859,7 +859,7 @@ impl x::DataObject for Object {
             Object::VchaNodeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VchaNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VchaState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VimAccountPasswordChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VimFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VimVasaProvider(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VimVasaProviderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -884,11 +884,11 @@ impl x::ObjectType for VMwareDvsLacpGroupConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLacpGroupConfig(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsLacpGroupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLacpGroupConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsLacpGroupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -900,11 +900,11 @@ impl x::ObjectType for VMwareDvsLacpGroupSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLacpGroupSpec(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsLacpGroupSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLacpGroupSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsLacpGroupSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -916,11 +916,11 @@ impl x::ObjectType for VMwareDvsLacpLoadBalanceAlgorithm {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -932,11 +932,11 @@ impl x::ObjectType for VMwareDvsLagIpfixConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLagIpfixConfig(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsLagIpfixConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLagIpfixConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsLagIpfixConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -948,11 +948,11 @@ impl x::ObjectType for VMwareDvsLagVlanConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsLagVlanConfig(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsLagVlanConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsLagVlanConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsLagVlanConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -964,11 +964,11 @@ impl x::ObjectType for VMwareDvsMtuCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsMtuCapability(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsMtuCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsMtuCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsMtuCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -980,11 +980,11 @@ impl x::ObjectType for VMwareDvsMulticastFilteringMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsMulticastFilteringMode(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsMulticastFilteringMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsMulticastFilteringMode(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsMulticastFilteringMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -996,11 +996,11 @@ impl x::ObjectType for VMwareDvsPerfNicOffloadCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsPerfNicOffloadCapability(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsPerfNicOffloadCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsPerfNicOffloadCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsPerfNicOffloadCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1012,11 +1012,11 @@ impl x::ObjectType for VMwareDvsSystemTrafficCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareDvsSystemTrafficCapabilities(v) => Some(v), _ => None, }
+        match object { Object::VMwareDvsSystemTrafficCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareDvsSystemTrafficCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareDvsSystemTrafficCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1028,11 +1028,11 @@ impl x::ObjectType for VMwareIpfixConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareIpfixConfig(v) => Some(v), _ => None, }
+        match object { Object::VMwareIpfixConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareIpfixConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareIpfixConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1044,11 +1044,11 @@ impl x::ObjectType for VMwareUplinkLacpMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareUplinkLacpMode(v) => Some(v), _ => None, }
+        match object { Object::VMwareUplinkLacpMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareUplinkLacpMode(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareUplinkLacpMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1060,11 +1060,11 @@ impl x::ObjectType for VMwareUplinkLacpPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareUplinkLacpPolicy(v) => Some(v), _ => None, }
+        match object { Object::VMwareUplinkLacpPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareUplinkLacpPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareUplinkLacpPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1076,11 +1076,11 @@ impl x::ObjectType for VMwareUplinkLacpTimeoutMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareUplinkLacpTimeoutMode(v) => Some(v), _ => None, }
+        match object { Object::VMwareUplinkLacpTimeoutMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareUplinkLacpTimeoutMode(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareUplinkLacpTimeoutMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1092,11 +1092,11 @@ impl x::ObjectType for VMwareUplinkPortOrderPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareUplinkPortOrderPolicy(v) => Some(v), _ => None, }
+        match object { Object::VMwareUplinkPortOrderPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareUplinkPortOrderPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareUplinkPortOrderPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1108,11 +1108,11 @@ impl x::ObjectType for VMwareVspanPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareVspanPort(v) => Some(v), _ => None, }
+        match object { Object::VMwareVspanPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareVspanPort(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareVspanPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1124,11 +1124,11 @@ impl x::ObjectType for VMwareVspanSession {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VMwareVspanSession(v) => Some(v), _ => None, }
+        match object { Object::VMwareVspanSession(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VMwareVspanSession(v) => Ok(v), other => Err(other), }
+        match object { Object::VMwareVspanSession(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1140,11 +1140,11 @@ impl x::ObjectType for VStorageObject {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObject(v) => Some(v), _ => None, }
+        match object { Object::VStorageObject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObject(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1156,11 +1156,11 @@ impl x::ObjectType for VStorageObjectAssociations {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectAssociations(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectAssociations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectAssociations(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectAssociations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1172,11 +1172,11 @@ impl x::ObjectType for VStorageObjectAssociationsVmDiskAssociations {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectAssociationsVmDiskAssociations(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectAssociationsVmDiskAssociations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectAssociationsVmDiskAssociations(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectAssociationsVmDiskAssociations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1188,11 +1188,11 @@ impl x::ObjectType for VStorageObjectAttachResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectAttachResult(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectAttachResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectAttachResult(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectAttachResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1204,11 +1204,11 @@ impl x::ObjectType for VStorageObjectAttachSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectAttachSpec(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectAttachSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectAttachSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectAttachSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1220,11 +1220,11 @@ impl x::ObjectType for VStorageObjectConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1236,11 +1236,11 @@ impl x::ObjectType for VStorageObjectConsumptionType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectConsumptionType(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectConsumptionType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectConsumptionType(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectConsumptionType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1252,11 +1252,11 @@ impl x::ObjectType for VStorageObjectReconcileResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectReconcileResult(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectReconcileResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectReconcileResult(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectReconcileResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1268,11 +1268,11 @@ impl x::ObjectType for VStorageObjectReconcileResultInvalidDiskPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1284,11 +1284,11 @@ impl x::ObjectType for VStorageObjectReconcileResultReconcileDetail {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectReconcileResultReconcileDetail(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectReconcileResultReconcileDetail(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectReconcileResultReconcileDetail(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectReconcileResultReconcileDetail(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1300,11 +1300,11 @@ impl x::ObjectType for VStorageObjectReconcileSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectReconcileSpec(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectReconcileSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectReconcileSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectReconcileSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1316,11 +1316,11 @@ impl x::ObjectType for VStorageObjectSnapshot {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectSnapshot(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectSnapshot(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectSnapshot(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectSnapshot(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1332,11 +1332,11 @@ impl x::ObjectType for VStorageObjectSnapshotDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectSnapshotDetails(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectSnapshotDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectSnapshotDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectSnapshotDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1348,11 +1348,11 @@ impl x::ObjectType for VStorageObjectSnapshotInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectSnapshotInfo(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectSnapshotInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectSnapshotInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectSnapshotInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1364,11 +1364,11 @@ impl x::ObjectType for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1380,11 +1380,11 @@ impl x::ObjectType for VStorageObjectStateInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VStorageObjectStateInfo(v) => Some(v), _ => None, }
+        match object { Object::VStorageObjectStateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VStorageObjectStateInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VStorageObjectStateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1396,11 +1396,11 @@ impl x::ObjectType for VVolHostPE {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VVolHostPE(v) => Some(v), _ => None, }
+        match object { Object::VVolHostPE(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VVolHostPE(v) => Ok(v), other => Err(other), }
+        match object { Object::VVolHostPE(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1412,11 +1412,11 @@ impl x::ObjectType for VVolVmConfigFileUpdateResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VVolVmConfigFileUpdateResult(v) => Some(v), _ => None, }
+        match object { Object::VVolVmConfigFileUpdateResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VVolVmConfigFileUpdateResult(v) => Ok(v), other => Err(other), }
+        match object { Object::VVolVmConfigFileUpdateResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1428,11 +1428,11 @@ impl x::ObjectType for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Some(v), _ => None, }
+        match object { Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1444,11 +1444,11 @@ impl x::ObjectType for ValidateMigrationTestType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::ValidateMigrationTestType(v) => Some(v), _ => None, }
+        match object { Object::ValidateMigrationTestType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::ValidateMigrationTestType(v) => Ok(v), other => Err(other), }
+        match object { Object::ValidateMigrationTestType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1460,15 +1460,15 @@ impl x::ObjectType for VasaProviderContainerSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VasaProviderContainerSpec(v) => Some(v), _ => None, }
+        match object { Object::VasaProviderContainerSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VasaProviderContainerSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VasaProviderContainerSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VcAgentUninstallFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VcAgentUninstallFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1476,15 +1476,15 @@ impl x::ObjectType for VcAgentUninstallFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VcAgentUninstallFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::VcAgentUninstallFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VcAgentUninstallFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VcAgentUninstallFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VcAgentUninstalledEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VcAgentUninstalledEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1492,15 +1492,15 @@ impl x::ObjectType for VcAgentUninstalledEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VcAgentUninstalledEvent(v) => Some(v), _ => None, }
+        match object { Object::VcAgentUninstalledEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VcAgentUninstalledEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VcAgentUninstalledEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VcAgentUpgradeFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VcAgentUpgradeFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1508,15 +1508,15 @@ impl x::ObjectType for VcAgentUpgradeFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VcAgentUpgradeFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::VcAgentUpgradeFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VcAgentUpgradeFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VcAgentUpgradeFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VcAgentUpgradedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VcAgentUpgradedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1524,11 +1524,11 @@ impl x::ObjectType for VcAgentUpgradedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VcAgentUpgradedEvent(v) => Some(v), _ => None, }
+        match object { Object::VcAgentUpgradedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VcAgentUpgradedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VcAgentUpgradedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1540,11 +1540,11 @@ impl x::ObjectType for VchaClusterConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VchaClusterConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaClusterConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1556,11 +1556,11 @@ impl x::ObjectType for VchaClusterConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::VchaClusterConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaClusterConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1572,11 +1572,11 @@ impl x::ObjectType for VchaClusterDeploymentSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterDeploymentSpec(v) => Some(v), _ => None, }
+        match object { Object::VchaClusterDeploymentSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterDeploymentSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaClusterDeploymentSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1588,11 +1588,11 @@ impl x::ObjectType for VchaClusterHealth {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterHealth(v) => Some(v), _ => None, }
+        match object { Object::VchaClusterHealth(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterHealth(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaClusterHealth(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1604,11 +1604,11 @@ impl x::ObjectType for VchaClusterMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterMode(v) => Some(v), _ => None, }
+        match object { Object::VchaClusterMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterMode(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaClusterMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1620,11 +1620,11 @@ impl x::ObjectType for VchaClusterNetworkSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterNetworkSpec(v) => Some(v), _ => None, }
+        match object { Object::VchaClusterNetworkSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterNetworkSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaClusterNetworkSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1636,11 +1636,11 @@ impl x::ObjectType for VchaClusterRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::VchaClusterRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaClusterRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1652,11 +1652,11 @@ impl x::ObjectType for VchaClusterState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaClusterState(v) => Some(v), _ => None, }
+        match object { Object::VchaClusterState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaClusterState(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaClusterState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1668,11 +1668,11 @@ impl x::ObjectType for VchaNodeRole {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaNodeRole(v) => Some(v), _ => None, }
+        match object { Object::VchaNodeRole(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaNodeRole(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaNodeRole(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1684,11 +1684,11 @@ impl x::ObjectType for VchaNodeRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaNodeRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::VchaNodeRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaNodeRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaNodeRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1700,11 +1700,11 @@ impl x::ObjectType for VchaNodeState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaNodeState(v) => Some(v), _ => None, }
+        match object { Object::VchaNodeState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaNodeState(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaNodeState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1716,15 +1716,15 @@ impl x::ObjectType for VchaState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VchaState(v) => Some(v), _ => None, }
+        match object { Object::VchaState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VchaState(v) => Ok(v), other => Err(other), }
+        match object { Object::VchaState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VimAccountPasswordChangedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VimAccountPasswordChangedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1732,11 +1732,11 @@ impl x::ObjectType for VimAccountPasswordChangedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimAccountPasswordChangedEvent(v) => Some(v), _ => None, }
+        match object { Object::VimAccountPasswordChangedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimAccountPasswordChangedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VimAccountPasswordChangedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1748,11 +1748,11 @@ impl x::ObjectType for VimFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimFault(v) => Some(v), _ => None, }
+        match object { Object::VimFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VimFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1764,11 +1764,11 @@ impl x::ObjectType for VimVasaProvider {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimVasaProvider(v) => Some(v), _ => None, }
+        match object { Object::VimVasaProvider(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimVasaProvider(v) => Ok(v), other => Err(other), }
+        match object { Object::VimVasaProvider(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1780,11 +1780,11 @@ impl x::ObjectType for VimVasaProviderInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimVasaProviderInfo(v) => Some(v), _ => None, }
+        match object { Object::VimVasaProviderInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimVasaProviderInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VimVasaProviderInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1796,11 +1796,11 @@ impl x::ObjectType for VimVasaProviderStatePerArray {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimVasaProviderStatePerArray(v) => Some(v), _ => None, }
+        match object { Object::VimVasaProviderStatePerArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimVasaProviderStatePerArray(v) => Ok(v), other => Err(other), }
+        match object { Object::VimVasaProviderStatePerArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1812,11 +1812,11 @@ impl x::ObjectType for VimVasaProviderVirtualHostConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VimVasaProviderVirtualHostConfig(v) => Some(v), _ => None, }
+        match object { Object::VimVasaProviderVirtualHostConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VimVasaProviderVirtualHostConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VimVasaProviderVirtualHostConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1828,11 +1828,11 @@ impl x::ObjectType for VirtualAHCIController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAHCIController(v) => Some(v), _ => None, }
+        match object { Object::VirtualAHCIController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAHCIController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualAHCIController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1844,11 +1844,11 @@ impl x::ObjectType for VirtualAHCIControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAHCIControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualAHCIControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAHCIControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualAHCIControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1860,11 +1860,11 @@ impl x::ObjectType for VirtualAppImportSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAppImportSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualAppImportSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAppImportSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualAppImportSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1876,11 +1876,11 @@ impl x::ObjectType for VirtualAppLinkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAppLinkInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualAppLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAppLinkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualAppLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1892,11 +1892,11 @@ impl x::ObjectType for VirtualAppSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAppSummary(v) => Some(v), _ => None, }
+        match object { Object::VirtualAppSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAppSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualAppSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1908,10 +1908,10 @@ impl x::ObjectType for VirtualAppVAppState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualAppVAppState(v) => Some(v), _ => None, }
+        match object { Object::VirtualAppVAppState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualAppVAppState(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualAppVAppState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -338,7 +338,7 @@ pub enum Object {
     VirtualDisk(Box<VirtualDisk>),
     VirtualDiskAdapterType(Box<VirtualDiskAdapterType>),
     VirtualDiskAntiAffinityRuleSpec(Box<VirtualDiskAntiAffinityRuleSpec>),
-    VirtualDiskBlocksNotFullyProvisioned(Box<VirtualDiskBlocksNotFullyProvisioned>),
+    #[cfg(feature = "all-faults")] VirtualDiskBlocksNotFullyProvisioned(Box<VirtualDiskBlocksNotFullyProvisioned>),
     VirtualDiskCompatibilityMode(Box<VirtualDiskCompatibilityMode>),
     VirtualDiskConfigSpec(Box<VirtualDiskConfigSpec>),
     VirtualDiskDeltaDiskFormat(Box<VirtualDiskDeltaDiskFormat>),
@@ -353,7 +353,7 @@ pub enum Object {
     VirtualDiskLocalPMemBackingInfo(Box<VirtualDiskLocalPMemBackingInfo>),
     VirtualDiskLocalPMemBackingOption(Box<VirtualDiskLocalPMemBackingOption>),
     VirtualDiskMode(Box<VirtualDiskMode>),
-    VirtualDiskModeNotSupported(Box<VirtualDiskModeNotSupported>),
+    #[cfg(feature = "all-faults")] VirtualDiskModeNotSupported(Box<VirtualDiskModeNotSupported>),
     VirtualDiskOption(Box<VirtualDiskOption>),
     VirtualDiskOptionVFlashCacheConfigOption(Box<VirtualDiskOptionVFlashCacheConfigOption>),
     VirtualDiskPartitionedRawDiskVer2BackingInfo(Box<VirtualDiskPartitionedRawDiskVer2BackingInfo>),
@@ -424,7 +424,7 @@ fn decode(
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDisk(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskAdapterType(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskAntiAffinityRuleSpec(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskBlocksNotFullyProvisioned(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskBlocksNotFullyProvisioned(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskCompatibilityMode(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskConfigSpec(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskDeltaDiskFormat(v), Err(e) => return Some(Err(e)) },
@@ -439,7 +439,7 @@ fn decode(
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskLocalPMemBackingInfo(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskLocalPMemBackingOption(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskMode(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskModeNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskModeNotSupported(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskOption(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskOptionVFlashCacheConfigOption(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v), Err(e) => return Some(Err(e)) },
@@ -504,7 +504,7 @@ impl std::fmt::Debug for Object {
             Object::VirtualDisk(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualDiskAdapterType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualDiskAntiAffinityRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskBlocksNotFullyProvisioned(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VirtualDiskBlocksNotFullyProvisioned(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualDiskCompatibilityMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualDiskConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualDiskDeltaDiskFormat(v) => std::fmt::Debug::fmt(&**v, f),
@@ -519,7 +519,7 @@ impl std::fmt::Debug for Object {
             Object::VirtualDiskLocalPMemBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualDiskLocalPMemBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualDiskMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualDiskModeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VirtualDiskModeNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualDiskOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualDiskOptionVFlashCacheConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -583,7 +583,7 @@ impl PartialEq for Object {
             (Object::VirtualDisk(a), Object::VirtualDisk(b)) => **a == **b,
             (Object::VirtualDiskAdapterType(a), Object::VirtualDiskAdapterType(b)) => **a == **b,
             (Object::VirtualDiskAntiAffinityRuleSpec(a), Object::VirtualDiskAntiAffinityRuleSpec(b)) => **a == **b,
-            (Object::VirtualDiskBlocksNotFullyProvisioned(a), Object::VirtualDiskBlocksNotFullyProvisioned(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VirtualDiskBlocksNotFullyProvisioned(a), Object::VirtualDiskBlocksNotFullyProvisioned(b)) => **a == **b,
             (Object::VirtualDiskCompatibilityMode(a), Object::VirtualDiskCompatibilityMode(b)) => **a == **b,
             (Object::VirtualDiskConfigSpec(a), Object::VirtualDiskConfigSpec(b)) => **a == **b,
             (Object::VirtualDiskDeltaDiskFormat(a), Object::VirtualDiskDeltaDiskFormat(b)) => **a == **b,
@@ -598,7 +598,7 @@ impl PartialEq for Object {
             (Object::VirtualDiskLocalPMemBackingInfo(a), Object::VirtualDiskLocalPMemBackingInfo(b)) => **a == **b,
             (Object::VirtualDiskLocalPMemBackingOption(a), Object::VirtualDiskLocalPMemBackingOption(b)) => **a == **b,
             (Object::VirtualDiskMode(a), Object::VirtualDiskMode(b)) => **a == **b,
-            (Object::VirtualDiskModeNotSupported(a), Object::VirtualDiskModeNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VirtualDiskModeNotSupported(a), Object::VirtualDiskModeNotSupported(b)) => **a == **b,
             (Object::VirtualDiskOption(a), Object::VirtualDiskOption(b)) => **a == **b,
             (Object::VirtualDiskOptionVFlashCacheConfigOption(a), Object::VirtualDiskOptionVFlashCacheConfigOption(b)) => **a == **b,
             (Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(a), Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(b)) => **a == **b,
@@ -607,7 +607,7 @@ impl PartialEq for Object {
             (Object::VirtualDiskRawDiskMappingVer1BackingOption(a), Object::VirtualDiskRawDiskMappingVer1BackingOption(b)) => **a == **b,
             (Object::VirtualDiskRawDiskVer2BackingInfo(a), Object::VirtualDiskRawDiskVer2BackingInfo(b)) => **a == **b,
             (Object::VirtualDiskRawDiskVer2BackingOption(a), Object::VirtualDiskRawDiskVer2BackingOption(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -663,7 +663,7 @@ impl Clone for Object {
             Object::VirtualDisk(v) => Object::VirtualDisk(Box::new((**v).clone())),
             Object::VirtualDiskAdapterType(v) => Object::VirtualDiskAdapterType(Box::new((**v).clone())),
             Object::VirtualDiskAntiAffinityRuleSpec(v) => Object::VirtualDiskAntiAffinityRuleSpec(Box::new((**v).clone())),
-            Object::VirtualDiskBlocksNotFullyProvisioned(v) => Object::VirtualDiskBlocksNotFullyProvisioned(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VirtualDiskBlocksNotFullyProvisioned(v) => Object::VirtualDiskBlocksNotFullyProvisioned(Box::new((**v).clone())),
             Object::VirtualDiskCompatibilityMode(v) => Object::VirtualDiskCompatibilityMode(Box::new((**v).clone())),
             Object::VirtualDiskConfigSpec(v) => Object::VirtualDiskConfigSpec(Box::new((**v).clone())),
             Object::VirtualDiskDeltaDiskFormat(v) => Object::VirtualDiskDeltaDiskFormat(Box::new((**v).clone())),
@@ -678,7 +678,7 @@ impl Clone for Object {
             Object::VirtualDiskLocalPMemBackingInfo(v) => Object::VirtualDiskLocalPMemBackingInfo(Box::new((**v).clone())),
             Object::VirtualDiskLocalPMemBackingOption(v) => Object::VirtualDiskLocalPMemBackingOption(Box::new((**v).clone())),
             Object::VirtualDiskMode(v) => Object::VirtualDiskMode(Box::new((**v).clone())),
-            Object::VirtualDiskModeNotSupported(v) => Object::VirtualDiskModeNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VirtualDiskModeNotSupported(v) => Object::VirtualDiskModeNotSupported(Box::new((**v).clone())),
             Object::VirtualDiskOption(v) => Object::VirtualDiskOption(Box::new((**v).clone())),
             Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Object::VirtualDiskOptionVFlashCacheConfigOption(Box::new((**v).clone())),
             Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(Box::new((**v).clone())),
@@ -742,7 +742,7 @@ impl x::DataObject for Object {
             Object::VirtualDisk(_) => "VirtualDisk",
             Object::VirtualDiskAdapterType(_) => "VirtualDiskAdapterType",
             Object::VirtualDiskAntiAffinityRuleSpec(_) => "VirtualDiskAntiAffinityRuleSpec",
-            Object::VirtualDiskBlocksNotFullyProvisioned(_) => "VirtualDiskBlocksNotFullyProvisioned",
+            #[cfg(feature = "all-faults")] Object::VirtualDiskBlocksNotFullyProvisioned(_) => "VirtualDiskBlocksNotFullyProvisioned",
             Object::VirtualDiskCompatibilityMode(_) => "VirtualDiskCompatibilityMode",
             Object::VirtualDiskConfigSpec(_) => "VirtualDiskConfigSpec",
             Object::VirtualDiskDeltaDiskFormat(_) => "VirtualDiskDeltaDiskFormat",
@@ -757,7 +757,7 @@ impl x::DataObject for Object {
             Object::VirtualDiskLocalPMemBackingInfo(_) => "VirtualDiskLocalPMemBackingInfo",
             Object::VirtualDiskLocalPMemBackingOption(_) => "VirtualDiskLocalPMemBackingOption",
             Object::VirtualDiskMode(_) => "VirtualDiskMode",
-            Object::VirtualDiskModeNotSupported(_) => "VirtualDiskModeNotSupported",
+            #[cfg(feature = "all-faults")] Object::VirtualDiskModeNotSupported(_) => "VirtualDiskModeNotSupported",
             Object::VirtualDiskOption(_) => "VirtualDiskOption",
             Object::VirtualDiskOptionVFlashCacheConfigOption(_) => "VirtualDiskOptionVFlashCacheConfigOption",
             Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(_) => "VirtualDiskPartitionedRawDiskVer2BackingInfo",
@@ -833,7 +833,7 @@ impl x::DataObject for Object {
             Object::VirtualDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualDiskAdapterType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualDiskAntiAffinityRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskBlocksNotFullyProvisioned(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VirtualDiskBlocksNotFullyProvisioned(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualDiskCompatibilityMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualDiskConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualDiskDeltaDiskFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -848,7 +848,7 @@ impl x::DataObject for Object {
             Object::VirtualDiskLocalPMemBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualDiskLocalPMemBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualDiskMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualDiskModeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VirtualDiskModeNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualDiskOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualDiskOptionVFlashCacheConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -870,11 +870,11 @@ impl x::ObjectType for VirtualBusLogicController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualBusLogicController(v) => Some(v), _ => None, }
+        match object { Object::VirtualBusLogicController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualBusLogicController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualBusLogicController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -886,11 +886,11 @@ impl x::ObjectType for VirtualBusLogicControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualBusLogicControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualBusLogicControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualBusLogicControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualBusLogicControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -902,11 +902,11 @@ impl x::ObjectType for VirtualCdrom {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdrom(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdrom(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdrom(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdrom(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -918,11 +918,11 @@ impl x::ObjectType for VirtualCdromAtapiBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromAtapiBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromAtapiBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromAtapiBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromAtapiBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -934,11 +934,11 @@ impl x::ObjectType for VirtualCdromAtapiBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromAtapiBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromAtapiBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromAtapiBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromAtapiBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -950,11 +950,11 @@ impl x::ObjectType for VirtualCdromIsoBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromIsoBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromIsoBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromIsoBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromIsoBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -966,11 +966,11 @@ impl x::ObjectType for VirtualCdromIsoBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromIsoBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromIsoBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromIsoBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromIsoBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -982,11 +982,11 @@ impl x::ObjectType for VirtualCdromOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -998,11 +998,11 @@ impl x::ObjectType for VirtualCdromPassthroughBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromPassthroughBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromPassthroughBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromPassthroughBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromPassthroughBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1014,11 +1014,11 @@ impl x::ObjectType for VirtualCdromPassthroughBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromPassthroughBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromPassthroughBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromPassthroughBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromPassthroughBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1030,11 +1030,11 @@ impl x::ObjectType for VirtualCdromRemoteAtapiBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromRemoteAtapiBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromRemoteAtapiBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromRemoteAtapiBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromRemoteAtapiBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1046,11 +1046,11 @@ impl x::ObjectType for VirtualCdromRemoteAtapiBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromRemoteAtapiBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromRemoteAtapiBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromRemoteAtapiBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromRemoteAtapiBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1062,11 +1062,11 @@ impl x::ObjectType for VirtualCdromRemotePassthroughBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromRemotePassthroughBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromRemotePassthroughBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromRemotePassthroughBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromRemotePassthroughBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1078,11 +1078,11 @@ impl x::ObjectType for VirtualCdromRemotePassthroughBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualCdromRemotePassthroughBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualCdromRemotePassthroughBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualCdromRemotePassthroughBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualCdromRemotePassthroughBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1094,11 +1094,11 @@ impl x::ObjectType for VirtualController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualController(v) => Some(v), _ => None, }
+        match object { Object::VirtualController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1110,11 +1110,11 @@ impl x::ObjectType for VirtualControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1126,11 +1126,11 @@ impl x::ObjectType for VirtualDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDevice(v) => Some(v), _ => None, }
+        match object { Object::VirtualDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1142,11 +1142,11 @@ impl x::ObjectType for VirtualDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1158,11 +1158,11 @@ impl x::ObjectType for VirtualDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1174,11 +1174,11 @@ impl x::ObjectType for VirtualDeviceBusSlotInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceBusSlotInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceBusSlotInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceBusSlotInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceBusSlotInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1190,11 +1190,11 @@ impl x::ObjectType for VirtualDeviceBusSlotOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceBusSlotOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceBusSlotOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceBusSlotOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceBusSlotOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1206,11 +1206,11 @@ impl x::ObjectType for VirtualDeviceConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1222,11 +1222,11 @@ impl x::ObjectType for VirtualDeviceConfigSpecBackingSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConfigSpecBackingSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceConfigSpecBackingSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConfigSpecBackingSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceConfigSpecBackingSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1238,11 +1238,11 @@ impl x::ObjectType for VirtualDeviceConfigSpecChangeMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConfigSpecChangeMode(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceConfigSpecChangeMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConfigSpecChangeMode(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceConfigSpecChangeMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1254,11 +1254,11 @@ impl x::ObjectType for VirtualDeviceConfigSpecFileOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConfigSpecFileOperation(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceConfigSpecFileOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConfigSpecFileOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceConfigSpecFileOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1270,11 +1270,11 @@ impl x::ObjectType for VirtualDeviceConfigSpecOperation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConfigSpecOperation(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceConfigSpecOperation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConfigSpecOperation(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceConfigSpecOperation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1286,11 +1286,11 @@ impl x::ObjectType for VirtualDeviceConnectInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConnectInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConnectInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1302,11 +1302,11 @@ impl x::ObjectType for VirtualDeviceConnectInfoMigrateConnectOp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1318,11 +1318,11 @@ impl x::ObjectType for VirtualDeviceConnectInfoStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConnectInfoStatus(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceConnectInfoStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConnectInfoStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceConnectInfoStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1334,11 +1334,11 @@ impl x::ObjectType for VirtualDeviceConnectOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceConnectOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceConnectOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceConnectOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceConnectOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1350,11 +1350,11 @@ impl x::ObjectType for VirtualDeviceDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1366,11 +1366,11 @@ impl x::ObjectType for VirtualDeviceDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1382,11 +1382,11 @@ impl x::ObjectType for VirtualDeviceDeviceGroupInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceDeviceGroupInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceDeviceGroupInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceDeviceGroupInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceDeviceGroupInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1398,11 +1398,11 @@ impl x::ObjectType for VirtualDeviceFileBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceFileBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceFileBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceFileBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceFileBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1414,11 +1414,11 @@ impl x::ObjectType for VirtualDeviceFileBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceFileBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceFileBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceFileBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceFileBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1430,11 +1430,11 @@ impl x::ObjectType for VirtualDeviceFileExtension {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceFileExtension(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceFileExtension(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceFileExtension(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceFileExtension(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1446,11 +1446,11 @@ impl x::ObjectType for VirtualDeviceOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1462,11 +1462,11 @@ impl x::ObjectType for VirtualDevicePciBusSlotInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDevicePciBusSlotInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDevicePciBusSlotInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDevicePciBusSlotInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDevicePciBusSlotInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1478,11 +1478,11 @@ impl x::ObjectType for VirtualDevicePipeBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDevicePipeBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDevicePipeBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDevicePipeBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDevicePipeBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1494,11 +1494,11 @@ impl x::ObjectType for VirtualDevicePipeBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDevicePipeBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDevicePipeBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDevicePipeBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDevicePipeBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1510,11 +1510,11 @@ impl x::ObjectType for VirtualDeviceRemoteDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceRemoteDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceRemoteDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceRemoteDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceRemoteDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1526,11 +1526,11 @@ impl x::ObjectType for VirtualDeviceRemoteDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceRemoteDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceRemoteDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceRemoteDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceRemoteDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1542,11 +1542,11 @@ impl x::ObjectType for VirtualDeviceURIBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceURIBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceURIBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceURIBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceURIBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1558,11 +1558,11 @@ impl x::ObjectType for VirtualDeviceURIBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceURIBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceURIBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceURIBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceURIBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1574,11 +1574,11 @@ impl x::ObjectType for VirtualDeviceURIBackingOptionDirection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDeviceURIBackingOptionDirection(v) => Some(v), _ => None, }
+        match object { Object::VirtualDeviceURIBackingOptionDirection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDeviceURIBackingOptionDirection(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDeviceURIBackingOptionDirection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1590,11 +1590,11 @@ impl x::ObjectType for VirtualDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDisk(v) => Some(v), _ => None, }
+        match object { Object::VirtualDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1606,11 +1606,11 @@ impl x::ObjectType for VirtualDiskAdapterType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskAdapterType(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskAdapterType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskAdapterType(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskAdapterType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1622,15 +1622,15 @@ impl x::ObjectType for VirtualDiskAntiAffinityRuleSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskAntiAffinityRuleSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskAntiAffinityRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskAntiAffinityRuleSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskAntiAffinityRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskBlocksNotFullyProvisioned {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VirtualDiskBlocksNotFullyProvisioned {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1638,11 +1638,11 @@ impl x::ObjectType for VirtualDiskBlocksNotFullyProvisioned {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskBlocksNotFullyProvisioned(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskBlocksNotFullyProvisioned(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskBlocksNotFullyProvisioned(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskBlocksNotFullyProvisioned(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1654,11 +1654,11 @@ impl x::ObjectType for VirtualDiskCompatibilityMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskCompatibilityMode(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskCompatibilityMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskCompatibilityMode(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskCompatibilityMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1670,11 +1670,11 @@ impl x::ObjectType for VirtualDiskConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1686,11 +1686,11 @@ impl x::ObjectType for VirtualDiskDeltaDiskFormat {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskDeltaDiskFormat(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskDeltaDiskFormat(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskDeltaDiskFormat(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskDeltaDiskFormat(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1702,11 +1702,11 @@ impl x::ObjectType for VirtualDiskDeltaDiskFormatVariant {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskDeltaDiskFormatVariant(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskDeltaDiskFormatVariant(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskDeltaDiskFormatVariant(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskDeltaDiskFormatVariant(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1718,11 +1718,11 @@ impl x::ObjectType for VirtualDiskDeltaDiskFormatsSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskDeltaDiskFormatsSupported(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskDeltaDiskFormatsSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskDeltaDiskFormatsSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskDeltaDiskFormatsSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1734,11 +1734,11 @@ impl x::ObjectType for VirtualDiskDiskChainBrokenIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskDiskChainBrokenIssue(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskDiskChainBrokenIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskDiskChainBrokenIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskDiskChainBrokenIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1750,11 +1750,11 @@ impl x::ObjectType for VirtualDiskFlatVer1BackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskFlatVer1BackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskFlatVer1BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskFlatVer1BackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskFlatVer1BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1766,11 +1766,11 @@ impl x::ObjectType for VirtualDiskFlatVer1BackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskFlatVer1BackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskFlatVer1BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskFlatVer1BackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskFlatVer1BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1782,11 +1782,11 @@ impl x::ObjectType for VirtualDiskFlatVer2BackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskFlatVer2BackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskFlatVer2BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskFlatVer2BackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskFlatVer2BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1798,11 +1798,11 @@ impl x::ObjectType for VirtualDiskFlatVer2BackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskFlatVer2BackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskFlatVer2BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskFlatVer2BackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskFlatVer2BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1814,11 +1814,11 @@ impl x::ObjectType for VirtualDiskId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskId(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskId(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1830,11 +1830,11 @@ impl x::ObjectType for VirtualDiskLocalPMemBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskLocalPMemBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskLocalPMemBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskLocalPMemBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskLocalPMemBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1846,11 +1846,11 @@ impl x::ObjectType for VirtualDiskLocalPMemBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskLocalPMemBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskLocalPMemBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskLocalPMemBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskLocalPMemBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1862,15 +1862,15 @@ impl x::ObjectType for VirtualDiskMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskMode(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskMode(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualDiskModeNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VirtualDiskModeNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1878,11 +1878,11 @@ impl x::ObjectType for VirtualDiskModeNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskModeNotSupported(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskModeNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskModeNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskModeNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1894,11 +1894,11 @@ impl x::ObjectType for VirtualDiskOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1910,11 +1910,11 @@ impl x::ObjectType for VirtualDiskOptionVFlashCacheConfigOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1926,11 +1926,11 @@ impl x::ObjectType for VirtualDiskPartitionedRawDiskVer2BackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1942,11 +1942,11 @@ impl x::ObjectType for VirtualDiskPartitionedRawDiskVer2BackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1958,11 +1958,11 @@ impl x::ObjectType for VirtualDiskRawDiskMappingVer1BackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1974,11 +1974,11 @@ impl x::ObjectType for VirtualDiskRawDiskMappingVer1BackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1990,11 +1990,11 @@ impl x::ObjectType for VirtualDiskRawDiskVer2BackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRawDiskVer2BackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskRawDiskVer2BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRawDiskVer2BackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskRawDiskVer2BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2006,10 +2006,10 @@ impl x::ObjectType for VirtualDiskRawDiskVer2BackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRawDiskVer2BackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskRawDiskVer2BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRawDiskVer2BackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskRawDiskVer2BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -330,7 +330,7 @@ pub enum Object {
     VirtualEthernetCardMacType(Box<VirtualEthernetCardMacType>),
     VirtualEthernetCardNetworkBackingInfo(Box<VirtualEthernetCardNetworkBackingInfo>),
     VirtualEthernetCardNetworkBackingOption(Box<VirtualEthernetCardNetworkBackingOption>),
-    VirtualEthernetCardNotSupported(Box<VirtualEthernetCardNotSupported>),
+    #[cfg(feature = "all-faults")] VirtualEthernetCardNotSupported(Box<VirtualEthernetCardNotSupported>),
     VirtualEthernetCardOpaqueNetworkBackingInfo(Box<VirtualEthernetCardOpaqueNetworkBackingInfo>),
     VirtualEthernetCardOpaqueNetworkBackingOption(Box<VirtualEthernetCardOpaqueNetworkBackingOption>),
     VirtualEthernetCardOption(Box<VirtualEthernetCardOption>),
@@ -344,10 +344,10 @@ pub enum Object {
     VirtualFloppyRemoteDeviceBackingInfo(Box<VirtualFloppyRemoteDeviceBackingInfo>),
     VirtualFloppyRemoteDeviceBackingOption(Box<VirtualFloppyRemoteDeviceBackingOption>),
     VirtualHardware(Box<VirtualHardware>),
-    VirtualHardwareCompatibilityIssue(Box<VirtualHardwareCompatibilityIssue>),
+    #[cfg(feature = "all-faults")] VirtualHardwareCompatibilityIssue(Box<VirtualHardwareCompatibilityIssue>),
     VirtualHardwareMotherboardLayout(Box<VirtualHardwareMotherboardLayout>),
     VirtualHardwareOption(Box<VirtualHardwareOption>),
-    VirtualHardwareVersionNotSupported(Box<VirtualHardwareVersionNotSupported>),
+    #[cfg(feature = "all-faults")] VirtualHardwareVersionNotSupported(Box<VirtualHardwareVersionNotSupported>),
     VirtualHdAudioCard(Box<VirtualHdAudioCard>),
     VirtualHdAudioCardOption(Box<VirtualHdAudioCardOption>),
     VirtualIDEController(Box<VirtualIDEController>),
@@ -414,7 +414,7 @@ fn decode(
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardMacType(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardNetworkBackingInfo(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardNetworkBackingOption(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardNotSupported(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardOpaqueNetworkBackingOption(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualEthernetCardOption(v), Err(e) => return Some(Err(e)) },
@@ -428,10 +428,10 @@ fn decode(
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyRemoteDeviceBackingInfo(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualFloppyRemoteDeviceBackingOption(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardware(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareCompatibilityIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareCompatibilityIssue(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareMotherboardLayout(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareOption(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareVersionNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHardwareVersionNotSupported(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHdAudioCard(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualHdAudioCardOption(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualIDEController(v), Err(e) => return Some(Err(e)) },
@@ -492,7 +492,7 @@ impl std::fmt::Debug for Object {
             Object::VirtualEthernetCardMacType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualEthernetCardNetworkBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualEthernetCardNetworkBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualEthernetCardNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VirtualEthernetCardNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualEthernetCardOption(v) => std::fmt::Debug::fmt(&**v, f),
@@ -506,10 +506,10 @@ impl std::fmt::Debug for Object {
             Object::VirtualFloppyRemoteDeviceBackingInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualFloppyRemoteDeviceBackingOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualHardware(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualHardwareCompatibilityIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VirtualHardwareCompatibilityIssue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualHardwareMotherboardLayout(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualHardwareOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualHardwareVersionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VirtualHardwareVersionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualHdAudioCard(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualHdAudioCardOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualIDEController(v) => std::fmt::Debug::fmt(&**v, f),
@@ -569,7 +569,7 @@ impl PartialEq for Object {
             (Object::VirtualEthernetCardMacType(a), Object::VirtualEthernetCardMacType(b)) => **a == **b,
             (Object::VirtualEthernetCardNetworkBackingInfo(a), Object::VirtualEthernetCardNetworkBackingInfo(b)) => **a == **b,
             (Object::VirtualEthernetCardNetworkBackingOption(a), Object::VirtualEthernetCardNetworkBackingOption(b)) => **a == **b,
-            (Object::VirtualEthernetCardNotSupported(a), Object::VirtualEthernetCardNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VirtualEthernetCardNotSupported(a), Object::VirtualEthernetCardNotSupported(b)) => **a == **b,
             (Object::VirtualEthernetCardOpaqueNetworkBackingInfo(a), Object::VirtualEthernetCardOpaqueNetworkBackingInfo(b)) => **a == **b,
             (Object::VirtualEthernetCardOpaqueNetworkBackingOption(a), Object::VirtualEthernetCardOpaqueNetworkBackingOption(b)) => **a == **b,
             (Object::VirtualEthernetCardOption(a), Object::VirtualEthernetCardOption(b)) => **a == **b,
@@ -583,10 +583,10 @@ impl PartialEq for Object {
             (Object::VirtualFloppyRemoteDeviceBackingInfo(a), Object::VirtualFloppyRemoteDeviceBackingInfo(b)) => **a == **b,
             (Object::VirtualFloppyRemoteDeviceBackingOption(a), Object::VirtualFloppyRemoteDeviceBackingOption(b)) => **a == **b,
             (Object::VirtualHardware(a), Object::VirtualHardware(b)) => **a == **b,
-            (Object::VirtualHardwareCompatibilityIssue(a), Object::VirtualHardwareCompatibilityIssue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VirtualHardwareCompatibilityIssue(a), Object::VirtualHardwareCompatibilityIssue(b)) => **a == **b,
             (Object::VirtualHardwareMotherboardLayout(a), Object::VirtualHardwareMotherboardLayout(b)) => **a == **b,
             (Object::VirtualHardwareOption(a), Object::VirtualHardwareOption(b)) => **a == **b,
-            (Object::VirtualHardwareVersionNotSupported(a), Object::VirtualHardwareVersionNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VirtualHardwareVersionNotSupported(a), Object::VirtualHardwareVersionNotSupported(b)) => **a == **b,
             (Object::VirtualHdAudioCard(a), Object::VirtualHdAudioCard(b)) => **a == **b,
             (Object::VirtualHdAudioCardOption(a), Object::VirtualHdAudioCardOption(b)) => **a == **b,
             (Object::VirtualIDEController(a), Object::VirtualIDEController(b)) => **a == **b,
@@ -610,7 +610,7 @@ impl PartialEq for Object {
             (Object::VirtualMachineCapability(a), Object::VirtualMachineCapability(b)) => **a == **b,
             (Object::VirtualMachineCdromInfo(a), Object::VirtualMachineCdromInfo(b)) => **a == **b,
             (Object::VirtualMachineCertThumbprint(a), Object::VirtualMachineCertThumbprint(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -647,7 +647,7 @@ impl Clone for Object {
             Object::VirtualEthernetCardMacType(v) => Object::VirtualEthernetCardMacType(Box::new((**v).clone())),
             Object::VirtualEthernetCardNetworkBackingInfo(v) => Object::VirtualEthernetCardNetworkBackingInfo(Box::new((**v).clone())),
             Object::VirtualEthernetCardNetworkBackingOption(v) => Object::VirtualEthernetCardNetworkBackingOption(Box::new((**v).clone())),
-            Object::VirtualEthernetCardNotSupported(v) => Object::VirtualEthernetCardNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VirtualEthernetCardNotSupported(v) => Object::VirtualEthernetCardNotSupported(Box::new((**v).clone())),
             Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Object::VirtualEthernetCardOpaqueNetworkBackingInfo(Box::new((**v).clone())),
             Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Object::VirtualEthernetCardOpaqueNetworkBackingOption(Box::new((**v).clone())),
             Object::VirtualEthernetCardOption(v) => Object::VirtualEthernetCardOption(Box::new((**v).clone())),
@@ -661,10 +661,10 @@ impl Clone for Object {
             Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Object::VirtualFloppyRemoteDeviceBackingInfo(Box::new((**v).clone())),
             Object::VirtualFloppyRemoteDeviceBackingOption(v) => Object::VirtualFloppyRemoteDeviceBackingOption(Box::new((**v).clone())),
             Object::VirtualHardware(v) => Object::VirtualHardware(Box::new((**v).clone())),
-            Object::VirtualHardwareCompatibilityIssue(v) => Object::VirtualHardwareCompatibilityIssue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VirtualHardwareCompatibilityIssue(v) => Object::VirtualHardwareCompatibilityIssue(Box::new((**v).clone())),
             Object::VirtualHardwareMotherboardLayout(v) => Object::VirtualHardwareMotherboardLayout(Box::new((**v).clone())),
             Object::VirtualHardwareOption(v) => Object::VirtualHardwareOption(Box::new((**v).clone())),
-            Object::VirtualHardwareVersionNotSupported(v) => Object::VirtualHardwareVersionNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VirtualHardwareVersionNotSupported(v) => Object::VirtualHardwareVersionNotSupported(Box::new((**v).clone())),
             Object::VirtualHdAudioCard(v) => Object::VirtualHdAudioCard(Box::new((**v).clone())),
             Object::VirtualHdAudioCardOption(v) => Object::VirtualHdAudioCardOption(Box::new((**v).clone())),
             Object::VirtualIDEController(v) => Object::VirtualIDEController(Box::new((**v).clone())),
@@ -724,7 +724,7 @@ impl x::DataObject for Object {
             Object::VirtualEthernetCardMacType(_) => "VirtualEthernetCardMacType",
             Object::VirtualEthernetCardNetworkBackingInfo(_) => "VirtualEthernetCardNetworkBackingInfo",
             Object::VirtualEthernetCardNetworkBackingOption(_) => "VirtualEthernetCardNetworkBackingOption",
-            Object::VirtualEthernetCardNotSupported(_) => "VirtualEthernetCardNotSupported",
+            #[cfg(feature = "all-faults")] Object::VirtualEthernetCardNotSupported(_) => "VirtualEthernetCardNotSupported",
             Object::VirtualEthernetCardOpaqueNetworkBackingInfo(_) => "VirtualEthernetCardOpaqueNetworkBackingInfo",
             Object::VirtualEthernetCardOpaqueNetworkBackingOption(_) => "VirtualEthernetCardOpaqueNetworkBackingOption",
             Object::VirtualEthernetCardOption(_) => "VirtualEthernetCardOption",
@@ -738,10 +738,10 @@ impl x::DataObject for Object {
             Object::VirtualFloppyRemoteDeviceBackingInfo(_) => "VirtualFloppyRemoteDeviceBackingInfo",
             Object::VirtualFloppyRemoteDeviceBackingOption(_) => "VirtualFloppyRemoteDeviceBackingOption",
             Object::VirtualHardware(_) => "VirtualHardware",
-            Object::VirtualHardwareCompatibilityIssue(_) => "VirtualHardwareCompatibilityIssue",
+            #[cfg(feature = "all-faults")] Object::VirtualHardwareCompatibilityIssue(_) => "VirtualHardwareCompatibilityIssue",
             Object::VirtualHardwareMotherboardLayout(_) => "VirtualHardwareMotherboardLayout",
             Object::VirtualHardwareOption(_) => "VirtualHardwareOption",
-            Object::VirtualHardwareVersionNotSupported(_) => "VirtualHardwareVersionNotSupported",
+            #[cfg(feature = "all-faults")] Object::VirtualHardwareVersionNotSupported(_) => "VirtualHardwareVersionNotSupported",
             Object::VirtualHdAudioCard(_) => "VirtualHdAudioCard",
             Object::VirtualHdAudioCardOption(_) => "VirtualHdAudioCardOption",
             Object::VirtualIDEController(_) => "VirtualIDEController",
@@ -813,7 +813,7 @@ impl x::DataObject for Object {
             Object::VirtualEthernetCardMacType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualEthernetCardNetworkBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualEthernetCardNetworkBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualEthernetCardNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VirtualEthernetCardNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualEthernetCardOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -827,10 +827,10 @@ impl x::DataObject for Object {
             Object::VirtualFloppyRemoteDeviceBackingInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualFloppyRemoteDeviceBackingOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualHardware(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualHardwareCompatibilityIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VirtualHardwareCompatibilityIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualHardwareMotherboardLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualHardwareOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualHardwareVersionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VirtualHardwareVersionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualHdAudioCard(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualHdAudioCardOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualIDEController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -867,11 +867,11 @@ impl x::ObjectType for VirtualDiskRuleSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRuleSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRuleSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -883,11 +883,11 @@ impl x::ObjectType for VirtualDiskRuleSpecRuleType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskRuleSpecRuleType(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskRuleSpecRuleType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskRuleSpecRuleType(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskRuleSpecRuleType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -899,11 +899,11 @@ impl x::ObjectType for VirtualDiskSeSparseBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSeSparseBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskSeSparseBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSeSparseBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskSeSparseBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -915,11 +915,11 @@ impl x::ObjectType for VirtualDiskSeSparseBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSeSparseBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskSeSparseBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSeSparseBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskSeSparseBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -931,11 +931,11 @@ impl x::ObjectType for VirtualDiskSharing {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSharing(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskSharing(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSharing(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskSharing(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -947,11 +947,11 @@ impl x::ObjectType for VirtualDiskSparseVer1BackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSparseVer1BackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskSparseVer1BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSparseVer1BackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskSparseVer1BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -963,11 +963,11 @@ impl x::ObjectType for VirtualDiskSparseVer1BackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSparseVer1BackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskSparseVer1BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSparseVer1BackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskSparseVer1BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -979,11 +979,11 @@ impl x::ObjectType for VirtualDiskSparseVer2BackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSparseVer2BackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskSparseVer2BackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSparseVer2BackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskSparseVer2BackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -995,11 +995,11 @@ impl x::ObjectType for VirtualDiskSparseVer2BackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSparseVer2BackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskSparseVer2BackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSparseVer2BackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskSparseVer2BackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1011,11 +1011,11 @@ impl x::ObjectType for VirtualDiskSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1027,11 +1027,11 @@ impl x::ObjectType for VirtualDiskType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskType(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskType(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1043,11 +1043,11 @@ impl x::ObjectType for VirtualDiskVFlashCacheConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskVFlashCacheConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskVFlashCacheConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1059,11 +1059,11 @@ impl x::ObjectType for VirtualDiskVFlashCacheConfigInfoCacheConsistencyType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1075,11 +1075,11 @@ impl x::ObjectType for VirtualDiskVFlashCacheConfigInfoCacheMode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Some(v), _ => None, }
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1091,11 +1091,11 @@ impl x::ObjectType for VirtualE1000 {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualE1000(v) => Some(v), _ => None, }
+        match object { Object::VirtualE1000(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualE1000(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualE1000(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1107,11 +1107,11 @@ impl x::ObjectType for VirtualE1000Option {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualE1000Option(v) => Some(v), _ => None, }
+        match object { Object::VirtualE1000Option(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualE1000Option(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualE1000Option(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1123,11 +1123,11 @@ impl x::ObjectType for VirtualE1000e {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualE1000e(v) => Some(v), _ => None, }
+        match object { Object::VirtualE1000e(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualE1000e(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualE1000e(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1139,11 +1139,11 @@ impl x::ObjectType for VirtualE1000eOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualE1000eOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualE1000eOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualE1000eOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualE1000eOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1155,11 +1155,11 @@ impl x::ObjectType for VirtualEnsoniq1371 {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEnsoniq1371(v) => Some(v), _ => None, }
+        match object { Object::VirtualEnsoniq1371(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEnsoniq1371(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEnsoniq1371(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1171,11 +1171,11 @@ impl x::ObjectType for VirtualEnsoniq1371Option {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEnsoniq1371Option(v) => Some(v), _ => None, }
+        match object { Object::VirtualEnsoniq1371Option(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEnsoniq1371Option(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEnsoniq1371Option(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1187,11 +1187,11 @@ impl x::ObjectType for VirtualEthernetCard {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCard(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCard(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCard(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCard(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1203,11 +1203,11 @@ impl x::ObjectType for VirtualEthernetCardDVPortBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardDVPortBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardDVPortBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardDVPortBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardDVPortBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1219,11 +1219,11 @@ impl x::ObjectType for VirtualEthernetCardDistributedVirtualPortBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1235,11 +1235,11 @@ impl x::ObjectType for VirtualEthernetCardLegacyNetworkBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1251,11 +1251,11 @@ impl x::ObjectType for VirtualEthernetCardLegacyNetworkBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1267,11 +1267,11 @@ impl x::ObjectType for VirtualEthernetCardLegacyNetworkDeviceName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1283,11 +1283,11 @@ impl x::ObjectType for VirtualEthernetCardMacType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardMacType(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardMacType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardMacType(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardMacType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1299,11 +1299,11 @@ impl x::ObjectType for VirtualEthernetCardNetworkBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardNetworkBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardNetworkBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardNetworkBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardNetworkBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1315,15 +1315,15 @@ impl x::ObjectType for VirtualEthernetCardNetworkBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardNetworkBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardNetworkBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardNetworkBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardNetworkBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualEthernetCardNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VirtualEthernetCardNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1331,11 +1331,11 @@ impl x::ObjectType for VirtualEthernetCardNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardNotSupported(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1347,11 +1347,11 @@ impl x::ObjectType for VirtualEthernetCardOpaqueNetworkBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1363,11 +1363,11 @@ impl x::ObjectType for VirtualEthernetCardOpaqueNetworkBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1379,11 +1379,11 @@ impl x::ObjectType for VirtualEthernetCardOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1395,11 +1395,11 @@ impl x::ObjectType for VirtualEthernetCardResourceAllocation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualEthernetCardResourceAllocation(v) => Some(v), _ => None, }
+        match object { Object::VirtualEthernetCardResourceAllocation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualEthernetCardResourceAllocation(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualEthernetCardResourceAllocation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1411,11 +1411,11 @@ impl x::ObjectType for VirtualFloppy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppy(v) => Some(v), _ => None, }
+        match object { Object::VirtualFloppy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppy(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualFloppy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1427,11 +1427,11 @@ impl x::ObjectType for VirtualFloppyDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualFloppyDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualFloppyDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1443,11 +1443,11 @@ impl x::ObjectType for VirtualFloppyDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualFloppyDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualFloppyDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1459,11 +1459,11 @@ impl x::ObjectType for VirtualFloppyImageBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyImageBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualFloppyImageBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyImageBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualFloppyImageBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1475,11 +1475,11 @@ impl x::ObjectType for VirtualFloppyImageBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyImageBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualFloppyImageBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyImageBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualFloppyImageBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1491,11 +1491,11 @@ impl x::ObjectType for VirtualFloppyOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualFloppyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualFloppyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1507,11 +1507,11 @@ impl x::ObjectType for VirtualFloppyRemoteDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1523,11 +1523,11 @@ impl x::ObjectType for VirtualFloppyRemoteDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualFloppyRemoteDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualFloppyRemoteDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualFloppyRemoteDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualFloppyRemoteDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1539,15 +1539,15 @@ impl x::ObjectType for VirtualHardware {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHardware(v) => Some(v), _ => None, }
+        match object { Object::VirtualHardware(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHardware(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualHardware(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualHardwareCompatibilityIssue {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VirtualHardwareCompatibilityIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1555,11 +1555,11 @@ impl x::ObjectType for VirtualHardwareCompatibilityIssue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHardwareCompatibilityIssue(v) => Some(v), _ => None, }
+        match object { Object::VirtualHardwareCompatibilityIssue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHardwareCompatibilityIssue(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualHardwareCompatibilityIssue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1571,11 +1571,11 @@ impl x::ObjectType for VirtualHardwareMotherboardLayout {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHardwareMotherboardLayout(v) => Some(v), _ => None, }
+        match object { Object::VirtualHardwareMotherboardLayout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHardwareMotherboardLayout(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualHardwareMotherboardLayout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1587,15 +1587,15 @@ impl x::ObjectType for VirtualHardwareOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHardwareOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualHardwareOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHardwareOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualHardwareOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualHardwareVersionNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VirtualHardwareVersionNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1603,11 +1603,11 @@ impl x::ObjectType for VirtualHardwareVersionNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHardwareVersionNotSupported(v) => Some(v), _ => None, }
+        match object { Object::VirtualHardwareVersionNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHardwareVersionNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualHardwareVersionNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1619,11 +1619,11 @@ impl x::ObjectType for VirtualHdAudioCard {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHdAudioCard(v) => Some(v), _ => None, }
+        match object { Object::VirtualHdAudioCard(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHdAudioCard(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualHdAudioCard(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1635,11 +1635,11 @@ impl x::ObjectType for VirtualHdAudioCardOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualHdAudioCardOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualHdAudioCardOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualHdAudioCardOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualHdAudioCardOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1651,11 +1651,11 @@ impl x::ObjectType for VirtualIDEController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualIDEController(v) => Some(v), _ => None, }
+        match object { Object::VirtualIDEController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualIDEController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualIDEController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1667,11 +1667,11 @@ impl x::ObjectType for VirtualIDEControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualIDEControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualIDEControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualIDEControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualIDEControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1683,11 +1683,11 @@ impl x::ObjectType for VirtualKeyboard {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualKeyboard(v) => Some(v), _ => None, }
+        match object { Object::VirtualKeyboard(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualKeyboard(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualKeyboard(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1699,11 +1699,11 @@ impl x::ObjectType for VirtualKeyboardOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualKeyboardOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualKeyboardOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualKeyboardOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualKeyboardOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1715,11 +1715,11 @@ impl x::ObjectType for VirtualLsiLogicController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualLsiLogicController(v) => Some(v), _ => None, }
+        match object { Object::VirtualLsiLogicController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualLsiLogicController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualLsiLogicController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1731,11 +1731,11 @@ impl x::ObjectType for VirtualLsiLogicControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualLsiLogicControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualLsiLogicControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualLsiLogicControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualLsiLogicControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1747,11 +1747,11 @@ impl x::ObjectType for VirtualLsiLogicSASController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualLsiLogicSASController(v) => Some(v), _ => None, }
+        match object { Object::VirtualLsiLogicSASController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualLsiLogicSASController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualLsiLogicSASController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1763,11 +1763,11 @@ impl x::ObjectType for VirtualLsiLogicSASControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualLsiLogicSASControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualLsiLogicSASControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualLsiLogicSASControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualLsiLogicSASControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1779,11 +1779,11 @@ impl x::ObjectType for VirtualMachineAffinityInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineAffinityInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineAffinityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineAffinityInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineAffinityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1795,11 +1795,11 @@ impl x::ObjectType for VirtualMachineAppHeartbeatStatusType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineAppHeartbeatStatusType(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineAppHeartbeatStatusType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineAppHeartbeatStatusType(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineAppHeartbeatStatusType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1811,11 +1811,11 @@ impl x::ObjectType for VirtualMachineBaseIndependentFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBaseIndependentFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineBaseIndependentFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBaseIndependentFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineBaseIndependentFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1827,11 +1827,11 @@ impl x::ObjectType for VirtualMachineBootOptions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptions(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineBootOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptions(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineBootOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1843,11 +1843,11 @@ impl x::ObjectType for VirtualMachineBootOptionsBootableCdromDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsBootableCdromDevice(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineBootOptionsBootableCdromDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsBootableCdromDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineBootOptionsBootableCdromDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1859,11 +1859,11 @@ impl x::ObjectType for VirtualMachineBootOptionsBootableDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsBootableDevice(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineBootOptionsBootableDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsBootableDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineBootOptionsBootableDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1875,11 +1875,11 @@ impl x::ObjectType for VirtualMachineBootOptionsBootableDiskDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsBootableDiskDevice(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineBootOptionsBootableDiskDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsBootableDiskDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineBootOptionsBootableDiskDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1891,11 +1891,11 @@ impl x::ObjectType for VirtualMachineBootOptionsBootableEthernetDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1907,11 +1907,11 @@ impl x::ObjectType for VirtualMachineBootOptionsBootableFloppyDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1923,11 +1923,11 @@ impl x::ObjectType for VirtualMachineBootOptionsNetworkBootProtocolType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1939,11 +1939,11 @@ impl x::ObjectType for VirtualMachineCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCapability(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1955,11 +1955,11 @@ impl x::ObjectType for VirtualMachineCdromInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCdromInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineCdromInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCdromInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineCdromInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1971,10 +1971,10 @@ impl x::ObjectType for VirtualMachineCertThumbprint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineCertThumbprint(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineCertThumbprint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineCertThumbprint(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineCertThumbprint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -271,45 +271,45 @@ pub enum Object {
     VirtualWDT(Box<VirtualWDT>),
     VirtualWDTOption(Box<VirtualWDTOption>),
     VlanProfile(Box<VlanProfile>),
-    VmAcquiredMksTicketEvent(Box<VmAcquiredMksTicketEvent>),
-    VmAcquiredTicketEvent(Box<VmAcquiredTicketEvent>),
-    VmAlreadyExistsInDatacenter(Box<VmAlreadyExistsInDatacenter>),
-    VmAutoRenameEvent(Box<VmAutoRenameEvent>),
-    VmBeingClonedEvent(Box<VmBeingClonedEvent>),
-    VmBeingClonedNoFolderEvent(Box<VmBeingClonedNoFolderEvent>),
-    VmBeingCreatedEvent(Box<VmBeingCreatedEvent>),
-    VmBeingDeployedEvent(Box<VmBeingDeployedEvent>),
-    VmBeingHotMigratedEvent(Box<VmBeingHotMigratedEvent>),
-    VmBeingMigratedEvent(Box<VmBeingMigratedEvent>),
-    VmBeingRelocatedEvent(Box<VmBeingRelocatedEvent>),
-    VmCloneEvent(Box<VmCloneEvent>),
-    VmCloneFailedEvent(Box<VmCloneFailedEvent>),
-    VmClonedEvent(Box<VmClonedEvent>),
+    #[cfg(feature = "all-events")] VmAcquiredMksTicketEvent(Box<VmAcquiredMksTicketEvent>),
+    #[cfg(feature = "all-events")] VmAcquiredTicketEvent(Box<VmAcquiredTicketEvent>),
+    #[cfg(feature = "all-faults")] VmAlreadyExistsInDatacenter(Box<VmAlreadyExistsInDatacenter>),
+    #[cfg(feature = "all-events")] VmAutoRenameEvent(Box<VmAutoRenameEvent>),
+    #[cfg(feature = "all-events")] VmBeingClonedEvent(Box<VmBeingClonedEvent>),
+    #[cfg(feature = "all-events")] VmBeingClonedNoFolderEvent(Box<VmBeingClonedNoFolderEvent>),
+    #[cfg(feature = "all-events")] VmBeingCreatedEvent(Box<VmBeingCreatedEvent>),
+    #[cfg(feature = "all-events")] VmBeingDeployedEvent(Box<VmBeingDeployedEvent>),
+    #[cfg(feature = "all-events")] VmBeingHotMigratedEvent(Box<VmBeingHotMigratedEvent>),
+    #[cfg(feature = "all-events")] VmBeingMigratedEvent(Box<VmBeingMigratedEvent>),
+    #[cfg(feature = "all-events")] VmBeingRelocatedEvent(Box<VmBeingRelocatedEvent>),
+    #[cfg(feature = "all-events")] VmCloneEvent(Box<VmCloneEvent>),
+    #[cfg(feature = "all-events")] VmCloneFailedEvent(Box<VmCloneFailedEvent>),
+    #[cfg(feature = "all-events")] VmClonedEvent(Box<VmClonedEvent>),
     VmConfigFault(Box<VmConfigFault>),
     VmConfigFileEncryptionInfo(Box<VmConfigFileEncryptionInfo>),
     VmConfigFileInfo(Box<VmConfigFileInfo>),
     VmConfigFileQuery(Box<VmConfigFileQuery>),
     VmConfigFileQueryFilter(Box<VmConfigFileQueryFilter>),
     VmConfigFileQueryFlags(Box<VmConfigFileQueryFlags>),
-    VmConfigIncompatibleForFaultTolerance(Box<VmConfigIncompatibleForFaultTolerance>),
-    VmConfigIncompatibleForRecordReplay(Box<VmConfigIncompatibleForRecordReplay>),
+    #[cfg(feature = "all-faults")] VmConfigIncompatibleForFaultTolerance(Box<VmConfigIncompatibleForFaultTolerance>),
+    #[cfg(feature = "all-faults")] VmConfigIncompatibleForRecordReplay(Box<VmConfigIncompatibleForRecordReplay>),
     VmConfigInfo(Box<VmConfigInfo>),
-    VmConfigMissingEvent(Box<VmConfigMissingEvent>),
+    #[cfg(feature = "all-events")] VmConfigMissingEvent(Box<VmConfigMissingEvent>),
     VmConfigSpec(Box<VmConfigSpec>),
-    VmConnectedEvent(Box<VmConnectedEvent>),
-    VmCreatedEvent(Box<VmCreatedEvent>),
-    VmDasBeingResetEvent(Box<VmDasBeingResetEvent>),
+    #[cfg(feature = "all-events")] VmConnectedEvent(Box<VmConnectedEvent>),
+    #[cfg(feature = "all-events")] VmCreatedEvent(Box<VmCreatedEvent>),
+    #[cfg(feature = "all-events")] VmDasBeingResetEvent(Box<VmDasBeingResetEvent>),
     VmDasBeingResetEventReasonCode(Box<VmDasBeingResetEventReasonCode>),
-    VmDasBeingResetWithScreenshotEvent(Box<VmDasBeingResetWithScreenshotEvent>),
-    VmDasResetFailedEvent(Box<VmDasResetFailedEvent>),
-    VmDasUpdateErrorEvent(Box<VmDasUpdateErrorEvent>),
-    VmDasUpdateOkEvent(Box<VmDasUpdateOkEvent>),
-    VmDateRolledBackEvent(Box<VmDateRolledBackEvent>),
-    VmDeployFailedEvent(Box<VmDeployFailedEvent>),
-    VmDeployedEvent(Box<VmDeployedEvent>),
-    VmDisconnectedEvent(Box<VmDisconnectedEvent>),
-    VmDiscoveredEvent(Box<VmDiscoveredEvent>),
-    VmDiskFailedEvent(Box<VmDiskFailedEvent>),
+    #[cfg(feature = "all-events")] VmDasBeingResetWithScreenshotEvent(Box<VmDasBeingResetWithScreenshotEvent>),
+    #[cfg(feature = "all-events")] VmDasResetFailedEvent(Box<VmDasResetFailedEvent>),
+    #[cfg(feature = "all-events")] VmDasUpdateErrorEvent(Box<VmDasUpdateErrorEvent>),
+    #[cfg(feature = "all-events")] VmDasUpdateOkEvent(Box<VmDasUpdateOkEvent>),
+    #[cfg(feature = "all-events")] VmDateRolledBackEvent(Box<VmDateRolledBackEvent>),
+    #[cfg(feature = "all-events")] VmDeployFailedEvent(Box<VmDeployFailedEvent>),
+    #[cfg(feature = "all-events")] VmDeployedEvent(Box<VmDeployedEvent>),
+    #[cfg(feature = "all-events")] VmDisconnectedEvent(Box<VmDisconnectedEvent>),
+    #[cfg(feature = "all-events")] VmDiscoveredEvent(Box<VmDiscoveredEvent>),
+    #[cfg(feature = "all-events")] VmDiskFailedEvent(Box<VmDiskFailedEvent>),
     VmDiskFileEncryptionInfo(Box<VmDiskFileEncryptionInfo>),
     VmDiskFileInfo(Box<VmDiskFileInfo>),
     VmDiskFileQuery(Box<VmDiskFileQuery>),
@@ -361,45 +361,45 @@ fn decode(
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualWDT(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualWDTOption(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VlanProfile(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmAcquiredMksTicketEvent(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmAcquiredTicketEvent(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmAlreadyExistsInDatacenter(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmAutoRenameEvent(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingClonedEvent(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingClonedNoFolderEvent(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingDeployedEvent(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingHotMigratedEvent(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingMigratedEvent(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingRelocatedEvent(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmCloneEvent(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmCloneFailedEvent(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmClonedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmAcquiredMksTicketEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmAcquiredTicketEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmAlreadyExistsInDatacenter(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmAutoRenameEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingClonedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingClonedNoFolderEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingDeployedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingHotMigratedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingMigratedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmBeingRelocatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmCloneEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmCloneFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmClonedEvent(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigFault(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigFileEncryptionInfo(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigFileInfo(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigFileQuery(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigFileQueryFilter(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigFileQueryFlags(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigIncompatibleForFaultTolerance(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigIncompatibleForRecordReplay(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigIncompatibleForFaultTolerance(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigIncompatibleForRecordReplay(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigInfo(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigMissingEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigMissingEvent(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConfigSpec(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConnectedEvent(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasBeingResetEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmConnectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmCreatedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasBeingResetEvent(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasBeingResetEventReasonCode(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasBeingResetWithScreenshotEvent(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasResetFailedEvent(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasUpdateErrorEvent(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasUpdateOkEvent(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDateRolledBackEvent(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDeployFailedEvent(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDeployedEvent(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDiscoveredEvent(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDiskFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasBeingResetWithScreenshotEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasResetFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasUpdateErrorEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDasUpdateOkEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDateRolledBackEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDeployFailedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDeployedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDiscoveredEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDiskFailedEvent(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDiskFileEncryptionInfo(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDiskFileInfo(v), Err(e) => return Some(Err(e)) },
         73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmDiskFileQuery(v), Err(e) => return Some(Err(e)) },
@@ -445,45 +445,45 @@ impl std::fmt::Debug for Object {
             Object::VirtualWDT(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualWDTOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VlanProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmAcquiredMksTicketEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmAcquiredTicketEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmAlreadyExistsInDatacenter(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmAutoRenameEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmBeingClonedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmBeingClonedNoFolderEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmBeingCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmBeingDeployedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmBeingHotMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmBeingMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmBeingRelocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmCloneEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmCloneFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmClonedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmAcquiredMksTicketEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmAcquiredTicketEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmAlreadyExistsInDatacenter(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmAutoRenameEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmBeingClonedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmBeingClonedNoFolderEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmBeingCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmBeingDeployedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmBeingHotMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmBeingMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmBeingRelocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmCloneEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmCloneFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmClonedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmConfigFileEncryptionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmConfigFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmConfigFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmConfigFileQueryFilter(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmConfigFileQueryFlags(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmConfigIncompatibleForFaultTolerance(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmConfigIncompatibleForRecordReplay(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmConfigIncompatibleForFaultTolerance(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::VmConfigIncompatibleForRecordReplay(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmConfigMissingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmConfigMissingEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDasBeingResetEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDasBeingResetEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmDasBeingResetEventReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDasBeingResetWithScreenshotEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDasResetFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDasUpdateErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDasUpdateOkEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDateRolledBackEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDeployFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDeployedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDiscoveredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmDiskFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDasBeingResetWithScreenshotEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDasResetFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDasUpdateErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDasUpdateOkEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDateRolledBackEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDeployFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDeployedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDiscoveredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::VmDiskFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmDiskFileEncryptionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmDiskFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmDiskFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
@@ -528,51 +528,51 @@ impl PartialEq for Object {
             (Object::VirtualWDT(a), Object::VirtualWDT(b)) => **a == **b,
             (Object::VirtualWDTOption(a), Object::VirtualWDTOption(b)) => **a == **b,
             (Object::VlanProfile(a), Object::VlanProfile(b)) => **a == **b,
-            (Object::VmAcquiredMksTicketEvent(a), Object::VmAcquiredMksTicketEvent(b)) => **a == **b,
-            (Object::VmAcquiredTicketEvent(a), Object::VmAcquiredTicketEvent(b)) => **a == **b,
-            (Object::VmAlreadyExistsInDatacenter(a), Object::VmAlreadyExistsInDatacenter(b)) => **a == **b,
-            (Object::VmAutoRenameEvent(a), Object::VmAutoRenameEvent(b)) => **a == **b,
-            (Object::VmBeingClonedEvent(a), Object::VmBeingClonedEvent(b)) => **a == **b,
-            (Object::VmBeingClonedNoFolderEvent(a), Object::VmBeingClonedNoFolderEvent(b)) => **a == **b,
-            (Object::VmBeingCreatedEvent(a), Object::VmBeingCreatedEvent(b)) => **a == **b,
-            (Object::VmBeingDeployedEvent(a), Object::VmBeingDeployedEvent(b)) => **a == **b,
-            (Object::VmBeingHotMigratedEvent(a), Object::VmBeingHotMigratedEvent(b)) => **a == **b,
-            (Object::VmBeingMigratedEvent(a), Object::VmBeingMigratedEvent(b)) => **a == **b,
-            (Object::VmBeingRelocatedEvent(a), Object::VmBeingRelocatedEvent(b)) => **a == **b,
-            (Object::VmCloneEvent(a), Object::VmCloneEvent(b)) => **a == **b,
-            (Object::VmCloneFailedEvent(a), Object::VmCloneFailedEvent(b)) => **a == **b,
-            (Object::VmClonedEvent(a), Object::VmClonedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmAcquiredMksTicketEvent(a), Object::VmAcquiredMksTicketEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmAcquiredTicketEvent(a), Object::VmAcquiredTicketEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmAlreadyExistsInDatacenter(a), Object::VmAlreadyExistsInDatacenter(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmAutoRenameEvent(a), Object::VmAutoRenameEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmBeingClonedEvent(a), Object::VmBeingClonedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmBeingClonedNoFolderEvent(a), Object::VmBeingClonedNoFolderEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmBeingCreatedEvent(a), Object::VmBeingCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmBeingDeployedEvent(a), Object::VmBeingDeployedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmBeingHotMigratedEvent(a), Object::VmBeingHotMigratedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmBeingMigratedEvent(a), Object::VmBeingMigratedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmBeingRelocatedEvent(a), Object::VmBeingRelocatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmCloneEvent(a), Object::VmCloneEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmCloneFailedEvent(a), Object::VmCloneFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmClonedEvent(a), Object::VmClonedEvent(b)) => **a == **b,
             (Object::VmConfigFault(a), Object::VmConfigFault(b)) => **a == **b,
             (Object::VmConfigFileEncryptionInfo(a), Object::VmConfigFileEncryptionInfo(b)) => **a == **b,
             (Object::VmConfigFileInfo(a), Object::VmConfigFileInfo(b)) => **a == **b,
             (Object::VmConfigFileQuery(a), Object::VmConfigFileQuery(b)) => **a == **b,
             (Object::VmConfigFileQueryFilter(a), Object::VmConfigFileQueryFilter(b)) => **a == **b,
             (Object::VmConfigFileQueryFlags(a), Object::VmConfigFileQueryFlags(b)) => **a == **b,
-            (Object::VmConfigIncompatibleForFaultTolerance(a), Object::VmConfigIncompatibleForFaultTolerance(b)) => **a == **b,
-            (Object::VmConfigIncompatibleForRecordReplay(a), Object::VmConfigIncompatibleForRecordReplay(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmConfigIncompatibleForFaultTolerance(a), Object::VmConfigIncompatibleForFaultTolerance(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::VmConfigIncompatibleForRecordReplay(a), Object::VmConfigIncompatibleForRecordReplay(b)) => **a == **b,
             (Object::VmConfigInfo(a), Object::VmConfigInfo(b)) => **a == **b,
-            (Object::VmConfigMissingEvent(a), Object::VmConfigMissingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmConfigMissingEvent(a), Object::VmConfigMissingEvent(b)) => **a == **b,
             (Object::VmConfigSpec(a), Object::VmConfigSpec(b)) => **a == **b,
-            (Object::VmConnectedEvent(a), Object::VmConnectedEvent(b)) => **a == **b,
-            (Object::VmCreatedEvent(a), Object::VmCreatedEvent(b)) => **a == **b,
-            (Object::VmDasBeingResetEvent(a), Object::VmDasBeingResetEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmConnectedEvent(a), Object::VmConnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmCreatedEvent(a), Object::VmCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDasBeingResetEvent(a), Object::VmDasBeingResetEvent(b)) => **a == **b,
             (Object::VmDasBeingResetEventReasonCode(a), Object::VmDasBeingResetEventReasonCode(b)) => **a == **b,
-            (Object::VmDasBeingResetWithScreenshotEvent(a), Object::VmDasBeingResetWithScreenshotEvent(b)) => **a == **b,
-            (Object::VmDasResetFailedEvent(a), Object::VmDasResetFailedEvent(b)) => **a == **b,
-            (Object::VmDasUpdateErrorEvent(a), Object::VmDasUpdateErrorEvent(b)) => **a == **b,
-            (Object::VmDasUpdateOkEvent(a), Object::VmDasUpdateOkEvent(b)) => **a == **b,
-            (Object::VmDateRolledBackEvent(a), Object::VmDateRolledBackEvent(b)) => **a == **b,
-            (Object::VmDeployFailedEvent(a), Object::VmDeployFailedEvent(b)) => **a == **b,
-            (Object::VmDeployedEvent(a), Object::VmDeployedEvent(b)) => **a == **b,
-            (Object::VmDisconnectedEvent(a), Object::VmDisconnectedEvent(b)) => **a == **b,
-            (Object::VmDiscoveredEvent(a), Object::VmDiscoveredEvent(b)) => **a == **b,
-            (Object::VmDiskFailedEvent(a), Object::VmDiskFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDasBeingResetWithScreenshotEvent(a), Object::VmDasBeingResetWithScreenshotEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDasResetFailedEvent(a), Object::VmDasResetFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDasUpdateErrorEvent(a), Object::VmDasUpdateErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDasUpdateOkEvent(a), Object::VmDasUpdateOkEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDateRolledBackEvent(a), Object::VmDateRolledBackEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDeployFailedEvent(a), Object::VmDeployFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDeployedEvent(a), Object::VmDeployedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDisconnectedEvent(a), Object::VmDisconnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDiscoveredEvent(a), Object::VmDiscoveredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::VmDiskFailedEvent(a), Object::VmDiskFailedEvent(b)) => **a == **b,
             (Object::VmDiskFileEncryptionInfo(a), Object::VmDiskFileEncryptionInfo(b)) => **a == **b,
             (Object::VmDiskFileInfo(a), Object::VmDiskFileInfo(b)) => **a == **b,
             (Object::VmDiskFileQuery(a), Object::VmDiskFileQuery(b)) => **a == **b,
             (Object::VmDiskFileQueryFilter(a), Object::VmDiskFileQueryFilter(b)) => **a == **b,
             (Object::VmDiskFileQueryFlags(a), Object::VmDiskFileQueryFlags(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -612,45 +612,45 @@ impl Clone for Object {
             Object::VirtualWDT(v) => Object::VirtualWDT(Box::new((**v).clone())),
             Object::VirtualWDTOption(v) => Object::VirtualWDTOption(Box::new((**v).clone())),
             Object::VlanProfile(v) => Object::VlanProfile(Box::new((**v).clone())),
-            Object::VmAcquiredMksTicketEvent(v) => Object::VmAcquiredMksTicketEvent(Box::new((**v).clone())),
-            Object::VmAcquiredTicketEvent(v) => Object::VmAcquiredTicketEvent(Box::new((**v).clone())),
-            Object::VmAlreadyExistsInDatacenter(v) => Object::VmAlreadyExistsInDatacenter(Box::new((**v).clone())),
-            Object::VmAutoRenameEvent(v) => Object::VmAutoRenameEvent(Box::new((**v).clone())),
-            Object::VmBeingClonedEvent(v) => Object::VmBeingClonedEvent(Box::new((**v).clone())),
-            Object::VmBeingClonedNoFolderEvent(v) => Object::VmBeingClonedNoFolderEvent(Box::new((**v).clone())),
-            Object::VmBeingCreatedEvent(v) => Object::VmBeingCreatedEvent(Box::new((**v).clone())),
-            Object::VmBeingDeployedEvent(v) => Object::VmBeingDeployedEvent(Box::new((**v).clone())),
-            Object::VmBeingHotMigratedEvent(v) => Object::VmBeingHotMigratedEvent(Box::new((**v).clone())),
-            Object::VmBeingMigratedEvent(v) => Object::VmBeingMigratedEvent(Box::new((**v).clone())),
-            Object::VmBeingRelocatedEvent(v) => Object::VmBeingRelocatedEvent(Box::new((**v).clone())),
-            Object::VmCloneEvent(v) => Object::VmCloneEvent(Box::new((**v).clone())),
-            Object::VmCloneFailedEvent(v) => Object::VmCloneFailedEvent(Box::new((**v).clone())),
-            Object::VmClonedEvent(v) => Object::VmClonedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmAcquiredMksTicketEvent(v) => Object::VmAcquiredMksTicketEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmAcquiredTicketEvent(v) => Object::VmAcquiredTicketEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmAlreadyExistsInDatacenter(v) => Object::VmAlreadyExistsInDatacenter(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmAutoRenameEvent(v) => Object::VmAutoRenameEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmBeingClonedEvent(v) => Object::VmBeingClonedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmBeingClonedNoFolderEvent(v) => Object::VmBeingClonedNoFolderEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmBeingCreatedEvent(v) => Object::VmBeingCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmBeingDeployedEvent(v) => Object::VmBeingDeployedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmBeingHotMigratedEvent(v) => Object::VmBeingHotMigratedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmBeingMigratedEvent(v) => Object::VmBeingMigratedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmBeingRelocatedEvent(v) => Object::VmBeingRelocatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmCloneEvent(v) => Object::VmCloneEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmCloneFailedEvent(v) => Object::VmCloneFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmClonedEvent(v) => Object::VmClonedEvent(Box::new((**v).clone())),
             Object::VmConfigFault(v) => Object::VmConfigFault(Box::new((**v).clone())),
             Object::VmConfigFileEncryptionInfo(v) => Object::VmConfigFileEncryptionInfo(Box::new((**v).clone())),
             Object::VmConfigFileInfo(v) => Object::VmConfigFileInfo(Box::new((**v).clone())),
             Object::VmConfigFileQuery(v) => Object::VmConfigFileQuery(Box::new((**v).clone())),
             Object::VmConfigFileQueryFilter(v) => Object::VmConfigFileQueryFilter(Box::new((**v).clone())),
             Object::VmConfigFileQueryFlags(v) => Object::VmConfigFileQueryFlags(Box::new((**v).clone())),
-            Object::VmConfigIncompatibleForFaultTolerance(v) => Object::VmConfigIncompatibleForFaultTolerance(Box::new((**v).clone())),
-            Object::VmConfigIncompatibleForRecordReplay(v) => Object::VmConfigIncompatibleForRecordReplay(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmConfigIncompatibleForFaultTolerance(v) => Object::VmConfigIncompatibleForFaultTolerance(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::VmConfigIncompatibleForRecordReplay(v) => Object::VmConfigIncompatibleForRecordReplay(Box::new((**v).clone())),
             Object::VmConfigInfo(v) => Object::VmConfigInfo(Box::new((**v).clone())),
-            Object::VmConfigMissingEvent(v) => Object::VmConfigMissingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmConfigMissingEvent(v) => Object::VmConfigMissingEvent(Box::new((**v).clone())),
             Object::VmConfigSpec(v) => Object::VmConfigSpec(Box::new((**v).clone())),
-            Object::VmConnectedEvent(v) => Object::VmConnectedEvent(Box::new((**v).clone())),
-            Object::VmCreatedEvent(v) => Object::VmCreatedEvent(Box::new((**v).clone())),
-            Object::VmDasBeingResetEvent(v) => Object::VmDasBeingResetEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmConnectedEvent(v) => Object::VmConnectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmCreatedEvent(v) => Object::VmCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDasBeingResetEvent(v) => Object::VmDasBeingResetEvent(Box::new((**v).clone())),
             Object::VmDasBeingResetEventReasonCode(v) => Object::VmDasBeingResetEventReasonCode(Box::new((**v).clone())),
-            Object::VmDasBeingResetWithScreenshotEvent(v) => Object::VmDasBeingResetWithScreenshotEvent(Box::new((**v).clone())),
-            Object::VmDasResetFailedEvent(v) => Object::VmDasResetFailedEvent(Box::new((**v).clone())),
-            Object::VmDasUpdateErrorEvent(v) => Object::VmDasUpdateErrorEvent(Box::new((**v).clone())),
-            Object::VmDasUpdateOkEvent(v) => Object::VmDasUpdateOkEvent(Box::new((**v).clone())),
-            Object::VmDateRolledBackEvent(v) => Object::VmDateRolledBackEvent(Box::new((**v).clone())),
-            Object::VmDeployFailedEvent(v) => Object::VmDeployFailedEvent(Box::new((**v).clone())),
-            Object::VmDeployedEvent(v) => Object::VmDeployedEvent(Box::new((**v).clone())),
-            Object::VmDisconnectedEvent(v) => Object::VmDisconnectedEvent(Box::new((**v).clone())),
-            Object::VmDiscoveredEvent(v) => Object::VmDiscoveredEvent(Box::new((**v).clone())),
-            Object::VmDiskFailedEvent(v) => Object::VmDiskFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDasBeingResetWithScreenshotEvent(v) => Object::VmDasBeingResetWithScreenshotEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDasResetFailedEvent(v) => Object::VmDasResetFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDasUpdateErrorEvent(v) => Object::VmDasUpdateErrorEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDasUpdateOkEvent(v) => Object::VmDasUpdateOkEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDateRolledBackEvent(v) => Object::VmDateRolledBackEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDeployFailedEvent(v) => Object::VmDeployFailedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDeployedEvent(v) => Object::VmDeployedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDisconnectedEvent(v) => Object::VmDisconnectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDiscoveredEvent(v) => Object::VmDiscoveredEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::VmDiskFailedEvent(v) => Object::VmDiskFailedEvent(Box::new((**v).clone())),
             Object::VmDiskFileEncryptionInfo(v) => Object::VmDiskFileEncryptionInfo(Box::new((**v).clone())),
             Object::VmDiskFileInfo(v) => Object::VmDiskFileInfo(Box::new((**v).clone())),
             Object::VmDiskFileQuery(v) => Object::VmDiskFileQuery(Box::new((**v).clone())),
@@ -695,45 +695,45 @@ impl x::DataObject for Object {
             Object::VirtualWDT(_) => "VirtualWDT",
             Object::VirtualWDTOption(_) => "VirtualWDTOption",
             Object::VlanProfile(_) => "VlanProfile",
-            Object::VmAcquiredMksTicketEvent(_) => "VmAcquiredMksTicketEvent",
-            Object::VmAcquiredTicketEvent(_) => "VmAcquiredTicketEvent",
-            Object::VmAlreadyExistsInDatacenter(_) => "VmAlreadyExistsInDatacenter",
-            Object::VmAutoRenameEvent(_) => "VmAutoRenameEvent",
-            Object::VmBeingClonedEvent(_) => "VmBeingClonedEvent",
-            Object::VmBeingClonedNoFolderEvent(_) => "VmBeingClonedNoFolderEvent",
-            Object::VmBeingCreatedEvent(_) => "VmBeingCreatedEvent",
-            Object::VmBeingDeployedEvent(_) => "VmBeingDeployedEvent",
-            Object::VmBeingHotMigratedEvent(_) => "VmBeingHotMigratedEvent",
-            Object::VmBeingMigratedEvent(_) => "VmBeingMigratedEvent",
-            Object::VmBeingRelocatedEvent(_) => "VmBeingRelocatedEvent",
-            Object::VmCloneEvent(_) => "VmCloneEvent",
-            Object::VmCloneFailedEvent(_) => "VmCloneFailedEvent",
-            Object::VmClonedEvent(_) => "VmClonedEvent",
+            #[cfg(feature = "all-events")] Object::VmAcquiredMksTicketEvent(_) => "VmAcquiredMksTicketEvent",
+            #[cfg(feature = "all-events")] Object::VmAcquiredTicketEvent(_) => "VmAcquiredTicketEvent",
+            #[cfg(feature = "all-faults")] Object::VmAlreadyExistsInDatacenter(_) => "VmAlreadyExistsInDatacenter",
+            #[cfg(feature = "all-events")] Object::VmAutoRenameEvent(_) => "VmAutoRenameEvent",
+            #[cfg(feature = "all-events")] Object::VmBeingClonedEvent(_) => "VmBeingClonedEvent",
+            #[cfg(feature = "all-events")] Object::VmBeingClonedNoFolderEvent(_) => "VmBeingClonedNoFolderEvent",
+            #[cfg(feature = "all-events")] Object::VmBeingCreatedEvent(_) => "VmBeingCreatedEvent",
+            #[cfg(feature = "all-events")] Object::VmBeingDeployedEvent(_) => "VmBeingDeployedEvent",
+            #[cfg(feature = "all-events")] Object::VmBeingHotMigratedEvent(_) => "VmBeingHotMigratedEvent",
+            #[cfg(feature = "all-events")] Object::VmBeingMigratedEvent(_) => "VmBeingMigratedEvent",
+            #[cfg(feature = "all-events")] Object::VmBeingRelocatedEvent(_) => "VmBeingRelocatedEvent",
+            #[cfg(feature = "all-events")] Object::VmCloneEvent(_) => "VmCloneEvent",
+            #[cfg(feature = "all-events")] Object::VmCloneFailedEvent(_) => "VmCloneFailedEvent",
+            #[cfg(feature = "all-events")] Object::VmClonedEvent(_) => "VmClonedEvent",
             Object::VmConfigFault(_) => "VmConfigFault",
             Object::VmConfigFileEncryptionInfo(_) => "VmConfigFileEncryptionInfo",
             Object::VmConfigFileInfo(_) => "VmConfigFileInfo",
             Object::VmConfigFileQuery(_) => "VmConfigFileQuery",
             Object::VmConfigFileQueryFilter(_) => "VmConfigFileQueryFilter",
             Object::VmConfigFileQueryFlags(_) => "VmConfigFileQueryFlags",
-            Object::VmConfigIncompatibleForFaultTolerance(_) => "VmConfigIncompatibleForFaultTolerance",
-            Object::VmConfigIncompatibleForRecordReplay(_) => "VmConfigIncompatibleForRecordReplay",
+            #[cfg(feature = "all-faults")] Object::VmConfigIncompatibleForFaultTolerance(_) => "VmConfigIncompatibleForFaultTolerance",
+            #[cfg(feature = "all-faults")] Object::VmConfigIncompatibleForRecordReplay(_) => "VmConfigIncompatibleForRecordReplay",
             Object::VmConfigInfo(_) => "VmConfigInfo",
-            Object::VmConfigMissingEvent(_) => "VmConfigMissingEvent",
+            #[cfg(feature = "all-events")] Object::VmConfigMissingEvent(_) => "VmConfigMissingEvent",
             Object::VmConfigSpec(_) => "VmConfigSpec",
-            Object::VmConnectedEvent(_) => "VmConnectedEvent",
-            Object::VmCreatedEvent(_) => "VmCreatedEvent",
-            Object::VmDasBeingResetEvent(_) => "VmDasBeingResetEvent",
+            #[cfg(feature = "all-events")] Object::VmConnectedEvent(_) => "VmConnectedEvent",
+            #[cfg(feature = "all-events")] Object::VmCreatedEvent(_) => "VmCreatedEvent",
+            #[cfg(feature = "all-events")] Object::VmDasBeingResetEvent(_) => "VmDasBeingResetEvent",
             Object::VmDasBeingResetEventReasonCode(_) => "VmDasBeingResetEventReasonCode",
-            Object::VmDasBeingResetWithScreenshotEvent(_) => "VmDasBeingResetWithScreenshotEvent",
-            Object::VmDasResetFailedEvent(_) => "VmDasResetFailedEvent",
-            Object::VmDasUpdateErrorEvent(_) => "VmDasUpdateErrorEvent",
-            Object::VmDasUpdateOkEvent(_) => "VmDasUpdateOkEvent",
-            Object::VmDateRolledBackEvent(_) => "VmDateRolledBackEvent",
-            Object::VmDeployFailedEvent(_) => "VmDeployFailedEvent",
-            Object::VmDeployedEvent(_) => "VmDeployedEvent",
-            Object::VmDisconnectedEvent(_) => "VmDisconnectedEvent",
-            Object::VmDiscoveredEvent(_) => "VmDiscoveredEvent",
-            Object::VmDiskFailedEvent(_) => "VmDiskFailedEvent",
+            #[cfg(feature = "all-events")] Object::VmDasBeingResetWithScreenshotEvent(_) => "VmDasBeingResetWithScreenshotEvent",
+            #[cfg(feature = "all-events")] Object::VmDasResetFailedEvent(_) => "VmDasResetFailedEvent",
+            #[cfg(feature = "all-events")] Object::VmDasUpdateErrorEvent(_) => "VmDasUpdateErrorEvent",
+            #[cfg(feature = "all-events")] Object::VmDasUpdateOkEvent(_) => "VmDasUpdateOkEvent",
+            #[cfg(feature = "all-events")] Object::VmDateRolledBackEvent(_) => "VmDateRolledBackEvent",
+            #[cfg(feature = "all-events")] Object::VmDeployFailedEvent(_) => "VmDeployFailedEvent",
+            #[cfg(feature = "all-events")] Object::VmDeployedEvent(_) => "VmDeployedEvent",
+            #[cfg(feature = "all-events")] Object::VmDisconnectedEvent(_) => "VmDisconnectedEvent",
+            #[cfg(feature = "all-events")] Object::VmDiscoveredEvent(_) => "VmDiscoveredEvent",
+            #[cfg(feature = "all-events")] Object::VmDiskFailedEvent(_) => "VmDiskFailedEvent",
             Object::VmDiskFileEncryptionInfo(_) => "VmDiskFileEncryptionInfo",
             Object::VmDiskFileInfo(_) => "VmDiskFileInfo",
             Object::VmDiskFileQuery(_) => "VmDiskFileQuery",
@@ -790,45 +790,45 @@ impl x::DataObject for Object {
             Object::VirtualWDT(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualWDTOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VlanProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmAcquiredMksTicketEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmAcquiredTicketEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmAlreadyExistsInDatacenter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmAutoRenameEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmBeingClonedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmBeingClonedNoFolderEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmBeingCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmBeingDeployedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmBeingHotMigratedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmBeingMigratedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmBeingRelocatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmCloneEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmCloneFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmClonedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmAcquiredMksTicketEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmAcquiredTicketEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmAlreadyExistsInDatacenter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmAutoRenameEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmBeingClonedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmBeingClonedNoFolderEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmBeingCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmBeingDeployedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmBeingHotMigratedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmBeingMigratedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmBeingRelocatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmCloneEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmCloneFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmClonedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmConfigFileEncryptionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmConfigFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmConfigFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmConfigFileQueryFilter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmConfigFileQueryFlags(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmConfigIncompatibleForFaultTolerance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmConfigIncompatibleForRecordReplay(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmConfigIncompatibleForFaultTolerance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::VmConfigIncompatibleForRecordReplay(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmConfigMissingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmConfigMissingEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDasBeingResetEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDasBeingResetEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmDasBeingResetEventReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDasBeingResetWithScreenshotEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDasResetFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDasUpdateErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDasUpdateOkEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDateRolledBackEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDeployFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDeployedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDiscoveredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmDiskFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDasBeingResetWithScreenshotEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDasResetFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDasUpdateErrorEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDasUpdateOkEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDateRolledBackEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDeployFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDeployedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDiscoveredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::VmDiskFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmDiskFileEncryptionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmDiskFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmDiskFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -847,11 +847,11 @@ impl x::ObjectType for VirtualTPM {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualTPM(v) => Some(v), _ => None, }
+        match object { Object::VirtualTPM(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualTPM(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualTPM(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -863,11 +863,11 @@ impl x::ObjectType for VirtualTPMOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualTPMOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualTPMOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualTPMOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualTPMOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -879,11 +879,11 @@ impl x::ObjectType for VirtualUSB {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSB(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSB(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSB(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSB(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -895,11 +895,11 @@ impl x::ObjectType for VirtualUSBController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBController(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -911,11 +911,11 @@ impl x::ObjectType for VirtualUSBControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -927,11 +927,11 @@ impl x::ObjectType for VirtualUSBControllerPciBusSlotInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBControllerPciBusSlotInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBControllerPciBusSlotInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBControllerPciBusSlotInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBControllerPciBusSlotInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -943,11 +943,11 @@ impl x::ObjectType for VirtualUSBOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -959,11 +959,11 @@ impl x::ObjectType for VirtualUSBRemoteClientBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBRemoteClientBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBRemoteClientBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBRemoteClientBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBRemoteClientBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -975,11 +975,11 @@ impl x::ObjectType for VirtualUSBRemoteClientBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBRemoteClientBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBRemoteClientBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBRemoteClientBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBRemoteClientBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -991,11 +991,11 @@ impl x::ObjectType for VirtualUSBRemoteHostBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBRemoteHostBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBRemoteHostBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBRemoteHostBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBRemoteHostBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1007,11 +1007,11 @@ impl x::ObjectType for VirtualUSBRemoteHostBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBRemoteHostBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBRemoteHostBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBRemoteHostBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBRemoteHostBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1023,11 +1023,11 @@ impl x::ObjectType for VirtualUSBUSBBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBUSBBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBUSBBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBUSBBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBUSBBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1039,11 +1039,11 @@ impl x::ObjectType for VirtualUSBUSBBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBUSBBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBUSBBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBUSBBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBUSBBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1055,11 +1055,11 @@ impl x::ObjectType for VirtualUSBXHCIController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBXHCIController(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBXHCIController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBXHCIController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBXHCIController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1071,11 +1071,11 @@ impl x::ObjectType for VirtualUSBXHCIControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualUSBXHCIControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualUSBXHCIControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualUSBXHCIControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualUSBXHCIControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1087,11 +1087,11 @@ impl x::ObjectType for VirtualVMIROMOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVMIROMOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualVMIROMOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVMIROMOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVMIROMOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1103,11 +1103,11 @@ impl x::ObjectType for VirtualVideoCardOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVideoCardOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualVideoCardOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVideoCardOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVideoCardOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1119,11 +1119,11 @@ impl x::ObjectType for VirtualVmxnet {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1135,11 +1135,11 @@ impl x::ObjectType for VirtualVmxnet2 {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet2(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet2(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet2(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet2(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1151,11 +1151,11 @@ impl x::ObjectType for VirtualVmxnet2Option {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet2Option(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet2Option(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet2Option(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet2Option(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1167,11 +1167,11 @@ impl x::ObjectType for VirtualVmxnet3 {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet3(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet3(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet3(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet3(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1183,11 +1183,11 @@ impl x::ObjectType for VirtualVmxnet3Option {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet3Option(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet3Option(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet3Option(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet3Option(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1199,11 +1199,11 @@ impl x::ObjectType for VirtualVmxnet3OptionStrictLatencyConfigOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet3OptionStrictLatencyConfigOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet3OptionStrictLatencyConfigOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet3OptionStrictLatencyConfigOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet3OptionStrictLatencyConfigOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1215,11 +1215,11 @@ impl x::ObjectType for VirtualVmxnet3StrictLatencyConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet3StrictLatencyConfig(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet3StrictLatencyConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet3StrictLatencyConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet3StrictLatencyConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1231,11 +1231,11 @@ impl x::ObjectType for VirtualVmxnet3StrictLatencyConfigDisableOffload {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1247,11 +1247,11 @@ impl x::ObjectType for VirtualVmxnet3Vrdma {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet3Vrdma(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet3Vrdma(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet3Vrdma(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet3Vrdma(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1263,11 +1263,11 @@ impl x::ObjectType for VirtualVmxnet3VrdmaOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet3VrdmaOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet3VrdmaOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet3VrdmaOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet3VrdmaOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1279,11 +1279,11 @@ impl x::ObjectType for VirtualVmxnet3VrdmaOptionDeviceProtocols {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1295,11 +1295,11 @@ impl x::ObjectType for VirtualVmxnetOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualVmxnetOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualVmxnetOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualVmxnetOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualVmxnetOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1311,11 +1311,11 @@ impl x::ObjectType for VirtualWDT {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualWDT(v) => Some(v), _ => None, }
+        match object { Object::VirtualWDT(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualWDT(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualWDT(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1327,11 +1327,11 @@ impl x::ObjectType for VirtualWDTOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualWDTOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualWDTOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualWDTOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualWDTOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1343,15 +1343,15 @@ impl x::ObjectType for VlanProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VlanProfile(v) => Some(v), _ => None, }
+        match object { Object::VlanProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VlanProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::VlanProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmAcquiredMksTicketEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmAcquiredMksTicketEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1359,15 +1359,15 @@ impl x::ObjectType for VmAcquiredMksTicketEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmAcquiredMksTicketEvent(v) => Some(v), _ => None, }
+        match object { Object::VmAcquiredMksTicketEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmAcquiredMksTicketEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmAcquiredMksTicketEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmAcquiredTicketEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmAcquiredTicketEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1375,15 +1375,15 @@ impl x::ObjectType for VmAcquiredTicketEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmAcquiredTicketEvent(v) => Some(v), _ => None, }
+        match object { Object::VmAcquiredTicketEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmAcquiredTicketEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmAcquiredTicketEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmAlreadyExistsInDatacenter {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmAlreadyExistsInDatacenter {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1391,15 +1391,15 @@ impl x::ObjectType for VmAlreadyExistsInDatacenter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmAlreadyExistsInDatacenter(v) => Some(v), _ => None, }
+        match object { Object::VmAlreadyExistsInDatacenter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmAlreadyExistsInDatacenter(v) => Ok(v), other => Err(other), }
+        match object { Object::VmAlreadyExistsInDatacenter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmAutoRenameEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmAutoRenameEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1407,15 +1407,15 @@ impl x::ObjectType for VmAutoRenameEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmAutoRenameEvent(v) => Some(v), _ => None, }
+        match object { Object::VmAutoRenameEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmAutoRenameEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmAutoRenameEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmBeingClonedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmBeingClonedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1423,15 +1423,15 @@ impl x::ObjectType for VmBeingClonedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmBeingClonedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmBeingClonedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmBeingClonedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmBeingClonedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmBeingClonedNoFolderEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmBeingClonedNoFolderEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1439,15 +1439,15 @@ impl x::ObjectType for VmBeingClonedNoFolderEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmBeingClonedNoFolderEvent(v) => Some(v), _ => None, }
+        match object { Object::VmBeingClonedNoFolderEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmBeingClonedNoFolderEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmBeingClonedNoFolderEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmBeingCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmBeingCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1455,15 +1455,15 @@ impl x::ObjectType for VmBeingCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmBeingCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmBeingCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmBeingCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmBeingCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmBeingDeployedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmBeingDeployedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1471,15 +1471,15 @@ impl x::ObjectType for VmBeingDeployedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmBeingDeployedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmBeingDeployedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmBeingDeployedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmBeingDeployedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmBeingHotMigratedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmBeingHotMigratedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1487,15 +1487,15 @@ impl x::ObjectType for VmBeingHotMigratedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmBeingHotMigratedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmBeingHotMigratedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmBeingHotMigratedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmBeingHotMigratedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmBeingMigratedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmBeingMigratedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1503,15 +1503,15 @@ impl x::ObjectType for VmBeingMigratedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmBeingMigratedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmBeingMigratedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmBeingMigratedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmBeingMigratedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmBeingRelocatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmBeingRelocatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1519,15 +1519,15 @@ impl x::ObjectType for VmBeingRelocatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmBeingRelocatedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmBeingRelocatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmBeingRelocatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmBeingRelocatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmCloneEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmCloneEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1535,15 +1535,15 @@ impl x::ObjectType for VmCloneEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmCloneEvent(v) => Some(v), _ => None, }
+        match object { Object::VmCloneEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmCloneEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmCloneEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmCloneFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmCloneFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1551,15 +1551,15 @@ impl x::ObjectType for VmCloneFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmCloneFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmCloneFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmCloneFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmCloneFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmClonedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmClonedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1567,11 +1567,11 @@ impl x::ObjectType for VmClonedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmClonedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmClonedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmClonedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmClonedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1583,11 +1583,11 @@ impl x::ObjectType for VmConfigFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigFault(v) => Some(v), _ => None, }
+        match object { Object::VmConfigFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigFault(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1599,11 +1599,11 @@ impl x::ObjectType for VmConfigFileEncryptionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigFileEncryptionInfo(v) => Some(v), _ => None, }
+        match object { Object::VmConfigFileEncryptionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigFileEncryptionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigFileEncryptionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1615,11 +1615,11 @@ impl x::ObjectType for VmConfigFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigFileInfo(v) => Some(v), _ => None, }
+        match object { Object::VmConfigFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1631,11 +1631,11 @@ impl x::ObjectType for VmConfigFileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigFileQuery(v) => Some(v), _ => None, }
+        match object { Object::VmConfigFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigFileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1647,11 +1647,11 @@ impl x::ObjectType for VmConfigFileQueryFilter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigFileQueryFilter(v) => Some(v), _ => None, }
+        match object { Object::VmConfigFileQueryFilter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigFileQueryFilter(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigFileQueryFilter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1663,15 +1663,15 @@ impl x::ObjectType for VmConfigFileQueryFlags {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigFileQueryFlags(v) => Some(v), _ => None, }
+        match object { Object::VmConfigFileQueryFlags(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigFileQueryFlags(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigFileQueryFlags(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmConfigIncompatibleForFaultTolerance {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmConfigIncompatibleForFaultTolerance {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1679,15 +1679,15 @@ impl x::ObjectType for VmConfigIncompatibleForFaultTolerance {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigIncompatibleForFaultTolerance(v) => Some(v), _ => None, }
+        match object { Object::VmConfigIncompatibleForFaultTolerance(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigIncompatibleForFaultTolerance(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigIncompatibleForFaultTolerance(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmConfigIncompatibleForRecordReplay {
+#[cfg(feature = "all-faults")] impl x::ObjectType for VmConfigIncompatibleForRecordReplay {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1695,11 +1695,11 @@ impl x::ObjectType for VmConfigIncompatibleForRecordReplay {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigIncompatibleForRecordReplay(v) => Some(v), _ => None, }
+        match object { Object::VmConfigIncompatibleForRecordReplay(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigIncompatibleForRecordReplay(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigIncompatibleForRecordReplay(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1711,15 +1711,15 @@ impl x::ObjectType for VmConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmConfigMissingEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmConfigMissingEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1727,11 +1727,11 @@ impl x::ObjectType for VmConfigMissingEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigMissingEvent(v) => Some(v), _ => None, }
+        match object { Object::VmConfigMissingEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigMissingEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigMissingEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1743,15 +1743,15 @@ impl x::ObjectType for VmConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::VmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmConnectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmConnectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1759,15 +1759,15 @@ impl x::ObjectType for VmConnectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmConnectedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmConnectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmConnectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmConnectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmCreatedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmCreatedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1775,15 +1775,15 @@ impl x::ObjectType for VmCreatedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmCreatedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmCreatedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmCreatedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmCreatedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDasBeingResetEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDasBeingResetEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1791,11 +1791,11 @@ impl x::ObjectType for VmDasBeingResetEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDasBeingResetEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDasBeingResetEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDasBeingResetEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDasBeingResetEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1807,15 +1807,15 @@ impl x::ObjectType for VmDasBeingResetEventReasonCode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDasBeingResetEventReasonCode(v) => Some(v), _ => None, }
+        match object { Object::VmDasBeingResetEventReasonCode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDasBeingResetEventReasonCode(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDasBeingResetEventReasonCode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDasBeingResetWithScreenshotEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDasBeingResetWithScreenshotEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1823,15 +1823,15 @@ impl x::ObjectType for VmDasBeingResetWithScreenshotEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDasBeingResetWithScreenshotEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDasBeingResetWithScreenshotEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDasBeingResetWithScreenshotEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDasBeingResetWithScreenshotEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDasResetFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDasResetFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1839,15 +1839,15 @@ impl x::ObjectType for VmDasResetFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDasResetFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDasResetFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDasResetFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDasResetFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDasUpdateErrorEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDasUpdateErrorEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1855,15 +1855,15 @@ impl x::ObjectType for VmDasUpdateErrorEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDasUpdateErrorEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDasUpdateErrorEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDasUpdateErrorEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDasUpdateErrorEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDasUpdateOkEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDasUpdateOkEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1871,15 +1871,15 @@ impl x::ObjectType for VmDasUpdateOkEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDasUpdateOkEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDasUpdateOkEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDasUpdateOkEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDasUpdateOkEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDateRolledBackEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDateRolledBackEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1887,15 +1887,15 @@ impl x::ObjectType for VmDateRolledBackEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDateRolledBackEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDateRolledBackEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDateRolledBackEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDateRolledBackEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDeployFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDeployFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1903,15 +1903,15 @@ impl x::ObjectType for VmDeployFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDeployFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDeployFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDeployFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDeployFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDeployedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDeployedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1919,15 +1919,15 @@ impl x::ObjectType for VmDeployedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDeployedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDeployedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDeployedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDeployedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDisconnectedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDisconnectedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1935,15 +1935,15 @@ impl x::ObjectType for VmDisconnectedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDisconnectedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDisconnectedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDisconnectedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDisconnectedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDiscoveredEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDiscoveredEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1951,15 +1951,15 @@ impl x::ObjectType for VmDiscoveredEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDiscoveredEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDiscoveredEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDiscoveredEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDiscoveredEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VmDiskFailedEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for VmDiskFailedEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1967,11 +1967,11 @@ impl x::ObjectType for VmDiskFailedEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDiskFailedEvent(v) => Some(v), _ => None, }
+        match object { Object::VmDiskFailedEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDiskFailedEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDiskFailedEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1983,11 +1983,11 @@ impl x::ObjectType for VmDiskFileEncryptionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDiskFileEncryptionInfo(v) => Some(v), _ => None, }
+        match object { Object::VmDiskFileEncryptionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDiskFileEncryptionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDiskFileEncryptionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1999,11 +1999,11 @@ impl x::ObjectType for VmDiskFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDiskFileInfo(v) => Some(v), _ => None, }
+        match object { Object::VmDiskFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDiskFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDiskFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2015,11 +2015,11 @@ impl x::ObjectType for VmDiskFileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDiskFileQuery(v) => Some(v), _ => None, }
+        match object { Object::VmDiskFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDiskFileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDiskFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2031,11 +2031,11 @@ impl x::ObjectType for VmDiskFileQueryFilter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDiskFileQueryFilter(v) => Some(v), _ => None, }
+        match object { Object::VmDiskFileQueryFilter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDiskFileQueryFilter(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDiskFileQueryFilter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2047,10 +2047,10 @@ impl x::ObjectType for VmDiskFileQueryFlags {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VmDiskFileQueryFlags(v) => Some(v), _ => None, }
+        match object { Object::VmDiskFileQueryFlags(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VmDiskFileQueryFlags(v) => Ok(v), other => Err(other), }
+        match object { Object::VmDiskFileQueryFlags(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -154,17 +154,17 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     WaitOptions(Box<WaitOptions>),
-    WakeOnLanNotSupported(Box<WakeOnLanNotSupported>),
-    WakeOnLanNotSupportedByVmotionNIC(Box<WakeOnLanNotSupportedByVmotionNIC>),
-    WarningUpgradeEvent(Box<WarningUpgradeEvent>),
+    #[cfg(feature = "all-faults")] WakeOnLanNotSupported(Box<WakeOnLanNotSupported>),
+    #[cfg(feature = "all-faults")] WakeOnLanNotSupportedByVmotionNIC(Box<WakeOnLanNotSupportedByVmotionNIC>),
+    #[cfg(feature = "all-events")] WarningUpgradeEvent(Box<WarningUpgradeEvent>),
     WeekOfMonth(Box<WeekOfMonth>),
     WeeklyTaskScheduler(Box<WeeklyTaskScheduler>),
-    WillLoseHAProtection(Box<WillLoseHAProtection>),
+    #[cfg(feature = "all-faults")] WillLoseHAProtection(Box<WillLoseHAProtection>),
     WillLoseHAProtectionResolution(Box<WillLoseHAProtectionResolution>),
-    WillModifyConfigCpuRequirements(Box<WillModifyConfigCpuRequirements>),
-    WillResetSnapshotDirectory(Box<WillResetSnapshotDirectory>),
+    #[cfg(feature = "all-faults")] WillModifyConfigCpuRequirements(Box<WillModifyConfigCpuRequirements>),
+    #[cfg(feature = "all-faults")] WillResetSnapshotDirectory(Box<WillResetSnapshotDirectory>),
     WinNetBIOSConfigInfo(Box<WinNetBIOSConfigInfo>),
-    WipeDiskFault(Box<WipeDiskFault>),
+    #[cfg(feature = "all-faults")] WipeDiskFault(Box<WipeDiskFault>),
     WitnessNodeInfo(Box<WitnessNodeInfo>),
     VslmDiskInfoFlag(Box<VslmDiskInfoFlag>),
     VslmInfrastructureObjectPolicy(Box<VslmInfrastructureObjectPolicy>),
@@ -186,17 +186,17 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WaitOptions(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WakeOnLanNotSupported(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WakeOnLanNotSupportedByVmotionNIC(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WarningUpgradeEvent(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WakeOnLanNotSupported(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WakeOnLanNotSupportedByVmotionNIC(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WarningUpgradeEvent(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeekOfMonth(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeeklyTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtection(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtectionResolution(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillModifyConfigCpuRequirements(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillResetSnapshotDirectory(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillModifyConfigCpuRequirements(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillResetSnapshotDirectory(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WinNetBIOSConfigInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WipeDiskFault(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "all-faults")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WipeDiskFault(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WitnessNodeInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmDiskInfoFlag(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmInfrastructureObjectPolicy(v), Err(e) => return Some(Err(e)) },
@@ -212,17 +212,17 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::WaitOptions(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WakeOnLanNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WakeOnLanNotSupportedByVmotionNIC(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WarningUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::WeekOfMonth(v) => std::fmt::Debug::fmt(&**v, f),
             Object::WeeklyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WillLoseHAProtection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(v) => std::fmt::Debug::fmt(&**v, f),
             Object::WillLoseHAProtectionResolution(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WillModifyConfigCpuRequirements(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WillResetSnapshotDirectory(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(v) => std::fmt::Debug::fmt(&**v, f),
             Object::WinNetBIOSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WipeDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-faults")] Object::WipeDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::WitnessNodeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmDiskInfoFlag(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmInfrastructureObjectPolicy(v) => std::fmt::Debug::fmt(&**v, f),
@@ -237,24 +237,24 @@ impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Object::WaitOptions(a), Object::WaitOptions(b)) => **a == **b,
-            (Object::WakeOnLanNotSupported(a), Object::WakeOnLanNotSupported(b)) => **a == **b,
-            (Object::WakeOnLanNotSupportedByVmotionNIC(a), Object::WakeOnLanNotSupportedByVmotionNIC(b)) => **a == **b,
-            (Object::WarningUpgradeEvent(a), Object::WarningUpgradeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::WakeOnLanNotSupported(a), Object::WakeOnLanNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::WakeOnLanNotSupportedByVmotionNIC(a), Object::WakeOnLanNotSupportedByVmotionNIC(b)) => **a == **b,
+            #[cfg(feature = "all-events")] (Object::WarningUpgradeEvent(a), Object::WarningUpgradeEvent(b)) => **a == **b,
             (Object::WeekOfMonth(a), Object::WeekOfMonth(b)) => **a == **b,
             (Object::WeeklyTaskScheduler(a), Object::WeeklyTaskScheduler(b)) => **a == **b,
-            (Object::WillLoseHAProtection(a), Object::WillLoseHAProtection(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::WillLoseHAProtection(a), Object::WillLoseHAProtection(b)) => **a == **b,
             (Object::WillLoseHAProtectionResolution(a), Object::WillLoseHAProtectionResolution(b)) => **a == **b,
-            (Object::WillModifyConfigCpuRequirements(a), Object::WillModifyConfigCpuRequirements(b)) => **a == **b,
-            (Object::WillResetSnapshotDirectory(a), Object::WillResetSnapshotDirectory(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::WillModifyConfigCpuRequirements(a), Object::WillModifyConfigCpuRequirements(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::WillResetSnapshotDirectory(a), Object::WillResetSnapshotDirectory(b)) => **a == **b,
             (Object::WinNetBIOSConfigInfo(a), Object::WinNetBIOSConfigInfo(b)) => **a == **b,
-            (Object::WipeDiskFault(a), Object::WipeDiskFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")] (Object::WipeDiskFault(a), Object::WipeDiskFault(b)) => **a == **b,
             (Object::WitnessNodeInfo(a), Object::WitnessNodeInfo(b)) => **a == **b,
             (Object::VslmDiskInfoFlag(a), Object::VslmDiskInfoFlag(b)) => **a == **b,
             (Object::VslmInfrastructureObjectPolicy(a), Object::VslmInfrastructureObjectPolicy(b)) => **a == **b,
             (Object::VslmInfrastructureObjectPolicySpec(a), Object::VslmInfrastructureObjectPolicySpec(b)) => **a == **b,
             (Object::VslmVClockInfo(a), Object::VslmVClockInfo(b)) => **a == **b,
             (Object::VslmVStorageObjectControlFlag(a), Object::VslmVStorageObjectControlFlag(b)) => **a == **b,
-            _ => false,
+            #[allow(unreachable_patterns)] _ => false,
         }
     }
 }
@@ -263,17 +263,17 @@ impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
             Object::WaitOptions(v) => Object::WaitOptions(Box::new((**v).clone())),
-            Object::WakeOnLanNotSupported(v) => Object::WakeOnLanNotSupported(Box::new((**v).clone())),
-            Object::WakeOnLanNotSupportedByVmotionNIC(v) => Object::WakeOnLanNotSupportedByVmotionNIC(Box::new((**v).clone())),
-            Object::WarningUpgradeEvent(v) => Object::WarningUpgradeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(v) => Object::WakeOnLanNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(v) => Object::WakeOnLanNotSupportedByVmotionNIC(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(v) => Object::WarningUpgradeEvent(Box::new((**v).clone())),
             Object::WeekOfMonth(v) => Object::WeekOfMonth(Box::new((**v).clone())),
             Object::WeeklyTaskScheduler(v) => Object::WeeklyTaskScheduler(Box::new((**v).clone())),
-            Object::WillLoseHAProtection(v) => Object::WillLoseHAProtection(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(v) => Object::WillLoseHAProtection(Box::new((**v).clone())),
             Object::WillLoseHAProtectionResolution(v) => Object::WillLoseHAProtectionResolution(Box::new((**v).clone())),
-            Object::WillModifyConfigCpuRequirements(v) => Object::WillModifyConfigCpuRequirements(Box::new((**v).clone())),
-            Object::WillResetSnapshotDirectory(v) => Object::WillResetSnapshotDirectory(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(v) => Object::WillModifyConfigCpuRequirements(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(v) => Object::WillResetSnapshotDirectory(Box::new((**v).clone())),
             Object::WinNetBIOSConfigInfo(v) => Object::WinNetBIOSConfigInfo(Box::new((**v).clone())),
-            Object::WipeDiskFault(v) => Object::WipeDiskFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")] Object::WipeDiskFault(v) => Object::WipeDiskFault(Box::new((**v).clone())),
             Object::WitnessNodeInfo(v) => Object::WitnessNodeInfo(Box::new((**v).clone())),
             Object::VslmDiskInfoFlag(v) => Object::VslmDiskInfoFlag(Box::new((**v).clone())),
             Object::VslmInfrastructureObjectPolicy(v) => Object::VslmInfrastructureObjectPolicy(Box::new((**v).clone())),
@@ -288,17 +288,17 @@ impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::WaitOptions(_) => "WaitOptions",
-            Object::WakeOnLanNotSupported(_) => "WakeOnLanNotSupported",
-            Object::WakeOnLanNotSupportedByVmotionNIC(_) => "WakeOnLanNotSupportedByVmotionNIC",
-            Object::WarningUpgradeEvent(_) => "WarningUpgradeEvent",
+            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(_) => "WakeOnLanNotSupported",
+            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(_) => "WakeOnLanNotSupportedByVmotionNIC",
+            #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(_) => "WarningUpgradeEvent",
             Object::WeekOfMonth(_) => "WeekOfMonth",
             Object::WeeklyTaskScheduler(_) => "WeeklyTaskScheduler",
-            Object::WillLoseHAProtection(_) => "WillLoseHAProtection",
+            #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(_) => "WillLoseHAProtection",
             Object::WillLoseHAProtectionResolution(_) => "WillLoseHAProtectionResolution",
-            Object::WillModifyConfigCpuRequirements(_) => "WillModifyConfigCpuRequirements",
-            Object::WillResetSnapshotDirectory(_) => "WillResetSnapshotDirectory",
+            #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(_) => "WillModifyConfigCpuRequirements",
+            #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(_) => "WillResetSnapshotDirectory",
             Object::WinNetBIOSConfigInfo(_) => "WinNetBIOSConfigInfo",
-            Object::WipeDiskFault(_) => "WipeDiskFault",
+            #[cfg(feature = "all-faults")] Object::WipeDiskFault(_) => "WipeDiskFault",
             Object::WitnessNodeInfo(_) => "WitnessNodeInfo",
             Object::VslmDiskInfoFlag(_) => "vslmDiskInfoFlag",
             Object::VslmInfrastructureObjectPolicy(_) => "vslmInfrastructureObjectPolicy",
@@ -325,17 +325,17 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::WaitOptions(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WakeOnLanNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WakeOnLanNotSupportedByVmotionNIC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WarningUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::WeekOfMonth(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::WeeklyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WillLoseHAProtection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::WillLoseHAProtectionResolution(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WillModifyConfigCpuRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WillResetSnapshotDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::WinNetBIOSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WipeDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "all-faults")] Object::WipeDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::WitnessNodeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmDiskInfoFlag(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmInfrastructureObjectPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -355,15 +355,15 @@ impl x::ObjectType for WaitOptions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WaitOptions(v) => Some(v), _ => None, }
+        match object { Object::WaitOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WaitOptions(v) => Ok(v), other => Err(other), }
+        match object { Object::WaitOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for WakeOnLanNotSupported {
+#[cfg(feature = "all-faults")] impl x::ObjectType for WakeOnLanNotSupported {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -371,15 +371,15 @@ impl x::ObjectType for WakeOnLanNotSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WakeOnLanNotSupported(v) => Some(v), _ => None, }
+        match object { Object::WakeOnLanNotSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WakeOnLanNotSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::WakeOnLanNotSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for WakeOnLanNotSupportedByVmotionNIC {
+#[cfg(feature = "all-faults")] impl x::ObjectType for WakeOnLanNotSupportedByVmotionNIC {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -387,15 +387,15 @@ impl x::ObjectType for WakeOnLanNotSupportedByVmotionNIC {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WakeOnLanNotSupportedByVmotionNIC(v) => Some(v), _ => None, }
+        match object { Object::WakeOnLanNotSupportedByVmotionNIC(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WakeOnLanNotSupportedByVmotionNIC(v) => Ok(v), other => Err(other), }
+        match object { Object::WakeOnLanNotSupportedByVmotionNIC(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for WarningUpgradeEvent {
+#[cfg(feature = "all-events")] impl x::ObjectType for WarningUpgradeEvent {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -403,11 +403,11 @@ impl x::ObjectType for WarningUpgradeEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WarningUpgradeEvent(v) => Some(v), _ => None, }
+        match object { Object::WarningUpgradeEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WarningUpgradeEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::WarningUpgradeEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -419,11 +419,11 @@ impl x::ObjectType for WeekOfMonth {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WeekOfMonth(v) => Some(v), _ => None, }
+        match object { Object::WeekOfMonth(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WeekOfMonth(v) => Ok(v), other => Err(other), }
+        match object { Object::WeekOfMonth(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -435,15 +435,15 @@ impl x::ObjectType for WeeklyTaskScheduler {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WeeklyTaskScheduler(v) => Some(v), _ => None, }
+        match object { Object::WeeklyTaskScheduler(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WeeklyTaskScheduler(v) => Ok(v), other => Err(other), }
+        match object { Object::WeeklyTaskScheduler(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for WillLoseHAProtection {
+#[cfg(feature = "all-faults")] impl x::ObjectType for WillLoseHAProtection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -451,11 +451,11 @@ impl x::ObjectType for WillLoseHAProtection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WillLoseHAProtection(v) => Some(v), _ => None, }
+        match object { Object::WillLoseHAProtection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WillLoseHAProtection(v) => Ok(v), other => Err(other), }
+        match object { Object::WillLoseHAProtection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -467,15 +467,15 @@ impl x::ObjectType for WillLoseHAProtectionResolution {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WillLoseHAProtectionResolution(v) => Some(v), _ => None, }
+        match object { Object::WillLoseHAProtectionResolution(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WillLoseHAProtectionResolution(v) => Ok(v), other => Err(other), }
+        match object { Object::WillLoseHAProtectionResolution(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for WillModifyConfigCpuRequirements {
+#[cfg(feature = "all-faults")] impl x::ObjectType for WillModifyConfigCpuRequirements {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -483,15 +483,15 @@ impl x::ObjectType for WillModifyConfigCpuRequirements {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WillModifyConfigCpuRequirements(v) => Some(v), _ => None, }
+        match object { Object::WillModifyConfigCpuRequirements(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WillModifyConfigCpuRequirements(v) => Ok(v), other => Err(other), }
+        match object { Object::WillModifyConfigCpuRequirements(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for WillResetSnapshotDirectory {
+#[cfg(feature = "all-faults")] impl x::ObjectType for WillResetSnapshotDirectory {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -499,11 +499,11 @@ impl x::ObjectType for WillResetSnapshotDirectory {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WillResetSnapshotDirectory(v) => Some(v), _ => None, }
+        match object { Object::WillResetSnapshotDirectory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WillResetSnapshotDirectory(v) => Ok(v), other => Err(other), }
+        match object { Object::WillResetSnapshotDirectory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -515,15 +515,15 @@ impl x::ObjectType for WinNetBIOSConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WinNetBIOSConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::WinNetBIOSConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WinNetBIOSConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::WinNetBIOSConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for WipeDiskFault {
+#[cfg(feature = "all-faults")] impl x::ObjectType for WipeDiskFault {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -531,11 +531,11 @@ impl x::ObjectType for WipeDiskFault {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WipeDiskFault(v) => Some(v), _ => None, }
+        match object { Object::WipeDiskFault(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WipeDiskFault(v) => Ok(v), other => Err(other), }
+        match object { Object::WipeDiskFault(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -547,11 +547,11 @@ impl x::ObjectType for WitnessNodeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::WitnessNodeInfo(v) => Some(v), _ => None, }
+        match object { Object::WitnessNodeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::WitnessNodeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::WitnessNodeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -563,11 +563,11 @@ impl x::ObjectType for VslmDiskInfoFlag {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmDiskInfoFlag(v) => Some(v), _ => None, }
+        match object { Object::VslmDiskInfoFlag(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmDiskInfoFlag(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmDiskInfoFlag(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -579,11 +579,11 @@ impl x::ObjectType for VslmInfrastructureObjectPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmInfrastructureObjectPolicy(v) => Some(v), _ => None, }
+        match object { Object::VslmInfrastructureObjectPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmInfrastructureObjectPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmInfrastructureObjectPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -595,11 +595,11 @@ impl x::ObjectType for VslmInfrastructureObjectPolicySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmInfrastructureObjectPolicySpec(v) => Some(v), _ => None, }
+        match object { Object::VslmInfrastructureObjectPolicySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmInfrastructureObjectPolicySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmInfrastructureObjectPolicySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -611,11 +611,11 @@ impl x::ObjectType for VslmVClockInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmVClockInfo(v) => Some(v), _ => None, }
+        match object { Object::VslmVClockInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmVClockInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmVClockInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -627,10 +627,10 @@ impl x::ObjectType for VslmVStorageObjectControlFlag {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VslmVStorageObjectControlFlag(v) => Some(v), _ => None, }
+        match object { Object::VslmVStorageObjectControlFlag(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VslmVStorageObjectControlFlag(v) => Ok(v), other => Err(other), }
+        match object { Object::VslmVStorageObjectControlFlag(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

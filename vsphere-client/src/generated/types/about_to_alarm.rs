@@ -88,6 +88,7 @@ impl x::Fields for AboutInfo {
         w.write_opt("licenseProductVersion", &self.license_product_version);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AccountCreatedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -100,10 +101,13 @@ pub struct AccountCreatedEvent {
     /// `group`.
     pub group: bool,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AccountCreatedEvent {
     const TYPE_NAME: &'static str = "AccountCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AccountCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AccountCreatedEvent {
     type Target = HostEvent;
     #[inline]
@@ -111,12 +115,14 @@ impl std::ops::Deref for AccountCreatedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AccountCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AccountCreatedEvent {
     fn decode_field(
         &mut self,
@@ -137,6 +143,7 @@ impl x::Fields for AccountCreatedEvent {
         w.write("group", &self.group);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AccountRemovedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -149,10 +156,13 @@ pub struct AccountRemovedEvent {
     /// `group`.
     pub group: bool,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AccountRemovedEvent {
     const TYPE_NAME: &'static str = "AccountRemovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AccountRemovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AccountRemovedEvent {
     type Target = HostEvent;
     #[inline]
@@ -160,12 +170,14 @@ impl std::ops::Deref for AccountRemovedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AccountRemovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AccountRemovedEvent {
     fn decode_field(
         &mut self,
@@ -186,6 +198,7 @@ impl x::Fields for AccountRemovedEvent {
         w.write("group", &self.group);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AccountUpdatedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -200,10 +213,13 @@ pub struct AccountUpdatedEvent {
     /// `prevDescription`.
     pub prev_description: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AccountUpdatedEvent {
     const TYPE_NAME: &'static str = "AccountUpdatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AccountUpdatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AccountUpdatedEvent {
     type Target = HostEvent;
     #[inline]
@@ -211,12 +227,14 @@ impl std::ops::Deref for AccountUpdatedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AccountUpdatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AccountUpdatedEvent {
     fn decode_field(
         &mut self,
@@ -258,6 +276,7 @@ impl x::Fields for Action {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-faults")]
 /// `ActiveDirectoryFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -268,10 +287,13 @@ pub struct ActiveDirectoryFault {
     /// `errorCode`.
     pub error_code: Option<i32>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ActiveDirectoryFault {
     const TYPE_NAME: &'static str = "ActiveDirectoryFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ActiveDirectoryFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ActiveDirectoryFault {
     type Target = VimFault;
     #[inline]
@@ -279,12 +301,14 @@ impl std::ops::Deref for ActiveDirectoryFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ActiveDirectoryFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ActiveDirectoryFault {
     fn decode_field(
         &mut self,
@@ -341,6 +365,7 @@ impl x::Fields for ActiveDirectoryProfile {
         x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ActiveVMsBlockingEVC` (extends `EVCConfigFault`).
 ///
 /// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
@@ -355,10 +380,13 @@ pub struct ActiveVMsBlockingEVC {
     /// `hostName`.
     pub host_name: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ActiveVMsBlockingEVC {
     const TYPE_NAME: &'static str = "ActiveVMsBlockingEVC";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ActiveVMsBlockingEVC {}
+#[cfg(feature = "all-faults")]
 impl Clone for ActiveVMsBlockingEVC {
     fn clone(&self) -> Self {
         Self {
@@ -369,6 +397,7 @@ impl Clone for ActiveVMsBlockingEVC {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ActiveVMsBlockingEVC {
     type Target = EVCConfigFault;
     #[inline]
@@ -376,12 +405,14 @@ impl std::ops::Deref for ActiveVMsBlockingEVC {
         &self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ActiveVMsBlockingEVC {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCConfigFault {
         &mut self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ActiveVMsBlockingEVC {
     fn decode_field(
         &mut self,
@@ -404,6 +435,7 @@ impl x::Fields for ActiveVMsBlockingEVC {
         w.write_vec("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AdminDisabled` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -412,10 +444,13 @@ pub struct AdminDisabled {
     /// The fields `AdminDisabled` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AdminDisabled {
     const TYPE_NAME: &'static str = "AdminDisabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AdminDisabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for AdminDisabled {
     type Target = HostConfigFault;
     #[inline]
@@ -423,12 +458,14 @@ impl std::ops::Deref for AdminDisabled {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for AdminDisabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for AdminDisabled {
     fn decode_field(
         &mut self,
@@ -442,6 +479,7 @@ impl x::Fields for AdminDisabled {
         x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AdminNotDisabled` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -450,10 +488,13 @@ pub struct AdminNotDisabled {
     /// The fields `AdminNotDisabled` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AdminNotDisabled {
     const TYPE_NAME: &'static str = "AdminNotDisabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AdminNotDisabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for AdminNotDisabled {
     type Target = HostConfigFault;
     #[inline]
@@ -461,12 +502,14 @@ impl std::ops::Deref for AdminNotDisabled {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for AdminNotDisabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for AdminNotDisabled {
     fn decode_field(
         &mut self,
@@ -480,6 +523,7 @@ impl x::Fields for AdminNotDisabled {
         x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AdminPasswordNotChangedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -488,10 +532,13 @@ pub struct AdminPasswordNotChangedEvent {
     /// The fields `AdminPasswordNotChangedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AdminPasswordNotChangedEvent {
     const TYPE_NAME: &'static str = "AdminPasswordNotChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AdminPasswordNotChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AdminPasswordNotChangedEvent {
     type Target = HostEvent;
     #[inline]
@@ -499,12 +546,14 @@ impl std::ops::Deref for AdminPasswordNotChangedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AdminPasswordNotChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AdminPasswordNotChangedEvent {
     fn decode_field(
         &mut self,
@@ -518,6 +567,7 @@ impl x::Fields for AdminPasswordNotChangedEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AffinityConfigured` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -528,10 +578,13 @@ pub struct AffinityConfigured {
     /// `configuredAffinity`.
     pub configured_affinity: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AffinityConfigured {
     const TYPE_NAME: &'static str = "AffinityConfigured";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AffinityConfigured {}
+#[cfg(feature = "all-faults")]
 impl Clone for AffinityConfigured {
     fn clone(&self) -> Self {
         Self {
@@ -540,6 +593,7 @@ impl Clone for AffinityConfigured {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for AffinityConfigured {
     type Target = MigrationFault;
     #[inline]
@@ -547,12 +601,14 @@ impl std::ops::Deref for AffinityConfigured {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for AffinityConfigured {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for AffinityConfigured {
     fn decode_field(
         &mut self,
@@ -616,6 +672,7 @@ impl x::Fields for AfterStartupTaskScheduler {
         w.write("minute", &self.minute);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AgentInstallFailed` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -630,10 +687,13 @@ pub struct AgentInstallFailed {
     /// `installerOutput`.
     pub installer_output: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AgentInstallFailed {
     const TYPE_NAME: &'static str = "AgentInstallFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AgentInstallFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for AgentInstallFailed {
     type Target = HostConnectFault;
     #[inline]
@@ -641,12 +701,14 @@ impl std::ops::Deref for AgentInstallFailed {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for AgentInstallFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for AgentInstallFailed {
     fn decode_field(
         &mut self,
@@ -669,6 +731,7 @@ impl x::Fields for AgentInstallFailed {
         w.write_opt("installerOutput", &self.installer_output);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmAcknowledgedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -681,10 +744,13 @@ pub struct AlarmAcknowledgedEvent {
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmAcknowledgedEvent {
     const TYPE_NAME: &'static str = "AlarmAcknowledgedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmAcknowledgedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmAcknowledgedEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -692,12 +758,14 @@ impl std::ops::Deref for AlarmAcknowledgedEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmAcknowledgedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmAcknowledgedEvent {
     fn decode_field(
         &mut self,
@@ -737,6 +805,7 @@ impl x::Fields for AlarmAction {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `AlarmActionTriggeredEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -749,10 +818,13 @@ pub struct AlarmActionTriggeredEvent {
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmActionTriggeredEvent {
     const TYPE_NAME: &'static str = "AlarmActionTriggeredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmActionTriggeredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmActionTriggeredEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -760,12 +832,14 @@ impl std::ops::Deref for AlarmActionTriggeredEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmActionTriggeredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmActionTriggeredEvent {
     fn decode_field(
         &mut self,
@@ -786,6 +860,7 @@ impl x::Fields for AlarmActionTriggeredEvent {
         w.write("entity", &self.entity);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmClearedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -800,10 +875,13 @@ pub struct AlarmClearedEvent {
     /// `from`.
     pub from: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmClearedEvent {
     const TYPE_NAME: &'static str = "AlarmClearedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmClearedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmClearedEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -811,12 +889,14 @@ impl std::ops::Deref for AlarmClearedEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmClearedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmClearedEvent {
     fn decode_field(
         &mut self,
@@ -839,6 +919,7 @@ impl x::Fields for AlarmClearedEvent {
         w.write("from", &self.from);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmCreatedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -849,10 +930,13 @@ pub struct AlarmCreatedEvent {
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmCreatedEvent {
     const TYPE_NAME: &'static str = "AlarmCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmCreatedEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -860,12 +944,14 @@ impl std::ops::Deref for AlarmCreatedEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmCreatedEvent {
     fn decode_field(
         &mut self,
@@ -978,6 +1064,7 @@ impl x::Fields for AlarmDescription {
         w.write_vec("action", &self.action);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmEmailCompletedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -990,10 +1077,13 @@ pub struct AlarmEmailCompletedEvent {
     /// `to`.
     pub to: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmEmailCompletedEvent {
     const TYPE_NAME: &'static str = "AlarmEmailCompletedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmEmailCompletedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmEmailCompletedEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -1001,12 +1091,14 @@ impl std::ops::Deref for AlarmEmailCompletedEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmEmailCompletedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmEmailCompletedEvent {
     fn decode_field(
         &mut self,
@@ -1027,6 +1119,7 @@ impl x::Fields for AlarmEmailCompletedEvent {
         w.write("to", &self.to);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmEmailFailedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -1041,10 +1134,13 @@ pub struct AlarmEmailFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmEmailFailedEvent {
     const TYPE_NAME: &'static str = "AlarmEmailFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmEmailFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmEmailFailedEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -1052,12 +1148,14 @@ impl std::ops::Deref for AlarmEmailFailedEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmEmailFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmEmailFailedEvent {
     fn decode_field(
         &mut self,
@@ -1080,6 +1178,7 @@ impl x::Fields for AlarmEmailFailedEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -1090,10 +1189,13 @@ pub struct AlarmEvent {
     /// `alarm`.
     pub alarm: AlarmEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmEvent {
     const TYPE_NAME: &'static str = "AlarmEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmEvent {
     type Target = Event;
     #[inline]
@@ -1101,12 +1203,14 @@ impl std::ops::Deref for AlarmEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmEvent {
     fn decode_field(
         &mut self,
@@ -1125,6 +1229,7 @@ impl x::Fields for AlarmEvent {
         w.write("alarm", &self.alarm);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmEventArgument` (extends `EntityEventArgument`).
 ///
 /// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
@@ -1135,10 +1240,13 @@ pub struct AlarmEventArgument {
     /// `alarm`.
     pub alarm: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmEventArgument {
     const TYPE_NAME: &'static str = "AlarmEventArgument";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmEventArgument {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmEventArgument {
     type Target = EntityEventArgument;
     #[inline]
@@ -1146,12 +1254,14 @@ impl std::ops::Deref for AlarmEventArgument {
         &self.entity_event_argument
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmEventArgument {
     #[inline]
     fn deref_mut(&mut self) -> &mut EntityEventArgument {
         &mut self.entity_event_argument
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmEventArgument {
     fn decode_field(
         &mut self,
@@ -1298,6 +1408,7 @@ impl x::Fields for AlarmInfo {
         w.write("creationEventId", &self.creation_event_id);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmReconfiguredEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -1310,10 +1421,13 @@ pub struct AlarmReconfiguredEvent {
     /// `configChanges`.
     pub config_changes: Option<ChangesInfoEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmReconfiguredEvent {
     const TYPE_NAME: &'static str = "AlarmReconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmReconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmReconfiguredEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -1321,12 +1435,14 @@ impl std::ops::Deref for AlarmReconfiguredEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmReconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -1347,6 +1463,7 @@ impl x::Fields for AlarmReconfiguredEvent {
         w.write_opt("configChanges", &self.config_changes);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmRemovedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -1357,10 +1474,13 @@ pub struct AlarmRemovedEvent {
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmRemovedEvent {
     const TYPE_NAME: &'static str = "AlarmRemovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmRemovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmRemovedEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -1368,12 +1488,14 @@ impl std::ops::Deref for AlarmRemovedEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmRemovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmRemovedEvent {
     fn decode_field(
         &mut self,
@@ -1392,6 +1514,7 @@ impl x::Fields for AlarmRemovedEvent {
         w.write("entity", &self.entity);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmScriptCompleteEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -1404,10 +1527,13 @@ pub struct AlarmScriptCompleteEvent {
     /// `script`.
     pub script: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmScriptCompleteEvent {
     const TYPE_NAME: &'static str = "AlarmScriptCompleteEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmScriptCompleteEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmScriptCompleteEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -1415,12 +1541,14 @@ impl std::ops::Deref for AlarmScriptCompleteEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmScriptCompleteEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmScriptCompleteEvent {
     fn decode_field(
         &mut self,
@@ -1441,6 +1569,7 @@ impl x::Fields for AlarmScriptCompleteEvent {
         w.write("script", &self.script);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmScriptFailedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -1455,10 +1584,13 @@ pub struct AlarmScriptFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmScriptFailedEvent {
     const TYPE_NAME: &'static str = "AlarmScriptFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmScriptFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmScriptFailedEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -1466,12 +1598,14 @@ impl std::ops::Deref for AlarmScriptFailedEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmScriptFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmScriptFailedEvent {
     fn decode_field(
         &mut self,
@@ -1525,6 +1659,7 @@ impl x::Fields for AlarmSetting {
         w.write("reportingFrequency", &self.reporting_frequency);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmSnmpCompletedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -1535,10 +1670,13 @@ pub struct AlarmSnmpCompletedEvent {
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmSnmpCompletedEvent {
     const TYPE_NAME: &'static str = "AlarmSnmpCompletedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmSnmpCompletedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmSnmpCompletedEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -1546,12 +1684,14 @@ impl std::ops::Deref for AlarmSnmpCompletedEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmSnmpCompletedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmSnmpCompletedEvent {
     fn decode_field(
         &mut self,
@@ -1570,6 +1710,7 @@ impl x::Fields for AlarmSnmpCompletedEvent {
         w.write("entity", &self.entity);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlarmSnmpFailedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -1582,10 +1723,13 @@ pub struct AlarmSnmpFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmSnmpFailedEvent {
     const TYPE_NAME: &'static str = "AlarmSnmpFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmSnmpFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmSnmpFailedEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -1593,12 +1737,14 @@ impl std::ops::Deref for AlarmSnmpFailedEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmSnmpFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmSnmpFailedEvent {
     fn decode_field(
         &mut self,
@@ -1743,6 +1889,7 @@ impl x::ArrayItem for AlarmState {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAlarmState";
     const ITEM_TAG: &'static str = "AlarmState";
 }
+#[cfg(feature = "all-events")]
 /// `AlarmStatusChangedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
@@ -1759,10 +1906,13 @@ pub struct AlarmStatusChangedEvent {
     /// `to`.
     pub to: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlarmStatusChangedEvent {
     const TYPE_NAME: &'static str = "AlarmStatusChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlarmStatusChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmStatusChangedEvent {
     type Target = AlarmEvent;
     #[inline]
@@ -1770,12 +1920,14 @@ impl std::ops::Deref for AlarmStatusChangedEvent {
         &self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlarmStatusChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmEvent {
         &mut self.alarm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlarmStatusChangedEvent {
     fn decode_field(
         &mut self,

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-events")]
 /// `AllVirtualMachinesLicensedEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -13,10 +14,13 @@ pub struct AllVirtualMachinesLicensedEvent {
     /// The fields `AllVirtualMachinesLicensedEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AllVirtualMachinesLicensedEvent {
     const TYPE_NAME: &'static str = "AllVirtualMachinesLicensedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AllVirtualMachinesLicensedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AllVirtualMachinesLicensedEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -24,12 +28,14 @@ impl std::ops::Deref for AllVirtualMachinesLicensedEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AllVirtualMachinesLicensedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AllVirtualMachinesLicensedEvent {
     fn decode_field(
         &mut self,
@@ -43,6 +49,7 @@ impl x::Fields for AllVirtualMachinesLicensedEvent {
         x::Fields::encode_fields(&self.license_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AlreadyAuthenticatedSessionEvent` (extends `SessionEvent`).
 ///
 /// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
@@ -51,10 +58,13 @@ pub struct AlreadyAuthenticatedSessionEvent {
     /// The fields `AlreadyAuthenticatedSessionEvent` inherits from `SessionEvent`.
     pub session_event: SessionEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AlreadyAuthenticatedSessionEvent {
     const TYPE_NAME: &'static str = "AlreadyAuthenticatedSessionEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AlreadyAuthenticatedSessionEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AlreadyAuthenticatedSessionEvent {
     type Target = SessionEvent;
     #[inline]
@@ -62,12 +72,14 @@ impl std::ops::Deref for AlreadyAuthenticatedSessionEvent {
         &self.session_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AlreadyAuthenticatedSessionEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut SessionEvent {
         &mut self.session_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AlreadyAuthenticatedSessionEvent {
     fn decode_field(
         &mut self,
@@ -81,6 +93,7 @@ impl x::Fields for AlreadyAuthenticatedSessionEvent {
         x::Fields::encode_fields(&self.session_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AlreadyBeingManaged` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -91,10 +104,13 @@ pub struct AlreadyBeingManaged {
     /// `ipAddress`.
     pub ip_address: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AlreadyBeingManaged {
     const TYPE_NAME: &'static str = "AlreadyBeingManaged";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AlreadyBeingManaged {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for AlreadyBeingManaged {
     type Target = HostConnectFault;
     #[inline]
@@ -102,12 +118,14 @@ impl std::ops::Deref for AlreadyBeingManaged {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for AlreadyBeingManaged {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for AlreadyBeingManaged {
     fn decode_field(
         &mut self,
@@ -126,6 +144,7 @@ impl x::Fields for AlreadyBeingManaged {
         w.write("ipAddress", &self.ip_address);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AlreadyConnected` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -136,10 +155,13 @@ pub struct AlreadyConnected {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AlreadyConnected {
     const TYPE_NAME: &'static str = "AlreadyConnected";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AlreadyConnected {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for AlreadyConnected {
     type Target = HostConnectFault;
     #[inline]
@@ -147,12 +169,14 @@ impl std::ops::Deref for AlreadyConnected {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for AlreadyConnected {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for AlreadyConnected {
     fn decode_field(
         &mut self,
@@ -216,6 +240,7 @@ impl x::Fields for AlreadyExists {
         w.write_opt("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AlreadyUpgraded` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -224,10 +249,13 @@ pub struct AlreadyUpgraded {
     /// The fields `AlreadyUpgraded` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AlreadyUpgraded {
     const TYPE_NAME: &'static str = "AlreadyUpgraded";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AlreadyUpgraded {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for AlreadyUpgraded {
     type Target = VimFault;
     #[inline]
@@ -235,12 +263,14 @@ impl std::ops::Deref for AlreadyUpgraded {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for AlreadyUpgraded {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for AlreadyUpgraded {
     fn decode_field(
         &mut self,
@@ -559,6 +589,7 @@ impl x::ArrayItem for AnswerFileStatusResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAnswerFileStatusResult";
     const ITEM_TAG: &'static str = "AnswerFileStatusResult";
 }
+#[cfg(feature = "all-faults")]
 /// `AnswerFileUpdateFailed` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -569,10 +600,13 @@ pub struct AnswerFileUpdateFailed {
     /// `failure`.
     pub failure: Vec<AnswerFileUpdateFailure>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AnswerFileUpdateFailed {
     const TYPE_NAME: &'static str = "AnswerFileUpdateFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AnswerFileUpdateFailed {}
+#[cfg(feature = "all-faults")]
 impl Clone for AnswerFileUpdateFailed {
     fn clone(&self) -> Self {
         Self {
@@ -581,6 +615,7 @@ impl Clone for AnswerFileUpdateFailed {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for AnswerFileUpdateFailed {
     type Target = VimFault;
     #[inline]
@@ -588,12 +623,14 @@ impl std::ops::Deref for AnswerFileUpdateFailed {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for AnswerFileUpdateFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for AnswerFileUpdateFailed {
     fn decode_field(
         &mut self,
@@ -612,6 +649,7 @@ impl x::Fields for AnswerFileUpdateFailed {
         w.write_vec("failure", &self.failure);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AnswerFileUpdateFailure` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AnswerFileUpdateFailure {
@@ -620,10 +658,13 @@ pub struct AnswerFileUpdateFailure {
     /// `errMsg`.
     pub err_msg: LocalizableMessage,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AnswerFileUpdateFailure {
     const TYPE_NAME: &'static str = "AnswerFileUpdateFailure";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AnswerFileUpdateFailure {}
+#[cfg(feature = "all-faults")]
 impl x::Fields for AnswerFileUpdateFailure {
     fn decode_field(
         &mut self,
@@ -643,10 +684,12 @@ impl x::Fields for AnswerFileUpdateFailure {
         w.write("errMsg", &self.err_msg);
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::ArrayItem for AnswerFileUpdateFailure {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAnswerFileUpdateFailure";
     const ITEM_TAG: &'static str = "AnswerFileUpdateFailure";
 }
+#[cfg(feature = "all-faults")]
 /// `ApplicationQuiesceFault` (extends `SnapshotFault`).
 ///
 /// The fields of `SnapshotFault` are in `snapshot_fault`, also reachable through `Deref`.
@@ -655,10 +698,13 @@ pub struct ApplicationQuiesceFault {
     /// The fields `ApplicationQuiesceFault` inherits from `SnapshotFault`.
     pub snapshot_fault: SnapshotFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ApplicationQuiesceFault {
     const TYPE_NAME: &'static str = "ApplicationQuiesceFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ApplicationQuiesceFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ApplicationQuiesceFault {
     type Target = SnapshotFault;
     #[inline]
@@ -666,12 +712,14 @@ impl std::ops::Deref for ApplicationQuiesceFault {
         &self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ApplicationQuiesceFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotFault {
         &mut self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ApplicationQuiesceFault {
     fn decode_field(
         &mut self,
@@ -971,6 +1019,7 @@ impl x::Fields for ArrayUpdateSpec {
         w.write_opt("removeKey", &self.remove_key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AuthMinimumAdminPermission` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -979,10 +1028,13 @@ pub struct AuthMinimumAdminPermission {
     /// The fields `AuthMinimumAdminPermission` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AuthMinimumAdminPermission {
     const TYPE_NAME: &'static str = "AuthMinimumAdminPermission";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AuthMinimumAdminPermission {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for AuthMinimumAdminPermission {
     type Target = VimFault;
     #[inline]
@@ -990,12 +1042,14 @@ impl std::ops::Deref for AuthMinimumAdminPermission {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for AuthMinimumAdminPermission {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for AuthMinimumAdminPermission {
     fn decode_field(
         &mut self,
@@ -1054,6 +1108,7 @@ impl x::Fields for AuthenticationProfile {
         w.write_opt("activeDirectory", &self.active_directory);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AuthenticationRequired` (extends `RuntimeFault`).
 ///
 /// Since vSphere API 9.1.0.0.
@@ -1068,10 +1123,13 @@ pub struct AuthenticationRequired {
     /// Since vSphere API 9.1.0.0.
     pub authenticate: Vec<AuthenticationRequiredChallenge>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AuthenticationRequired {
     const TYPE_NAME: &'static str = "AuthenticationRequired";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AuthenticationRequired {}
+#[cfg(feature = "all-faults")]
 impl Clone for AuthenticationRequired {
     fn clone(&self) -> Self {
         Self {
@@ -1080,6 +1138,7 @@ impl Clone for AuthenticationRequired {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for AuthenticationRequired {
     type Target = RuntimeFault;
     #[inline]
@@ -1087,12 +1146,14 @@ impl std::ops::Deref for AuthenticationRequired {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for AuthenticationRequired {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for AuthenticationRequired {
     fn decode_field(
         &mut self,
@@ -1112,6 +1173,7 @@ impl x::Fields for AuthenticationRequired {
         w.write_vec("authenticate", &self.authenticate);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `AuthenticationRequiredChallenge` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.1.0.0.
@@ -1142,10 +1204,13 @@ pub struct AuthenticationRequiredChallenge {
     /// Since vSphere API 9.1.0.0.
     pub oidc_config_url: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for AuthenticationRequiredChallenge {
     const TYPE_NAME: &'static str = "AuthenticationRequiredChallenge";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for AuthenticationRequiredChallenge {}
+#[cfg(feature = "all-faults")]
 impl x::Fields for AuthenticationRequiredChallenge {
     fn decode_field(
         &mut self,
@@ -1174,6 +1239,7 @@ impl x::Fields for AuthenticationRequiredChallenge {
         w.write_opt("oidcConfigUrl", &self.oidc_config_url);
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::ArrayItem for AuthenticationRequiredChallenge {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAuthenticationRequiredChallenge";
     const ITEM_TAG: &'static str = "AuthenticationRequiredChallenge";

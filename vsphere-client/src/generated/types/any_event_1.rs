@@ -5,1596 +5,1881 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl std::fmt::Debug for AnyEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+/// `Event` or one of its 442 subtypes, chosen by `xsi:type` when decoding.
+///
+/// An `xsi:type` this version does not know decodes as [`AnyEvent::Event`].
+#[non_exhaustive]
+pub enum AnyEvent {
+    Event(Box<Event>),
+    #[cfg(feature = "all-events")]
+    AccountCreatedEvent(Box<AccountCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    AccountRemovedEvent(Box<AccountRemovedEvent>),
+    #[cfg(feature = "all-events")]
+    AccountUpdatedEvent(Box<AccountUpdatedEvent>),
+    #[cfg(feature = "all-events")]
+    AdminPasswordNotChangedEvent(Box<AdminPasswordNotChangedEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmAcknowledgedEvent(Box<AlarmAcknowledgedEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmActionTriggeredEvent(Box<AlarmActionTriggeredEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmClearedEvent(Box<AlarmClearedEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmCreatedEvent(Box<AlarmCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmEmailCompletedEvent(Box<AlarmEmailCompletedEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmEmailFailedEvent(Box<AlarmEmailFailedEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmEvent(Box<AlarmEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmReconfiguredEvent(Box<AlarmReconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmRemovedEvent(Box<AlarmRemovedEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmScriptCompleteEvent(Box<AlarmScriptCompleteEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmScriptFailedEvent(Box<AlarmScriptFailedEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmSnmpCompletedEvent(Box<AlarmSnmpCompletedEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmSnmpFailedEvent(Box<AlarmSnmpFailedEvent>),
+    #[cfg(feature = "all-events")]
+    AlarmStatusChangedEvent(Box<AlarmStatusChangedEvent>),
+    #[cfg(feature = "all-events")]
+    AllVirtualMachinesLicensedEvent(Box<AllVirtualMachinesLicensedEvent>),
+    #[cfg(feature = "all-events")]
+    AlreadyAuthenticatedSessionEvent(Box<AlreadyAuthenticatedSessionEvent>),
+    #[cfg(feature = "all-events")]
+    AuthorizationEvent(Box<AuthorizationEvent>),
+    #[cfg(feature = "all-events")]
+    BadUsernameSessionEvent(Box<BadUsernameSessionEvent>),
+    #[cfg(feature = "all-events")]
+    CanceledHostOperationEvent(Box<CanceledHostOperationEvent>),
+    #[cfg(feature = "all-events")]
+    ClusterComplianceCheckedEvent(Box<ClusterComplianceCheckedEvent>),
+    #[cfg(feature = "all-events")]
+    ClusterCreatedEvent(Box<ClusterCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    ClusterDestroyedEvent(Box<ClusterDestroyedEvent>),
+    #[cfg(feature = "all-events")]
+    ClusterEvent(Box<ClusterEvent>),
+    #[cfg(feature = "all-events")]
+    ClusterOvercommittedEvent(Box<ClusterOvercommittedEvent>),
+    #[cfg(feature = "all-events")]
+    ClusterReconfiguredEvent(Box<ClusterReconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    ClusterStatusChangedEvent(Box<ClusterStatusChangedEvent>),
+    #[cfg(feature = "all-events")]
+    CustomFieldDefAddedEvent(Box<CustomFieldDefAddedEvent>),
+    #[cfg(feature = "all-events")]
+    CustomFieldDefEvent(Box<CustomFieldDefEvent>),
+    #[cfg(feature = "all-events")]
+    CustomFieldDefRemovedEvent(Box<CustomFieldDefRemovedEvent>),
+    #[cfg(feature = "all-events")]
+    CustomFieldDefRenamedEvent(Box<CustomFieldDefRenamedEvent>),
+    #[cfg(feature = "all-events")]
+    CustomFieldEvent(Box<CustomFieldEvent>),
+    #[cfg(feature = "all-events")]
+    CustomFieldValueChangedEvent(Box<CustomFieldValueChangedEvent>),
+    #[cfg(feature = "all-events")]
+    CustomizationEvent(Box<CustomizationEvent>),
+    #[cfg(feature = "all-events")]
+    CustomizationFailed(Box<CustomizationFailed>),
+    #[cfg(feature = "all-events")]
+    CustomizationLinuxIdentityFailed(Box<CustomizationLinuxIdentityFailed>),
+    #[cfg(feature = "all-events")]
+    CustomizationNetworkSetupFailed(Box<CustomizationNetworkSetupFailed>),
+    #[cfg(feature = "all-events")]
+    CustomizationStartedEvent(Box<CustomizationStartedEvent>),
+    #[cfg(feature = "all-events")]
+    CustomizationSucceeded(Box<CustomizationSucceeded>),
+    #[cfg(feature = "all-events")]
+    CustomizationSysprepFailed(Box<CustomizationSysprepFailed>),
+    #[cfg(feature = "all-events")]
+    CustomizationUnknownFailure(Box<CustomizationUnknownFailure>),
+    #[cfg(feature = "all-events")]
+    DVPortgroupCreatedEvent(Box<DVPortgroupCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    DVPortgroupDestroyedEvent(Box<DVPortgroupDestroyedEvent>),
+    #[cfg(feature = "all-events")]
+    DVPortgroupEvent(Box<DVPortgroupEvent>),
+    #[cfg(feature = "all-events")]
+    DVPortgroupReconfiguredEvent(Box<DVPortgroupReconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    DVPortgroupRenamedEvent(Box<DVPortgroupRenamedEvent>),
+    #[cfg(feature = "all-events")]
+    DasAdmissionControlDisabledEvent(Box<DasAdmissionControlDisabledEvent>),
+    #[cfg(feature = "all-events")]
+    DasAdmissionControlEnabledEvent(Box<DasAdmissionControlEnabledEvent>),
+    #[cfg(feature = "all-events")]
+    DasAgentFoundEvent(Box<DasAgentFoundEvent>),
+    #[cfg(feature = "all-events")]
+    DasAgentUnavailableEvent(Box<DasAgentUnavailableEvent>),
+    #[cfg(feature = "all-events")]
+    DasClusterIsolatedEvent(Box<DasClusterIsolatedEvent>),
+    #[cfg(feature = "all-events")]
+    DasDisabledEvent(Box<DasDisabledEvent>),
+    #[cfg(feature = "all-events")]
+    DasEnabledEvent(Box<DasEnabledEvent>),
+    #[cfg(feature = "all-events")]
+    DasHostFailedEvent(Box<DasHostFailedEvent>),
+    #[cfg(feature = "all-events")]
+    DasHostIsolatedEvent(Box<DasHostIsolatedEvent>),
+    #[cfg(feature = "all-events")]
+    DatacenterCreatedEvent(Box<DatacenterCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    DatacenterEvent(Box<DatacenterEvent>),
+    #[cfg(feature = "all-events")]
+    DatacenterRenamedEvent(Box<DatacenterRenamedEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreCapacityIncreasedEvent(Box<DatastoreCapacityIncreasedEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreDestroyedEvent(Box<DatastoreDestroyedEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreDiscoveredEvent(Box<DatastoreDiscoveredEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreDuplicatedEvent(Box<DatastoreDuplicatedEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreEvent(Box<DatastoreEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreFileCopiedEvent(Box<DatastoreFileCopiedEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreFileDeletedEvent(Box<DatastoreFileDeletedEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreFileEvent(Box<DatastoreFileEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreFileMovedEvent(Box<DatastoreFileMovedEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreIORMReconfiguredEvent(Box<DatastoreIORMReconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    DatastorePrincipalConfigured(Box<DatastorePrincipalConfigured>),
+    #[cfg(feature = "all-events")]
+    DatastoreRemovedOnHostEvent(Box<DatastoreRemovedOnHostEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreRenamedEvent(Box<DatastoreRenamedEvent>),
+    #[cfg(feature = "all-events")]
+    DatastoreRenamedOnHostEvent(Box<DatastoreRenamedOnHostEvent>),
+    #[cfg(feature = "all-events")]
+    DrsDisabledEvent(Box<DrsDisabledEvent>),
+    #[cfg(feature = "all-events")]
+    DrsEnabledEvent(Box<DrsEnabledEvent>),
+    #[cfg(feature = "all-events")]
+    DrsEnteredStandbyModeEvent(Box<DrsEnteredStandbyModeEvent>),
+    #[cfg(feature = "all-events")]
+    DrsEnteringStandbyModeEvent(Box<DrsEnteringStandbyModeEvent>),
+    #[cfg(feature = "all-events")]
+    DrsExitStandbyModeFailedEvent(Box<DrsExitStandbyModeFailedEvent>),
+    #[cfg(feature = "all-events")]
+    DrsExitedStandbyModeEvent(Box<DrsExitedStandbyModeEvent>),
+    #[cfg(feature = "all-events")]
+    DrsExitingStandbyModeEvent(Box<DrsExitingStandbyModeEvent>),
+    #[cfg(feature = "all-events")]
+    DrsInvocationFailedEvent(Box<DrsInvocationFailedEvent>),
+    #[cfg(feature = "all-events")]
+    DrsRecoveredFromFailureEvent(Box<DrsRecoveredFromFailureEvent>),
+    #[cfg(feature = "all-events")]
+    DrsResourceConfigureFailedEvent(Box<DrsResourceConfigureFailedEvent>),
+    #[cfg(feature = "all-events")]
+    DrsResourceConfigureSyncedEvent(Box<DrsResourceConfigureSyncedEvent>),
+    #[cfg(feature = "all-events")]
+    DrsRuleComplianceEvent(Box<DrsRuleComplianceEvent>),
+    #[cfg(feature = "all-events")]
+    DrsRuleViolationEvent(Box<DrsRuleViolationEvent>),
+    #[cfg(feature = "all-events")]
+    DrsSoftRuleViolationEvent(Box<DrsSoftRuleViolationEvent>),
+    #[cfg(feature = "all-events")]
+    DrsVmMigratedEvent(Box<DrsVmMigratedEvent>),
+    #[cfg(feature = "all-events")]
+    DrsVmPoweredOnEvent(Box<DrsVmPoweredOnEvent>),
+    #[cfg(feature = "all-events")]
+    DuplicateIpDetectedEvent(Box<DuplicateIpDetectedEvent>),
+    #[cfg(feature = "all-events")]
+    DvpgImportEvent(Box<DvpgImportEvent>),
+    #[cfg(feature = "all-events")]
+    DvpgRestoreEvent(Box<DvpgRestoreEvent>),
+    #[cfg(feature = "all-events")]
+    DvsCreatedEvent(Box<DvsCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsDestroyedEvent(Box<DvsDestroyedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsEvent(Box<DvsEvent>),
+    #[cfg(feature = "all-events")]
+    DvsHealthStatusChangeEvent(Box<DvsHealthStatusChangeEvent>),
+    #[cfg(feature = "all-events")]
+    DvsHostBackInSyncEvent(Box<DvsHostBackInSyncEvent>),
+    #[cfg(feature = "all-events")]
+    DvsHostJoinedEvent(Box<DvsHostJoinedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsHostLeftEvent(Box<DvsHostLeftEvent>),
+    #[cfg(feature = "all-events")]
+    DvsHostStatusUpdated(Box<DvsHostStatusUpdated>),
+    #[cfg(feature = "all-events")]
+    DvsHostWentOutOfSyncEvent(Box<DvsHostWentOutOfSyncEvent>),
+    #[cfg(feature = "all-events")]
+    DvsImportEvent(Box<DvsImportEvent>),
+    #[cfg(feature = "all-events")]
+    DvsMergedEvent(Box<DvsMergedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortBlockedEvent(Box<DvsPortBlockedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortConnectedEvent(Box<DvsPortConnectedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortCreatedEvent(Box<DvsPortCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortDeletedEvent(Box<DvsPortDeletedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortDisconnectedEvent(Box<DvsPortDisconnectedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortEnteredPassthruEvent(Box<DvsPortEnteredPassthruEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortExitedPassthruEvent(Box<DvsPortExitedPassthruEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortJoinPortgroupEvent(Box<DvsPortJoinPortgroupEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortLeavePortgroupEvent(Box<DvsPortLeavePortgroupEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortLinkDownEvent(Box<DvsPortLinkDownEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortLinkUpEvent(Box<DvsPortLinkUpEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortReconfiguredEvent(Box<DvsPortReconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortRuntimeChangeEvent(Box<DvsPortRuntimeChangeEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortUnblockedEvent(Box<DvsPortUnblockedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsPortVendorSpecificStateChangeEvent(Box<DvsPortVendorSpecificStateChangeEvent>),
+    #[cfg(feature = "all-events")]
+    DvsReconfiguredEvent(Box<DvsReconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    DvsRenamedEvent(Box<DvsRenamedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsRestoreEvent(Box<DvsRestoreEvent>),
+    #[cfg(feature = "all-events")]
+    DvsUpgradeAvailableEvent(Box<DvsUpgradeAvailableEvent>),
+    #[cfg(feature = "all-events")]
+    DvsUpgradeInProgressEvent(Box<DvsUpgradeInProgressEvent>),
+    #[cfg(feature = "all-events")]
+    DvsUpgradeRejectedEvent(Box<DvsUpgradeRejectedEvent>),
+    #[cfg(feature = "all-events")]
+    DvsUpgradedEvent(Box<DvsUpgradedEvent>),
+    #[cfg(feature = "all-events")]
+    EnteredMaintenanceModeEvent(Box<EnteredMaintenanceModeEvent>),
+    #[cfg(feature = "all-events")]
+    EnteredStandbyModeEvent(Box<EnteredStandbyModeEvent>),
+    #[cfg(feature = "all-events")]
+    EnteringMaintenanceModeEvent(Box<EnteringMaintenanceModeEvent>),
+    #[cfg(feature = "all-events")]
+    EnteringStandbyModeEvent(Box<EnteringStandbyModeEvent>),
+    #[cfg(feature = "all-events")]
+    ErrorUpgradeEvent(Box<ErrorUpgradeEvent>),
+    #[cfg(feature = "all-events")]
+    EventEx(Box<EventEx>),
+    #[cfg(feature = "all-events")]
+    ExitMaintenanceModeEvent(Box<ExitMaintenanceModeEvent>),
+    #[cfg(feature = "all-events")]
+    ExitStandbyModeFailedEvent(Box<ExitStandbyModeFailedEvent>),
+    #[cfg(feature = "all-events")]
+    ExitedStandbyModeEvent(Box<ExitedStandbyModeEvent>),
+    #[cfg(feature = "all-events")]
+    ExitingStandbyModeEvent(Box<ExitingStandbyModeEvent>),
+    #[cfg(feature = "all-events")]
+    ExtendedEvent(Box<ExtendedEvent>),
+    #[cfg(feature = "all-events")]
+    FailoverLevelRestored(Box<FailoverLevelRestored>),
+    #[cfg(feature = "all-events")]
+    GeneralEvent(Box<GeneralEvent>),
+    #[cfg(feature = "all-events")]
+    GeneralHostErrorEvent(Box<GeneralHostErrorEvent>),
+    #[cfg(feature = "all-events")]
+    GeneralHostInfoEvent(Box<GeneralHostInfoEvent>),
+    #[cfg(feature = "all-events")]
+    GeneralHostWarningEvent(Box<GeneralHostWarningEvent>),
+    #[cfg(feature = "all-events")]
+    GeneralUserEvent(Box<GeneralUserEvent>),
+    #[cfg(feature = "all-events")]
+    GeneralVmErrorEvent(Box<GeneralVmErrorEvent>),
+    #[cfg(feature = "all-events")]
+    GeneralVmInfoEvent(Box<GeneralVmInfoEvent>),
+    #[cfg(feature = "all-events")]
+    GeneralVmWarningEvent(Box<GeneralVmWarningEvent>),
+    #[cfg(feature = "all-events")]
+    GhostDvsProxySwitchDetectedEvent(Box<GhostDvsProxySwitchDetectedEvent>),
+    #[cfg(feature = "all-events")]
+    GhostDvsProxySwitchRemovedEvent(Box<GhostDvsProxySwitchRemovedEvent>),
+    #[cfg(feature = "all-events")]
+    GlobalMessageChangedEvent(Box<GlobalMessageChangedEvent>),
+    #[cfg(feature = "all-events")]
+    HealthStatusChangedEvent(Box<HealthStatusChangedEvent>),
+    #[cfg(feature = "all-events")]
+    HostAddFailedEvent(Box<HostAddFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostAddedEvent(Box<HostAddedEvent>),
+    #[cfg(feature = "all-events")]
+    HostAdminDisableEvent(Box<HostAdminDisableEvent>),
+    #[cfg(feature = "all-events")]
+    HostAdminEnableEvent(Box<HostAdminEnableEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedAccountFailedEvent(Box<HostCnxFailedAccountFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedAlreadyManagedEvent(Box<HostCnxFailedAlreadyManagedEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedBadCcagentEvent(Box<HostCnxFailedBadCcagentEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedBadUsernameEvent(Box<HostCnxFailedBadUsernameEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedBadVersionEvent(Box<HostCnxFailedBadVersionEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedCcagentUpgradeEvent(Box<HostCnxFailedCcagentUpgradeEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedEvent(Box<HostCnxFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedNetworkErrorEvent(Box<HostCnxFailedNetworkErrorEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedNoAccessEvent(Box<HostCnxFailedNoAccessEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedNoConnectionEvent(Box<HostCnxFailedNoConnectionEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedNoLicenseEvent(Box<HostCnxFailedNoLicenseEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedNotFoundEvent(Box<HostCnxFailedNotFoundEvent>),
+    #[cfg(feature = "all-events")]
+    HostCnxFailedTimeoutEvent(Box<HostCnxFailedTimeoutEvent>),
+    #[cfg(feature = "all-events")]
+    HostComplianceCheckedEvent(Box<HostComplianceCheckedEvent>),
+    #[cfg(feature = "all-events")]
+    HostCompliantEvent(Box<HostCompliantEvent>),
+    #[cfg(feature = "all-events")]
+    HostConfigAppliedEvent(Box<HostConfigAppliedEvent>),
+    #[cfg(feature = "all-events")]
+    HostConnectedEvent(Box<HostConnectedEvent>),
+    #[cfg(feature = "all-events")]
+    HostConnectionLostEvent(Box<HostConnectionLostEvent>),
+    #[cfg(feature = "all-events")]
+    HostDasDisabledEvent(Box<HostDasDisabledEvent>),
+    #[cfg(feature = "all-events")]
+    HostDasDisablingEvent(Box<HostDasDisablingEvent>),
+    #[cfg(feature = "all-events")]
+    HostDasEnabledEvent(Box<HostDasEnabledEvent>),
+    #[cfg(feature = "all-events")]
+    HostDasEnablingEvent(Box<HostDasEnablingEvent>),
+    #[cfg(feature = "all-events")]
+    HostDasErrorEvent(Box<HostDasErrorEvent>),
+    #[cfg(feature = "all-events")]
+    HostDasEvent(Box<HostDasEvent>),
+    #[cfg(feature = "all-events")]
+    HostDasOkEvent(Box<HostDasOkEvent>),
+    #[cfg(feature = "all-events")]
+    HostDisconnectedEvent(Box<HostDisconnectedEvent>),
+    #[cfg(feature = "all-events")]
+    HostEnableAdminFailedEvent(Box<HostEnableAdminFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostEvent(Box<HostEvent>),
+    #[cfg(feature = "all-events")]
+    HostExtraNetworksEvent(Box<HostExtraNetworksEvent>),
+    #[cfg(feature = "all-events")]
+    HostGetShortNameFailedEvent(Box<HostGetShortNameFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostInAuditModeEvent(Box<HostInAuditModeEvent>),
+    #[cfg(feature = "all-events")]
+    HostInventoryFullEvent(Box<HostInventoryFullEvent>),
+    #[cfg(feature = "all-events")]
+    HostInventoryUnreadableEvent(Box<HostInventoryUnreadableEvent>),
+    #[cfg(feature = "all-events")]
+    HostIpChangedEvent(Box<HostIpChangedEvent>),
+    #[cfg(feature = "all-events")]
+    HostIpInconsistentEvent(Box<HostIpInconsistentEvent>),
+    #[cfg(feature = "all-events")]
+    HostIpToShortNameFailedEvent(Box<HostIpToShortNameFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostIsolationIpPingFailedEvent(Box<HostIsolationIpPingFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostLicenseExpiredEvent(Box<HostLicenseExpiredEvent>),
+    #[cfg(feature = "all-events")]
+    HostLocalPortCreatedEvent(Box<HostLocalPortCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    HostMissingNetworksEvent(Box<HostMissingNetworksEvent>),
+    #[cfg(feature = "all-events")]
+    HostMonitoringStateChangedEvent(Box<HostMonitoringStateChangedEvent>),
+    #[cfg(feature = "all-events")]
+    HostNoAvailableNetworksEvent(Box<HostNoAvailableNetworksEvent>),
+    #[cfg(feature = "all-events")]
+    HostNoHAEnabledPortGroupsEvent(Box<HostNoHAEnabledPortGroupsEvent>),
+    #[cfg(feature = "all-events")]
+    HostNoRedundantManagementNetworkEvent(Box<HostNoRedundantManagementNetworkEvent>),
+    #[cfg(feature = "all-events")]
+    HostNonCompliantEvent(Box<HostNonCompliantEvent>),
+    #[cfg(feature = "all-events")]
+    HostNotInClusterEvent(Box<HostNotInClusterEvent>),
+    #[cfg(feature = "all-events")]
+    HostOvercommittedEvent(Box<HostOvercommittedEvent>),
+    #[cfg(feature = "all-events")]
+    HostPrimaryAgentNotShortNameEvent(Box<HostPrimaryAgentNotShortNameEvent>),
+    #[cfg(feature = "all-events")]
+    HostProfileAppliedEvent(Box<HostProfileAppliedEvent>),
+    #[cfg(feature = "all-events")]
+    HostReconnectionFailedEvent(Box<HostReconnectionFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostRemovedEvent(Box<HostRemovedEvent>),
+    #[cfg(feature = "all-events")]
+    HostShortNameInconsistentEvent(Box<HostShortNameInconsistentEvent>),
+    #[cfg(feature = "all-events")]
+    HostShortNameToIpFailedEvent(Box<HostShortNameToIpFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostShutdownEvent(Box<HostShutdownEvent>),
+    #[cfg(feature = "all-events")]
+    HostSpecificationChangedEvent(Box<HostSpecificationChangedEvent>),
+    #[cfg(feature = "all-events")]
+    HostSpecificationRequireEvent(Box<HostSpecificationRequireEvent>),
+    #[cfg(feature = "all-events")]
+    HostSpecificationUpdateEvent(Box<HostSpecificationUpdateEvent>),
+    #[cfg(feature = "all-events")]
+    HostStatusChangedEvent(Box<HostStatusChangedEvent>),
+    #[cfg(feature = "all-events")]
+    HostSubSpecificationDeleteEvent(Box<HostSubSpecificationDeleteEvent>),
+    #[cfg(feature = "all-events")]
+    HostSubSpecificationUpdateEvent(Box<HostSubSpecificationUpdateEvent>),
+    #[cfg(feature = "all-events")]
+    HostSyncFailedEvent(Box<HostSyncFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostUpgradeFailedEvent(Box<HostUpgradeFailedEvent>),
+    #[cfg(feature = "all-events")]
+    HostUserWorldSwapNotEnabledEvent(Box<HostUserWorldSwapNotEnabledEvent>),
+    #[cfg(feature = "all-events")]
+    HostVnicConnectedToCustomizedDVPortEvent(
+        Box<HostVnicConnectedToCustomizedDVPortEvent>,
+    ),
+    #[cfg(feature = "all-events")]
+    HostWwnChangedEvent(Box<HostWwnChangedEvent>),
+    #[cfg(feature = "all-events")]
+    HostWwnConflictEvent(Box<HostWwnConflictEvent>),
+    #[cfg(feature = "all-events")]
+    IScsiBootFailureEvent(Box<IScsiBootFailureEvent>),
+    #[cfg(feature = "all-events")]
+    IncorrectHostInformationEvent(Box<IncorrectHostInformationEvent>),
+    #[cfg(feature = "all-events")]
+    InfoUpgradeEvent(Box<InfoUpgradeEvent>),
+    #[cfg(feature = "all-events")]
+    InsufficientFailoverResourcesEvent(Box<InsufficientFailoverResourcesEvent>),
+    #[cfg(feature = "all-events")]
+    InvalidEditionEvent(Box<InvalidEditionEvent>),
+    #[cfg(feature = "all-events")]
+    LicenseEvent(Box<LicenseEvent>),
+    #[cfg(feature = "all-events")]
+    LicenseExpiredEvent(Box<LicenseExpiredEvent>),
+    #[cfg(feature = "all-events")]
+    LicenseNonComplianceEvent(Box<LicenseNonComplianceEvent>),
+    #[cfg(feature = "all-events")]
+    LicenseRestrictedEvent(Box<LicenseRestrictedEvent>),
+    #[cfg(feature = "all-events")]
+    LicenseServerAvailableEvent(Box<LicenseServerAvailableEvent>),
+    #[cfg(feature = "all-events")]
+    LicenseServerUnavailableEvent(Box<LicenseServerUnavailableEvent>),
+    #[cfg(feature = "all-events")]
+    LocalDatastoreCreatedEvent(Box<LocalDatastoreCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    LocalTSMEnabledEvent(Box<LocalTSMEnabledEvent>),
+    #[cfg(feature = "all-events")]
+    LockerMisconfiguredEvent(Box<LockerMisconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    LockerReconfiguredEvent(Box<LockerReconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    MigrationErrorEvent(Box<MigrationErrorEvent>),
+    #[cfg(feature = "all-events")]
+    MigrationEvent(Box<MigrationEvent>),
+    #[cfg(feature = "all-events")]
+    MigrationHostErrorEvent(Box<MigrationHostErrorEvent>),
+    #[cfg(feature = "all-events")]
+    MigrationHostWarningEvent(Box<MigrationHostWarningEvent>),
+    #[cfg(feature = "all-events")]
+    MigrationResourceErrorEvent(Box<MigrationResourceErrorEvent>),
+    #[cfg(feature = "all-events")]
+    MigrationResourceWarningEvent(Box<MigrationResourceWarningEvent>),
+    #[cfg(feature = "all-events")]
+    MigrationWarningEvent(Box<MigrationWarningEvent>),
+    #[cfg(feature = "all-events")]
+    MtuMatchEvent(Box<MtuMatchEvent>),
+    #[cfg(feature = "all-events")]
+    MtuMismatchEvent(Box<MtuMismatchEvent>),
+    #[cfg(feature = "all-events")]
+    NASDatastoreCreatedEvent(Box<NASDatastoreCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    NetworkRollbackEvent(Box<NetworkRollbackEvent>),
+    #[cfg(feature = "all-events")]
+    NoAccessUserEvent(Box<NoAccessUserEvent>),
+    #[cfg(feature = "all-events")]
+    NoDatastoresConfiguredEvent(Box<NoDatastoresConfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    NoLicenseEvent(Box<NoLicenseEvent>),
+    #[cfg(feature = "all-events")]
+    NoMaintenanceModeDrsRecommendationForVM(
+        Box<NoMaintenanceModeDrsRecommendationForVM>,
+    ),
+    #[cfg(feature = "all-events")]
+    NonVIWorkloadDetectedOnDatastoreEvent(Box<NonVIWorkloadDetectedOnDatastoreEvent>),
+    #[cfg(feature = "all-events")]
+    NotEnoughResourcesToStartVmEvent(Box<NotEnoughResourcesToStartVmEvent>),
+    #[cfg(feature = "all-events")]
+    OutOfSyncDvsHost(Box<OutOfSyncDvsHost>),
+    #[cfg(feature = "all-events")]
+    PermissionAddedEvent(Box<PermissionAddedEvent>),
+    #[cfg(feature = "all-events")]
+    PermissionEvent(Box<PermissionEvent>),
+    #[cfg(feature = "all-events")]
+    PermissionRemovedEvent(Box<PermissionRemovedEvent>),
+    #[cfg(feature = "all-events")]
+    PermissionUpdatedEvent(Box<PermissionUpdatedEvent>),
+    #[cfg(feature = "all-events")]
+    ProfileAssociatedEvent(Box<ProfileAssociatedEvent>),
+    #[cfg(feature = "all-events")]
+    ProfileChangedEvent(Box<ProfileChangedEvent>),
+    #[cfg(feature = "all-events")]
+    ProfileCreatedEvent(Box<ProfileCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    ProfileDissociatedEvent(Box<ProfileDissociatedEvent>),
+    #[cfg(feature = "all-events")]
+    ProfileEvent(Box<ProfileEvent>),
+    #[cfg(feature = "all-events")]
+    ProfileReferenceHostChangedEvent(Box<ProfileReferenceHostChangedEvent>),
+    #[cfg(feature = "all-events")]
+    ProfileRemovedEvent(Box<ProfileRemovedEvent>),
+    #[cfg(feature = "all-events")]
+    RecoveryEvent(Box<RecoveryEvent>),
+    #[cfg(feature = "all-events")]
+    RemoteTSMEnabledEvent(Box<RemoteTSMEnabledEvent>),
+    #[cfg(feature = "all-events")]
+    ResourcePoolCreatedEvent(Box<ResourcePoolCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    ResourcePoolDestroyedEvent(Box<ResourcePoolDestroyedEvent>),
+    #[cfg(feature = "all-events")]
+    ResourcePoolEvent(Box<ResourcePoolEvent>),
+    #[cfg(feature = "all-events")]
+    ResourcePoolMovedEvent(Box<ResourcePoolMovedEvent>),
+    #[cfg(feature = "all-events")]
+    ResourcePoolReconfiguredEvent(Box<ResourcePoolReconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    ResourceViolatedEvent(Box<ResourceViolatedEvent>),
+    #[cfg(feature = "all-events")]
+    RoleAddedEvent(Box<RoleAddedEvent>),
+    #[cfg(feature = "all-events")]
+    RoleEvent(Box<RoleEvent>),
+    #[cfg(feature = "all-events")]
+    RoleRemovedEvent(Box<RoleRemovedEvent>),
+    #[cfg(feature = "all-events")]
+    RoleUpdatedEvent(Box<RoleUpdatedEvent>),
+    #[cfg(feature = "all-events")]
+    RollbackEvent(Box<RollbackEvent>),
+    #[cfg(feature = "all-events")]
+    ScheduledTaskCompletedEvent(Box<ScheduledTaskCompletedEvent>),
+    #[cfg(feature = "all-events")]
+    ScheduledTaskCreatedEvent(Box<ScheduledTaskCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    ScheduledTaskEmailCompletedEvent(Box<ScheduledTaskEmailCompletedEvent>),
+    #[cfg(feature = "all-events")]
+    ScheduledTaskEmailFailedEvent(Box<ScheduledTaskEmailFailedEvent>),
+    #[cfg(feature = "all-events")]
+    ScheduledTaskEvent(Box<ScheduledTaskEvent>),
+    #[cfg(feature = "all-events")]
+    ScheduledTaskFailedEvent(Box<ScheduledTaskFailedEvent>),
+    #[cfg(feature = "all-events")]
+    ScheduledTaskReconfiguredEvent(Box<ScheduledTaskReconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    ScheduledTaskRemovedEvent(Box<ScheduledTaskRemovedEvent>),
+    #[cfg(feature = "all-events")]
+    ScheduledTaskStartedEvent(Box<ScheduledTaskStartedEvent>),
+    #[cfg(feature = "all-events")]
+    ServerLicenseExpiredEvent(Box<ServerLicenseExpiredEvent>),
+    #[cfg(feature = "all-events")]
+    ServerStartedSessionEvent(Box<ServerStartedSessionEvent>),
+    #[cfg(feature = "all-events")]
+    SessionEvent(Box<SessionEvent>),
+    #[cfg(feature = "all-events")]
+    SessionTerminatedEvent(Box<SessionTerminatedEvent>),
+    #[cfg(feature = "all-events")]
+    TaskEvent(Box<TaskEvent>),
+    #[cfg(feature = "all-events")]
+    TaskTimeoutEvent(Box<TaskTimeoutEvent>),
+    #[cfg(feature = "all-events")]
+    TeamingMatchEvent(Box<TeamingMatchEvent>),
+    #[cfg(feature = "all-events")]
+    TeamingMisMatchEvent(Box<TeamingMisMatchEvent>),
+    #[cfg(feature = "all-events")]
+    TemplateBeingUpgradedEvent(Box<TemplateBeingUpgradedEvent>),
+    #[cfg(feature = "all-events")]
+    TemplateUpgradeEvent(Box<TemplateUpgradeEvent>),
+    #[cfg(feature = "all-events")]
+    TemplateUpgradeFailedEvent(Box<TemplateUpgradeFailedEvent>),
+    #[cfg(feature = "all-events")]
+    TemplateUpgradedEvent(Box<TemplateUpgradedEvent>),
+    #[cfg(feature = "all-events")]
+    TimedOutHostOperationEvent(Box<TimedOutHostOperationEvent>),
+    #[cfg(feature = "all-events")]
+    UnlicensedVirtualMachinesEvent(Box<UnlicensedVirtualMachinesEvent>),
+    #[cfg(feature = "all-events")]
+    UnlicensedVirtualMachinesFoundEvent(Box<UnlicensedVirtualMachinesFoundEvent>),
+    #[cfg(feature = "all-events")]
+    UpdatedAgentBeingRestartedEvent(Box<UpdatedAgentBeingRestartedEvent>),
+    #[cfg(feature = "all-events")]
+    UpgradeEvent(Box<UpgradeEvent>),
+    #[cfg(feature = "all-events")]
+    UplinkPortMtuNotSupportEvent(Box<UplinkPortMtuNotSupportEvent>),
+    #[cfg(feature = "all-events")]
+    UplinkPortMtuSupportEvent(Box<UplinkPortMtuSupportEvent>),
+    #[cfg(feature = "all-events")]
+    UplinkPortVlanTrunkedEvent(Box<UplinkPortVlanTrunkedEvent>),
+    #[cfg(feature = "all-events")]
+    UplinkPortVlanUntrunkedEvent(Box<UplinkPortVlanUntrunkedEvent>),
+    #[cfg(feature = "all-events")]
+    UserAssignedToGroup(Box<UserAssignedToGroup>),
+    #[cfg(feature = "all-events")]
+    UserLoginSessionEvent(Box<UserLoginSessionEvent>),
+    #[cfg(feature = "all-events")]
+    UserLogoutSessionEvent(Box<UserLogoutSessionEvent>),
+    #[cfg(feature = "all-events")]
+    UserPasswordChanged(Box<UserPasswordChanged>),
+    #[cfg(feature = "all-events")]
+    UserUnassignedFromGroup(Box<UserUnassignedFromGroup>),
+    #[cfg(feature = "all-events")]
+    UserUpgradeEvent(Box<UserUpgradeEvent>),
+    #[cfg(feature = "all-events")]
+    VMFSDatastoreCreatedEvent(Box<VMFSDatastoreCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    VMFSDatastoreExpandedEvent(Box<VMFSDatastoreExpandedEvent>),
+    #[cfg(feature = "all-events")]
+    VMFSDatastoreExtendedEvent(Box<VMFSDatastoreExtendedEvent>),
+    #[cfg(feature = "all-events")]
+    VMotionLicenseExpiredEvent(Box<VMotionLicenseExpiredEvent>),
+    #[cfg(feature = "all-events")]
+    VcAgentUninstallFailedEvent(Box<VcAgentUninstallFailedEvent>),
+    #[cfg(feature = "all-events")]
+    VcAgentUninstalledEvent(Box<VcAgentUninstalledEvent>),
+    #[cfg(feature = "all-events")]
+    VcAgentUpgradeFailedEvent(Box<VcAgentUpgradeFailedEvent>),
+    #[cfg(feature = "all-events")]
+    VcAgentUpgradedEvent(Box<VcAgentUpgradedEvent>),
+    #[cfg(feature = "all-events")]
+    VimAccountPasswordChangedEvent(Box<VimAccountPasswordChangedEvent>),
+    #[cfg(feature = "all-events")]
+    VmAcquiredMksTicketEvent(Box<VmAcquiredMksTicketEvent>),
+    #[cfg(feature = "all-events")]
+    VmAcquiredTicketEvent(Box<VmAcquiredTicketEvent>),
+    #[cfg(feature = "all-events")]
+    VmAutoRenameEvent(Box<VmAutoRenameEvent>),
+    #[cfg(feature = "all-events")]
+    VmBeingClonedEvent(Box<VmBeingClonedEvent>),
+    #[cfg(feature = "all-events")]
+    VmBeingClonedNoFolderEvent(Box<VmBeingClonedNoFolderEvent>),
+    #[cfg(feature = "all-events")]
+    VmBeingCreatedEvent(Box<VmBeingCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    VmBeingDeployedEvent(Box<VmBeingDeployedEvent>),
+    #[cfg(feature = "all-events")]
+    VmBeingHotMigratedEvent(Box<VmBeingHotMigratedEvent>),
+    #[cfg(feature = "all-events")]
+    VmBeingMigratedEvent(Box<VmBeingMigratedEvent>),
+    #[cfg(feature = "all-events")]
+    VmBeingRelocatedEvent(Box<VmBeingRelocatedEvent>),
+    #[cfg(feature = "all-events")]
+    VmCloneEvent(Box<VmCloneEvent>),
+    #[cfg(feature = "all-events")]
+    VmCloneFailedEvent(Box<VmCloneFailedEvent>),
+    #[cfg(feature = "all-events")]
+    VmClonedEvent(Box<VmClonedEvent>),
+    #[cfg(feature = "all-events")]
+    VmConfigMissingEvent(Box<VmConfigMissingEvent>),
+    #[cfg(feature = "all-events")]
+    VmConnectedEvent(Box<VmConnectedEvent>),
+    #[cfg(feature = "all-events")]
+    VmCreatedEvent(Box<VmCreatedEvent>),
+    #[cfg(feature = "all-events")]
+    VmDasBeingResetEvent(Box<VmDasBeingResetEvent>),
+    #[cfg(feature = "all-events")]
+    VmDasBeingResetWithScreenshotEvent(Box<VmDasBeingResetWithScreenshotEvent>),
+    #[cfg(feature = "all-events")]
+    VmDasResetFailedEvent(Box<VmDasResetFailedEvent>),
+    #[cfg(feature = "all-events")]
+    VmDasUpdateErrorEvent(Box<VmDasUpdateErrorEvent>),
+    #[cfg(feature = "all-events")]
+    VmDasUpdateOkEvent(Box<VmDasUpdateOkEvent>),
+    #[cfg(feature = "all-events")]
+    VmDateRolledBackEvent(Box<VmDateRolledBackEvent>),
+    #[cfg(feature = "all-events")]
+    VmDeployFailedEvent(Box<VmDeployFailedEvent>),
+    #[cfg(feature = "all-events")]
+    VmDeployedEvent(Box<VmDeployedEvent>),
+    #[cfg(feature = "all-events")]
+    VmDisconnectedEvent(Box<VmDisconnectedEvent>),
+    #[cfg(feature = "all-events")]
+    VmDiscoveredEvent(Box<VmDiscoveredEvent>),
+    #[cfg(feature = "all-events")]
+    VmDiskFailedEvent(Box<VmDiskFailedEvent>),
+    #[cfg(feature = "all-events")]
+    VmEmigratingEvent(Box<VmEmigratingEvent>),
+    #[cfg(feature = "all-events")]
+    VmEndRecordingEvent(Box<VmEndRecordingEvent>),
+    #[cfg(feature = "all-events")]
+    VmEndReplayingEvent(Box<VmEndReplayingEvent>),
+    #[cfg(feature = "all-events")]
+    VmEvent(Box<VmEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedMigrateEvent(Box<VmFailedMigrateEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedRelayoutEvent(Box<VmFailedRelayoutEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedRelayoutOnVmfs2DatastoreEvent(Box<VmFailedRelayoutOnVmfs2DatastoreEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedStartingSecondaryEvent(Box<VmFailedStartingSecondaryEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedToPowerOffEvent(Box<VmFailedToPowerOffEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedToPowerOnEvent(Box<VmFailedToPowerOnEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedToRebootGuestEvent(Box<VmFailedToRebootGuestEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedToResetEvent(Box<VmFailedToResetEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedToShutdownGuestEvent(Box<VmFailedToShutdownGuestEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedToStandbyGuestEvent(Box<VmFailedToStandbyGuestEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedToSuspendEvent(Box<VmFailedToSuspendEvent>),
+    #[cfg(feature = "all-events")]
+    VmFailedUpdatingSecondaryConfig(Box<VmFailedUpdatingSecondaryConfig>),
+    #[cfg(feature = "all-events")]
+    VmFailoverFailed(Box<VmFailoverFailed>),
+    #[cfg(feature = "all-events")]
+    VmFaultToleranceStateChangedEvent(Box<VmFaultToleranceStateChangedEvent>),
+    #[cfg(feature = "all-events")]
+    VmFaultToleranceTurnedOffEvent(Box<VmFaultToleranceTurnedOffEvent>),
+    #[cfg(feature = "all-events")]
+    VmFaultToleranceVmTerminatedEvent(Box<VmFaultToleranceVmTerminatedEvent>),
+    #[cfg(feature = "all-events")]
+    VmGuestOSCrashedEvent(Box<VmGuestOSCrashedEvent>),
+    #[cfg(feature = "all-events")]
+    VmGuestRebootEvent(Box<VmGuestRebootEvent>),
+    #[cfg(feature = "all-events")]
+    VmGuestShutdownEvent(Box<VmGuestShutdownEvent>),
+    #[cfg(feature = "all-events")]
+    VmGuestStandbyEvent(Box<VmGuestStandbyEvent>),
+    #[cfg(feature = "all-events")]
+    VmHealthMonitoringStateChangedEvent(Box<VmHealthMonitoringStateChangedEvent>),
+    #[cfg(feature = "all-events")]
+    VmInstanceUuidAssignedEvent(Box<VmInstanceUuidAssignedEvent>),
+    #[cfg(feature = "all-events")]
+    VmInstanceUuidChangedEvent(Box<VmInstanceUuidChangedEvent>),
+    #[cfg(feature = "all-events")]
+    VmInstanceUuidConflictEvent(Box<VmInstanceUuidConflictEvent>),
+    #[cfg(feature = "all-events")]
+    VmMacAssignedEvent(Box<VmMacAssignedEvent>),
+    #[cfg(feature = "all-events")]
+    VmMacChangedEvent(Box<VmMacChangedEvent>),
+    #[cfg(feature = "all-events")]
+    VmMacConflictEvent(Box<VmMacConflictEvent>),
+    #[cfg(feature = "all-events")]
+    VmMaxFTRestartCountReached(Box<VmMaxFTRestartCountReached>),
+    #[cfg(feature = "all-events")]
+    VmMaxRestartCountReached(Box<VmMaxRestartCountReached>),
+    #[cfg(feature = "all-events")]
+    VmMessageErrorEvent(Box<VmMessageErrorEvent>),
+    #[cfg(feature = "all-events")]
+    VmMessageEvent(Box<VmMessageEvent>),
+    #[cfg(feature = "all-events")]
+    VmMessageWarningEvent(Box<VmMessageWarningEvent>),
+    #[cfg(feature = "all-events")]
+    VmMigratedEvent(Box<VmMigratedEvent>),
+    #[cfg(feature = "all-events")]
+    VmNoCompatibleHostForSecondaryEvent(Box<VmNoCompatibleHostForSecondaryEvent>),
+    #[cfg(feature = "all-events")]
+    VmNoNetworkAccessEvent(Box<VmNoNetworkAccessEvent>),
+    #[cfg(feature = "all-events")]
+    VmOrphanedEvent(Box<VmOrphanedEvent>),
+    #[cfg(feature = "all-events")]
+    VmPowerOffOnIsolationEvent(Box<VmPowerOffOnIsolationEvent>),
+    #[cfg(feature = "all-events")]
+    VmPoweredOffEvent(Box<VmPoweredOffEvent>),
+    #[cfg(feature = "all-events")]
+    VmPoweredOnEvent(Box<VmPoweredOnEvent>),
+    #[cfg(feature = "all-events")]
+    VmPoweringOnWithCustomizedDVPortEvent(Box<VmPoweringOnWithCustomizedDVPortEvent>),
+    #[cfg(feature = "all-events")]
+    VmPrimaryFailoverEvent(Box<VmPrimaryFailoverEvent>),
+    #[cfg(feature = "all-events")]
+    VmReconfiguredEvent(Box<VmReconfiguredEvent>),
+    #[cfg(feature = "all-events")]
+    VmRegisteredEvent(Box<VmRegisteredEvent>),
+    #[cfg(feature = "all-events")]
+    VmRelayoutSuccessfulEvent(Box<VmRelayoutSuccessfulEvent>),
+    #[cfg(feature = "all-events")]
+    VmRelayoutUpToDateEvent(Box<VmRelayoutUpToDateEvent>),
+    #[cfg(feature = "all-events")]
+    VmReloadFromPathEvent(Box<VmReloadFromPathEvent>),
+    #[cfg(feature = "all-events")]
+    VmReloadFromPathFailedEvent(Box<VmReloadFromPathFailedEvent>),
+    #[cfg(feature = "all-events")]
+    VmRelocateFailedEvent(Box<VmRelocateFailedEvent>),
+    #[cfg(feature = "all-events")]
+    VmRelocateSpecEvent(Box<VmRelocateSpecEvent>),
+    #[cfg(feature = "all-events")]
+    VmRelocatedEvent(Box<VmRelocatedEvent>),
+    #[cfg(feature = "all-events")]
+    VmRemoteConsoleConnectedEvent(Box<VmRemoteConsoleConnectedEvent>),
+    #[cfg(feature = "all-events")]
+    VmRemoteConsoleDisconnectedEvent(Box<VmRemoteConsoleDisconnectedEvent>),
+    #[cfg(feature = "all-events")]
+    VmRemovedEvent(Box<VmRemovedEvent>),
+    #[cfg(feature = "all-events")]
+    VmRenamedEvent(Box<VmRenamedEvent>),
+    #[cfg(feature = "all-events")]
+    VmRequirementsExceedCurrentEVCModeEvent(
+        Box<VmRequirementsExceedCurrentEVCModeEvent>,
+    ),
+    #[cfg(feature = "all-events")]
+    VmResettingEvent(Box<VmResettingEvent>),
+    #[cfg(feature = "all-events")]
+    VmResourcePoolMovedEvent(Box<VmResourcePoolMovedEvent>),
+    #[cfg(feature = "all-events")]
+    VmResourceReallocatedEvent(Box<VmResourceReallocatedEvent>),
+    #[cfg(feature = "all-events")]
+    VmRestartedOnAlternateHostEvent(Box<VmRestartedOnAlternateHostEvent>),
+    #[cfg(feature = "all-events")]
+    VmResumingEvent(Box<VmResumingEvent>),
+    #[cfg(feature = "all-events")]
+    VmSecondaryAddedEvent(Box<VmSecondaryAddedEvent>),
+    #[cfg(feature = "all-events")]
+    VmSecondaryDisabledBySystemEvent(Box<VmSecondaryDisabledBySystemEvent>),
+    #[cfg(feature = "all-events")]
+    VmSecondaryDisabledEvent(Box<VmSecondaryDisabledEvent>),
+    #[cfg(feature = "all-events")]
+    VmSecondaryEnabledEvent(Box<VmSecondaryEnabledEvent>),
+    #[cfg(feature = "all-events")]
+    VmSecondaryStartedEvent(Box<VmSecondaryStartedEvent>),
+    #[cfg(feature = "all-events")]
+    VmShutdownOnIsolationEvent(Box<VmShutdownOnIsolationEvent>),
+    #[cfg(feature = "all-events")]
+    VmStartRecordingEvent(Box<VmStartRecordingEvent>),
+    #[cfg(feature = "all-events")]
+    VmStartReplayingEvent(Box<VmStartReplayingEvent>),
+    #[cfg(feature = "all-events")]
+    VmStartingEvent(Box<VmStartingEvent>),
+    #[cfg(feature = "all-events")]
+    VmStartingSecondaryEvent(Box<VmStartingSecondaryEvent>),
+    #[cfg(feature = "all-events")]
+    VmStaticMacConflictEvent(Box<VmStaticMacConflictEvent>),
+    #[cfg(feature = "all-events")]
+    VmStoppingEvent(Box<VmStoppingEvent>),
+    #[cfg(feature = "all-events")]
+    VmSuspendedEvent(Box<VmSuspendedEvent>),
+    #[cfg(feature = "all-events")]
+    VmSuspendingEvent(Box<VmSuspendingEvent>),
+    #[cfg(feature = "all-events")]
+    VmTimedoutStartingSecondaryEvent(Box<VmTimedoutStartingSecondaryEvent>),
+    #[cfg(feature = "all-events")]
+    VmUnsupportedStartingEvent(Box<VmUnsupportedStartingEvent>),
+    #[cfg(feature = "all-events")]
+    VmUpgradeCompleteEvent(Box<VmUpgradeCompleteEvent>),
+    #[cfg(feature = "all-events")]
+    VmUpgradeFailedEvent(Box<VmUpgradeFailedEvent>),
+    #[cfg(feature = "all-events")]
+    VmUpgradingEvent(Box<VmUpgradingEvent>),
+    #[cfg(feature = "all-events")]
+    VmUuidAssignedEvent(Box<VmUuidAssignedEvent>),
+    #[cfg(feature = "all-events")]
+    VmUuidChangedEvent(Box<VmUuidChangedEvent>),
+    #[cfg(feature = "all-events")]
+    VmUuidConflictEvent(Box<VmUuidConflictEvent>),
+    #[cfg(feature = "all-events")]
+    VmVnicPoolReservationViolationClearEvent(
+        Box<VmVnicPoolReservationViolationClearEvent>,
+    ),
+    #[cfg(feature = "all-events")]
+    VmVnicPoolReservationViolationRaiseEvent(
+        Box<VmVnicPoolReservationViolationRaiseEvent>,
+    ),
+    #[cfg(feature = "all-events")]
+    VmWwnAssignedEvent(Box<VmWwnAssignedEvent>),
+    #[cfg(feature = "all-events")]
+    VmWwnChangedEvent(Box<VmWwnChangedEvent>),
+    #[cfg(feature = "all-events")]
+    VmWwnConflictEvent(Box<VmWwnConflictEvent>),
+    #[cfg(feature = "all-events")]
+    WarningUpgradeEvent(Box<WarningUpgradeEvent>),
+}
+impl Default for AnyEvent {
+    fn default() -> Self {
+        Self::Event(Box::default())
+    }
+}
+impl AnyEvent {
+    /// The XML type name of the value held.
+    pub fn type_name(&self) -> &'static str {
         match self {
-            Self::Event(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AccountCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AccountRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AccountUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AdminPasswordNotChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmAcknowledgedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmActionTriggeredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmClearedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmScriptCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmScriptFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmSnmpCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmSnmpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlarmStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AllVirtualMachinesLicensedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AlreadyAuthenticatedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::AuthorizationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::BadUsernameSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CanceledHostOperationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ClusterComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ClusterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ClusterDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ClusterOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ClusterReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ClusterStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomFieldDefAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomFieldDefEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomFieldDefRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomFieldDefRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomFieldEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomFieldValueChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomizationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomizationFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomizationLinuxIdentityFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomizationNetworkSetupFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomizationStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomizationSucceeded(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomizationSysprepFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::CustomizationUnknownFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DVPortgroupCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DVPortgroupDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DVPortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DVPortgroupReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DVPortgroupRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DasAdmissionControlDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DasAdmissionControlEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DasAgentFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DasAgentUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DasClusterIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DasHostFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DasHostIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatacenterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatacenterEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatacenterRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreCapacityIncreasedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreDiscoveredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreDuplicatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreFileCopiedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreFileDeletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreFileEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreFileMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreIORMReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastorePrincipalConfigured(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreRemovedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DatastoreRenamedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsEnteredStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsEnteringStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsExitStandbyModeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsExitedStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsExitingStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsInvocationFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsRecoveredFromFailureEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsResourceConfigureFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsResourceConfigureSyncedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsRuleComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsRuleViolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsSoftRuleViolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsVmMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DrsVmPoweredOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DuplicateIpDetectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvpgImportEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvpgRestoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsHealthStatusChangeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsHostBackInSyncEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsHostJoinedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsHostLeftEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsHostStatusUpdated(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsHostWentOutOfSyncEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsImportEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsMergedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortBlockedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortDeletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortEnteredPassthruEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortExitedPassthruEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortJoinPortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortLeavePortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortLinkDownEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortLinkUpEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortRuntimeChangeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortUnblockedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsPortVendorSpecificStateChangeEvent(v) => {
-                std::fmt::Debug::fmt(&**v, f)
+            Self::Event(_) => "Event",
+            #[cfg(feature = "all-events")]
+            Self::AccountCreatedEvent(_) => "AccountCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AccountRemovedEvent(_) => "AccountRemovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AccountUpdatedEvent(_) => "AccountUpdatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AdminPasswordNotChangedEvent(_) => "AdminPasswordNotChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmAcknowledgedEvent(_) => "AlarmAcknowledgedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmActionTriggeredEvent(_) => "AlarmActionTriggeredEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmClearedEvent(_) => "AlarmClearedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmCreatedEvent(_) => "AlarmCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmEmailCompletedEvent(_) => "AlarmEmailCompletedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmEmailFailedEvent(_) => "AlarmEmailFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmEvent(_) => "AlarmEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmReconfiguredEvent(_) => "AlarmReconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmRemovedEvent(_) => "AlarmRemovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmScriptCompleteEvent(_) => "AlarmScriptCompleteEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmScriptFailedEvent(_) => "AlarmScriptFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmSnmpCompletedEvent(_) => "AlarmSnmpCompletedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmSnmpFailedEvent(_) => "AlarmSnmpFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlarmStatusChangedEvent(_) => "AlarmStatusChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AllVirtualMachinesLicensedEvent(_) => "AllVirtualMachinesLicensedEvent",
+            #[cfg(feature = "all-events")]
+            Self::AlreadyAuthenticatedSessionEvent(_) => {
+                "AlreadyAuthenticatedSessionEvent"
             }
-            Self::DvsReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsRestoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsUpgradeAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsUpgradeInProgressEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsUpgradeRejectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::DvsUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::EnteredMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::EnteredStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::EnteringMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::EnteringStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ErrorUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::EventEx(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ExitMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ExitStandbyModeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ExitedStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ExitingStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::FailoverLevelRestored(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GeneralEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GeneralHostErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GeneralHostInfoEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GeneralHostWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GeneralUserEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GeneralVmErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GeneralVmInfoEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GeneralVmWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GhostDvsProxySwitchDetectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GhostDvsProxySwitchRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::GlobalMessageChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HealthStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostAddFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostAdminDisableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostAdminEnableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedAccountFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedAlreadyManagedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedBadCcagentEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedBadUsernameEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedBadVersionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedCcagentUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedNetworkErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedNoAccessEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedNoConnectionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedNoLicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedNotFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCnxFailedTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostCompliantEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostConfigAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostConnectionLostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostDasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostDasDisablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostDasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostDasEnablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostDasErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostDasEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostDasOkEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostEnableAdminFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostExtraNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostGetShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostInAuditModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostInventoryFullEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostInventoryUnreadableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostIpChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostIpInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostIpToShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostIsolationIpPingFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostLocalPortCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostMissingNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostMonitoringStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostNoAvailableNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostNoHAEnabledPortGroupsEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostNoRedundantManagementNetworkEvent(v) => {
-                std::fmt::Debug::fmt(&**v, f)
+            #[cfg(feature = "all-events")]
+            Self::AuthorizationEvent(_) => "AuthorizationEvent",
+            #[cfg(feature = "all-events")]
+            Self::BadUsernameSessionEvent(_) => "BadUsernameSessionEvent",
+            #[cfg(feature = "all-events")]
+            Self::CanceledHostOperationEvent(_) => "CanceledHostOperationEvent",
+            #[cfg(feature = "all-events")]
+            Self::ClusterComplianceCheckedEvent(_) => "ClusterComplianceCheckedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ClusterCreatedEvent(_) => "ClusterCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ClusterDestroyedEvent(_) => "ClusterDestroyedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ClusterEvent(_) => "ClusterEvent",
+            #[cfg(feature = "all-events")]
+            Self::ClusterOvercommittedEvent(_) => "ClusterOvercommittedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ClusterReconfiguredEvent(_) => "ClusterReconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::ClusterStatusChangedEvent(_) => "ClusterStatusChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefAddedEvent(_) => "CustomFieldDefAddedEvent",
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefEvent(_) => "CustomFieldDefEvent",
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefRemovedEvent(_) => "CustomFieldDefRemovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefRenamedEvent(_) => "CustomFieldDefRenamedEvent",
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldEvent(_) => "CustomFieldEvent",
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldValueChangedEvent(_) => "CustomFieldValueChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::CustomizationEvent(_) => "CustomizationEvent",
+            #[cfg(feature = "all-events")]
+            Self::CustomizationFailed(_) => "CustomizationFailed",
+            #[cfg(feature = "all-events")]
+            Self::CustomizationLinuxIdentityFailed(_) => {
+                "CustomizationLinuxIdentityFailed"
             }
-            Self::HostNonCompliantEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostNotInClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostPrimaryAgentNotShortNameEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostProfileAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostReconnectionFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostShortNameInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostShortNameToIpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostShutdownEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostSpecificationChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostSpecificationRequireEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostSubSpecificationDeleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostSubSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostSyncFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostUserWorldSwapNotEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostVnicConnectedToCustomizedDVPortEvent(v) => {
-                std::fmt::Debug::fmt(&**v, f)
+            #[cfg(feature = "all-events")]
+            Self::CustomizationNetworkSetupFailed(_) => "CustomizationNetworkSetupFailed",
+            #[cfg(feature = "all-events")]
+            Self::CustomizationStartedEvent(_) => "CustomizationStartedEvent",
+            #[cfg(feature = "all-events")]
+            Self::CustomizationSucceeded(_) => "CustomizationSucceeded",
+            #[cfg(feature = "all-events")]
+            Self::CustomizationSysprepFailed(_) => "CustomizationSysprepFailed",
+            #[cfg(feature = "all-events")]
+            Self::CustomizationUnknownFailure(_) => "CustomizationUnknownFailure",
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupCreatedEvent(_) => "DVPortgroupCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupDestroyedEvent(_) => "DVPortgroupDestroyedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupEvent(_) => "DVPortgroupEvent",
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupReconfiguredEvent(_) => "DVPortgroupReconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupRenamedEvent(_) => "DVPortgroupRenamedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DasAdmissionControlDisabledEvent(_) => {
+                "DasAdmissionControlDisabledEvent"
             }
-            Self::HostWwnChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::IScsiBootFailureEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::IncorrectHostInformationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::InfoUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::InsufficientFailoverResourcesEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::InvalidEditionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::LicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::LicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::LicenseNonComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::LicenseRestrictedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::LicenseServerAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::LicenseServerUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::LocalDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::LocalTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::LockerMisconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::LockerReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::MigrationErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::MigrationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::MigrationHostErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::MigrationHostWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::MigrationResourceErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::MigrationResourceWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::MigrationWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::MtuMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::MtuMismatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::NASDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::NetworkRollbackEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::NoAccessUserEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::NoDatastoresConfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::NoLicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::NoMaintenanceModeDrsRecommendationForVM(v) => {
-                std::fmt::Debug::fmt(&**v, f)
+            #[cfg(feature = "all-events")]
+            Self::DasAdmissionControlEnabledEvent(_) => "DasAdmissionControlEnabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::DasAgentFoundEvent(_) => "DasAgentFoundEvent",
+            #[cfg(feature = "all-events")]
+            Self::DasAgentUnavailableEvent(_) => "DasAgentUnavailableEvent",
+            #[cfg(feature = "all-events")]
+            Self::DasClusterIsolatedEvent(_) => "DasClusterIsolatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DasDisabledEvent(_) => "DasDisabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::DasEnabledEvent(_) => "DasEnabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::DasHostFailedEvent(_) => "DasHostFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DasHostIsolatedEvent(_) => "DasHostIsolatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatacenterCreatedEvent(_) => "DatacenterCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatacenterEvent(_) => "DatacenterEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatacenterRenamedEvent(_) => "DatacenterRenamedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreCapacityIncreasedEvent(_) => "DatastoreCapacityIncreasedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDestroyedEvent(_) => "DatastoreDestroyedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDiscoveredEvent(_) => "DatastoreDiscoveredEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDuplicatedEvent(_) => "DatastoreDuplicatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreEvent(_) => "DatastoreEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileCopiedEvent(_) => "DatastoreFileCopiedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileDeletedEvent(_) => "DatastoreFileDeletedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileEvent(_) => "DatastoreFileEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileMovedEvent(_) => "DatastoreFileMovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreIORMReconfiguredEvent(_) => "DatastoreIORMReconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastorePrincipalConfigured(_) => "DatastorePrincipalConfigured",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRemovedOnHostEvent(_) => "DatastoreRemovedOnHostEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRenamedEvent(_) => "DatastoreRenamedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRenamedOnHostEvent(_) => "DatastoreRenamedOnHostEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsDisabledEvent(_) => "DrsDisabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsEnabledEvent(_) => "DrsEnabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsEnteredStandbyModeEvent(_) => "DrsEnteredStandbyModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsEnteringStandbyModeEvent(_) => "DrsEnteringStandbyModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsExitStandbyModeFailedEvent(_) => "DrsExitStandbyModeFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsExitedStandbyModeEvent(_) => "DrsExitedStandbyModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsExitingStandbyModeEvent(_) => "DrsExitingStandbyModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsInvocationFailedEvent(_) => "DrsInvocationFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsRecoveredFromFailureEvent(_) => "DrsRecoveredFromFailureEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsResourceConfigureFailedEvent(_) => "DrsResourceConfigureFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsResourceConfigureSyncedEvent(_) => "DrsResourceConfigureSyncedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsRuleComplianceEvent(_) => "DrsRuleComplianceEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsRuleViolationEvent(_) => "DrsRuleViolationEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsSoftRuleViolationEvent(_) => "DrsSoftRuleViolationEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsVmMigratedEvent(_) => "DrsVmMigratedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DrsVmPoweredOnEvent(_) => "DrsVmPoweredOnEvent",
+            #[cfg(feature = "all-events")]
+            Self::DuplicateIpDetectedEvent(_) => "DuplicateIpDetectedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvpgImportEvent(_) => "DvpgImportEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvpgRestoreEvent(_) => "DvpgRestoreEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsCreatedEvent(_) => "DvsCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsDestroyedEvent(_) => "DvsDestroyedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsEvent(_) => "DvsEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsHealthStatusChangeEvent(_) => "DvsHealthStatusChangeEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsHostBackInSyncEvent(_) => "DvsHostBackInSyncEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsHostJoinedEvent(_) => "DvsHostJoinedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsHostLeftEvent(_) => "DvsHostLeftEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsHostStatusUpdated(_) => "DvsHostStatusUpdated",
+            #[cfg(feature = "all-events")]
+            Self::DvsHostWentOutOfSyncEvent(_) => "DvsHostWentOutOfSyncEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsImportEvent(_) => "DvsImportEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsMergedEvent(_) => "DvsMergedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortBlockedEvent(_) => "DvsPortBlockedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortConnectedEvent(_) => "DvsPortConnectedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortCreatedEvent(_) => "DvsPortCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortDeletedEvent(_) => "DvsPortDeletedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortDisconnectedEvent(_) => "DvsPortDisconnectedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortEnteredPassthruEvent(_) => "DvsPortEnteredPassthruEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortExitedPassthruEvent(_) => "DvsPortExitedPassthruEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortJoinPortgroupEvent(_) => "DvsPortJoinPortgroupEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLeavePortgroupEvent(_) => "DvsPortLeavePortgroupEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLinkDownEvent(_) => "DvsPortLinkDownEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLinkUpEvent(_) => "DvsPortLinkUpEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortReconfiguredEvent(_) => "DvsPortReconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortRuntimeChangeEvent(_) => "DvsPortRuntimeChangeEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortUnblockedEvent(_) => "DvsPortUnblockedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsPortVendorSpecificStateChangeEvent(_) => {
+                "DvsPortVendorSpecificStateChangeEvent"
             }
-            Self::NonVIWorkloadDetectedOnDatastoreEvent(v) => {
-                std::fmt::Debug::fmt(&**v, f)
+            #[cfg(feature = "all-events")]
+            Self::DvsReconfiguredEvent(_) => "DvsReconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsRenamedEvent(_) => "DvsRenamedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsRestoreEvent(_) => "DvsRestoreEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeAvailableEvent(_) => "DvsUpgradeAvailableEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeInProgressEvent(_) => "DvsUpgradeInProgressEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeRejectedEvent(_) => "DvsUpgradeRejectedEvent",
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradedEvent(_) => "DvsUpgradedEvent",
+            #[cfg(feature = "all-events")]
+            Self::EnteredMaintenanceModeEvent(_) => "EnteredMaintenanceModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::EnteredStandbyModeEvent(_) => "EnteredStandbyModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::EnteringMaintenanceModeEvent(_) => "EnteringMaintenanceModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::EnteringStandbyModeEvent(_) => "EnteringStandbyModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::ErrorUpgradeEvent(_) => "ErrorUpgradeEvent",
+            #[cfg(feature = "all-events")]
+            Self::EventEx(_) => "EventEx",
+            #[cfg(feature = "all-events")]
+            Self::ExitMaintenanceModeEvent(_) => "ExitMaintenanceModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::ExitStandbyModeFailedEvent(_) => "ExitStandbyModeFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ExitedStandbyModeEvent(_) => "ExitedStandbyModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::ExitingStandbyModeEvent(_) => "ExitingStandbyModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::ExtendedEvent(_) => "ExtendedEvent",
+            #[cfg(feature = "all-events")]
+            Self::FailoverLevelRestored(_) => "FailoverLevelRestored",
+            #[cfg(feature = "all-events")]
+            Self::GeneralEvent(_) => "GeneralEvent",
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostErrorEvent(_) => "GeneralHostErrorEvent",
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostInfoEvent(_) => "GeneralHostInfoEvent",
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostWarningEvent(_) => "GeneralHostWarningEvent",
+            #[cfg(feature = "all-events")]
+            Self::GeneralUserEvent(_) => "GeneralUserEvent",
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmErrorEvent(_) => "GeneralVmErrorEvent",
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmInfoEvent(_) => "GeneralVmInfoEvent",
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmWarningEvent(_) => "GeneralVmWarningEvent",
+            #[cfg(feature = "all-events")]
+            Self::GhostDvsProxySwitchDetectedEvent(_) => {
+                "GhostDvsProxySwitchDetectedEvent"
             }
-            Self::NotEnoughResourcesToStartVmEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::OutOfSyncDvsHost(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::PermissionAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::PermissionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::PermissionRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::PermissionUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ProfileAssociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ProfileChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ProfileCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ProfileDissociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ProfileEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ProfileReferenceHostChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ProfileRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::RecoveryEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::RemoteTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ResourcePoolCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ResourcePoolDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ResourcePoolEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ResourcePoolMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ResourcePoolReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ResourceViolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::RoleAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::RoleEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::RoleRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::RoleUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::RollbackEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ScheduledTaskCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ScheduledTaskCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ScheduledTaskEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ScheduledTaskEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ScheduledTaskEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ScheduledTaskFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ScheduledTaskReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ScheduledTaskRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ScheduledTaskStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ServerLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ServerStartedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::SessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::SessionTerminatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::TaskEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::TaskTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::TeamingMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::TeamingMisMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::TemplateBeingUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::TemplateUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::TemplateUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::TemplateUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::TimedOutHostOperationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UnlicensedVirtualMachinesEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UnlicensedVirtualMachinesFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UpdatedAgentBeingRestartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UplinkPortMtuNotSupportEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UplinkPortMtuSupportEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UplinkPortVlanTrunkedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UplinkPortVlanUntrunkedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UserAssignedToGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UserLoginSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UserLogoutSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UserPasswordChanged(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UserUnassignedFromGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::UserUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VMFSDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VMFSDatastoreExpandedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VMFSDatastoreExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VMotionLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VcAgentUninstallFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VcAgentUninstalledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VcAgentUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VcAgentUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VimAccountPasswordChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmAcquiredMksTicketEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmAcquiredTicketEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmAutoRenameEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmBeingClonedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmBeingClonedNoFolderEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmBeingCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmBeingDeployedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmBeingHotMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmBeingMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmBeingRelocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmCloneEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmCloneFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmClonedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmConfigMissingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDasBeingResetEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDasBeingResetWithScreenshotEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDasResetFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDasUpdateErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDasUpdateOkEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDateRolledBackEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDeployFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDeployedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDiscoveredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmDiskFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmEmigratingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmEndRecordingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmEndReplayingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedMigrateEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedRelayoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => {
-                std::fmt::Debug::fmt(&**v, f)
+            #[cfg(feature = "all-events")]
+            Self::GhostDvsProxySwitchRemovedEvent(_) => "GhostDvsProxySwitchRemovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::GlobalMessageChangedEvent(_) => "GlobalMessageChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HealthStatusChangedEvent(_) => "HealthStatusChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostAddFailedEvent(_) => "HostAddFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostAddedEvent(_) => "HostAddedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostAdminDisableEvent(_) => "HostAdminDisableEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostAdminEnableEvent(_) => "HostAdminEnableEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedAccountFailedEvent(_) => "HostCnxFailedAccountFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedAlreadyManagedEvent(_) => {
+                "HostCnxFailedAlreadyManagedEvent"
             }
-            Self::VmFailedStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedToPowerOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedToPowerOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedToRebootGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedToResetEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedToShutdownGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedToStandbyGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedToSuspendEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailedUpdatingSecondaryConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFailoverFailed(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFaultToleranceStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFaultToleranceTurnedOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmFaultToleranceVmTerminatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmGuestOSCrashedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmGuestRebootEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmGuestShutdownEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmGuestStandbyEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmHealthMonitoringStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmInstanceUuidAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmInstanceUuidChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmInstanceUuidConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmMacAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmMacChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmMacConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmMaxFTRestartCountReached(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmMaxRestartCountReached(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmMessageErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmMessageEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmMessageWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmNoCompatibleHostForSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmNoNetworkAccessEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmOrphanedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmPowerOffOnIsolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmPoweredOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmPoweredOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmPoweringOnWithCustomizedDVPortEvent(v) => {
-                std::fmt::Debug::fmt(&**v, f)
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadCcagentEvent(_) => "HostCnxFailedBadCcagentEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadUsernameEvent(_) => "HostCnxFailedBadUsernameEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadVersionEvent(_) => "HostCnxFailedBadVersionEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedCcagentUpgradeEvent(_) => {
+                "HostCnxFailedCcagentUpgradeEvent"
             }
-            Self::VmPrimaryFailoverEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRegisteredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRelayoutSuccessfulEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRelayoutUpToDateEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmReloadFromPathEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmReloadFromPathFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRelocateFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRelocateSpecEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRelocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRemoteConsoleConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRemoteConsoleDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRequirementsExceedCurrentEVCModeEvent(v) => {
-                std::fmt::Debug::fmt(&**v, f)
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedEvent(_) => "HostCnxFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNetworkErrorEvent(_) => "HostCnxFailedNetworkErrorEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoAccessEvent(_) => "HostCnxFailedNoAccessEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoConnectionEvent(_) => "HostCnxFailedNoConnectionEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoLicenseEvent(_) => "HostCnxFailedNoLicenseEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNotFoundEvent(_) => "HostCnxFailedNotFoundEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedTimeoutEvent(_) => "HostCnxFailedTimeoutEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostComplianceCheckedEvent(_) => "HostComplianceCheckedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostCompliantEvent(_) => "HostCompliantEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostConfigAppliedEvent(_) => "HostConfigAppliedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostConnectedEvent(_) => "HostConnectedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostConnectionLostEvent(_) => "HostConnectionLostEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostDasDisabledEvent(_) => "HostDasDisabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostDasDisablingEvent(_) => "HostDasDisablingEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostDasEnabledEvent(_) => "HostDasEnabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostDasEnablingEvent(_) => "HostDasEnablingEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostDasErrorEvent(_) => "HostDasErrorEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostDasEvent(_) => "HostDasEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostDasOkEvent(_) => "HostDasOkEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostDisconnectedEvent(_) => "HostDisconnectedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostEnableAdminFailedEvent(_) => "HostEnableAdminFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostEvent(_) => "HostEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostExtraNetworksEvent(_) => "HostExtraNetworksEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostGetShortNameFailedEvent(_) => "HostGetShortNameFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostInAuditModeEvent(_) => "HostInAuditModeEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostInventoryFullEvent(_) => "HostInventoryFullEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostInventoryUnreadableEvent(_) => "HostInventoryUnreadableEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostIpChangedEvent(_) => "HostIpChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostIpInconsistentEvent(_) => "HostIpInconsistentEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostIpToShortNameFailedEvent(_) => "HostIpToShortNameFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostIsolationIpPingFailedEvent(_) => "HostIsolationIpPingFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostLicenseExpiredEvent(_) => "HostLicenseExpiredEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostLocalPortCreatedEvent(_) => "HostLocalPortCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostMissingNetworksEvent(_) => "HostMissingNetworksEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostMonitoringStateChangedEvent(_) => "HostMonitoringStateChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostNoAvailableNetworksEvent(_) => "HostNoAvailableNetworksEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostNoHAEnabledPortGroupsEvent(_) => "HostNoHAEnabledPortGroupsEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostNoRedundantManagementNetworkEvent(_) => {
+                "HostNoRedundantManagementNetworkEvent"
             }
-            Self::VmResettingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmResourcePoolMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmResourceReallocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmRestartedOnAlternateHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmResumingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmSecondaryAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmSecondaryDisabledBySystemEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmSecondaryDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmSecondaryEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmSecondaryStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmShutdownOnIsolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmStartRecordingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmStartReplayingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmStartingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmStaticMacConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmStoppingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmSuspendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmSuspendingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmTimedoutStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmUnsupportedStartingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmUpgradeCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmUpgradingEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmUuidAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmUuidChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmUuidConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmVnicPoolReservationViolationClearEvent(v) => {
-                std::fmt::Debug::fmt(&**v, f)
+            #[cfg(feature = "all-events")]
+            Self::HostNonCompliantEvent(_) => "HostNonCompliantEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostNotInClusterEvent(_) => "HostNotInClusterEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostOvercommittedEvent(_) => "HostOvercommittedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostPrimaryAgentNotShortNameEvent(_) => {
+                "HostPrimaryAgentNotShortNameEvent"
             }
-            Self::VmVnicPoolReservationViolationRaiseEvent(v) => {
-                std::fmt::Debug::fmt(&**v, f)
+            #[cfg(feature = "all-events")]
+            Self::HostProfileAppliedEvent(_) => "HostProfileAppliedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostReconnectionFailedEvent(_) => "HostReconnectionFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostRemovedEvent(_) => "HostRemovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostShortNameInconsistentEvent(_) => "HostShortNameInconsistentEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostShortNameToIpFailedEvent(_) => "HostShortNameToIpFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostShutdownEvent(_) => "HostShutdownEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationChangedEvent(_) => "HostSpecificationChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationRequireEvent(_) => "HostSpecificationRequireEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationUpdateEvent(_) => "HostSpecificationUpdateEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostStatusChangedEvent(_) => "HostStatusChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostSubSpecificationDeleteEvent(_) => "HostSubSpecificationDeleteEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostSubSpecificationUpdateEvent(_) => "HostSubSpecificationUpdateEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostSyncFailedEvent(_) => "HostSyncFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostUpgradeFailedEvent(_) => "HostUpgradeFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostUserWorldSwapNotEnabledEvent(_) => {
+                "HostUserWorldSwapNotEnabledEvent"
             }
-            Self::VmWwnAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmWwnChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VmWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::WarningUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostVnicConnectedToCustomizedDVPortEvent(_) => {
+                "HostVnicConnectedToCustomizedDVPortEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostWwnChangedEvent(_) => "HostWwnChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::HostWwnConflictEvent(_) => "HostWwnConflictEvent",
+            #[cfg(feature = "all-events")]
+            Self::IScsiBootFailureEvent(_) => "IScsiBootFailureEvent",
+            #[cfg(feature = "all-events")]
+            Self::IncorrectHostInformationEvent(_) => "IncorrectHostInformationEvent",
+            #[cfg(feature = "all-events")]
+            Self::InfoUpgradeEvent(_) => "InfoUpgradeEvent",
+            #[cfg(feature = "all-events")]
+            Self::InsufficientFailoverResourcesEvent(_) => {
+                "InsufficientFailoverResourcesEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::InvalidEditionEvent(_) => "InvalidEditionEvent",
+            #[cfg(feature = "all-events")]
+            Self::LicenseEvent(_) => "LicenseEvent",
+            #[cfg(feature = "all-events")]
+            Self::LicenseExpiredEvent(_) => "LicenseExpiredEvent",
+            #[cfg(feature = "all-events")]
+            Self::LicenseNonComplianceEvent(_) => "LicenseNonComplianceEvent",
+            #[cfg(feature = "all-events")]
+            Self::LicenseRestrictedEvent(_) => "LicenseRestrictedEvent",
+            #[cfg(feature = "all-events")]
+            Self::LicenseServerAvailableEvent(_) => "LicenseServerAvailableEvent",
+            #[cfg(feature = "all-events")]
+            Self::LicenseServerUnavailableEvent(_) => "LicenseServerUnavailableEvent",
+            #[cfg(feature = "all-events")]
+            Self::LocalDatastoreCreatedEvent(_) => "LocalDatastoreCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::LocalTSMEnabledEvent(_) => "LocalTSMEnabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::LockerMisconfiguredEvent(_) => "LockerMisconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::LockerReconfiguredEvent(_) => "LockerReconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::MigrationErrorEvent(_) => "MigrationErrorEvent",
+            #[cfg(feature = "all-events")]
+            Self::MigrationEvent(_) => "MigrationEvent",
+            #[cfg(feature = "all-events")]
+            Self::MigrationHostErrorEvent(_) => "MigrationHostErrorEvent",
+            #[cfg(feature = "all-events")]
+            Self::MigrationHostWarningEvent(_) => "MigrationHostWarningEvent",
+            #[cfg(feature = "all-events")]
+            Self::MigrationResourceErrorEvent(_) => "MigrationResourceErrorEvent",
+            #[cfg(feature = "all-events")]
+            Self::MigrationResourceWarningEvent(_) => "MigrationResourceWarningEvent",
+            #[cfg(feature = "all-events")]
+            Self::MigrationWarningEvent(_) => "MigrationWarningEvent",
+            #[cfg(feature = "all-events")]
+            Self::MtuMatchEvent(_) => "MtuMatchEvent",
+            #[cfg(feature = "all-events")]
+            Self::MtuMismatchEvent(_) => "MtuMismatchEvent",
+            #[cfg(feature = "all-events")]
+            Self::NASDatastoreCreatedEvent(_) => "NASDatastoreCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::NetworkRollbackEvent(_) => "NetworkRollbackEvent",
+            #[cfg(feature = "all-events")]
+            Self::NoAccessUserEvent(_) => "NoAccessUserEvent",
+            #[cfg(feature = "all-events")]
+            Self::NoDatastoresConfiguredEvent(_) => "NoDatastoresConfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::NoLicenseEvent(_) => "NoLicenseEvent",
+            #[cfg(feature = "all-events")]
+            Self::NoMaintenanceModeDrsRecommendationForVM(_) => {
+                "NoMaintenanceModeDrsRecommendationForVM"
+            }
+            #[cfg(feature = "all-events")]
+            Self::NonVIWorkloadDetectedOnDatastoreEvent(_) => {
+                "NonVIWorkloadDetectedOnDatastoreEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::NotEnoughResourcesToStartVmEvent(_) => {
+                "NotEnoughResourcesToStartVmEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::OutOfSyncDvsHost(_) => "OutOfSyncDvsHost",
+            #[cfg(feature = "all-events")]
+            Self::PermissionAddedEvent(_) => "PermissionAddedEvent",
+            #[cfg(feature = "all-events")]
+            Self::PermissionEvent(_) => "PermissionEvent",
+            #[cfg(feature = "all-events")]
+            Self::PermissionRemovedEvent(_) => "PermissionRemovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::PermissionUpdatedEvent(_) => "PermissionUpdatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ProfileAssociatedEvent(_) => "ProfileAssociatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ProfileChangedEvent(_) => "ProfileChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ProfileCreatedEvent(_) => "ProfileCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ProfileDissociatedEvent(_) => "ProfileDissociatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ProfileEvent(_) => "ProfileEvent",
+            #[cfg(feature = "all-events")]
+            Self::ProfileReferenceHostChangedEvent(_) => {
+                "ProfileReferenceHostChangedEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileRemovedEvent(_) => "ProfileRemovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::RecoveryEvent(_) => "RecoveryEvent",
+            #[cfg(feature = "all-events")]
+            Self::RemoteTSMEnabledEvent(_) => "RemoteTSMEnabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolCreatedEvent(_) => "ResourcePoolCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolDestroyedEvent(_) => "ResourcePoolDestroyedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolEvent(_) => "ResourcePoolEvent",
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolMovedEvent(_) => "ResourcePoolMovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolReconfiguredEvent(_) => "ResourcePoolReconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::ResourceViolatedEvent(_) => "ResourceViolatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::RoleAddedEvent(_) => "RoleAddedEvent",
+            #[cfg(feature = "all-events")]
+            Self::RoleEvent(_) => "RoleEvent",
+            #[cfg(feature = "all-events")]
+            Self::RoleRemovedEvent(_) => "RoleRemovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::RoleUpdatedEvent(_) => "RoleUpdatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::RollbackEvent(_) => "RollbackEvent",
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskCompletedEvent(_) => "ScheduledTaskCompletedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskCreatedEvent(_) => "ScheduledTaskCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEmailCompletedEvent(_) => {
+                "ScheduledTaskEmailCompletedEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEmailFailedEvent(_) => "ScheduledTaskEmailFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEvent(_) => "ScheduledTaskEvent",
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskFailedEvent(_) => "ScheduledTaskFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskReconfiguredEvent(_) => "ScheduledTaskReconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskRemovedEvent(_) => "ScheduledTaskRemovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskStartedEvent(_) => "ScheduledTaskStartedEvent",
+            #[cfg(feature = "all-events")]
+            Self::ServerLicenseExpiredEvent(_) => "ServerLicenseExpiredEvent",
+            #[cfg(feature = "all-events")]
+            Self::ServerStartedSessionEvent(_) => "ServerStartedSessionEvent",
+            #[cfg(feature = "all-events")]
+            Self::SessionEvent(_) => "SessionEvent",
+            #[cfg(feature = "all-events")]
+            Self::SessionTerminatedEvent(_) => "SessionTerminatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::TaskEvent(_) => "TaskEvent",
+            #[cfg(feature = "all-events")]
+            Self::TaskTimeoutEvent(_) => "TaskTimeoutEvent",
+            #[cfg(feature = "all-events")]
+            Self::TeamingMatchEvent(_) => "TeamingMatchEvent",
+            #[cfg(feature = "all-events")]
+            Self::TeamingMisMatchEvent(_) => "TeamingMisMatchEvent",
+            #[cfg(feature = "all-events")]
+            Self::TemplateBeingUpgradedEvent(_) => "TemplateBeingUpgradedEvent",
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradeEvent(_) => "TemplateUpgradeEvent",
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradeFailedEvent(_) => "TemplateUpgradeFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradedEvent(_) => "TemplateUpgradedEvent",
+            #[cfg(feature = "all-events")]
+            Self::TimedOutHostOperationEvent(_) => "TimedOutHostOperationEvent",
+            #[cfg(feature = "all-events")]
+            Self::UnlicensedVirtualMachinesEvent(_) => "UnlicensedVirtualMachinesEvent",
+            #[cfg(feature = "all-events")]
+            Self::UnlicensedVirtualMachinesFoundEvent(_) => {
+                "UnlicensedVirtualMachinesFoundEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::UpdatedAgentBeingRestartedEvent(_) => "UpdatedAgentBeingRestartedEvent",
+            #[cfg(feature = "all-events")]
+            Self::UpgradeEvent(_) => "UpgradeEvent",
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortMtuNotSupportEvent(_) => "UplinkPortMtuNotSupportEvent",
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortMtuSupportEvent(_) => "UplinkPortMtuSupportEvent",
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortVlanTrunkedEvent(_) => "UplinkPortVlanTrunkedEvent",
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortVlanUntrunkedEvent(_) => "UplinkPortVlanUntrunkedEvent",
+            #[cfg(feature = "all-events")]
+            Self::UserAssignedToGroup(_) => "UserAssignedToGroup",
+            #[cfg(feature = "all-events")]
+            Self::UserLoginSessionEvent(_) => "UserLoginSessionEvent",
+            #[cfg(feature = "all-events")]
+            Self::UserLogoutSessionEvent(_) => "UserLogoutSessionEvent",
+            #[cfg(feature = "all-events")]
+            Self::UserPasswordChanged(_) => "UserPasswordChanged",
+            #[cfg(feature = "all-events")]
+            Self::UserUnassignedFromGroup(_) => "UserUnassignedFromGroup",
+            #[cfg(feature = "all-events")]
+            Self::UserUpgradeEvent(_) => "UserUpgradeEvent",
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreCreatedEvent(_) => "VMFSDatastoreCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreExpandedEvent(_) => "VMFSDatastoreExpandedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreExtendedEvent(_) => "VMFSDatastoreExtendedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VMotionLicenseExpiredEvent(_) => "VMotionLicenseExpiredEvent",
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUninstallFailedEvent(_) => "VcAgentUninstallFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUninstalledEvent(_) => "VcAgentUninstalledEvent",
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUpgradeFailedEvent(_) => "VcAgentUpgradeFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUpgradedEvent(_) => "VcAgentUpgradedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VimAccountPasswordChangedEvent(_) => "VimAccountPasswordChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmAcquiredMksTicketEvent(_) => "VmAcquiredMksTicketEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmAcquiredTicketEvent(_) => "VmAcquiredTicketEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmAutoRenameEvent(_) => "VmAutoRenameEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmBeingClonedEvent(_) => "VmBeingClonedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmBeingClonedNoFolderEvent(_) => "VmBeingClonedNoFolderEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmBeingCreatedEvent(_) => "VmBeingCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmBeingDeployedEvent(_) => "VmBeingDeployedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmBeingHotMigratedEvent(_) => "VmBeingHotMigratedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmBeingMigratedEvent(_) => "VmBeingMigratedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmBeingRelocatedEvent(_) => "VmBeingRelocatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmCloneEvent(_) => "VmCloneEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmCloneFailedEvent(_) => "VmCloneFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmClonedEvent(_) => "VmClonedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmConfigMissingEvent(_) => "VmConfigMissingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmConnectedEvent(_) => "VmConnectedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmCreatedEvent(_) => "VmCreatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmDasBeingResetEvent(_) => "VmDasBeingResetEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmDasBeingResetWithScreenshotEvent(_) => {
+                "VmDasBeingResetWithScreenshotEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDasResetFailedEvent(_) => "VmDasResetFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmDasUpdateErrorEvent(_) => "VmDasUpdateErrorEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmDasUpdateOkEvent(_) => "VmDasUpdateOkEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmDateRolledBackEvent(_) => "VmDateRolledBackEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmDeployFailedEvent(_) => "VmDeployFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmDeployedEvent(_) => "VmDeployedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmDisconnectedEvent(_) => "VmDisconnectedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmDiscoveredEvent(_) => "VmDiscoveredEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmDiskFailedEvent(_) => "VmDiskFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmEmigratingEvent(_) => "VmEmigratingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmEndRecordingEvent(_) => "VmEndRecordingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmEndReplayingEvent(_) => "VmEndReplayingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmEvent(_) => "VmEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedMigrateEvent(_) => "VmFailedMigrateEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedRelayoutEvent(_) => "VmFailedRelayoutEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(_) => {
+                "VmFailedRelayoutOnVmfs2DatastoreEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedStartingSecondaryEvent(_) => "VmFailedStartingSecondaryEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToPowerOffEvent(_) => "VmFailedToPowerOffEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToPowerOnEvent(_) => "VmFailedToPowerOnEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToRebootGuestEvent(_) => "VmFailedToRebootGuestEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToResetEvent(_) => "VmFailedToResetEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToShutdownGuestEvent(_) => "VmFailedToShutdownGuestEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToStandbyGuestEvent(_) => "VmFailedToStandbyGuestEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToSuspendEvent(_) => "VmFailedToSuspendEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFailedUpdatingSecondaryConfig(_) => "VmFailedUpdatingSecondaryConfig",
+            #[cfg(feature = "all-events")]
+            Self::VmFailoverFailed(_) => "VmFailoverFailed",
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceStateChangedEvent(_) => {
+                "VmFaultToleranceStateChangedEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceTurnedOffEvent(_) => "VmFaultToleranceTurnedOffEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceVmTerminatedEvent(_) => {
+                "VmFaultToleranceVmTerminatedEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmGuestOSCrashedEvent(_) => "VmGuestOSCrashedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmGuestRebootEvent(_) => "VmGuestRebootEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmGuestShutdownEvent(_) => "VmGuestShutdownEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmGuestStandbyEvent(_) => "VmGuestStandbyEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmHealthMonitoringStateChangedEvent(_) => {
+                "VmHealthMonitoringStateChangedEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidAssignedEvent(_) => "VmInstanceUuidAssignedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidChangedEvent(_) => "VmInstanceUuidChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidConflictEvent(_) => "VmInstanceUuidConflictEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmMacAssignedEvent(_) => "VmMacAssignedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmMacChangedEvent(_) => "VmMacChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmMacConflictEvent(_) => "VmMacConflictEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmMaxFTRestartCountReached(_) => "VmMaxFTRestartCountReached",
+            #[cfg(feature = "all-events")]
+            Self::VmMaxRestartCountReached(_) => "VmMaxRestartCountReached",
+            #[cfg(feature = "all-events")]
+            Self::VmMessageErrorEvent(_) => "VmMessageErrorEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmMessageEvent(_) => "VmMessageEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmMessageWarningEvent(_) => "VmMessageWarningEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmMigratedEvent(_) => "VmMigratedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmNoCompatibleHostForSecondaryEvent(_) => {
+                "VmNoCompatibleHostForSecondaryEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmNoNetworkAccessEvent(_) => "VmNoNetworkAccessEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmOrphanedEvent(_) => "VmOrphanedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmPowerOffOnIsolationEvent(_) => "VmPowerOffOnIsolationEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmPoweredOffEvent(_) => "VmPoweredOffEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmPoweredOnEvent(_) => "VmPoweredOnEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmPoweringOnWithCustomizedDVPortEvent(_) => {
+                "VmPoweringOnWithCustomizedDVPortEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmPrimaryFailoverEvent(_) => "VmPrimaryFailoverEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmReconfiguredEvent(_) => "VmReconfiguredEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRegisteredEvent(_) => "VmRegisteredEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRelayoutSuccessfulEvent(_) => "VmRelayoutSuccessfulEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRelayoutUpToDateEvent(_) => "VmRelayoutUpToDateEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmReloadFromPathEvent(_) => "VmReloadFromPathEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmReloadFromPathFailedEvent(_) => "VmReloadFromPathFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRelocateFailedEvent(_) => "VmRelocateFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRelocateSpecEvent(_) => "VmRelocateSpecEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRelocatedEvent(_) => "VmRelocatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRemoteConsoleConnectedEvent(_) => "VmRemoteConsoleConnectedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRemoteConsoleDisconnectedEvent(_) => {
+                "VmRemoteConsoleDisconnectedEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRemovedEvent(_) => "VmRemovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRenamedEvent(_) => "VmRenamedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRequirementsExceedCurrentEVCModeEvent(_) => {
+                "VmRequirementsExceedCurrentEVCModeEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmResettingEvent(_) => "VmResettingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmResourcePoolMovedEvent(_) => "VmResourcePoolMovedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmResourceReallocatedEvent(_) => "VmResourceReallocatedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmRestartedOnAlternateHostEvent(_) => "VmRestartedOnAlternateHostEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmResumingEvent(_) => "VmResumingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryAddedEvent(_) => "VmSecondaryAddedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryDisabledBySystemEvent(_) => {
+                "VmSecondaryDisabledBySystemEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryDisabledEvent(_) => "VmSecondaryDisabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryEnabledEvent(_) => "VmSecondaryEnabledEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryStartedEvent(_) => "VmSecondaryStartedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmShutdownOnIsolationEvent(_) => "VmShutdownOnIsolationEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmStartRecordingEvent(_) => "VmStartRecordingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmStartReplayingEvent(_) => "VmStartReplayingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmStartingEvent(_) => "VmStartingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmStartingSecondaryEvent(_) => "VmStartingSecondaryEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmStaticMacConflictEvent(_) => "VmStaticMacConflictEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmStoppingEvent(_) => "VmStoppingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmSuspendedEvent(_) => "VmSuspendedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmSuspendingEvent(_) => "VmSuspendingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmTimedoutStartingSecondaryEvent(_) => {
+                "VmTimedoutStartingSecondaryEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUnsupportedStartingEvent(_) => "VmUnsupportedStartingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradeCompleteEvent(_) => "VmUpgradeCompleteEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradeFailedEvent(_) => "VmUpgradeFailedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradingEvent(_) => "VmUpgradingEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmUuidAssignedEvent(_) => "VmUuidAssignedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmUuidChangedEvent(_) => "VmUuidChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmUuidConflictEvent(_) => "VmUuidConflictEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmVnicPoolReservationViolationClearEvent(_) => {
+                "VmVnicPoolReservationViolationClearEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmVnicPoolReservationViolationRaiseEvent(_) => {
+                "VmVnicPoolReservationViolationRaiseEvent"
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmWwnAssignedEvent(_) => "VmWwnAssignedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmWwnChangedEvent(_) => "VmWwnChangedEvent",
+            #[cfg(feature = "all-events")]
+            Self::VmWwnConflictEvent(_) => "VmWwnConflictEvent",
+            #[cfg(feature = "all-events")]
+            Self::WarningUpgradeEvent(_) => "WarningUpgradeEvent",
         }
     }
-}
-impl PartialEq for AnyEvent {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Event(a), Self::Event(b)) => **a == **b,
-            (Self::AccountCreatedEvent(a), Self::AccountCreatedEvent(b)) => **a == **b,
-            (Self::AccountRemovedEvent(a), Self::AccountRemovedEvent(b)) => **a == **b,
-            (Self::AccountUpdatedEvent(a), Self::AccountUpdatedEvent(b)) => **a == **b,
-            (
-                Self::AdminPasswordNotChangedEvent(a),
-                Self::AdminPasswordNotChangedEvent(b),
-            ) => **a == **b,
-            (Self::AlarmAcknowledgedEvent(a), Self::AlarmAcknowledgedEvent(b)) => {
-                **a == **b
-            }
-            (Self::AlarmActionTriggeredEvent(a), Self::AlarmActionTriggeredEvent(b)) => {
-                **a == **b
-            }
-            (Self::AlarmClearedEvent(a), Self::AlarmClearedEvent(b)) => **a == **b,
-            (Self::AlarmCreatedEvent(a), Self::AlarmCreatedEvent(b)) => **a == **b,
-            (Self::AlarmEmailCompletedEvent(a), Self::AlarmEmailCompletedEvent(b)) => {
-                **a == **b
-            }
-            (Self::AlarmEmailFailedEvent(a), Self::AlarmEmailFailedEvent(b)) => {
-                **a == **b
-            }
-            (Self::AlarmEvent(a), Self::AlarmEvent(b)) => **a == **b,
-            (Self::AlarmReconfiguredEvent(a), Self::AlarmReconfiguredEvent(b)) => {
-                **a == **b
-            }
-            (Self::AlarmRemovedEvent(a), Self::AlarmRemovedEvent(b)) => **a == **b,
-            (Self::AlarmScriptCompleteEvent(a), Self::AlarmScriptCompleteEvent(b)) => {
-                **a == **b
-            }
-            (Self::AlarmScriptFailedEvent(a), Self::AlarmScriptFailedEvent(b)) => {
-                **a == **b
-            }
-            (Self::AlarmSnmpCompletedEvent(a), Self::AlarmSnmpCompletedEvent(b)) => {
-                **a == **b
-            }
-            (Self::AlarmSnmpFailedEvent(a), Self::AlarmSnmpFailedEvent(b)) => **a == **b,
-            (Self::AlarmStatusChangedEvent(a), Self::AlarmStatusChangedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::AllVirtualMachinesLicensedEvent(a),
-                Self::AllVirtualMachinesLicensedEvent(b),
-            ) => **a == **b,
-            (
-                Self::AlreadyAuthenticatedSessionEvent(a),
-                Self::AlreadyAuthenticatedSessionEvent(b),
-            ) => **a == **b,
-            (Self::AuthorizationEvent(a), Self::AuthorizationEvent(b)) => **a == **b,
-            (Self::BadUsernameSessionEvent(a), Self::BadUsernameSessionEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::CanceledHostOperationEvent(a),
-                Self::CanceledHostOperationEvent(b),
-            ) => **a == **b,
-            (
-                Self::ClusterComplianceCheckedEvent(a),
-                Self::ClusterComplianceCheckedEvent(b),
-            ) => **a == **b,
-            (Self::ClusterCreatedEvent(a), Self::ClusterCreatedEvent(b)) => **a == **b,
-            (Self::ClusterDestroyedEvent(a), Self::ClusterDestroyedEvent(b)) => {
-                **a == **b
-            }
-            (Self::ClusterEvent(a), Self::ClusterEvent(b)) => **a == **b,
-            (Self::ClusterOvercommittedEvent(a), Self::ClusterOvercommittedEvent(b)) => {
-                **a == **b
-            }
-            (Self::ClusterReconfiguredEvent(a), Self::ClusterReconfiguredEvent(b)) => {
-                **a == **b
-            }
-            (Self::ClusterStatusChangedEvent(a), Self::ClusterStatusChangedEvent(b)) => {
-                **a == **b
-            }
-            (Self::CustomFieldDefAddedEvent(a), Self::CustomFieldDefAddedEvent(b)) => {
-                **a == **b
-            }
-            (Self::CustomFieldDefEvent(a), Self::CustomFieldDefEvent(b)) => **a == **b,
-            (
-                Self::CustomFieldDefRemovedEvent(a),
-                Self::CustomFieldDefRemovedEvent(b),
-            ) => **a == **b,
-            (
-                Self::CustomFieldDefRenamedEvent(a),
-                Self::CustomFieldDefRenamedEvent(b),
-            ) => **a == **b,
-            (Self::CustomFieldEvent(a), Self::CustomFieldEvent(b)) => **a == **b,
-            (
-                Self::CustomFieldValueChangedEvent(a),
-                Self::CustomFieldValueChangedEvent(b),
-            ) => **a == **b,
-            (Self::CustomizationEvent(a), Self::CustomizationEvent(b)) => **a == **b,
-            (Self::CustomizationFailed(a), Self::CustomizationFailed(b)) => **a == **b,
-            (
-                Self::CustomizationLinuxIdentityFailed(a),
-                Self::CustomizationLinuxIdentityFailed(b),
-            ) => **a == **b,
-            (
-                Self::CustomizationNetworkSetupFailed(a),
-                Self::CustomizationNetworkSetupFailed(b),
-            ) => **a == **b,
-            (Self::CustomizationStartedEvent(a), Self::CustomizationStartedEvent(b)) => {
-                **a == **b
-            }
-            (Self::CustomizationSucceeded(a), Self::CustomizationSucceeded(b)) => {
-                **a == **b
-            }
-            (
-                Self::CustomizationSysprepFailed(a),
-                Self::CustomizationSysprepFailed(b),
-            ) => **a == **b,
-            (
-                Self::CustomizationUnknownFailure(a),
-                Self::CustomizationUnknownFailure(b),
-            ) => **a == **b,
-            (Self::DVPortgroupCreatedEvent(a), Self::DVPortgroupCreatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DVPortgroupDestroyedEvent(a), Self::DVPortgroupDestroyedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DVPortgroupEvent(a), Self::DVPortgroupEvent(b)) => **a == **b,
-            (
-                Self::DVPortgroupReconfiguredEvent(a),
-                Self::DVPortgroupReconfiguredEvent(b),
-            ) => **a == **b,
-            (Self::DVPortgroupRenamedEvent(a), Self::DVPortgroupRenamedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::DasAdmissionControlDisabledEvent(a),
-                Self::DasAdmissionControlDisabledEvent(b),
-            ) => **a == **b,
-            (
-                Self::DasAdmissionControlEnabledEvent(a),
-                Self::DasAdmissionControlEnabledEvent(b),
-            ) => **a == **b,
-            (Self::DasAgentFoundEvent(a), Self::DasAgentFoundEvent(b)) => **a == **b,
-            (Self::DasAgentUnavailableEvent(a), Self::DasAgentUnavailableEvent(b)) => {
-                **a == **b
-            }
-            (Self::DasClusterIsolatedEvent(a), Self::DasClusterIsolatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DasDisabledEvent(a), Self::DasDisabledEvent(b)) => **a == **b,
-            (Self::DasEnabledEvent(a), Self::DasEnabledEvent(b)) => **a == **b,
-            (Self::DasHostFailedEvent(a), Self::DasHostFailedEvent(b)) => **a == **b,
-            (Self::DasHostIsolatedEvent(a), Self::DasHostIsolatedEvent(b)) => **a == **b,
-            (Self::DatacenterCreatedEvent(a), Self::DatacenterCreatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DatacenterEvent(a), Self::DatacenterEvent(b)) => **a == **b,
-            (Self::DatacenterRenamedEvent(a), Self::DatacenterRenamedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::DatastoreCapacityIncreasedEvent(a),
-                Self::DatastoreCapacityIncreasedEvent(b),
-            ) => **a == **b,
-            (Self::DatastoreDestroyedEvent(a), Self::DatastoreDestroyedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DatastoreDiscoveredEvent(a), Self::DatastoreDiscoveredEvent(b)) => {
-                **a == **b
-            }
-            (Self::DatastoreDuplicatedEvent(a), Self::DatastoreDuplicatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DatastoreEvent(a), Self::DatastoreEvent(b)) => **a == **b,
-            (Self::DatastoreFileCopiedEvent(a), Self::DatastoreFileCopiedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DatastoreFileDeletedEvent(a), Self::DatastoreFileDeletedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DatastoreFileEvent(a), Self::DatastoreFileEvent(b)) => **a == **b,
-            (Self::DatastoreFileMovedEvent(a), Self::DatastoreFileMovedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::DatastoreIORMReconfiguredEvent(a),
-                Self::DatastoreIORMReconfiguredEvent(b),
-            ) => **a == **b,
-            (
-                Self::DatastorePrincipalConfigured(a),
-                Self::DatastorePrincipalConfigured(b),
-            ) => **a == **b,
-            (
-                Self::DatastoreRemovedOnHostEvent(a),
-                Self::DatastoreRemovedOnHostEvent(b),
-            ) => **a == **b,
-            (Self::DatastoreRenamedEvent(a), Self::DatastoreRenamedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::DatastoreRenamedOnHostEvent(a),
-                Self::DatastoreRenamedOnHostEvent(b),
-            ) => **a == **b,
-            (Self::DrsDisabledEvent(a), Self::DrsDisabledEvent(b)) => **a == **b,
-            (Self::DrsEnabledEvent(a), Self::DrsEnabledEvent(b)) => **a == **b,
-            (
-                Self::DrsEnteredStandbyModeEvent(a),
-                Self::DrsEnteredStandbyModeEvent(b),
-            ) => **a == **b,
-            (
-                Self::DrsEnteringStandbyModeEvent(a),
-                Self::DrsEnteringStandbyModeEvent(b),
-            ) => **a == **b,
-            (
-                Self::DrsExitStandbyModeFailedEvent(a),
-                Self::DrsExitStandbyModeFailedEvent(b),
-            ) => **a == **b,
-            (Self::DrsExitedStandbyModeEvent(a), Self::DrsExitedStandbyModeEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::DrsExitingStandbyModeEvent(a),
-                Self::DrsExitingStandbyModeEvent(b),
-            ) => **a == **b,
-            (Self::DrsInvocationFailedEvent(a), Self::DrsInvocationFailedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::DrsRecoveredFromFailureEvent(a),
-                Self::DrsRecoveredFromFailureEvent(b),
-            ) => **a == **b,
-            (
-                Self::DrsResourceConfigureFailedEvent(a),
-                Self::DrsResourceConfigureFailedEvent(b),
-            ) => **a == **b,
-            (
-                Self::DrsResourceConfigureSyncedEvent(a),
-                Self::DrsResourceConfigureSyncedEvent(b),
-            ) => **a == **b,
-            (Self::DrsRuleComplianceEvent(a), Self::DrsRuleComplianceEvent(b)) => {
-                **a == **b
-            }
-            (Self::DrsRuleViolationEvent(a), Self::DrsRuleViolationEvent(b)) => {
-                **a == **b
-            }
-            (Self::DrsSoftRuleViolationEvent(a), Self::DrsSoftRuleViolationEvent(b)) => {
-                **a == **b
-            }
-            (Self::DrsVmMigratedEvent(a), Self::DrsVmMigratedEvent(b)) => **a == **b,
-            (Self::DrsVmPoweredOnEvent(a), Self::DrsVmPoweredOnEvent(b)) => **a == **b,
-            (Self::DuplicateIpDetectedEvent(a), Self::DuplicateIpDetectedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DvpgImportEvent(a), Self::DvpgImportEvent(b)) => **a == **b,
-            (Self::DvpgRestoreEvent(a), Self::DvpgRestoreEvent(b)) => **a == **b,
-            (Self::DvsCreatedEvent(a), Self::DvsCreatedEvent(b)) => **a == **b,
-            (Self::DvsDestroyedEvent(a), Self::DvsDestroyedEvent(b)) => **a == **b,
-            (Self::DvsEvent(a), Self::DvsEvent(b)) => **a == **b,
-            (
-                Self::DvsHealthStatusChangeEvent(a),
-                Self::DvsHealthStatusChangeEvent(b),
-            ) => **a == **b,
-            (Self::DvsHostBackInSyncEvent(a), Self::DvsHostBackInSyncEvent(b)) => {
-                **a == **b
-            }
-            (Self::DvsHostJoinedEvent(a), Self::DvsHostJoinedEvent(b)) => **a == **b,
-            (Self::DvsHostLeftEvent(a), Self::DvsHostLeftEvent(b)) => **a == **b,
-            (Self::DvsHostStatusUpdated(a), Self::DvsHostStatusUpdated(b)) => **a == **b,
-            (Self::DvsHostWentOutOfSyncEvent(a), Self::DvsHostWentOutOfSyncEvent(b)) => {
-                **a == **b
-            }
-            (Self::DvsImportEvent(a), Self::DvsImportEvent(b)) => **a == **b,
-            (Self::DvsMergedEvent(a), Self::DvsMergedEvent(b)) => **a == **b,
-            (Self::DvsPortBlockedEvent(a), Self::DvsPortBlockedEvent(b)) => **a == **b,
-            (Self::DvsPortConnectedEvent(a), Self::DvsPortConnectedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DvsPortCreatedEvent(a), Self::DvsPortCreatedEvent(b)) => **a == **b,
-            (Self::DvsPortDeletedEvent(a), Self::DvsPortDeletedEvent(b)) => **a == **b,
-            (Self::DvsPortDisconnectedEvent(a), Self::DvsPortDisconnectedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::DvsPortEnteredPassthruEvent(a),
-                Self::DvsPortEnteredPassthruEvent(b),
-            ) => **a == **b,
-            (
-                Self::DvsPortExitedPassthruEvent(a),
-                Self::DvsPortExitedPassthruEvent(b),
-            ) => **a == **b,
-            (Self::DvsPortJoinPortgroupEvent(a), Self::DvsPortJoinPortgroupEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::DvsPortLeavePortgroupEvent(a),
-                Self::DvsPortLeavePortgroupEvent(b),
-            ) => **a == **b,
-            (Self::DvsPortLinkDownEvent(a), Self::DvsPortLinkDownEvent(b)) => **a == **b,
-            (Self::DvsPortLinkUpEvent(a), Self::DvsPortLinkUpEvent(b)) => **a == **b,
-            (Self::DvsPortReconfiguredEvent(a), Self::DvsPortReconfiguredEvent(b)) => {
-                **a == **b
-            }
-            (Self::DvsPortRuntimeChangeEvent(a), Self::DvsPortRuntimeChangeEvent(b)) => {
-                **a == **b
-            }
-            (Self::DvsPortUnblockedEvent(a), Self::DvsPortUnblockedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::DvsPortVendorSpecificStateChangeEvent(a),
-                Self::DvsPortVendorSpecificStateChangeEvent(b),
-            ) => **a == **b,
-            (Self::DvsReconfiguredEvent(a), Self::DvsReconfiguredEvent(b)) => **a == **b,
-            (Self::DvsRenamedEvent(a), Self::DvsRenamedEvent(b)) => **a == **b,
-            (Self::DvsRestoreEvent(a), Self::DvsRestoreEvent(b)) => **a == **b,
-            (Self::DvsUpgradeAvailableEvent(a), Self::DvsUpgradeAvailableEvent(b)) => {
-                **a == **b
-            }
-            (Self::DvsUpgradeInProgressEvent(a), Self::DvsUpgradeInProgressEvent(b)) => {
-                **a == **b
-            }
-            (Self::DvsUpgradeRejectedEvent(a), Self::DvsUpgradeRejectedEvent(b)) => {
-                **a == **b
-            }
-            (Self::DvsUpgradedEvent(a), Self::DvsUpgradedEvent(b)) => **a == **b,
-            (
-                Self::EnteredMaintenanceModeEvent(a),
-                Self::EnteredMaintenanceModeEvent(b),
-            ) => **a == **b,
-            (Self::EnteredStandbyModeEvent(a), Self::EnteredStandbyModeEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::EnteringMaintenanceModeEvent(a),
-                Self::EnteringMaintenanceModeEvent(b),
-            ) => **a == **b,
-            (Self::EnteringStandbyModeEvent(a), Self::EnteringStandbyModeEvent(b)) => {
-                **a == **b
-            }
-            (Self::ErrorUpgradeEvent(a), Self::ErrorUpgradeEvent(b)) => **a == **b,
-            (Self::EventEx(a), Self::EventEx(b)) => **a == **b,
-            (Self::ExitMaintenanceModeEvent(a), Self::ExitMaintenanceModeEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::ExitStandbyModeFailedEvent(a),
-                Self::ExitStandbyModeFailedEvent(b),
-            ) => **a == **b,
-            (Self::ExitedStandbyModeEvent(a), Self::ExitedStandbyModeEvent(b)) => {
-                **a == **b
-            }
-            (Self::ExitingStandbyModeEvent(a), Self::ExitingStandbyModeEvent(b)) => {
-                **a == **b
-            }
-            (Self::ExtendedEvent(a), Self::ExtendedEvent(b)) => **a == **b,
-            (Self::FailoverLevelRestored(a), Self::FailoverLevelRestored(b)) => {
-                **a == **b
-            }
-            (Self::GeneralEvent(a), Self::GeneralEvent(b)) => **a == **b,
-            (Self::GeneralHostErrorEvent(a), Self::GeneralHostErrorEvent(b)) => {
-                **a == **b
-            }
-            (Self::GeneralHostInfoEvent(a), Self::GeneralHostInfoEvent(b)) => **a == **b,
-            (Self::GeneralHostWarningEvent(a), Self::GeneralHostWarningEvent(b)) => {
-                **a == **b
-            }
-            (Self::GeneralUserEvent(a), Self::GeneralUserEvent(b)) => **a == **b,
-            (Self::GeneralVmErrorEvent(a), Self::GeneralVmErrorEvent(b)) => **a == **b,
-            (Self::GeneralVmInfoEvent(a), Self::GeneralVmInfoEvent(b)) => **a == **b,
-            (Self::GeneralVmWarningEvent(a), Self::GeneralVmWarningEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::GhostDvsProxySwitchDetectedEvent(a),
-                Self::GhostDvsProxySwitchDetectedEvent(b),
-            ) => **a == **b,
-            (
-                Self::GhostDvsProxySwitchRemovedEvent(a),
-                Self::GhostDvsProxySwitchRemovedEvent(b),
-            ) => **a == **b,
-            (Self::GlobalMessageChangedEvent(a), Self::GlobalMessageChangedEvent(b)) => {
-                **a == **b
-            }
-            (Self::HealthStatusChangedEvent(a), Self::HealthStatusChangedEvent(b)) => {
-                **a == **b
-            }
-            (Self::HostAddFailedEvent(a), Self::HostAddFailedEvent(b)) => **a == **b,
-            (Self::HostAddedEvent(a), Self::HostAddedEvent(b)) => **a == **b,
-            (Self::HostAdminDisableEvent(a), Self::HostAdminDisableEvent(b)) => {
-                **a == **b
-            }
-            (Self::HostAdminEnableEvent(a), Self::HostAdminEnableEvent(b)) => **a == **b,
-            (
-                Self::HostCnxFailedAccountFailedEvent(a),
-                Self::HostCnxFailedAccountFailedEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostCnxFailedAlreadyManagedEvent(a),
-                Self::HostCnxFailedAlreadyManagedEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostCnxFailedBadCcagentEvent(a),
-                Self::HostCnxFailedBadCcagentEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostCnxFailedBadUsernameEvent(a),
-                Self::HostCnxFailedBadUsernameEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostCnxFailedBadVersionEvent(a),
-                Self::HostCnxFailedBadVersionEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostCnxFailedCcagentUpgradeEvent(a),
-                Self::HostCnxFailedCcagentUpgradeEvent(b),
-            ) => **a == **b,
-            (Self::HostCnxFailedEvent(a), Self::HostCnxFailedEvent(b)) => **a == **b,
-            (
-                Self::HostCnxFailedNetworkErrorEvent(a),
-                Self::HostCnxFailedNetworkErrorEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostCnxFailedNoAccessEvent(a),
-                Self::HostCnxFailedNoAccessEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostCnxFailedNoConnectionEvent(a),
-                Self::HostCnxFailedNoConnectionEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostCnxFailedNoLicenseEvent(a),
-                Self::HostCnxFailedNoLicenseEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostCnxFailedNotFoundEvent(a),
-                Self::HostCnxFailedNotFoundEvent(b),
-            ) => **a == **b,
-            (Self::HostCnxFailedTimeoutEvent(a), Self::HostCnxFailedTimeoutEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostComplianceCheckedEvent(a),
-                Self::HostComplianceCheckedEvent(b),
-            ) => **a == **b,
-            (Self::HostCompliantEvent(a), Self::HostCompliantEvent(b)) => **a == **b,
-            (Self::HostConfigAppliedEvent(a), Self::HostConfigAppliedEvent(b)) => {
-                **a == **b
-            }
-            (Self::HostConnectedEvent(a), Self::HostConnectedEvent(b)) => **a == **b,
-            (Self::HostConnectionLostEvent(a), Self::HostConnectionLostEvent(b)) => {
-                **a == **b
-            }
-            (Self::HostDasDisabledEvent(a), Self::HostDasDisabledEvent(b)) => **a == **b,
-            (Self::HostDasDisablingEvent(a), Self::HostDasDisablingEvent(b)) => {
-                **a == **b
-            }
-            (Self::HostDasEnabledEvent(a), Self::HostDasEnabledEvent(b)) => **a == **b,
-            (Self::HostDasEnablingEvent(a), Self::HostDasEnablingEvent(b)) => **a == **b,
-            (Self::HostDasErrorEvent(a), Self::HostDasErrorEvent(b)) => **a == **b,
-            (Self::HostDasEvent(a), Self::HostDasEvent(b)) => **a == **b,
-            (Self::HostDasOkEvent(a), Self::HostDasOkEvent(b)) => **a == **b,
-            (Self::HostDisconnectedEvent(a), Self::HostDisconnectedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostEnableAdminFailedEvent(a),
-                Self::HostEnableAdminFailedEvent(b),
-            ) => **a == **b,
-            (Self::HostEvent(a), Self::HostEvent(b)) => **a == **b,
-            (Self::HostExtraNetworksEvent(a), Self::HostExtraNetworksEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostGetShortNameFailedEvent(a),
-                Self::HostGetShortNameFailedEvent(b),
-            ) => **a == **b,
-            (Self::HostInAuditModeEvent(a), Self::HostInAuditModeEvent(b)) => **a == **b,
-            (Self::HostInventoryFullEvent(a), Self::HostInventoryFullEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostInventoryUnreadableEvent(a),
-                Self::HostInventoryUnreadableEvent(b),
-            ) => **a == **b,
-            (Self::HostIpChangedEvent(a), Self::HostIpChangedEvent(b)) => **a == **b,
-            (Self::HostIpInconsistentEvent(a), Self::HostIpInconsistentEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostIpToShortNameFailedEvent(a),
-                Self::HostIpToShortNameFailedEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostIsolationIpPingFailedEvent(a),
-                Self::HostIsolationIpPingFailedEvent(b),
-            ) => **a == **b,
-            (Self::HostLicenseExpiredEvent(a), Self::HostLicenseExpiredEvent(b)) => {
-                **a == **b
-            }
-            (Self::HostLocalPortCreatedEvent(a), Self::HostLocalPortCreatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::HostMissingNetworksEvent(a), Self::HostMissingNetworksEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostMonitoringStateChangedEvent(a),
-                Self::HostMonitoringStateChangedEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostNoAvailableNetworksEvent(a),
-                Self::HostNoAvailableNetworksEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostNoHAEnabledPortGroupsEvent(a),
-                Self::HostNoHAEnabledPortGroupsEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostNoRedundantManagementNetworkEvent(a),
-                Self::HostNoRedundantManagementNetworkEvent(b),
-            ) => **a == **b,
-            (Self::HostNonCompliantEvent(a), Self::HostNonCompliantEvent(b)) => {
-                **a == **b
-            }
-            (Self::HostNotInClusterEvent(a), Self::HostNotInClusterEvent(b)) => {
-                **a == **b
-            }
-            (Self::HostOvercommittedEvent(a), Self::HostOvercommittedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostPrimaryAgentNotShortNameEvent(a),
-                Self::HostPrimaryAgentNotShortNameEvent(b),
-            ) => **a == **b,
-            (Self::HostProfileAppliedEvent(a), Self::HostProfileAppliedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostReconnectionFailedEvent(a),
-                Self::HostReconnectionFailedEvent(b),
-            ) => **a == **b,
-            (Self::HostRemovedEvent(a), Self::HostRemovedEvent(b)) => **a == **b,
-            (
-                Self::HostShortNameInconsistentEvent(a),
-                Self::HostShortNameInconsistentEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostShortNameToIpFailedEvent(a),
-                Self::HostShortNameToIpFailedEvent(b),
-            ) => **a == **b,
-            (Self::HostShutdownEvent(a), Self::HostShutdownEvent(b)) => **a == **b,
-            (
-                Self::HostSpecificationChangedEvent(a),
-                Self::HostSpecificationChangedEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostSpecificationRequireEvent(a),
-                Self::HostSpecificationRequireEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostSpecificationUpdateEvent(a),
-                Self::HostSpecificationUpdateEvent(b),
-            ) => **a == **b,
-            (Self::HostStatusChangedEvent(a), Self::HostStatusChangedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostSubSpecificationDeleteEvent(a),
-                Self::HostSubSpecificationDeleteEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostSubSpecificationUpdateEvent(a),
-                Self::HostSubSpecificationUpdateEvent(b),
-            ) => **a == **b,
-            (Self::HostSyncFailedEvent(a), Self::HostSyncFailedEvent(b)) => **a == **b,
-            (Self::HostUpgradeFailedEvent(a), Self::HostUpgradeFailedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostUserWorldSwapNotEnabledEvent(a),
-                Self::HostUserWorldSwapNotEnabledEvent(b),
-            ) => **a == **b,
-            (
-                Self::HostVnicConnectedToCustomizedDVPortEvent(a),
-                Self::HostVnicConnectedToCustomizedDVPortEvent(b),
-            ) => **a == **b,
-            (Self::HostWwnChangedEvent(a), Self::HostWwnChangedEvent(b)) => **a == **b,
-            (Self::HostWwnConflictEvent(a), Self::HostWwnConflictEvent(b)) => **a == **b,
-            (Self::IScsiBootFailureEvent(a), Self::IScsiBootFailureEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::IncorrectHostInformationEvent(a),
-                Self::IncorrectHostInformationEvent(b),
-            ) => **a == **b,
-            (Self::InfoUpgradeEvent(a), Self::InfoUpgradeEvent(b)) => **a == **b,
-            (
-                Self::InsufficientFailoverResourcesEvent(a),
-                Self::InsufficientFailoverResourcesEvent(b),
-            ) => **a == **b,
-            (Self::InvalidEditionEvent(a), Self::InvalidEditionEvent(b)) => **a == **b,
-            (Self::LicenseEvent(a), Self::LicenseEvent(b)) => **a == **b,
-            (Self::LicenseExpiredEvent(a), Self::LicenseExpiredEvent(b)) => **a == **b,
-            (Self::LicenseNonComplianceEvent(a), Self::LicenseNonComplianceEvent(b)) => {
-                **a == **b
-            }
-            (Self::LicenseRestrictedEvent(a), Self::LicenseRestrictedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::LicenseServerAvailableEvent(a),
-                Self::LicenseServerAvailableEvent(b),
-            ) => **a == **b,
-            (
-                Self::LicenseServerUnavailableEvent(a),
-                Self::LicenseServerUnavailableEvent(b),
-            ) => **a == **b,
-            (
-                Self::LocalDatastoreCreatedEvent(a),
-                Self::LocalDatastoreCreatedEvent(b),
-            ) => **a == **b,
-            (Self::LocalTSMEnabledEvent(a), Self::LocalTSMEnabledEvent(b)) => **a == **b,
-            (Self::LockerMisconfiguredEvent(a), Self::LockerMisconfiguredEvent(b)) => {
-                **a == **b
-            }
-            (Self::LockerReconfiguredEvent(a), Self::LockerReconfiguredEvent(b)) => {
-                **a == **b
-            }
-            (Self::MigrationErrorEvent(a), Self::MigrationErrorEvent(b)) => **a == **b,
-            (Self::MigrationEvent(a), Self::MigrationEvent(b)) => **a == **b,
-            (Self::MigrationHostErrorEvent(a), Self::MigrationHostErrorEvent(b)) => {
-                **a == **b
-            }
-            (Self::MigrationHostWarningEvent(a), Self::MigrationHostWarningEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::MigrationResourceErrorEvent(a),
-                Self::MigrationResourceErrorEvent(b),
-            ) => **a == **b,
-            (
-                Self::MigrationResourceWarningEvent(a),
-                Self::MigrationResourceWarningEvent(b),
-            ) => **a == **b,
-            (Self::MigrationWarningEvent(a), Self::MigrationWarningEvent(b)) => {
-                **a == **b
-            }
-            (Self::MtuMatchEvent(a), Self::MtuMatchEvent(b)) => **a == **b,
-            (Self::MtuMismatchEvent(a), Self::MtuMismatchEvent(b)) => **a == **b,
-            (Self::NASDatastoreCreatedEvent(a), Self::NASDatastoreCreatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::NetworkRollbackEvent(a), Self::NetworkRollbackEvent(b)) => **a == **b,
-            (Self::NoAccessUserEvent(a), Self::NoAccessUserEvent(b)) => **a == **b,
-            (
-                Self::NoDatastoresConfiguredEvent(a),
-                Self::NoDatastoresConfiguredEvent(b),
-            ) => **a == **b,
-            (Self::NoLicenseEvent(a), Self::NoLicenseEvent(b)) => **a == **b,
-            (
-                Self::NoMaintenanceModeDrsRecommendationForVM(a),
-                Self::NoMaintenanceModeDrsRecommendationForVM(b),
-            ) => **a == **b,
-            (
-                Self::NonVIWorkloadDetectedOnDatastoreEvent(a),
-                Self::NonVIWorkloadDetectedOnDatastoreEvent(b),
-            ) => **a == **b,
-            (
-                Self::NotEnoughResourcesToStartVmEvent(a),
-                Self::NotEnoughResourcesToStartVmEvent(b),
-            ) => **a == **b,
-            (Self::OutOfSyncDvsHost(a), Self::OutOfSyncDvsHost(b)) => **a == **b,
-            (Self::PermissionAddedEvent(a), Self::PermissionAddedEvent(b)) => **a == **b,
-            (Self::PermissionEvent(a), Self::PermissionEvent(b)) => **a == **b,
-            (Self::PermissionRemovedEvent(a), Self::PermissionRemovedEvent(b)) => {
-                **a == **b
-            }
-            (Self::PermissionUpdatedEvent(a), Self::PermissionUpdatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::ProfileAssociatedEvent(a), Self::ProfileAssociatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::ProfileChangedEvent(a), Self::ProfileChangedEvent(b)) => **a == **b,
-            (Self::ProfileCreatedEvent(a), Self::ProfileCreatedEvent(b)) => **a == **b,
-            (Self::ProfileDissociatedEvent(a), Self::ProfileDissociatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::ProfileEvent(a), Self::ProfileEvent(b)) => **a == **b,
-            (
-                Self::ProfileReferenceHostChangedEvent(a),
-                Self::ProfileReferenceHostChangedEvent(b),
-            ) => **a == **b,
-            (Self::ProfileRemovedEvent(a), Self::ProfileRemovedEvent(b)) => **a == **b,
-            (Self::RecoveryEvent(a), Self::RecoveryEvent(b)) => **a == **b,
-            (Self::RemoteTSMEnabledEvent(a), Self::RemoteTSMEnabledEvent(b)) => {
-                **a == **b
-            }
-            (Self::ResourcePoolCreatedEvent(a), Self::ResourcePoolCreatedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::ResourcePoolDestroyedEvent(a),
-                Self::ResourcePoolDestroyedEvent(b),
-            ) => **a == **b,
-            (Self::ResourcePoolEvent(a), Self::ResourcePoolEvent(b)) => **a == **b,
-            (Self::ResourcePoolMovedEvent(a), Self::ResourcePoolMovedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::ResourcePoolReconfiguredEvent(a),
-                Self::ResourcePoolReconfiguredEvent(b),
-            ) => **a == **b,
-            (Self::ResourceViolatedEvent(a), Self::ResourceViolatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::RoleAddedEvent(a), Self::RoleAddedEvent(b)) => **a == **b,
-            (Self::RoleEvent(a), Self::RoleEvent(b)) => **a == **b,
-            (Self::RoleRemovedEvent(a), Self::RoleRemovedEvent(b)) => **a == **b,
-            (Self::RoleUpdatedEvent(a), Self::RoleUpdatedEvent(b)) => **a == **b,
-            (Self::RollbackEvent(a), Self::RollbackEvent(b)) => **a == **b,
-            (
-                Self::ScheduledTaskCompletedEvent(a),
-                Self::ScheduledTaskCompletedEvent(b),
-            ) => **a == **b,
-            (Self::ScheduledTaskCreatedEvent(a), Self::ScheduledTaskCreatedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::ScheduledTaskEmailCompletedEvent(a),
-                Self::ScheduledTaskEmailCompletedEvent(b),
-            ) => **a == **b,
-            (
-                Self::ScheduledTaskEmailFailedEvent(a),
-                Self::ScheduledTaskEmailFailedEvent(b),
-            ) => **a == **b,
-            (Self::ScheduledTaskEvent(a), Self::ScheduledTaskEvent(b)) => **a == **b,
-            (Self::ScheduledTaskFailedEvent(a), Self::ScheduledTaskFailedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::ScheduledTaskReconfiguredEvent(a),
-                Self::ScheduledTaskReconfiguredEvent(b),
-            ) => **a == **b,
-            (Self::ScheduledTaskRemovedEvent(a), Self::ScheduledTaskRemovedEvent(b)) => {
-                **a == **b
-            }
-            (Self::ScheduledTaskStartedEvent(a), Self::ScheduledTaskStartedEvent(b)) => {
-                **a == **b
-            }
-            (Self::ServerLicenseExpiredEvent(a), Self::ServerLicenseExpiredEvent(b)) => {
-                **a == **b
-            }
-            (Self::ServerStartedSessionEvent(a), Self::ServerStartedSessionEvent(b)) => {
-                **a == **b
-            }
-            (Self::SessionEvent(a), Self::SessionEvent(b)) => **a == **b,
-            (Self::SessionTerminatedEvent(a), Self::SessionTerminatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::TaskEvent(a), Self::TaskEvent(b)) => **a == **b,
-            (Self::TaskTimeoutEvent(a), Self::TaskTimeoutEvent(b)) => **a == **b,
-            (Self::TeamingMatchEvent(a), Self::TeamingMatchEvent(b)) => **a == **b,
-            (Self::TeamingMisMatchEvent(a), Self::TeamingMisMatchEvent(b)) => **a == **b,
-            (
-                Self::TemplateBeingUpgradedEvent(a),
-                Self::TemplateBeingUpgradedEvent(b),
-            ) => **a == **b,
-            (Self::TemplateUpgradeEvent(a), Self::TemplateUpgradeEvent(b)) => **a == **b,
-            (
-                Self::TemplateUpgradeFailedEvent(a),
-                Self::TemplateUpgradeFailedEvent(b),
-            ) => **a == **b,
-            (Self::TemplateUpgradedEvent(a), Self::TemplateUpgradedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::TimedOutHostOperationEvent(a),
-                Self::TimedOutHostOperationEvent(b),
-            ) => **a == **b,
-            (
-                Self::UnlicensedVirtualMachinesEvent(a),
-                Self::UnlicensedVirtualMachinesEvent(b),
-            ) => **a == **b,
-            (
-                Self::UnlicensedVirtualMachinesFoundEvent(a),
-                Self::UnlicensedVirtualMachinesFoundEvent(b),
-            ) => **a == **b,
-            (
-                Self::UpdatedAgentBeingRestartedEvent(a),
-                Self::UpdatedAgentBeingRestartedEvent(b),
-            ) => **a == **b,
-            (Self::UpgradeEvent(a), Self::UpgradeEvent(b)) => **a == **b,
-            (
-                Self::UplinkPortMtuNotSupportEvent(a),
-                Self::UplinkPortMtuNotSupportEvent(b),
-            ) => **a == **b,
-            (Self::UplinkPortMtuSupportEvent(a), Self::UplinkPortMtuSupportEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::UplinkPortVlanTrunkedEvent(a),
-                Self::UplinkPortVlanTrunkedEvent(b),
-            ) => **a == **b,
-            (
-                Self::UplinkPortVlanUntrunkedEvent(a),
-                Self::UplinkPortVlanUntrunkedEvent(b),
-            ) => **a == **b,
-            (Self::UserAssignedToGroup(a), Self::UserAssignedToGroup(b)) => **a == **b,
-            (Self::UserLoginSessionEvent(a), Self::UserLoginSessionEvent(b)) => {
-                **a == **b
-            }
-            (Self::UserLogoutSessionEvent(a), Self::UserLogoutSessionEvent(b)) => {
-                **a == **b
-            }
-            (Self::UserPasswordChanged(a), Self::UserPasswordChanged(b)) => **a == **b,
-            (Self::UserUnassignedFromGroup(a), Self::UserUnassignedFromGroup(b)) => {
-                **a == **b
-            }
-            (Self::UserUpgradeEvent(a), Self::UserUpgradeEvent(b)) => **a == **b,
-            (Self::VMFSDatastoreCreatedEvent(a), Self::VMFSDatastoreCreatedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::VMFSDatastoreExpandedEvent(a),
-                Self::VMFSDatastoreExpandedEvent(b),
-            ) => **a == **b,
-            (
-                Self::VMFSDatastoreExtendedEvent(a),
-                Self::VMFSDatastoreExtendedEvent(b),
-            ) => **a == **b,
-            (
-                Self::VMotionLicenseExpiredEvent(a),
-                Self::VMotionLicenseExpiredEvent(b),
-            ) => **a == **b,
-            (
-                Self::VcAgentUninstallFailedEvent(a),
-                Self::VcAgentUninstallFailedEvent(b),
-            ) => **a == **b,
-            (Self::VcAgentUninstalledEvent(a), Self::VcAgentUninstalledEvent(b)) => {
-                **a == **b
-            }
-            (Self::VcAgentUpgradeFailedEvent(a), Self::VcAgentUpgradeFailedEvent(b)) => {
-                **a == **b
-            }
-            (Self::VcAgentUpgradedEvent(a), Self::VcAgentUpgradedEvent(b)) => **a == **b,
-            (
-                Self::VimAccountPasswordChangedEvent(a),
-                Self::VimAccountPasswordChangedEvent(b),
-            ) => **a == **b,
-            (Self::VmAcquiredMksTicketEvent(a), Self::VmAcquiredMksTicketEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmAcquiredTicketEvent(a), Self::VmAcquiredTicketEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmAutoRenameEvent(a), Self::VmAutoRenameEvent(b)) => **a == **b,
-            (Self::VmBeingClonedEvent(a), Self::VmBeingClonedEvent(b)) => **a == **b,
-            (
-                Self::VmBeingClonedNoFolderEvent(a),
-                Self::VmBeingClonedNoFolderEvent(b),
-            ) => **a == **b,
-            (Self::VmBeingCreatedEvent(a), Self::VmBeingCreatedEvent(b)) => **a == **b,
-            (Self::VmBeingDeployedEvent(a), Self::VmBeingDeployedEvent(b)) => **a == **b,
-            (Self::VmBeingHotMigratedEvent(a), Self::VmBeingHotMigratedEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmBeingMigratedEvent(a), Self::VmBeingMigratedEvent(b)) => **a == **b,
-            (Self::VmBeingRelocatedEvent(a), Self::VmBeingRelocatedEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmCloneEvent(a), Self::VmCloneEvent(b)) => **a == **b,
-            (Self::VmCloneFailedEvent(a), Self::VmCloneFailedEvent(b)) => **a == **b,
-            (Self::VmClonedEvent(a), Self::VmClonedEvent(b)) => **a == **b,
-            (Self::VmConfigMissingEvent(a), Self::VmConfigMissingEvent(b)) => **a == **b,
-            (Self::VmConnectedEvent(a), Self::VmConnectedEvent(b)) => **a == **b,
-            (Self::VmCreatedEvent(a), Self::VmCreatedEvent(b)) => **a == **b,
-            (Self::VmDasBeingResetEvent(a), Self::VmDasBeingResetEvent(b)) => **a == **b,
-            (
-                Self::VmDasBeingResetWithScreenshotEvent(a),
-                Self::VmDasBeingResetWithScreenshotEvent(b),
-            ) => **a == **b,
-            (Self::VmDasResetFailedEvent(a), Self::VmDasResetFailedEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmDasUpdateErrorEvent(a), Self::VmDasUpdateErrorEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmDasUpdateOkEvent(a), Self::VmDasUpdateOkEvent(b)) => **a == **b,
-            (Self::VmDateRolledBackEvent(a), Self::VmDateRolledBackEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmDeployFailedEvent(a), Self::VmDeployFailedEvent(b)) => **a == **b,
-            (Self::VmDeployedEvent(a), Self::VmDeployedEvent(b)) => **a == **b,
-            (Self::VmDisconnectedEvent(a), Self::VmDisconnectedEvent(b)) => **a == **b,
-            (Self::VmDiscoveredEvent(a), Self::VmDiscoveredEvent(b)) => **a == **b,
-            (Self::VmDiskFailedEvent(a), Self::VmDiskFailedEvent(b)) => **a == **b,
-            (Self::VmEmigratingEvent(a), Self::VmEmigratingEvent(b)) => **a == **b,
-            (Self::VmEndRecordingEvent(a), Self::VmEndRecordingEvent(b)) => **a == **b,
-            (Self::VmEndReplayingEvent(a), Self::VmEndReplayingEvent(b)) => **a == **b,
-            (Self::VmEvent(a), Self::VmEvent(b)) => **a == **b,
-            (Self::VmFailedMigrateEvent(a), Self::VmFailedMigrateEvent(b)) => **a == **b,
-            (Self::VmFailedRelayoutEvent(a), Self::VmFailedRelayoutEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(a),
-                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmFailedStartingSecondaryEvent(a),
-                Self::VmFailedStartingSecondaryEvent(b),
-            ) => **a == **b,
-            (Self::VmFailedToPowerOffEvent(a), Self::VmFailedToPowerOffEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmFailedToPowerOnEvent(a), Self::VmFailedToPowerOnEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::VmFailedToRebootGuestEvent(a),
-                Self::VmFailedToRebootGuestEvent(b),
-            ) => **a == **b,
-            (Self::VmFailedToResetEvent(a), Self::VmFailedToResetEvent(b)) => **a == **b,
-            (
-                Self::VmFailedToShutdownGuestEvent(a),
-                Self::VmFailedToShutdownGuestEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmFailedToStandbyGuestEvent(a),
-                Self::VmFailedToStandbyGuestEvent(b),
-            ) => **a == **b,
-            (Self::VmFailedToSuspendEvent(a), Self::VmFailedToSuspendEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::VmFailedUpdatingSecondaryConfig(a),
-                Self::VmFailedUpdatingSecondaryConfig(b),
-            ) => **a == **b,
-            (Self::VmFailoverFailed(a), Self::VmFailoverFailed(b)) => **a == **b,
-            (
-                Self::VmFaultToleranceStateChangedEvent(a),
-                Self::VmFaultToleranceStateChangedEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmFaultToleranceTurnedOffEvent(a),
-                Self::VmFaultToleranceTurnedOffEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmFaultToleranceVmTerminatedEvent(a),
-                Self::VmFaultToleranceVmTerminatedEvent(b),
-            ) => **a == **b,
-            (Self::VmGuestOSCrashedEvent(a), Self::VmGuestOSCrashedEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmGuestRebootEvent(a), Self::VmGuestRebootEvent(b)) => **a == **b,
-            (Self::VmGuestShutdownEvent(a), Self::VmGuestShutdownEvent(b)) => **a == **b,
-            (Self::VmGuestStandbyEvent(a), Self::VmGuestStandbyEvent(b)) => **a == **b,
-            (
-                Self::VmHealthMonitoringStateChangedEvent(a),
-                Self::VmHealthMonitoringStateChangedEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmInstanceUuidAssignedEvent(a),
-                Self::VmInstanceUuidAssignedEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmInstanceUuidChangedEvent(a),
-                Self::VmInstanceUuidChangedEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmInstanceUuidConflictEvent(a),
-                Self::VmInstanceUuidConflictEvent(b),
-            ) => **a == **b,
-            (Self::VmMacAssignedEvent(a), Self::VmMacAssignedEvent(b)) => **a == **b,
-            (Self::VmMacChangedEvent(a), Self::VmMacChangedEvent(b)) => **a == **b,
-            (Self::VmMacConflictEvent(a), Self::VmMacConflictEvent(b)) => **a == **b,
-            (
-                Self::VmMaxFTRestartCountReached(a),
-                Self::VmMaxFTRestartCountReached(b),
-            ) => **a == **b,
-            (Self::VmMaxRestartCountReached(a), Self::VmMaxRestartCountReached(b)) => {
-                **a == **b
-            }
-            (Self::VmMessageErrorEvent(a), Self::VmMessageErrorEvent(b)) => **a == **b,
-            (Self::VmMessageEvent(a), Self::VmMessageEvent(b)) => **a == **b,
-            (Self::VmMessageWarningEvent(a), Self::VmMessageWarningEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmMigratedEvent(a), Self::VmMigratedEvent(b)) => **a == **b,
-            (
-                Self::VmNoCompatibleHostForSecondaryEvent(a),
-                Self::VmNoCompatibleHostForSecondaryEvent(b),
-            ) => **a == **b,
-            (Self::VmNoNetworkAccessEvent(a), Self::VmNoNetworkAccessEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmOrphanedEvent(a), Self::VmOrphanedEvent(b)) => **a == **b,
-            (
-                Self::VmPowerOffOnIsolationEvent(a),
-                Self::VmPowerOffOnIsolationEvent(b),
-            ) => **a == **b,
-            (Self::VmPoweredOffEvent(a), Self::VmPoweredOffEvent(b)) => **a == **b,
-            (Self::VmPoweredOnEvent(a), Self::VmPoweredOnEvent(b)) => **a == **b,
-            (
-                Self::VmPoweringOnWithCustomizedDVPortEvent(a),
-                Self::VmPoweringOnWithCustomizedDVPortEvent(b),
-            ) => **a == **b,
-            (Self::VmPrimaryFailoverEvent(a), Self::VmPrimaryFailoverEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmReconfiguredEvent(a), Self::VmReconfiguredEvent(b)) => **a == **b,
-            (Self::VmRegisteredEvent(a), Self::VmRegisteredEvent(b)) => **a == **b,
-            (Self::VmRelayoutSuccessfulEvent(a), Self::VmRelayoutSuccessfulEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmRelayoutUpToDateEvent(a), Self::VmRelayoutUpToDateEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmReloadFromPathEvent(a), Self::VmReloadFromPathEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::VmReloadFromPathFailedEvent(a),
-                Self::VmReloadFromPathFailedEvent(b),
-            ) => **a == **b,
-            (Self::VmRelocateFailedEvent(a), Self::VmRelocateFailedEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmRelocateSpecEvent(a), Self::VmRelocateSpecEvent(b)) => **a == **b,
-            (Self::VmRelocatedEvent(a), Self::VmRelocatedEvent(b)) => **a == **b,
-            (
-                Self::VmRemoteConsoleConnectedEvent(a),
-                Self::VmRemoteConsoleConnectedEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmRemoteConsoleDisconnectedEvent(a),
-                Self::VmRemoteConsoleDisconnectedEvent(b),
-            ) => **a == **b,
-            (Self::VmRemovedEvent(a), Self::VmRemovedEvent(b)) => **a == **b,
-            (Self::VmRenamedEvent(a), Self::VmRenamedEvent(b)) => **a == **b,
-            (
-                Self::VmRequirementsExceedCurrentEVCModeEvent(a),
-                Self::VmRequirementsExceedCurrentEVCModeEvent(b),
-            ) => **a == **b,
-            (Self::VmResettingEvent(a), Self::VmResettingEvent(b)) => **a == **b,
-            (Self::VmResourcePoolMovedEvent(a), Self::VmResourcePoolMovedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::VmResourceReallocatedEvent(a),
-                Self::VmResourceReallocatedEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmRestartedOnAlternateHostEvent(a),
-                Self::VmRestartedOnAlternateHostEvent(b),
-            ) => **a == **b,
-            (Self::VmResumingEvent(a), Self::VmResumingEvent(b)) => **a == **b,
-            (Self::VmSecondaryAddedEvent(a), Self::VmSecondaryAddedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::VmSecondaryDisabledBySystemEvent(a),
-                Self::VmSecondaryDisabledBySystemEvent(b),
-            ) => **a == **b,
-            (Self::VmSecondaryDisabledEvent(a), Self::VmSecondaryDisabledEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmSecondaryEnabledEvent(a), Self::VmSecondaryEnabledEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmSecondaryStartedEvent(a), Self::VmSecondaryStartedEvent(b)) => {
-                **a == **b
-            }
-            (
-                Self::VmShutdownOnIsolationEvent(a),
-                Self::VmShutdownOnIsolationEvent(b),
-            ) => **a == **b,
-            (Self::VmStartRecordingEvent(a), Self::VmStartRecordingEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmStartReplayingEvent(a), Self::VmStartReplayingEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmStartingEvent(a), Self::VmStartingEvent(b)) => **a == **b,
-            (Self::VmStartingSecondaryEvent(a), Self::VmStartingSecondaryEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmStaticMacConflictEvent(a), Self::VmStaticMacConflictEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmStoppingEvent(a), Self::VmStoppingEvent(b)) => **a == **b,
-            (Self::VmSuspendedEvent(a), Self::VmSuspendedEvent(b)) => **a == **b,
-            (Self::VmSuspendingEvent(a), Self::VmSuspendingEvent(b)) => **a == **b,
-            (
-                Self::VmTimedoutStartingSecondaryEvent(a),
-                Self::VmTimedoutStartingSecondaryEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmUnsupportedStartingEvent(a),
-                Self::VmUnsupportedStartingEvent(b),
-            ) => **a == **b,
-            (Self::VmUpgradeCompleteEvent(a), Self::VmUpgradeCompleteEvent(b)) => {
-                **a == **b
-            }
-            (Self::VmUpgradeFailedEvent(a), Self::VmUpgradeFailedEvent(b)) => **a == **b,
-            (Self::VmUpgradingEvent(a), Self::VmUpgradingEvent(b)) => **a == **b,
-            (Self::VmUuidAssignedEvent(a), Self::VmUuidAssignedEvent(b)) => **a == **b,
-            (Self::VmUuidChangedEvent(a), Self::VmUuidChangedEvent(b)) => **a == **b,
-            (Self::VmUuidConflictEvent(a), Self::VmUuidConflictEvent(b)) => **a == **b,
-            (
-                Self::VmVnicPoolReservationViolationClearEvent(a),
-                Self::VmVnicPoolReservationViolationClearEvent(b),
-            ) => **a == **b,
-            (
-                Self::VmVnicPoolReservationViolationRaiseEvent(a),
-                Self::VmVnicPoolReservationViolationRaiseEvent(b),
-            ) => **a == **b,
-            (Self::VmWwnAssignedEvent(a), Self::VmWwnAssignedEvent(b)) => **a == **b,
-            (Self::VmWwnChangedEvent(a), Self::VmWwnChangedEvent(b)) => **a == **b,
-            (Self::VmWwnConflictEvent(a), Self::VmWwnConflictEvent(b)) => **a == **b,
-            (Self::WarningUpgradeEvent(a), Self::WarningUpgradeEvent(b)) => **a == **b,
-            _ => false,
-        }
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
     }
 }
+impl x::FromValue for AnyEvent {
+    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
+        x::any_from_value(value, "Event", Self::from_object)
+    }
+}
+impl x::ArrayItem for AnyEvent {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfEvent";
+    const ITEM_TAG: &'static str = "Event";
+}
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyEvent {}
+// SAFETY: as above.
+unsafe impl Sync for AnyEvent {}

@@ -5,1198 +5,914 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl Clone for AnyEvent {
-    fn clone(&self) -> Self {
+impl std::fmt::Debug for AnyEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Event(v) => Self::Event(Box::new((**v).clone())),
-            Self::AccountCreatedEvent(v) => {
-                Self::AccountCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::AccountRemovedEvent(v) => {
-                Self::AccountRemovedEvent(Box::new((**v).clone()))
-            }
-            Self::AccountUpdatedEvent(v) => {
-                Self::AccountUpdatedEvent(Box::new((**v).clone()))
-            }
-            Self::AdminPasswordNotChangedEvent(v) => {
-                Self::AdminPasswordNotChangedEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmAcknowledgedEvent(v) => {
-                Self::AlarmAcknowledgedEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmActionTriggeredEvent(v) => {
-                Self::AlarmActionTriggeredEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmClearedEvent(v) => {
-                Self::AlarmClearedEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmCreatedEvent(v) => {
-                Self::AlarmCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmEmailCompletedEvent(v) => {
-                Self::AlarmEmailCompletedEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmEmailFailedEvent(v) => {
-                Self::AlarmEmailFailedEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmEvent(v) => Self::AlarmEvent(Box::new((**v).clone())),
-            Self::AlarmReconfiguredEvent(v) => {
-                Self::AlarmReconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmRemovedEvent(v) => {
-                Self::AlarmRemovedEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmScriptCompleteEvent(v) => {
-                Self::AlarmScriptCompleteEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmScriptFailedEvent(v) => {
-                Self::AlarmScriptFailedEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmSnmpCompletedEvent(v) => {
-                Self::AlarmSnmpCompletedEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmSnmpFailedEvent(v) => {
-                Self::AlarmSnmpFailedEvent(Box::new((**v).clone()))
-            }
-            Self::AlarmStatusChangedEvent(v) => {
-                Self::AlarmStatusChangedEvent(Box::new((**v).clone()))
-            }
-            Self::AllVirtualMachinesLicensedEvent(v) => {
-                Self::AllVirtualMachinesLicensedEvent(Box::new((**v).clone()))
-            }
-            Self::AlreadyAuthenticatedSessionEvent(v) => {
-                Self::AlreadyAuthenticatedSessionEvent(Box::new((**v).clone()))
-            }
-            Self::AuthorizationEvent(v) => {
-                Self::AuthorizationEvent(Box::new((**v).clone()))
-            }
-            Self::BadUsernameSessionEvent(v) => {
-                Self::BadUsernameSessionEvent(Box::new((**v).clone()))
-            }
-            Self::CanceledHostOperationEvent(v) => {
-                Self::CanceledHostOperationEvent(Box::new((**v).clone()))
-            }
-            Self::ClusterComplianceCheckedEvent(v) => {
-                Self::ClusterComplianceCheckedEvent(Box::new((**v).clone()))
-            }
-            Self::ClusterCreatedEvent(v) => {
-                Self::ClusterCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::ClusterDestroyedEvent(v) => {
-                Self::ClusterDestroyedEvent(Box::new((**v).clone()))
-            }
-            Self::ClusterEvent(v) => Self::ClusterEvent(Box::new((**v).clone())),
-            Self::ClusterOvercommittedEvent(v) => {
-                Self::ClusterOvercommittedEvent(Box::new((**v).clone()))
-            }
-            Self::ClusterReconfiguredEvent(v) => {
-                Self::ClusterReconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::ClusterStatusChangedEvent(v) => {
-                Self::ClusterStatusChangedEvent(Box::new((**v).clone()))
-            }
-            Self::CustomFieldDefAddedEvent(v) => {
-                Self::CustomFieldDefAddedEvent(Box::new((**v).clone()))
-            }
-            Self::CustomFieldDefEvent(v) => {
-                Self::CustomFieldDefEvent(Box::new((**v).clone()))
-            }
-            Self::CustomFieldDefRemovedEvent(v) => {
-                Self::CustomFieldDefRemovedEvent(Box::new((**v).clone()))
-            }
-            Self::CustomFieldDefRenamedEvent(v) => {
-                Self::CustomFieldDefRenamedEvent(Box::new((**v).clone()))
-            }
-            Self::CustomFieldEvent(v) => Self::CustomFieldEvent(Box::new((**v).clone())),
-            Self::CustomFieldValueChangedEvent(v) => {
-                Self::CustomFieldValueChangedEvent(Box::new((**v).clone()))
-            }
-            Self::CustomizationEvent(v) => {
-                Self::CustomizationEvent(Box::new((**v).clone()))
-            }
-            Self::CustomizationFailed(v) => {
-                Self::CustomizationFailed(Box::new((**v).clone()))
-            }
-            Self::CustomizationLinuxIdentityFailed(v) => {
-                Self::CustomizationLinuxIdentityFailed(Box::new((**v).clone()))
-            }
-            Self::CustomizationNetworkSetupFailed(v) => {
-                Self::CustomizationNetworkSetupFailed(Box::new((**v).clone()))
-            }
-            Self::CustomizationStartedEvent(v) => {
-                Self::CustomizationStartedEvent(Box::new((**v).clone()))
-            }
-            Self::CustomizationSucceeded(v) => {
-                Self::CustomizationSucceeded(Box::new((**v).clone()))
-            }
-            Self::CustomizationSysprepFailed(v) => {
-                Self::CustomizationSysprepFailed(Box::new((**v).clone()))
-            }
-            Self::CustomizationUnknownFailure(v) => {
-                Self::CustomizationUnknownFailure(Box::new((**v).clone()))
-            }
-            Self::DVPortgroupCreatedEvent(v) => {
-                Self::DVPortgroupCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::DVPortgroupDestroyedEvent(v) => {
-                Self::DVPortgroupDestroyedEvent(Box::new((**v).clone()))
-            }
-            Self::DVPortgroupEvent(v) => Self::DVPortgroupEvent(Box::new((**v).clone())),
-            Self::DVPortgroupReconfiguredEvent(v) => {
-                Self::DVPortgroupReconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::DVPortgroupRenamedEvent(v) => {
-                Self::DVPortgroupRenamedEvent(Box::new((**v).clone()))
-            }
-            Self::DasAdmissionControlDisabledEvent(v) => {
-                Self::DasAdmissionControlDisabledEvent(Box::new((**v).clone()))
-            }
-            Self::DasAdmissionControlEnabledEvent(v) => {
-                Self::DasAdmissionControlEnabledEvent(Box::new((**v).clone()))
-            }
-            Self::DasAgentFoundEvent(v) => {
-                Self::DasAgentFoundEvent(Box::new((**v).clone()))
-            }
-            Self::DasAgentUnavailableEvent(v) => {
-                Self::DasAgentUnavailableEvent(Box::new((**v).clone()))
-            }
-            Self::DasClusterIsolatedEvent(v) => {
-                Self::DasClusterIsolatedEvent(Box::new((**v).clone()))
-            }
-            Self::DasDisabledEvent(v) => Self::DasDisabledEvent(Box::new((**v).clone())),
-            Self::DasEnabledEvent(v) => Self::DasEnabledEvent(Box::new((**v).clone())),
-            Self::DasHostFailedEvent(v) => {
-                Self::DasHostFailedEvent(Box::new((**v).clone()))
-            }
-            Self::DasHostIsolatedEvent(v) => {
-                Self::DasHostIsolatedEvent(Box::new((**v).clone()))
-            }
-            Self::DatacenterCreatedEvent(v) => {
-                Self::DatacenterCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::DatacenterEvent(v) => Self::DatacenterEvent(Box::new((**v).clone())),
-            Self::DatacenterRenamedEvent(v) => {
-                Self::DatacenterRenamedEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreCapacityIncreasedEvent(v) => {
-                Self::DatastoreCapacityIncreasedEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreDestroyedEvent(v) => {
-                Self::DatastoreDestroyedEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreDiscoveredEvent(v) => {
-                Self::DatastoreDiscoveredEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreDuplicatedEvent(v) => {
-                Self::DatastoreDuplicatedEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreEvent(v) => Self::DatastoreEvent(Box::new((**v).clone())),
-            Self::DatastoreFileCopiedEvent(v) => {
-                Self::DatastoreFileCopiedEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreFileDeletedEvent(v) => {
-                Self::DatastoreFileDeletedEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreFileEvent(v) => {
-                Self::DatastoreFileEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreFileMovedEvent(v) => {
-                Self::DatastoreFileMovedEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreIORMReconfiguredEvent(v) => {
-                Self::DatastoreIORMReconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::DatastorePrincipalConfigured(v) => {
-                Self::DatastorePrincipalConfigured(Box::new((**v).clone()))
-            }
-            Self::DatastoreRemovedOnHostEvent(v) => {
-                Self::DatastoreRemovedOnHostEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreRenamedEvent(v) => {
-                Self::DatastoreRenamedEvent(Box::new((**v).clone()))
-            }
-            Self::DatastoreRenamedOnHostEvent(v) => {
-                Self::DatastoreRenamedOnHostEvent(Box::new((**v).clone()))
-            }
-            Self::DrsDisabledEvent(v) => Self::DrsDisabledEvent(Box::new((**v).clone())),
-            Self::DrsEnabledEvent(v) => Self::DrsEnabledEvent(Box::new((**v).clone())),
-            Self::DrsEnteredStandbyModeEvent(v) => {
-                Self::DrsEnteredStandbyModeEvent(Box::new((**v).clone()))
-            }
-            Self::DrsEnteringStandbyModeEvent(v) => {
-                Self::DrsEnteringStandbyModeEvent(Box::new((**v).clone()))
-            }
-            Self::DrsExitStandbyModeFailedEvent(v) => {
-                Self::DrsExitStandbyModeFailedEvent(Box::new((**v).clone()))
-            }
-            Self::DrsExitedStandbyModeEvent(v) => {
-                Self::DrsExitedStandbyModeEvent(Box::new((**v).clone()))
-            }
-            Self::DrsExitingStandbyModeEvent(v) => {
-                Self::DrsExitingStandbyModeEvent(Box::new((**v).clone()))
-            }
-            Self::DrsInvocationFailedEvent(v) => {
-                Self::DrsInvocationFailedEvent(Box::new((**v).clone()))
-            }
-            Self::DrsRecoveredFromFailureEvent(v) => {
-                Self::DrsRecoveredFromFailureEvent(Box::new((**v).clone()))
-            }
-            Self::DrsResourceConfigureFailedEvent(v) => {
-                Self::DrsResourceConfigureFailedEvent(Box::new((**v).clone()))
-            }
-            Self::DrsResourceConfigureSyncedEvent(v) => {
-                Self::DrsResourceConfigureSyncedEvent(Box::new((**v).clone()))
-            }
-            Self::DrsRuleComplianceEvent(v) => {
-                Self::DrsRuleComplianceEvent(Box::new((**v).clone()))
-            }
-            Self::DrsRuleViolationEvent(v) => {
-                Self::DrsRuleViolationEvent(Box::new((**v).clone()))
-            }
-            Self::DrsSoftRuleViolationEvent(v) => {
-                Self::DrsSoftRuleViolationEvent(Box::new((**v).clone()))
-            }
-            Self::DrsVmMigratedEvent(v) => {
-                Self::DrsVmMigratedEvent(Box::new((**v).clone()))
-            }
-            Self::DrsVmPoweredOnEvent(v) => {
-                Self::DrsVmPoweredOnEvent(Box::new((**v).clone()))
-            }
-            Self::DuplicateIpDetectedEvent(v) => {
-                Self::DuplicateIpDetectedEvent(Box::new((**v).clone()))
-            }
-            Self::DvpgImportEvent(v) => Self::DvpgImportEvent(Box::new((**v).clone())),
-            Self::DvpgRestoreEvent(v) => Self::DvpgRestoreEvent(Box::new((**v).clone())),
-            Self::DvsCreatedEvent(v) => Self::DvsCreatedEvent(Box::new((**v).clone())),
-            Self::DvsDestroyedEvent(v) => {
-                Self::DvsDestroyedEvent(Box::new((**v).clone()))
-            }
-            Self::DvsEvent(v) => Self::DvsEvent(Box::new((**v).clone())),
-            Self::DvsHealthStatusChangeEvent(v) => {
-                Self::DvsHealthStatusChangeEvent(Box::new((**v).clone()))
-            }
-            Self::DvsHostBackInSyncEvent(v) => {
-                Self::DvsHostBackInSyncEvent(Box::new((**v).clone()))
-            }
-            Self::DvsHostJoinedEvent(v) => {
-                Self::DvsHostJoinedEvent(Box::new((**v).clone()))
-            }
-            Self::DvsHostLeftEvent(v) => Self::DvsHostLeftEvent(Box::new((**v).clone())),
-            Self::DvsHostStatusUpdated(v) => {
-                Self::DvsHostStatusUpdated(Box::new((**v).clone()))
-            }
-            Self::DvsHostWentOutOfSyncEvent(v) => {
-                Self::DvsHostWentOutOfSyncEvent(Box::new((**v).clone()))
-            }
-            Self::DvsImportEvent(v) => Self::DvsImportEvent(Box::new((**v).clone())),
-            Self::DvsMergedEvent(v) => Self::DvsMergedEvent(Box::new((**v).clone())),
-            Self::DvsPortBlockedEvent(v) => {
-                Self::DvsPortBlockedEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortConnectedEvent(v) => {
-                Self::DvsPortConnectedEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortCreatedEvent(v) => {
-                Self::DvsPortCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortDeletedEvent(v) => {
-                Self::DvsPortDeletedEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortDisconnectedEvent(v) => {
-                Self::DvsPortDisconnectedEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortEnteredPassthruEvent(v) => {
-                Self::DvsPortEnteredPassthruEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortExitedPassthruEvent(v) => {
-                Self::DvsPortExitedPassthruEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortJoinPortgroupEvent(v) => {
-                Self::DvsPortJoinPortgroupEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortLeavePortgroupEvent(v) => {
-                Self::DvsPortLeavePortgroupEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortLinkDownEvent(v) => {
-                Self::DvsPortLinkDownEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortLinkUpEvent(v) => {
-                Self::DvsPortLinkUpEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortReconfiguredEvent(v) => {
-                Self::DvsPortReconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortRuntimeChangeEvent(v) => {
-                Self::DvsPortRuntimeChangeEvent(Box::new((**v).clone()))
-            }
-            Self::DvsPortUnblockedEvent(v) => {
-                Self::DvsPortUnblockedEvent(Box::new((**v).clone()))
-            }
+            Self::Event(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AccountCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AccountRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AccountUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AdminPasswordNotChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmAcknowledgedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmActionTriggeredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmClearedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmScriptCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmScriptFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmSnmpCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmSnmpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlarmStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AllVirtualMachinesLicensedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AlreadyAuthenticatedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::AuthorizationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::BadUsernameSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CanceledHostOperationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ClusterComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ClusterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ClusterDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ClusterOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ClusterReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ClusterStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldValueChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomizationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomizationFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomizationLinuxIdentityFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomizationNetworkSetupFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomizationStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomizationSucceeded(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomizationSysprepFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::CustomizationUnknownFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DasAdmissionControlDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DasAdmissionControlEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DasAgentFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DasAgentUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DasClusterIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DasHostFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DasHostIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatacenterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatacenterEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatacenterRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreCapacityIncreasedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDiscoveredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDuplicatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileCopiedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileDeletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreIORMReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastorePrincipalConfigured(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRemovedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRenamedOnHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsEnteredStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsEnteringStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsExitStandbyModeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsExitedStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsExitingStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsInvocationFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsRecoveredFromFailureEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsResourceConfigureFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsResourceConfigureSyncedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsRuleComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsRuleViolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsSoftRuleViolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsVmMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DrsVmPoweredOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DuplicateIpDetectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvpgImportEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvpgRestoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsHealthStatusChangeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsHostBackInSyncEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsHostJoinedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsHostLeftEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsHostStatusUpdated(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsHostWentOutOfSyncEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsImportEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsMergedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortBlockedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortDeletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortEnteredPassthruEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortExitedPassthruEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortJoinPortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLeavePortgroupEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLinkDownEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLinkUpEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortRuntimeChangeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortUnblockedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
             Self::DvsPortVendorSpecificStateChangeEvent(v) => {
-                Self::DvsPortVendorSpecificStateChangeEvent(Box::new((**v).clone()))
-            }
-            Self::DvsReconfiguredEvent(v) => {
-                Self::DvsReconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::DvsRenamedEvent(v) => Self::DvsRenamedEvent(Box::new((**v).clone())),
-            Self::DvsRestoreEvent(v) => Self::DvsRestoreEvent(Box::new((**v).clone())),
-            Self::DvsUpgradeAvailableEvent(v) => {
-                Self::DvsUpgradeAvailableEvent(Box::new((**v).clone()))
-            }
-            Self::DvsUpgradeInProgressEvent(v) => {
-                Self::DvsUpgradeInProgressEvent(Box::new((**v).clone()))
-            }
-            Self::DvsUpgradeRejectedEvent(v) => {
-                Self::DvsUpgradeRejectedEvent(Box::new((**v).clone()))
-            }
-            Self::DvsUpgradedEvent(v) => Self::DvsUpgradedEvent(Box::new((**v).clone())),
-            Self::EnteredMaintenanceModeEvent(v) => {
-                Self::EnteredMaintenanceModeEvent(Box::new((**v).clone()))
-            }
-            Self::EnteredStandbyModeEvent(v) => {
-                Self::EnteredStandbyModeEvent(Box::new((**v).clone()))
-            }
-            Self::EnteringMaintenanceModeEvent(v) => {
-                Self::EnteringMaintenanceModeEvent(Box::new((**v).clone()))
-            }
-            Self::EnteringStandbyModeEvent(v) => {
-                Self::EnteringStandbyModeEvent(Box::new((**v).clone()))
-            }
-            Self::ErrorUpgradeEvent(v) => {
-                Self::ErrorUpgradeEvent(Box::new((**v).clone()))
-            }
-            Self::EventEx(v) => Self::EventEx(Box::new((**v).clone())),
-            Self::ExitMaintenanceModeEvent(v) => {
-                Self::ExitMaintenanceModeEvent(Box::new((**v).clone()))
-            }
-            Self::ExitStandbyModeFailedEvent(v) => {
-                Self::ExitStandbyModeFailedEvent(Box::new((**v).clone()))
-            }
-            Self::ExitedStandbyModeEvent(v) => {
-                Self::ExitedStandbyModeEvent(Box::new((**v).clone()))
-            }
-            Self::ExitingStandbyModeEvent(v) => {
-                Self::ExitingStandbyModeEvent(Box::new((**v).clone()))
-            }
-            Self::ExtendedEvent(v) => Self::ExtendedEvent(Box::new((**v).clone())),
-            Self::FailoverLevelRestored(v) => {
-                Self::FailoverLevelRestored(Box::new((**v).clone()))
-            }
-            Self::GeneralEvent(v) => Self::GeneralEvent(Box::new((**v).clone())),
-            Self::GeneralHostErrorEvent(v) => {
-                Self::GeneralHostErrorEvent(Box::new((**v).clone()))
-            }
-            Self::GeneralHostInfoEvent(v) => {
-                Self::GeneralHostInfoEvent(Box::new((**v).clone()))
-            }
-            Self::GeneralHostWarningEvent(v) => {
-                Self::GeneralHostWarningEvent(Box::new((**v).clone()))
-            }
-            Self::GeneralUserEvent(v) => Self::GeneralUserEvent(Box::new((**v).clone())),
-            Self::GeneralVmErrorEvent(v) => {
-                Self::GeneralVmErrorEvent(Box::new((**v).clone()))
-            }
-            Self::GeneralVmInfoEvent(v) => {
-                Self::GeneralVmInfoEvent(Box::new((**v).clone()))
-            }
-            Self::GeneralVmWarningEvent(v) => {
-                Self::GeneralVmWarningEvent(Box::new((**v).clone()))
-            }
-            Self::GhostDvsProxySwitchDetectedEvent(v) => {
-                Self::GhostDvsProxySwitchDetectedEvent(Box::new((**v).clone()))
-            }
-            Self::GhostDvsProxySwitchRemovedEvent(v) => {
-                Self::GhostDvsProxySwitchRemovedEvent(Box::new((**v).clone()))
-            }
-            Self::GlobalMessageChangedEvent(v) => {
-                Self::GlobalMessageChangedEvent(Box::new((**v).clone()))
-            }
-            Self::HealthStatusChangedEvent(v) => {
-                Self::HealthStatusChangedEvent(Box::new((**v).clone()))
-            }
-            Self::HostAddFailedEvent(v) => {
-                Self::HostAddFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostAddedEvent(v) => Self::HostAddedEvent(Box::new((**v).clone())),
-            Self::HostAdminDisableEvent(v) => {
-                Self::HostAdminDisableEvent(Box::new((**v).clone()))
-            }
-            Self::HostAdminEnableEvent(v) => {
-                Self::HostAdminEnableEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedAccountFailedEvent(v) => {
-                Self::HostCnxFailedAccountFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedAlreadyManagedEvent(v) => {
-                Self::HostCnxFailedAlreadyManagedEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedBadCcagentEvent(v) => {
-                Self::HostCnxFailedBadCcagentEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedBadUsernameEvent(v) => {
-                Self::HostCnxFailedBadUsernameEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedBadVersionEvent(v) => {
-                Self::HostCnxFailedBadVersionEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedCcagentUpgradeEvent(v) => {
-                Self::HostCnxFailedCcagentUpgradeEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedEvent(v) => {
-                Self::HostCnxFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedNetworkErrorEvent(v) => {
-                Self::HostCnxFailedNetworkErrorEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedNoAccessEvent(v) => {
-                Self::HostCnxFailedNoAccessEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedNoConnectionEvent(v) => {
-                Self::HostCnxFailedNoConnectionEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedNoLicenseEvent(v) => {
-                Self::HostCnxFailedNoLicenseEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedNotFoundEvent(v) => {
-                Self::HostCnxFailedNotFoundEvent(Box::new((**v).clone()))
-            }
-            Self::HostCnxFailedTimeoutEvent(v) => {
-                Self::HostCnxFailedTimeoutEvent(Box::new((**v).clone()))
-            }
-            Self::HostComplianceCheckedEvent(v) => {
-                Self::HostComplianceCheckedEvent(Box::new((**v).clone()))
-            }
-            Self::HostCompliantEvent(v) => {
-                Self::HostCompliantEvent(Box::new((**v).clone()))
-            }
-            Self::HostConfigAppliedEvent(v) => {
-                Self::HostConfigAppliedEvent(Box::new((**v).clone()))
-            }
-            Self::HostConnectedEvent(v) => {
-                Self::HostConnectedEvent(Box::new((**v).clone()))
-            }
-            Self::HostConnectionLostEvent(v) => {
-                Self::HostConnectionLostEvent(Box::new((**v).clone()))
-            }
-            Self::HostDasDisabledEvent(v) => {
-                Self::HostDasDisabledEvent(Box::new((**v).clone()))
-            }
-            Self::HostDasDisablingEvent(v) => {
-                Self::HostDasDisablingEvent(Box::new((**v).clone()))
-            }
-            Self::HostDasEnabledEvent(v) => {
-                Self::HostDasEnabledEvent(Box::new((**v).clone()))
-            }
-            Self::HostDasEnablingEvent(v) => {
-                Self::HostDasEnablingEvent(Box::new((**v).clone()))
-            }
-            Self::HostDasErrorEvent(v) => {
-                Self::HostDasErrorEvent(Box::new((**v).clone()))
-            }
-            Self::HostDasEvent(v) => Self::HostDasEvent(Box::new((**v).clone())),
-            Self::HostDasOkEvent(v) => Self::HostDasOkEvent(Box::new((**v).clone())),
-            Self::HostDisconnectedEvent(v) => {
-                Self::HostDisconnectedEvent(Box::new((**v).clone()))
-            }
-            Self::HostEnableAdminFailedEvent(v) => {
-                Self::HostEnableAdminFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostEvent(v) => Self::HostEvent(Box::new((**v).clone())),
-            Self::HostExtraNetworksEvent(v) => {
-                Self::HostExtraNetworksEvent(Box::new((**v).clone()))
-            }
-            Self::HostGetShortNameFailedEvent(v) => {
-                Self::HostGetShortNameFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostInAuditModeEvent(v) => {
-                Self::HostInAuditModeEvent(Box::new((**v).clone()))
-            }
-            Self::HostInventoryFullEvent(v) => {
-                Self::HostInventoryFullEvent(Box::new((**v).clone()))
-            }
-            Self::HostInventoryUnreadableEvent(v) => {
-                Self::HostInventoryUnreadableEvent(Box::new((**v).clone()))
-            }
-            Self::HostIpChangedEvent(v) => {
-                Self::HostIpChangedEvent(Box::new((**v).clone()))
-            }
-            Self::HostIpInconsistentEvent(v) => {
-                Self::HostIpInconsistentEvent(Box::new((**v).clone()))
-            }
-            Self::HostIpToShortNameFailedEvent(v) => {
-                Self::HostIpToShortNameFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostIsolationIpPingFailedEvent(v) => {
-                Self::HostIsolationIpPingFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostLicenseExpiredEvent(v) => {
-                Self::HostLicenseExpiredEvent(Box::new((**v).clone()))
-            }
-            Self::HostLocalPortCreatedEvent(v) => {
-                Self::HostLocalPortCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::HostMissingNetworksEvent(v) => {
-                Self::HostMissingNetworksEvent(Box::new((**v).clone()))
-            }
-            Self::HostMonitoringStateChangedEvent(v) => {
-                Self::HostMonitoringStateChangedEvent(Box::new((**v).clone()))
-            }
-            Self::HostNoAvailableNetworksEvent(v) => {
-                Self::HostNoAvailableNetworksEvent(Box::new((**v).clone()))
-            }
-            Self::HostNoHAEnabledPortGroupsEvent(v) => {
-                Self::HostNoHAEnabledPortGroupsEvent(Box::new((**v).clone()))
-            }
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsRestoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeInProgressEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeRejectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::EnteredMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::EnteredStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::EnteringMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::EnteringStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ErrorUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::EventEx(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ExitMaintenanceModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ExitStandbyModeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ExitedStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ExitingStandbyModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::FailoverLevelRestored(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GeneralEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostInfoEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GeneralUserEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmInfoEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GhostDvsProxySwitchDetectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GhostDvsProxySwitchRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::GlobalMessageChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HealthStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostAddFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostAdminDisableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostAdminEnableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedAccountFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedAlreadyManagedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadCcagentEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadUsernameEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadVersionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedCcagentUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNetworkErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoAccessEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoConnectionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoLicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNotFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostCompliantEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostConfigAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostConnectionLostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostDasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostDasDisablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostDasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostDasEnablingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostDasErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostDasEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostDasOkEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostEnableAdminFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostExtraNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostGetShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostInAuditModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostInventoryFullEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostInventoryUnreadableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostIpChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostIpInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostIpToShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostIsolationIpPingFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostLocalPortCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostMissingNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostMonitoringStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostNoAvailableNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostNoHAEnabledPortGroupsEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
             Self::HostNoRedundantManagementNetworkEvent(v) => {
-                Self::HostNoRedundantManagementNetworkEvent(Box::new((**v).clone()))
+                std::fmt::Debug::fmt(&**v, f)
             }
-            Self::HostNonCompliantEvent(v) => {
-                Self::HostNonCompliantEvent(Box::new((**v).clone()))
-            }
-            Self::HostNotInClusterEvent(v) => {
-                Self::HostNotInClusterEvent(Box::new((**v).clone()))
-            }
-            Self::HostOvercommittedEvent(v) => {
-                Self::HostOvercommittedEvent(Box::new((**v).clone()))
-            }
-            Self::HostPrimaryAgentNotShortNameEvent(v) => {
-                Self::HostPrimaryAgentNotShortNameEvent(Box::new((**v).clone()))
-            }
-            Self::HostProfileAppliedEvent(v) => {
-                Self::HostProfileAppliedEvent(Box::new((**v).clone()))
-            }
-            Self::HostReconnectionFailedEvent(v) => {
-                Self::HostReconnectionFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostRemovedEvent(v) => Self::HostRemovedEvent(Box::new((**v).clone())),
-            Self::HostShortNameInconsistentEvent(v) => {
-                Self::HostShortNameInconsistentEvent(Box::new((**v).clone()))
-            }
-            Self::HostShortNameToIpFailedEvent(v) => {
-                Self::HostShortNameToIpFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostShutdownEvent(v) => {
-                Self::HostShutdownEvent(Box::new((**v).clone()))
-            }
-            Self::HostSpecificationChangedEvent(v) => {
-                Self::HostSpecificationChangedEvent(Box::new((**v).clone()))
-            }
-            Self::HostSpecificationRequireEvent(v) => {
-                Self::HostSpecificationRequireEvent(Box::new((**v).clone()))
-            }
-            Self::HostSpecificationUpdateEvent(v) => {
-                Self::HostSpecificationUpdateEvent(Box::new((**v).clone()))
-            }
-            Self::HostStatusChangedEvent(v) => {
-                Self::HostStatusChangedEvent(Box::new((**v).clone()))
-            }
-            Self::HostSubSpecificationDeleteEvent(v) => {
-                Self::HostSubSpecificationDeleteEvent(Box::new((**v).clone()))
-            }
-            Self::HostSubSpecificationUpdateEvent(v) => {
-                Self::HostSubSpecificationUpdateEvent(Box::new((**v).clone()))
-            }
-            Self::HostSyncFailedEvent(v) => {
-                Self::HostSyncFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostUpgradeFailedEvent(v) => {
-                Self::HostUpgradeFailedEvent(Box::new((**v).clone()))
-            }
-            Self::HostUserWorldSwapNotEnabledEvent(v) => {
-                Self::HostUserWorldSwapNotEnabledEvent(Box::new((**v).clone()))
-            }
+            #[cfg(feature = "all-events")]
+            Self::HostNonCompliantEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostNotInClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostPrimaryAgentNotShortNameEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostProfileAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostReconnectionFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostShortNameInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostShortNameToIpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostShutdownEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationRequireEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostSubSpecificationDeleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostSubSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostSyncFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostUserWorldSwapNotEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
             Self::HostVnicConnectedToCustomizedDVPortEvent(v) => {
-                Self::HostVnicConnectedToCustomizedDVPortEvent(Box::new((**v).clone()))
+                std::fmt::Debug::fmt(&**v, f)
             }
-            Self::HostWwnChangedEvent(v) => {
-                Self::HostWwnChangedEvent(Box::new((**v).clone()))
-            }
-            Self::HostWwnConflictEvent(v) => {
-                Self::HostWwnConflictEvent(Box::new((**v).clone()))
-            }
-            Self::IScsiBootFailureEvent(v) => {
-                Self::IScsiBootFailureEvent(Box::new((**v).clone()))
-            }
-            Self::IncorrectHostInformationEvent(v) => {
-                Self::IncorrectHostInformationEvent(Box::new((**v).clone()))
-            }
-            Self::InfoUpgradeEvent(v) => Self::InfoUpgradeEvent(Box::new((**v).clone())),
-            Self::InsufficientFailoverResourcesEvent(v) => {
-                Self::InsufficientFailoverResourcesEvent(Box::new((**v).clone()))
-            }
-            Self::InvalidEditionEvent(v) => {
-                Self::InvalidEditionEvent(Box::new((**v).clone()))
-            }
-            Self::LicenseEvent(v) => Self::LicenseEvent(Box::new((**v).clone())),
-            Self::LicenseExpiredEvent(v) => {
-                Self::LicenseExpiredEvent(Box::new((**v).clone()))
-            }
-            Self::LicenseNonComplianceEvent(v) => {
-                Self::LicenseNonComplianceEvent(Box::new((**v).clone()))
-            }
-            Self::LicenseRestrictedEvent(v) => {
-                Self::LicenseRestrictedEvent(Box::new((**v).clone()))
-            }
-            Self::LicenseServerAvailableEvent(v) => {
-                Self::LicenseServerAvailableEvent(Box::new((**v).clone()))
-            }
-            Self::LicenseServerUnavailableEvent(v) => {
-                Self::LicenseServerUnavailableEvent(Box::new((**v).clone()))
-            }
-            Self::LocalDatastoreCreatedEvent(v) => {
-                Self::LocalDatastoreCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::LocalTSMEnabledEvent(v) => {
-                Self::LocalTSMEnabledEvent(Box::new((**v).clone()))
-            }
-            Self::LockerMisconfiguredEvent(v) => {
-                Self::LockerMisconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::LockerReconfiguredEvent(v) => {
-                Self::LockerReconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::MigrationErrorEvent(v) => {
-                Self::MigrationErrorEvent(Box::new((**v).clone()))
-            }
-            Self::MigrationEvent(v) => Self::MigrationEvent(Box::new((**v).clone())),
-            Self::MigrationHostErrorEvent(v) => {
-                Self::MigrationHostErrorEvent(Box::new((**v).clone()))
-            }
-            Self::MigrationHostWarningEvent(v) => {
-                Self::MigrationHostWarningEvent(Box::new((**v).clone()))
-            }
-            Self::MigrationResourceErrorEvent(v) => {
-                Self::MigrationResourceErrorEvent(Box::new((**v).clone()))
-            }
-            Self::MigrationResourceWarningEvent(v) => {
-                Self::MigrationResourceWarningEvent(Box::new((**v).clone()))
-            }
-            Self::MigrationWarningEvent(v) => {
-                Self::MigrationWarningEvent(Box::new((**v).clone()))
-            }
-            Self::MtuMatchEvent(v) => Self::MtuMatchEvent(Box::new((**v).clone())),
-            Self::MtuMismatchEvent(v) => Self::MtuMismatchEvent(Box::new((**v).clone())),
-            Self::NASDatastoreCreatedEvent(v) => {
-                Self::NASDatastoreCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::NetworkRollbackEvent(v) => {
-                Self::NetworkRollbackEvent(Box::new((**v).clone()))
-            }
-            Self::NoAccessUserEvent(v) => {
-                Self::NoAccessUserEvent(Box::new((**v).clone()))
-            }
-            Self::NoDatastoresConfiguredEvent(v) => {
-                Self::NoDatastoresConfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::NoLicenseEvent(v) => Self::NoLicenseEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::HostWwnChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::HostWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::IScsiBootFailureEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::IncorrectHostInformationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::InfoUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::InsufficientFailoverResourcesEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::InvalidEditionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::LicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::LicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::LicenseNonComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::LicenseRestrictedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::LicenseServerAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::LicenseServerUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::LocalDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::LocalTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::LockerMisconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::LockerReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::MigrationErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::MigrationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::MigrationHostErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::MigrationHostWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::MigrationResourceErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::MigrationResourceWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::MigrationWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::MtuMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::MtuMismatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::NASDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::NetworkRollbackEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::NoAccessUserEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::NoDatastoresConfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::NoLicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
             Self::NoMaintenanceModeDrsRecommendationForVM(v) => {
-                Self::NoMaintenanceModeDrsRecommendationForVM(Box::new((**v).clone()))
+                std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "all-events")]
             Self::NonVIWorkloadDetectedOnDatastoreEvent(v) => {
-                Self::NonVIWorkloadDetectedOnDatastoreEvent(Box::new((**v).clone()))
-            }
-            Self::NotEnoughResourcesToStartVmEvent(v) => {
-                Self::NotEnoughResourcesToStartVmEvent(Box::new((**v).clone()))
-            }
-            Self::OutOfSyncDvsHost(v) => Self::OutOfSyncDvsHost(Box::new((**v).clone())),
-            Self::PermissionAddedEvent(v) => {
-                Self::PermissionAddedEvent(Box::new((**v).clone()))
-            }
-            Self::PermissionEvent(v) => Self::PermissionEvent(Box::new((**v).clone())),
-            Self::PermissionRemovedEvent(v) => {
-                Self::PermissionRemovedEvent(Box::new((**v).clone()))
-            }
-            Self::PermissionUpdatedEvent(v) => {
-                Self::PermissionUpdatedEvent(Box::new((**v).clone()))
-            }
-            Self::ProfileAssociatedEvent(v) => {
-                Self::ProfileAssociatedEvent(Box::new((**v).clone()))
-            }
-            Self::ProfileChangedEvent(v) => {
-                Self::ProfileChangedEvent(Box::new((**v).clone()))
-            }
-            Self::ProfileCreatedEvent(v) => {
-                Self::ProfileCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::ProfileDissociatedEvent(v) => {
-                Self::ProfileDissociatedEvent(Box::new((**v).clone()))
-            }
-            Self::ProfileEvent(v) => Self::ProfileEvent(Box::new((**v).clone())),
-            Self::ProfileReferenceHostChangedEvent(v) => {
-                Self::ProfileReferenceHostChangedEvent(Box::new((**v).clone()))
-            }
-            Self::ProfileRemovedEvent(v) => {
-                Self::ProfileRemovedEvent(Box::new((**v).clone()))
-            }
-            Self::RecoveryEvent(v) => Self::RecoveryEvent(Box::new((**v).clone())),
-            Self::RemoteTSMEnabledEvent(v) => {
-                Self::RemoteTSMEnabledEvent(Box::new((**v).clone()))
-            }
-            Self::ResourcePoolCreatedEvent(v) => {
-                Self::ResourcePoolCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::ResourcePoolDestroyedEvent(v) => {
-                Self::ResourcePoolDestroyedEvent(Box::new((**v).clone()))
-            }
-            Self::ResourcePoolEvent(v) => {
-                Self::ResourcePoolEvent(Box::new((**v).clone()))
-            }
-            Self::ResourcePoolMovedEvent(v) => {
-                Self::ResourcePoolMovedEvent(Box::new((**v).clone()))
-            }
-            Self::ResourcePoolReconfiguredEvent(v) => {
-                Self::ResourcePoolReconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::ResourceViolatedEvent(v) => {
-                Self::ResourceViolatedEvent(Box::new((**v).clone()))
-            }
-            Self::RoleAddedEvent(v) => Self::RoleAddedEvent(Box::new((**v).clone())),
-            Self::RoleEvent(v) => Self::RoleEvent(Box::new((**v).clone())),
-            Self::RoleRemovedEvent(v) => Self::RoleRemovedEvent(Box::new((**v).clone())),
-            Self::RoleUpdatedEvent(v) => Self::RoleUpdatedEvent(Box::new((**v).clone())),
-            Self::RollbackEvent(v) => Self::RollbackEvent(Box::new((**v).clone())),
-            Self::ScheduledTaskCompletedEvent(v) => {
-                Self::ScheduledTaskCompletedEvent(Box::new((**v).clone()))
-            }
-            Self::ScheduledTaskCreatedEvent(v) => {
-                Self::ScheduledTaskCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::ScheduledTaskEmailCompletedEvent(v) => {
-                Self::ScheduledTaskEmailCompletedEvent(Box::new((**v).clone()))
-            }
-            Self::ScheduledTaskEmailFailedEvent(v) => {
-                Self::ScheduledTaskEmailFailedEvent(Box::new((**v).clone()))
-            }
-            Self::ScheduledTaskEvent(v) => {
-                Self::ScheduledTaskEvent(Box::new((**v).clone()))
-            }
-            Self::ScheduledTaskFailedEvent(v) => {
-                Self::ScheduledTaskFailedEvent(Box::new((**v).clone()))
-            }
-            Self::ScheduledTaskReconfiguredEvent(v) => {
-                Self::ScheduledTaskReconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::ScheduledTaskRemovedEvent(v) => {
-                Self::ScheduledTaskRemovedEvent(Box::new((**v).clone()))
-            }
-            Self::ScheduledTaskStartedEvent(v) => {
-                Self::ScheduledTaskStartedEvent(Box::new((**v).clone()))
-            }
-            Self::ServerLicenseExpiredEvent(v) => {
-                Self::ServerLicenseExpiredEvent(Box::new((**v).clone()))
-            }
-            Self::ServerStartedSessionEvent(v) => {
-                Self::ServerStartedSessionEvent(Box::new((**v).clone()))
-            }
-            Self::SessionEvent(v) => Self::SessionEvent(Box::new((**v).clone())),
-            Self::SessionTerminatedEvent(v) => {
-                Self::SessionTerminatedEvent(Box::new((**v).clone()))
-            }
-            Self::TaskEvent(v) => Self::TaskEvent(Box::new((**v).clone())),
-            Self::TaskTimeoutEvent(v) => Self::TaskTimeoutEvent(Box::new((**v).clone())),
-            Self::TeamingMatchEvent(v) => {
-                Self::TeamingMatchEvent(Box::new((**v).clone()))
-            }
-            Self::TeamingMisMatchEvent(v) => {
-                Self::TeamingMisMatchEvent(Box::new((**v).clone()))
-            }
-            Self::TemplateBeingUpgradedEvent(v) => {
-                Self::TemplateBeingUpgradedEvent(Box::new((**v).clone()))
-            }
-            Self::TemplateUpgradeEvent(v) => {
-                Self::TemplateUpgradeEvent(Box::new((**v).clone()))
-            }
-            Self::TemplateUpgradeFailedEvent(v) => {
-                Self::TemplateUpgradeFailedEvent(Box::new((**v).clone()))
-            }
-            Self::TemplateUpgradedEvent(v) => {
-                Self::TemplateUpgradedEvent(Box::new((**v).clone()))
-            }
-            Self::TimedOutHostOperationEvent(v) => {
-                Self::TimedOutHostOperationEvent(Box::new((**v).clone()))
-            }
-            Self::UnlicensedVirtualMachinesEvent(v) => {
-                Self::UnlicensedVirtualMachinesEvent(Box::new((**v).clone()))
-            }
-            Self::UnlicensedVirtualMachinesFoundEvent(v) => {
-                Self::UnlicensedVirtualMachinesFoundEvent(Box::new((**v).clone()))
-            }
-            Self::UpdatedAgentBeingRestartedEvent(v) => {
-                Self::UpdatedAgentBeingRestartedEvent(Box::new((**v).clone()))
-            }
-            Self::UpgradeEvent(v) => Self::UpgradeEvent(Box::new((**v).clone())),
-            Self::UplinkPortMtuNotSupportEvent(v) => {
-                Self::UplinkPortMtuNotSupportEvent(Box::new((**v).clone()))
-            }
-            Self::UplinkPortMtuSupportEvent(v) => {
-                Self::UplinkPortMtuSupportEvent(Box::new((**v).clone()))
-            }
-            Self::UplinkPortVlanTrunkedEvent(v) => {
-                Self::UplinkPortVlanTrunkedEvent(Box::new((**v).clone()))
-            }
-            Self::UplinkPortVlanUntrunkedEvent(v) => {
-                Self::UplinkPortVlanUntrunkedEvent(Box::new((**v).clone()))
-            }
-            Self::UserAssignedToGroup(v) => {
-                Self::UserAssignedToGroup(Box::new((**v).clone()))
-            }
-            Self::UserLoginSessionEvent(v) => {
-                Self::UserLoginSessionEvent(Box::new((**v).clone()))
-            }
-            Self::UserLogoutSessionEvent(v) => {
-                Self::UserLogoutSessionEvent(Box::new((**v).clone()))
-            }
-            Self::UserPasswordChanged(v) => {
-                Self::UserPasswordChanged(Box::new((**v).clone()))
-            }
-            Self::UserUnassignedFromGroup(v) => {
-                Self::UserUnassignedFromGroup(Box::new((**v).clone()))
-            }
-            Self::UserUpgradeEvent(v) => Self::UserUpgradeEvent(Box::new((**v).clone())),
-            Self::VMFSDatastoreCreatedEvent(v) => {
-                Self::VMFSDatastoreCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::VMFSDatastoreExpandedEvent(v) => {
-                Self::VMFSDatastoreExpandedEvent(Box::new((**v).clone()))
-            }
-            Self::VMFSDatastoreExtendedEvent(v) => {
-                Self::VMFSDatastoreExtendedEvent(Box::new((**v).clone()))
-            }
-            Self::VMotionLicenseExpiredEvent(v) => {
-                Self::VMotionLicenseExpiredEvent(Box::new((**v).clone()))
-            }
-            Self::VcAgentUninstallFailedEvent(v) => {
-                Self::VcAgentUninstallFailedEvent(Box::new((**v).clone()))
-            }
-            Self::VcAgentUninstalledEvent(v) => {
-                Self::VcAgentUninstalledEvent(Box::new((**v).clone()))
-            }
-            Self::VcAgentUpgradeFailedEvent(v) => {
-                Self::VcAgentUpgradeFailedEvent(Box::new((**v).clone()))
-            }
-            Self::VcAgentUpgradedEvent(v) => {
-                Self::VcAgentUpgradedEvent(Box::new((**v).clone()))
-            }
-            Self::VimAccountPasswordChangedEvent(v) => {
-                Self::VimAccountPasswordChangedEvent(Box::new((**v).clone()))
-            }
-            Self::VmAcquiredMksTicketEvent(v) => {
-                Self::VmAcquiredMksTicketEvent(Box::new((**v).clone()))
-            }
-            Self::VmAcquiredTicketEvent(v) => {
-                Self::VmAcquiredTicketEvent(Box::new((**v).clone()))
-            }
-            Self::VmAutoRenameEvent(v) => {
-                Self::VmAutoRenameEvent(Box::new((**v).clone()))
-            }
-            Self::VmBeingClonedEvent(v) => {
-                Self::VmBeingClonedEvent(Box::new((**v).clone()))
-            }
-            Self::VmBeingClonedNoFolderEvent(v) => {
-                Self::VmBeingClonedNoFolderEvent(Box::new((**v).clone()))
-            }
-            Self::VmBeingCreatedEvent(v) => {
-                Self::VmBeingCreatedEvent(Box::new((**v).clone()))
-            }
-            Self::VmBeingDeployedEvent(v) => {
-                Self::VmBeingDeployedEvent(Box::new((**v).clone()))
-            }
-            Self::VmBeingHotMigratedEvent(v) => {
-                Self::VmBeingHotMigratedEvent(Box::new((**v).clone()))
-            }
-            Self::VmBeingMigratedEvent(v) => {
-                Self::VmBeingMigratedEvent(Box::new((**v).clone()))
-            }
-            Self::VmBeingRelocatedEvent(v) => {
-                Self::VmBeingRelocatedEvent(Box::new((**v).clone()))
-            }
-            Self::VmCloneEvent(v) => Self::VmCloneEvent(Box::new((**v).clone())),
-            Self::VmCloneFailedEvent(v) => {
-                Self::VmCloneFailedEvent(Box::new((**v).clone()))
-            }
-            Self::VmClonedEvent(v) => Self::VmClonedEvent(Box::new((**v).clone())),
-            Self::VmConfigMissingEvent(v) => {
-                Self::VmConfigMissingEvent(Box::new((**v).clone()))
-            }
-            Self::VmConnectedEvent(v) => Self::VmConnectedEvent(Box::new((**v).clone())),
-            Self::VmCreatedEvent(v) => Self::VmCreatedEvent(Box::new((**v).clone())),
-            Self::VmDasBeingResetEvent(v) => {
-                Self::VmDasBeingResetEvent(Box::new((**v).clone()))
-            }
-            Self::VmDasBeingResetWithScreenshotEvent(v) => {
-                Self::VmDasBeingResetWithScreenshotEvent(Box::new((**v).clone()))
-            }
-            Self::VmDasResetFailedEvent(v) => {
-                Self::VmDasResetFailedEvent(Box::new((**v).clone()))
-            }
-            Self::VmDasUpdateErrorEvent(v) => {
-                Self::VmDasUpdateErrorEvent(Box::new((**v).clone()))
-            }
-            Self::VmDasUpdateOkEvent(v) => {
-                Self::VmDasUpdateOkEvent(Box::new((**v).clone()))
-            }
-            Self::VmDateRolledBackEvent(v) => {
-                Self::VmDateRolledBackEvent(Box::new((**v).clone()))
-            }
-            Self::VmDeployFailedEvent(v) => {
-                Self::VmDeployFailedEvent(Box::new((**v).clone()))
-            }
-            Self::VmDeployedEvent(v) => Self::VmDeployedEvent(Box::new((**v).clone())),
-            Self::VmDisconnectedEvent(v) => {
-                Self::VmDisconnectedEvent(Box::new((**v).clone()))
-            }
-            Self::VmDiscoveredEvent(v) => {
-                Self::VmDiscoveredEvent(Box::new((**v).clone()))
-            }
-            Self::VmDiskFailedEvent(v) => {
-                Self::VmDiskFailedEvent(Box::new((**v).clone()))
-            }
-            Self::VmEmigratingEvent(v) => {
-                Self::VmEmigratingEvent(Box::new((**v).clone()))
-            }
-            Self::VmEndRecordingEvent(v) => {
-                Self::VmEndRecordingEvent(Box::new((**v).clone()))
-            }
-            Self::VmEndReplayingEvent(v) => {
-                Self::VmEndReplayingEvent(Box::new((**v).clone()))
-            }
-            Self::VmEvent(v) => Self::VmEvent(Box::new((**v).clone())),
-            Self::VmFailedMigrateEvent(v) => {
-                Self::VmFailedMigrateEvent(Box::new((**v).clone()))
-            }
-            Self::VmFailedRelayoutEvent(v) => {
-                Self::VmFailedRelayoutEvent(Box::new((**v).clone()))
-            }
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            #[cfg(feature = "all-events")]
+            Self::NotEnoughResourcesToStartVmEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::OutOfSyncDvsHost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::PermissionAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::PermissionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::PermissionRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::PermissionUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ProfileAssociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ProfileChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ProfileCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ProfileDissociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ProfileEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ProfileReferenceHostChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ProfileRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::RecoveryEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::RemoteTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolDestroyedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ResourceViolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::RoleAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::RoleEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::RoleRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::RoleUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::RollbackEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ServerLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::ServerStartedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::SessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::SessionTerminatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::TaskEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::TaskTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::TeamingMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::TeamingMisMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::TemplateBeingUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::TimedOutHostOperationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UnlicensedVirtualMachinesEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UnlicensedVirtualMachinesFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UpdatedAgentBeingRestartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortMtuNotSupportEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortMtuSupportEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortVlanTrunkedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortVlanUntrunkedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UserAssignedToGroup(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UserLoginSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UserLogoutSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UserPasswordChanged(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UserUnassignedFromGroup(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::UserUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreExpandedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VMotionLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUninstallFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUninstalledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VimAccountPasswordChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmAcquiredMksTicketEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmAcquiredTicketEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmAutoRenameEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmBeingClonedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmBeingClonedNoFolderEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmBeingCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmBeingDeployedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmBeingHotMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmBeingMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmBeingRelocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmCloneEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmCloneFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmClonedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmConfigMissingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDasBeingResetEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDasBeingResetWithScreenshotEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDasResetFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDasUpdateErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDasUpdateOkEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDateRolledBackEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDeployFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDeployedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDiscoveredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmDiskFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmEmigratingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmEndRecordingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmEndReplayingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedMigrateEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedRelayoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
             Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => {
-                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new((**v).clone()))
+                std::fmt::Debug::fmt(&**v, f)
             }
-            Self::VmFailedStartingSecondaryEvent(v) => {
-                Self::VmFailedStartingSecondaryEvent(Box::new((**v).clone()))
-            }
-            Self::VmFailedToPowerOffEvent(v) => {
-                Self::VmFailedToPowerOffEvent(Box::new((**v).clone()))
-            }
-            Self::VmFailedToPowerOnEvent(v) => {
-                Self::VmFailedToPowerOnEvent(Box::new((**v).clone()))
-            }
-            Self::VmFailedToRebootGuestEvent(v) => {
-                Self::VmFailedToRebootGuestEvent(Box::new((**v).clone()))
-            }
-            Self::VmFailedToResetEvent(v) => {
-                Self::VmFailedToResetEvent(Box::new((**v).clone()))
-            }
-            Self::VmFailedToShutdownGuestEvent(v) => {
-                Self::VmFailedToShutdownGuestEvent(Box::new((**v).clone()))
-            }
-            Self::VmFailedToStandbyGuestEvent(v) => {
-                Self::VmFailedToStandbyGuestEvent(Box::new((**v).clone()))
-            }
-            Self::VmFailedToSuspendEvent(v) => {
-                Self::VmFailedToSuspendEvent(Box::new((**v).clone()))
-            }
-            Self::VmFailedUpdatingSecondaryConfig(v) => {
-                Self::VmFailedUpdatingSecondaryConfig(Box::new((**v).clone()))
-            }
-            Self::VmFailoverFailed(v) => Self::VmFailoverFailed(Box::new((**v).clone())),
-            Self::VmFaultToleranceStateChangedEvent(v) => {
-                Self::VmFaultToleranceStateChangedEvent(Box::new((**v).clone()))
-            }
-            Self::VmFaultToleranceTurnedOffEvent(v) => {
-                Self::VmFaultToleranceTurnedOffEvent(Box::new((**v).clone()))
-            }
-            Self::VmFaultToleranceVmTerminatedEvent(v) => {
-                Self::VmFaultToleranceVmTerminatedEvent(Box::new((**v).clone()))
-            }
-            Self::VmGuestOSCrashedEvent(v) => {
-                Self::VmGuestOSCrashedEvent(Box::new((**v).clone()))
-            }
-            Self::VmGuestRebootEvent(v) => {
-                Self::VmGuestRebootEvent(Box::new((**v).clone()))
-            }
-            Self::VmGuestShutdownEvent(v) => {
-                Self::VmGuestShutdownEvent(Box::new((**v).clone()))
-            }
-            Self::VmGuestStandbyEvent(v) => {
-                Self::VmGuestStandbyEvent(Box::new((**v).clone()))
-            }
-            Self::VmHealthMonitoringStateChangedEvent(v) => {
-                Self::VmHealthMonitoringStateChangedEvent(Box::new((**v).clone()))
-            }
-            Self::VmInstanceUuidAssignedEvent(v) => {
-                Self::VmInstanceUuidAssignedEvent(Box::new((**v).clone()))
-            }
-            Self::VmInstanceUuidChangedEvent(v) => {
-                Self::VmInstanceUuidChangedEvent(Box::new((**v).clone()))
-            }
-            Self::VmInstanceUuidConflictEvent(v) => {
-                Self::VmInstanceUuidConflictEvent(Box::new((**v).clone()))
-            }
-            Self::VmMacAssignedEvent(v) => {
-                Self::VmMacAssignedEvent(Box::new((**v).clone()))
-            }
-            Self::VmMacChangedEvent(v) => {
-                Self::VmMacChangedEvent(Box::new((**v).clone()))
-            }
-            Self::VmMacConflictEvent(v) => {
-                Self::VmMacConflictEvent(Box::new((**v).clone()))
-            }
-            Self::VmMaxFTRestartCountReached(v) => {
-                Self::VmMaxFTRestartCountReached(Box::new((**v).clone()))
-            }
-            Self::VmMaxRestartCountReached(v) => {
-                Self::VmMaxRestartCountReached(Box::new((**v).clone()))
-            }
-            Self::VmMessageErrorEvent(v) => {
-                Self::VmMessageErrorEvent(Box::new((**v).clone()))
-            }
-            Self::VmMessageEvent(v) => Self::VmMessageEvent(Box::new((**v).clone())),
-            Self::VmMessageWarningEvent(v) => {
-                Self::VmMessageWarningEvent(Box::new((**v).clone()))
-            }
-            Self::VmMigratedEvent(v) => Self::VmMigratedEvent(Box::new((**v).clone())),
-            Self::VmNoCompatibleHostForSecondaryEvent(v) => {
-                Self::VmNoCompatibleHostForSecondaryEvent(Box::new((**v).clone()))
-            }
-            Self::VmNoNetworkAccessEvent(v) => {
-                Self::VmNoNetworkAccessEvent(Box::new((**v).clone()))
-            }
-            Self::VmOrphanedEvent(v) => Self::VmOrphanedEvent(Box::new((**v).clone())),
-            Self::VmPowerOffOnIsolationEvent(v) => {
-                Self::VmPowerOffOnIsolationEvent(Box::new((**v).clone()))
-            }
-            Self::VmPoweredOffEvent(v) => {
-                Self::VmPoweredOffEvent(Box::new((**v).clone()))
-            }
-            Self::VmPoweredOnEvent(v) => Self::VmPoweredOnEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToPowerOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToPowerOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToRebootGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToResetEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToShutdownGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToStandbyGuestEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToSuspendEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedUpdatingSecondaryConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFailoverFailed(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceTurnedOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceVmTerminatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmGuestOSCrashedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmGuestRebootEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmGuestShutdownEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmGuestStandbyEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmHealthMonitoringStateChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmMacAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmMacChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmMacConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmMaxFTRestartCountReached(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmMaxRestartCountReached(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmMessageErrorEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmMessageEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmMessageWarningEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmMigratedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmNoCompatibleHostForSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmNoNetworkAccessEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmOrphanedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmPowerOffOnIsolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmPoweredOffEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmPoweredOnEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
             Self::VmPoweringOnWithCustomizedDVPortEvent(v) => {
-                Self::VmPoweringOnWithCustomizedDVPortEvent(Box::new((**v).clone()))
+                std::fmt::Debug::fmt(&**v, f)
             }
-            Self::VmPrimaryFailoverEvent(v) => {
-                Self::VmPrimaryFailoverEvent(Box::new((**v).clone()))
-            }
-            Self::VmReconfiguredEvent(v) => {
-                Self::VmReconfiguredEvent(Box::new((**v).clone()))
-            }
-            Self::VmRegisteredEvent(v) => {
-                Self::VmRegisteredEvent(Box::new((**v).clone()))
-            }
-            Self::VmRelayoutSuccessfulEvent(v) => {
-                Self::VmRelayoutSuccessfulEvent(Box::new((**v).clone()))
-            }
-            Self::VmRelayoutUpToDateEvent(v) => {
-                Self::VmRelayoutUpToDateEvent(Box::new((**v).clone()))
-            }
-            Self::VmReloadFromPathEvent(v) => {
-                Self::VmReloadFromPathEvent(Box::new((**v).clone()))
-            }
-            Self::VmReloadFromPathFailedEvent(v) => {
-                Self::VmReloadFromPathFailedEvent(Box::new((**v).clone()))
-            }
-            Self::VmRelocateFailedEvent(v) => {
-                Self::VmRelocateFailedEvent(Box::new((**v).clone()))
-            }
-            Self::VmRelocateSpecEvent(v) => {
-                Self::VmRelocateSpecEvent(Box::new((**v).clone()))
-            }
-            Self::VmRelocatedEvent(v) => Self::VmRelocatedEvent(Box::new((**v).clone())),
-            Self::VmRemoteConsoleConnectedEvent(v) => {
-                Self::VmRemoteConsoleConnectedEvent(Box::new((**v).clone()))
-            }
-            Self::VmRemoteConsoleDisconnectedEvent(v) => {
-                Self::VmRemoteConsoleDisconnectedEvent(Box::new((**v).clone()))
-            }
-            Self::VmRemovedEvent(v) => Self::VmRemovedEvent(Box::new((**v).clone())),
-            Self::VmRenamedEvent(v) => Self::VmRenamedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmPrimaryFailoverEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRegisteredEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRelayoutSuccessfulEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRelayoutUpToDateEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmReloadFromPathEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmReloadFromPathFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRelocateFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRelocateSpecEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRelocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRemoteConsoleConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRemoteConsoleDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
             Self::VmRequirementsExceedCurrentEVCModeEvent(v) => {
-                Self::VmRequirementsExceedCurrentEVCModeEvent(Box::new((**v).clone()))
+                std::fmt::Debug::fmt(&**v, f)
             }
-            Self::VmResettingEvent(v) => Self::VmResettingEvent(Box::new((**v).clone())),
-            Self::VmResourcePoolMovedEvent(v) => {
-                Self::VmResourcePoolMovedEvent(Box::new((**v).clone()))
-            }
-            Self::VmResourceReallocatedEvent(v) => {
-                Self::VmResourceReallocatedEvent(Box::new((**v).clone()))
-            }
-            Self::VmRestartedOnAlternateHostEvent(v) => {
-                Self::VmRestartedOnAlternateHostEvent(Box::new((**v).clone()))
-            }
-            Self::VmResumingEvent(v) => Self::VmResumingEvent(Box::new((**v).clone())),
-            Self::VmSecondaryAddedEvent(v) => {
-                Self::VmSecondaryAddedEvent(Box::new((**v).clone()))
-            }
-            Self::VmSecondaryDisabledBySystemEvent(v) => {
-                Self::VmSecondaryDisabledBySystemEvent(Box::new((**v).clone()))
-            }
-            Self::VmSecondaryDisabledEvent(v) => {
-                Self::VmSecondaryDisabledEvent(Box::new((**v).clone()))
-            }
-            Self::VmSecondaryEnabledEvent(v) => {
-                Self::VmSecondaryEnabledEvent(Box::new((**v).clone()))
-            }
-            Self::VmSecondaryStartedEvent(v) => {
-                Self::VmSecondaryStartedEvent(Box::new((**v).clone()))
-            }
-            Self::VmShutdownOnIsolationEvent(v) => {
-                Self::VmShutdownOnIsolationEvent(Box::new((**v).clone()))
-            }
-            Self::VmStartRecordingEvent(v) => {
-                Self::VmStartRecordingEvent(Box::new((**v).clone()))
-            }
-            Self::VmStartReplayingEvent(v) => {
-                Self::VmStartReplayingEvent(Box::new((**v).clone()))
-            }
-            Self::VmStartingEvent(v) => Self::VmStartingEvent(Box::new((**v).clone())),
-            Self::VmStartingSecondaryEvent(v) => {
-                Self::VmStartingSecondaryEvent(Box::new((**v).clone()))
-            }
-            Self::VmStaticMacConflictEvent(v) => {
-                Self::VmStaticMacConflictEvent(Box::new((**v).clone()))
-            }
-            Self::VmStoppingEvent(v) => Self::VmStoppingEvent(Box::new((**v).clone())),
-            Self::VmSuspendedEvent(v) => Self::VmSuspendedEvent(Box::new((**v).clone())),
-            Self::VmSuspendingEvent(v) => {
-                Self::VmSuspendingEvent(Box::new((**v).clone()))
-            }
-            Self::VmTimedoutStartingSecondaryEvent(v) => {
-                Self::VmTimedoutStartingSecondaryEvent(Box::new((**v).clone()))
-            }
-            Self::VmUnsupportedStartingEvent(v) => {
-                Self::VmUnsupportedStartingEvent(Box::new((**v).clone()))
-            }
-            Self::VmUpgradeCompleteEvent(v) => {
-                Self::VmUpgradeCompleteEvent(Box::new((**v).clone()))
-            }
-            Self::VmUpgradeFailedEvent(v) => {
-                Self::VmUpgradeFailedEvent(Box::new((**v).clone()))
-            }
-            Self::VmUpgradingEvent(v) => Self::VmUpgradingEvent(Box::new((**v).clone())),
-            Self::VmUuidAssignedEvent(v) => {
-                Self::VmUuidAssignedEvent(Box::new((**v).clone()))
-            }
-            Self::VmUuidChangedEvent(v) => {
-                Self::VmUuidChangedEvent(Box::new((**v).clone()))
-            }
-            Self::VmUuidConflictEvent(v) => {
-                Self::VmUuidConflictEvent(Box::new((**v).clone()))
-            }
+            #[cfg(feature = "all-events")]
+            Self::VmResettingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmResourcePoolMovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmResourceReallocatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmRestartedOnAlternateHostEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmResumingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryDisabledBySystemEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmShutdownOnIsolationEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmStartRecordingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmStartReplayingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmStartingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmStaticMacConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmStoppingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmSuspendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmSuspendingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmTimedoutStartingSecondaryEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmUnsupportedStartingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradeCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradingEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmUuidAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmUuidChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmUuidConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
             Self::VmVnicPoolReservationViolationClearEvent(v) => {
-                Self::VmVnicPoolReservationViolationClearEvent(Box::new((**v).clone()))
+                std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "all-events")]
             Self::VmVnicPoolReservationViolationRaiseEvent(v) => {
-                Self::VmVnicPoolReservationViolationRaiseEvent(Box::new((**v).clone()))
+                std::fmt::Debug::fmt(&**v, f)
             }
-            Self::VmWwnAssignedEvent(v) => {
-                Self::VmWwnAssignedEvent(Box::new((**v).clone()))
-            }
-            Self::VmWwnChangedEvent(v) => {
-                Self::VmWwnChangedEvent(Box::new((**v).clone()))
-            }
-            Self::VmWwnConflictEvent(v) => {
-                Self::VmWwnConflictEvent(Box::new((**v).clone()))
-            }
-            Self::WarningUpgradeEvent(v) => {
-                Self::WarningUpgradeEvent(Box::new((**v).clone()))
-            }
+            #[cfg(feature = "all-events")]
+            Self::VmWwnAssignedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmWwnChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::VmWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "all-events")]
+            Self::WarningUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }

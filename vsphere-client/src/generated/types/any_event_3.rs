@@ -5,1602 +5,1570 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl x::Encode for AnyEvent {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        match self {
-            Self::Event(v) => x::Encode::encode_as(&**v, w, tag, None),
-            Self::AccountCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AccountCreatedEvent"))
-            }
-            Self::AccountRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AccountRemovedEvent"))
-            }
-            Self::AccountUpdatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AccountUpdatedEvent"))
-            }
-            Self::AdminPasswordNotChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AdminPasswordNotChangedEvent"))
-            }
-            Self::AlarmAcknowledgedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmAcknowledgedEvent"))
-            }
-            Self::AlarmActionTriggeredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmActionTriggeredEvent"))
-            }
-            Self::AlarmClearedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmClearedEvent"))
-            }
-            Self::AlarmCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmCreatedEvent"))
-            }
-            Self::AlarmEmailCompletedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmEmailCompletedEvent"))
-            }
-            Self::AlarmEmailFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmEmailFailedEvent"))
-            }
-            Self::AlarmEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("AlarmEvent")),
-            Self::AlarmReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmReconfiguredEvent"))
-            }
-            Self::AlarmRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmRemovedEvent"))
-            }
-            Self::AlarmScriptCompleteEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmScriptCompleteEvent"))
-            }
-            Self::AlarmScriptFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmScriptFailedEvent"))
-            }
-            Self::AlarmSnmpCompletedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmSnmpCompletedEvent"))
-            }
-            Self::AlarmSnmpFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmSnmpFailedEvent"))
-            }
-            Self::AlarmStatusChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmStatusChangedEvent"))
-            }
-            Self::AllVirtualMachinesLicensedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("AllVirtualMachinesLicensedEvent"),
-                )
-            }
-            Self::AlreadyAuthenticatedSessionEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("AlreadyAuthenticatedSessionEvent"),
-                )
-            }
-            Self::AuthorizationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AuthorizationEvent"))
-            }
-            Self::BadUsernameSessionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("BadUsernameSessionEvent"))
-            }
-            Self::CanceledHostOperationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CanceledHostOperationEvent"))
-            }
-            Self::ClusterComplianceCheckedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterComplianceCheckedEvent"))
-            }
-            Self::ClusterCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterCreatedEvent"))
-            }
-            Self::ClusterDestroyedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterDestroyedEvent"))
-            }
-            Self::ClusterEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterEvent"))
-            }
-            Self::ClusterOvercommittedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterOvercommittedEvent"))
-            }
-            Self::ClusterReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterReconfiguredEvent"))
-            }
-            Self::ClusterStatusChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterStatusChangedEvent"))
-            }
-            Self::CustomFieldDefAddedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefAddedEvent"))
-            }
-            Self::CustomFieldDefEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefEvent"))
-            }
-            Self::CustomFieldDefRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefRemovedEvent"))
-            }
-            Self::CustomFieldDefRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefRenamedEvent"))
-            }
-            Self::CustomFieldEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldEvent"))
-            }
-            Self::CustomFieldValueChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldValueChangedEvent"))
-            }
-            Self::CustomizationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationEvent"))
-            }
-            Self::CustomizationFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationFailed"))
-            }
-            Self::CustomizationLinuxIdentityFailed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CustomizationLinuxIdentityFailed"),
-                )
-            }
-            Self::CustomizationNetworkSetupFailed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CustomizationNetworkSetupFailed"),
-                )
-            }
-            Self::CustomizationStartedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationStartedEvent"))
-            }
-            Self::CustomizationSucceeded(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationSucceeded"))
-            }
-            Self::CustomizationSysprepFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationSysprepFailed"))
-            }
-            Self::CustomizationUnknownFailure(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationUnknownFailure"))
-            }
-            Self::DVPortgroupCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupCreatedEvent"))
-            }
-            Self::DVPortgroupDestroyedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupDestroyedEvent"))
-            }
-            Self::DVPortgroupEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupEvent"))
-            }
-            Self::DVPortgroupReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupReconfiguredEvent"))
-            }
-            Self::DVPortgroupRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupRenamedEvent"))
-            }
-            Self::DasAdmissionControlDisabledEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DasAdmissionControlDisabledEvent"),
-                )
-            }
-            Self::DasAdmissionControlEnabledEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DasAdmissionControlEnabledEvent"),
-                )
-            }
-            Self::DasAgentFoundEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasAgentFoundEvent"))
-            }
-            Self::DasAgentUnavailableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasAgentUnavailableEvent"))
-            }
-            Self::DasClusterIsolatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasClusterIsolatedEvent"))
-            }
-            Self::DasDisabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasDisabledEvent"))
-            }
-            Self::DasEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasEnabledEvent"))
-            }
-            Self::DasHostFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasHostFailedEvent"))
-            }
-            Self::DasHostIsolatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasHostIsolatedEvent"))
-            }
-            Self::DatacenterCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatacenterCreatedEvent"))
-            }
-            Self::DatacenterEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatacenterEvent"))
-            }
-            Self::DatacenterRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatacenterRenamedEvent"))
-            }
-            Self::DatastoreCapacityIncreasedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DatastoreCapacityIncreasedEvent"),
-                )
-            }
-            Self::DatastoreDestroyedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDestroyedEvent"))
-            }
-            Self::DatastoreDiscoveredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDiscoveredEvent"))
-            }
-            Self::DatastoreDuplicatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDuplicatedEvent"))
-            }
-            Self::DatastoreEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreEvent"))
-            }
-            Self::DatastoreFileCopiedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileCopiedEvent"))
-            }
-            Self::DatastoreFileDeletedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileDeletedEvent"))
-            }
-            Self::DatastoreFileEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileEvent"))
-            }
-            Self::DatastoreFileMovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileMovedEvent"))
-            }
-            Self::DatastoreIORMReconfiguredEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DatastoreIORMReconfiguredEvent"),
-                )
-            }
-            Self::DatastorePrincipalConfigured(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastorePrincipalConfigured"))
-            }
-            Self::DatastoreRemovedOnHostEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRemovedOnHostEvent"))
-            }
-            Self::DatastoreRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRenamedEvent"))
-            }
-            Self::DatastoreRenamedOnHostEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRenamedOnHostEvent"))
-            }
-            Self::DrsDisabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsDisabledEvent"))
-            }
-            Self::DrsEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsEnabledEvent"))
-            }
-            Self::DrsEnteredStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsEnteredStandbyModeEvent"))
-            }
-            Self::DrsEnteringStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsEnteringStandbyModeEvent"))
-            }
-            Self::DrsExitStandbyModeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsExitStandbyModeFailedEvent"))
-            }
-            Self::DrsExitedStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsExitedStandbyModeEvent"))
-            }
-            Self::DrsExitingStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsExitingStandbyModeEvent"))
-            }
-            Self::DrsInvocationFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsInvocationFailedEvent"))
-            }
-            Self::DrsRecoveredFromFailureEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsRecoveredFromFailureEvent"))
-            }
-            Self::DrsResourceConfigureFailedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DrsResourceConfigureFailedEvent"),
-                )
-            }
-            Self::DrsResourceConfigureSyncedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DrsResourceConfigureSyncedEvent"),
-                )
-            }
-            Self::DrsRuleComplianceEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsRuleComplianceEvent"))
-            }
-            Self::DrsRuleViolationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsRuleViolationEvent"))
-            }
-            Self::DrsSoftRuleViolationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsSoftRuleViolationEvent"))
-            }
-            Self::DrsVmMigratedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsVmMigratedEvent"))
-            }
-            Self::DrsVmPoweredOnEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsVmPoweredOnEvent"))
-            }
-            Self::DuplicateIpDetectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DuplicateIpDetectedEvent"))
-            }
-            Self::DvpgImportEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvpgImportEvent"))
-            }
-            Self::DvpgRestoreEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvpgRestoreEvent"))
-            }
-            Self::DvsCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsCreatedEvent"))
-            }
-            Self::DvsDestroyedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsDestroyedEvent"))
-            }
-            Self::DvsEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("DvsEvent")),
-            Self::DvsHealthStatusChangeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHealthStatusChangeEvent"))
-            }
-            Self::DvsHostBackInSyncEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHostBackInSyncEvent"))
-            }
-            Self::DvsHostJoinedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHostJoinedEvent"))
-            }
-            Self::DvsHostLeftEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHostLeftEvent"))
-            }
-            Self::DvsHostStatusUpdated(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHostStatusUpdated"))
-            }
-            Self::DvsHostWentOutOfSyncEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHostWentOutOfSyncEvent"))
-            }
-            Self::DvsImportEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsImportEvent"))
-            }
-            Self::DvsMergedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsMergedEvent"))
-            }
-            Self::DvsPortBlockedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortBlockedEvent"))
-            }
-            Self::DvsPortConnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortConnectedEvent"))
-            }
-            Self::DvsPortCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortCreatedEvent"))
-            }
-            Self::DvsPortDeletedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortDeletedEvent"))
-            }
-            Self::DvsPortDisconnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortDisconnectedEvent"))
-            }
-            Self::DvsPortEnteredPassthruEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortEnteredPassthruEvent"))
-            }
-            Self::DvsPortExitedPassthruEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortExitedPassthruEvent"))
-            }
-            Self::DvsPortJoinPortgroupEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortJoinPortgroupEvent"))
-            }
-            Self::DvsPortLeavePortgroupEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLeavePortgroupEvent"))
-            }
-            Self::DvsPortLinkDownEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLinkDownEvent"))
-            }
-            Self::DvsPortLinkUpEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLinkUpEvent"))
-            }
-            Self::DvsPortReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortReconfiguredEvent"))
-            }
-            Self::DvsPortRuntimeChangeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortRuntimeChangeEvent"))
-            }
-            Self::DvsPortUnblockedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortUnblockedEvent"))
-            }
-            Self::DvsPortVendorSpecificStateChangeEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DvsPortVendorSpecificStateChangeEvent"),
-                )
-            }
-            Self::DvsReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsReconfiguredEvent"))
-            }
-            Self::DvsRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsRenamedEvent"))
-            }
-            Self::DvsRestoreEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsRestoreEvent"))
-            }
-            Self::DvsUpgradeAvailableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeAvailableEvent"))
-            }
-            Self::DvsUpgradeInProgressEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeInProgressEvent"))
-            }
-            Self::DvsUpgradeRejectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeRejectedEvent"))
-            }
-            Self::DvsUpgradedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradedEvent"))
-            }
-            Self::EnteredMaintenanceModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EnteredMaintenanceModeEvent"))
-            }
-            Self::EnteredStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EnteredStandbyModeEvent"))
-            }
-            Self::EnteringMaintenanceModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EnteringMaintenanceModeEvent"))
-            }
-            Self::EnteringStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EnteringStandbyModeEvent"))
-            }
-            Self::ErrorUpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ErrorUpgradeEvent"))
-            }
-            Self::EventEx(v) => x::Encode::encode_as(&**v, w, tag, Some("EventEx")),
-            Self::ExitMaintenanceModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExitMaintenanceModeEvent"))
-            }
-            Self::ExitStandbyModeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExitStandbyModeFailedEvent"))
-            }
-            Self::ExitedStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExitedStandbyModeEvent"))
-            }
-            Self::ExitingStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExitingStandbyModeEvent"))
-            }
-            Self::ExtendedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExtendedEvent"))
-            }
-            Self::FailoverLevelRestored(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FailoverLevelRestored"))
-            }
-            Self::GeneralEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralEvent"))
-            }
-            Self::GeneralHostErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostErrorEvent"))
-            }
-            Self::GeneralHostInfoEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostInfoEvent"))
-            }
-            Self::GeneralHostWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostWarningEvent"))
-            }
-            Self::GeneralUserEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralUserEvent"))
-            }
-            Self::GeneralVmErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmErrorEvent"))
-            }
-            Self::GeneralVmInfoEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmInfoEvent"))
-            }
-            Self::GeneralVmWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmWarningEvent"))
-            }
-            Self::GhostDvsProxySwitchDetectedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("GhostDvsProxySwitchDetectedEvent"),
-                )
-            }
-            Self::GhostDvsProxySwitchRemovedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("GhostDvsProxySwitchRemovedEvent"),
-                )
-            }
-            Self::GlobalMessageChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GlobalMessageChangedEvent"))
-            }
-            Self::HealthStatusChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HealthStatusChangedEvent"))
-            }
-            Self::HostAddFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostAddFailedEvent"))
-            }
-            Self::HostAddedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostAddedEvent"))
-            }
-            Self::HostAdminDisableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostAdminDisableEvent"))
-            }
-            Self::HostAdminEnableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostAdminEnableEvent"))
-            }
-            Self::HostCnxFailedAccountFailedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostCnxFailedAccountFailedEvent"),
-                )
-            }
-            Self::HostCnxFailedAlreadyManagedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostCnxFailedAlreadyManagedEvent"),
-                )
-            }
-            Self::HostCnxFailedBadCcagentEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadCcagentEvent"))
-            }
-            Self::HostCnxFailedBadUsernameEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadUsernameEvent"))
-            }
-            Self::HostCnxFailedBadVersionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadVersionEvent"))
-            }
-            Self::HostCnxFailedCcagentUpgradeEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostCnxFailedCcagentUpgradeEvent"),
-                )
-            }
-            Self::HostCnxFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedEvent"))
-            }
-            Self::HostCnxFailedNetworkErrorEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostCnxFailedNetworkErrorEvent"),
-                )
-            }
-            Self::HostCnxFailedNoAccessEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNoAccessEvent"))
-            }
-            Self::HostCnxFailedNoConnectionEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostCnxFailedNoConnectionEvent"),
-                )
-            }
-            Self::HostCnxFailedNoLicenseEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNoLicenseEvent"))
-            }
-            Self::HostCnxFailedNotFoundEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNotFoundEvent"))
-            }
-            Self::HostCnxFailedTimeoutEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedTimeoutEvent"))
-            }
-            Self::HostComplianceCheckedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostComplianceCheckedEvent"))
-            }
-            Self::HostCompliantEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCompliantEvent"))
-            }
-            Self::HostConfigAppliedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostConfigAppliedEvent"))
-            }
-            Self::HostConnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostConnectedEvent"))
-            }
-            Self::HostConnectionLostEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostConnectionLostEvent"))
-            }
-            Self::HostDasDisabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasDisabledEvent"))
-            }
-            Self::HostDasDisablingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasDisablingEvent"))
-            }
-            Self::HostDasEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasEnabledEvent"))
-            }
-            Self::HostDasEnablingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasEnablingEvent"))
-            }
-            Self::HostDasErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasErrorEvent"))
-            }
-            Self::HostDasEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasEvent"))
-            }
-            Self::HostDasOkEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasOkEvent"))
-            }
-            Self::HostDisconnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDisconnectedEvent"))
-            }
-            Self::HostEnableAdminFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostEnableAdminFailedEvent"))
-            }
-            Self::HostEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("HostEvent")),
-            Self::HostExtraNetworksEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostExtraNetworksEvent"))
-            }
-            Self::HostGetShortNameFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostGetShortNameFailedEvent"))
-            }
-            Self::HostInAuditModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostInAuditModeEvent"))
-            }
-            Self::HostInventoryFullEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryFullEvent"))
-            }
-            Self::HostInventoryUnreadableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryUnreadableEvent"))
-            }
-            Self::HostIpChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostIpChangedEvent"))
-            }
-            Self::HostIpInconsistentEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostIpInconsistentEvent"))
-            }
-            Self::HostIpToShortNameFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostIpToShortNameFailedEvent"))
-            }
-            Self::HostIsolationIpPingFailedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostIsolationIpPingFailedEvent"),
-                )
-            }
-            Self::HostLicenseExpiredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostLicenseExpiredEvent"))
-            }
-            Self::HostLocalPortCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostLocalPortCreatedEvent"))
-            }
-            Self::HostMissingNetworksEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostMissingNetworksEvent"))
-            }
-            Self::HostMonitoringStateChangedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostMonitoringStateChangedEvent"),
-                )
-            }
-            Self::HostNoAvailableNetworksEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostNoAvailableNetworksEvent"))
-            }
-            Self::HostNoHAEnabledPortGroupsEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostNoHAEnabledPortGroupsEvent"),
-                )
-            }
-            Self::HostNoRedundantManagementNetworkEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostNoRedundantManagementNetworkEvent"),
-                )
-            }
-            Self::HostNonCompliantEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostNonCompliantEvent"))
-            }
-            Self::HostNotInClusterEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostNotInClusterEvent"))
-            }
-            Self::HostOvercommittedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostOvercommittedEvent"))
-            }
-            Self::HostPrimaryAgentNotShortNameEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostPrimaryAgentNotShortNameEvent"),
-                )
-            }
-            Self::HostProfileAppliedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostProfileAppliedEvent"))
-            }
-            Self::HostReconnectionFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostReconnectionFailedEvent"))
-            }
-            Self::HostRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostRemovedEvent"))
-            }
-            Self::HostShortNameInconsistentEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostShortNameInconsistentEvent"),
-                )
-            }
-            Self::HostShortNameToIpFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostShortNameToIpFailedEvent"))
-            }
-            Self::HostShutdownEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostShutdownEvent"))
-            }
-            Self::HostSpecificationChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationChangedEvent"))
-            }
-            Self::HostSpecificationRequireEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationRequireEvent"))
-            }
-            Self::HostSpecificationUpdateEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationUpdateEvent"))
-            }
-            Self::HostStatusChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostStatusChangedEvent"))
-            }
-            Self::HostSubSpecificationDeleteEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostSubSpecificationDeleteEvent"),
-                )
-            }
-            Self::HostSubSpecificationUpdateEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostSubSpecificationUpdateEvent"),
-                )
-            }
-            Self::HostSyncFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostSyncFailedEvent"))
-            }
-            Self::HostUpgradeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostUpgradeFailedEvent"))
-            }
-            Self::HostUserWorldSwapNotEnabledEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostUserWorldSwapNotEnabledEvent"),
-                )
-            }
-            Self::HostVnicConnectedToCustomizedDVPortEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostVnicConnectedToCustomizedDVPortEvent"),
-                )
-            }
-            Self::HostWwnChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostWwnChangedEvent"))
-            }
-            Self::HostWwnConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostWwnConflictEvent"))
-            }
-            Self::IScsiBootFailureEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IScsiBootFailureEvent"))
-            }
-            Self::IncorrectHostInformationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IncorrectHostInformationEvent"))
-            }
-            Self::InfoUpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InfoUpgradeEvent"))
-            }
-            Self::InsufficientFailoverResourcesEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientFailoverResourcesEvent"),
-                )
-            }
-            Self::InvalidEditionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidEditionEvent"))
-            }
-            Self::LicenseEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseEvent"))
-            }
-            Self::LicenseExpiredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseExpiredEvent"))
-            }
-            Self::LicenseNonComplianceEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseNonComplianceEvent"))
-            }
-            Self::LicenseRestrictedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseRestrictedEvent"))
-            }
-            Self::LicenseServerAvailableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerAvailableEvent"))
-            }
-            Self::LicenseServerUnavailableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerUnavailableEvent"))
-            }
-            Self::LocalDatastoreCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LocalDatastoreCreatedEvent"))
-            }
-            Self::LocalTSMEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LocalTSMEnabledEvent"))
-            }
-            Self::LockerMisconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LockerMisconfiguredEvent"))
-            }
-            Self::LockerReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LockerReconfiguredEvent"))
-            }
-            Self::MigrationErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationErrorEvent"))
-            }
-            Self::MigrationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationEvent"))
-            }
-            Self::MigrationHostErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationHostErrorEvent"))
-            }
-            Self::MigrationHostWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationHostWarningEvent"))
-            }
-            Self::MigrationResourceErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationResourceErrorEvent"))
-            }
-            Self::MigrationResourceWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationResourceWarningEvent"))
-            }
-            Self::MigrationWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationWarningEvent"))
-            }
-            Self::MtuMatchEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MtuMatchEvent"))
-            }
-            Self::MtuMismatchEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MtuMismatchEvent"))
-            }
-            Self::NASDatastoreCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NASDatastoreCreatedEvent"))
-            }
-            Self::NetworkRollbackEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NetworkRollbackEvent"))
-            }
-            Self::NoAccessUserEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoAccessUserEvent"))
-            }
-            Self::NoDatastoresConfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoDatastoresConfiguredEvent"))
-            }
-            Self::NoLicenseEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoLicenseEvent"))
-            }
-            Self::NoMaintenanceModeDrsRecommendationForVM(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NoMaintenanceModeDrsRecommendationForVM"),
-                )
-            }
-            Self::NonVIWorkloadDetectedOnDatastoreEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NonVIWorkloadDetectedOnDatastoreEvent"),
-                )
-            }
-            Self::NotEnoughResourcesToStartVmEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NotEnoughResourcesToStartVmEvent"),
-                )
-            }
-            Self::OutOfSyncDvsHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OutOfSyncDvsHost"))
-            }
-            Self::PermissionAddedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PermissionAddedEvent"))
-            }
-            Self::PermissionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PermissionEvent"))
-            }
-            Self::PermissionRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PermissionRemovedEvent"))
-            }
-            Self::PermissionUpdatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PermissionUpdatedEvent"))
-            }
-            Self::ProfileAssociatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileAssociatedEvent"))
-            }
-            Self::ProfileChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileChangedEvent"))
-            }
-            Self::ProfileCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileCreatedEvent"))
-            }
-            Self::ProfileDissociatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileDissociatedEvent"))
-            }
-            Self::ProfileEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileEvent"))
-            }
-            Self::ProfileReferenceHostChangedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ProfileReferenceHostChangedEvent"),
-                )
-            }
-            Self::ProfileRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileRemovedEvent"))
-            }
-            Self::RecoveryEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RecoveryEvent"))
-            }
-            Self::RemoteTSMEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RemoteTSMEnabledEvent"))
-            }
-            Self::ResourcePoolCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolCreatedEvent"))
-            }
-            Self::ResourcePoolDestroyedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolDestroyedEvent"))
-            }
-            Self::ResourcePoolEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolEvent"))
-            }
-            Self::ResourcePoolMovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolMovedEvent"))
-            }
-            Self::ResourcePoolReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolReconfiguredEvent"))
-            }
-            Self::ResourceViolatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourceViolatedEvent"))
-            }
-            Self::RoleAddedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RoleAddedEvent"))
-            }
-            Self::RoleEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("RoleEvent")),
-            Self::RoleRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RoleRemovedEvent"))
-            }
-            Self::RoleUpdatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RoleUpdatedEvent"))
-            }
-            Self::RollbackEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RollbackEvent"))
-            }
-            Self::ScheduledTaskCompletedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskCompletedEvent"))
-            }
-            Self::ScheduledTaskCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskCreatedEvent"))
-            }
-            Self::ScheduledTaskEmailCompletedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ScheduledTaskEmailCompletedEvent"),
-                )
-            }
-            Self::ScheduledTaskEmailFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskEmailFailedEvent"))
-            }
-            Self::ScheduledTaskEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskEvent"))
-            }
-            Self::ScheduledTaskFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskFailedEvent"))
-            }
-            Self::ScheduledTaskReconfiguredEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ScheduledTaskReconfiguredEvent"),
-                )
-            }
-            Self::ScheduledTaskRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskRemovedEvent"))
-            }
-            Self::ScheduledTaskStartedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskStartedEvent"))
-            }
-            Self::ServerLicenseExpiredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ServerLicenseExpiredEvent"))
-            }
-            Self::ServerStartedSessionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ServerStartedSessionEvent"))
-            }
-            Self::SessionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SessionEvent"))
-            }
-            Self::SessionTerminatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SessionTerminatedEvent"))
-            }
-            Self::TaskEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("TaskEvent")),
-            Self::TaskTimeoutEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TaskTimeoutEvent"))
-            }
-            Self::TeamingMatchEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TeamingMatchEvent"))
-            }
-            Self::TeamingMisMatchEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TeamingMisMatchEvent"))
-            }
-            Self::TemplateBeingUpgradedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TemplateBeingUpgradedEvent"))
-            }
-            Self::TemplateUpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradeEvent"))
-            }
-            Self::TemplateUpgradeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradeFailedEvent"))
-            }
-            Self::TemplateUpgradedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradedEvent"))
-            }
-            Self::TimedOutHostOperationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TimedOutHostOperationEvent"))
-            }
-            Self::UnlicensedVirtualMachinesEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("UnlicensedVirtualMachinesEvent"),
-                )
-            }
-            Self::UnlicensedVirtualMachinesFoundEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("UnlicensedVirtualMachinesFoundEvent"),
-                )
-            }
-            Self::UpdatedAgentBeingRestartedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("UpdatedAgentBeingRestartedEvent"),
-                )
-            }
-            Self::UpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UpgradeEvent"))
-            }
-            Self::UplinkPortMtuNotSupportEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortMtuNotSupportEvent"))
-            }
-            Self::UplinkPortMtuSupportEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortMtuSupportEvent"))
-            }
-            Self::UplinkPortVlanTrunkedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortVlanTrunkedEvent"))
-            }
-            Self::UplinkPortVlanUntrunkedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortVlanUntrunkedEvent"))
-            }
-            Self::UserAssignedToGroup(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserAssignedToGroup"))
-            }
-            Self::UserLoginSessionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserLoginSessionEvent"))
-            }
-            Self::UserLogoutSessionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserLogoutSessionEvent"))
-            }
-            Self::UserPasswordChanged(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserPasswordChanged"))
-            }
-            Self::UserUnassignedFromGroup(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserUnassignedFromGroup"))
-            }
-            Self::UserUpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserUpgradeEvent"))
-            }
-            Self::VMFSDatastoreCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreCreatedEvent"))
-            }
-            Self::VMFSDatastoreExpandedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreExpandedEvent"))
-            }
-            Self::VMFSDatastoreExtendedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreExtendedEvent"))
-            }
-            Self::VMotionLicenseExpiredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMotionLicenseExpiredEvent"))
-            }
-            Self::VcAgentUninstallFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUninstallFailedEvent"))
-            }
-            Self::VcAgentUninstalledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUninstalledEvent"))
-            }
-            Self::VcAgentUpgradeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUpgradeFailedEvent"))
-            }
-            Self::VcAgentUpgradedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUpgradedEvent"))
-            }
-            Self::VimAccountPasswordChangedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VimAccountPasswordChangedEvent"),
-                )
-            }
-            Self::VmAcquiredMksTicketEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmAcquiredMksTicketEvent"))
-            }
-            Self::VmAcquiredTicketEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmAcquiredTicketEvent"))
-            }
-            Self::VmAutoRenameEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmAutoRenameEvent"))
-            }
-            Self::VmBeingClonedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingClonedEvent"))
-            }
-            Self::VmBeingClonedNoFolderEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingClonedNoFolderEvent"))
-            }
-            Self::VmBeingCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingCreatedEvent"))
-            }
-            Self::VmBeingDeployedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingDeployedEvent"))
-            }
-            Self::VmBeingHotMigratedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingHotMigratedEvent"))
-            }
-            Self::VmBeingMigratedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingMigratedEvent"))
-            }
-            Self::VmBeingRelocatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingRelocatedEvent"))
-            }
-            Self::VmCloneEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmCloneEvent"))
-            }
-            Self::VmCloneFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmCloneFailedEvent"))
-            }
-            Self::VmClonedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmClonedEvent"))
-            }
-            Self::VmConfigMissingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmConfigMissingEvent"))
-            }
-            Self::VmConnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmConnectedEvent"))
-            }
-            Self::VmCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmCreatedEvent"))
-            }
-            Self::VmDasBeingResetEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDasBeingResetEvent"))
-            }
-            Self::VmDasBeingResetWithScreenshotEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmDasBeingResetWithScreenshotEvent"),
-                )
-            }
-            Self::VmDasResetFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDasResetFailedEvent"))
-            }
-            Self::VmDasUpdateErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDasUpdateErrorEvent"))
-            }
-            Self::VmDasUpdateOkEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDasUpdateOkEvent"))
-            }
-            Self::VmDateRolledBackEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDateRolledBackEvent"))
-            }
-            Self::VmDeployFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDeployFailedEvent"))
-            }
-            Self::VmDeployedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDeployedEvent"))
-            }
-            Self::VmDisconnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDisconnectedEvent"))
-            }
-            Self::VmDiscoveredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDiscoveredEvent"))
-            }
-            Self::VmDiskFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDiskFailedEvent"))
-            }
-            Self::VmEmigratingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmEmigratingEvent"))
-            }
-            Self::VmEndRecordingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmEndRecordingEvent"))
-            }
-            Self::VmEndReplayingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmEndReplayingEvent"))
-            }
-            Self::VmEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("VmEvent")),
-            Self::VmFailedMigrateEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedMigrateEvent"))
-            }
-            Self::VmFailedRelayoutEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedRelayoutEvent"))
-            }
-            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFailedRelayoutOnVmfs2DatastoreEvent"),
-                )
-            }
-            Self::VmFailedStartingSecondaryEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFailedStartingSecondaryEvent"),
-                )
-            }
-            Self::VmFailedToPowerOffEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToPowerOffEvent"))
-            }
-            Self::VmFailedToPowerOnEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToPowerOnEvent"))
-            }
-            Self::VmFailedToRebootGuestEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToRebootGuestEvent"))
-            }
-            Self::VmFailedToResetEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToResetEvent"))
-            }
-            Self::VmFailedToShutdownGuestEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToShutdownGuestEvent"))
-            }
-            Self::VmFailedToStandbyGuestEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToStandbyGuestEvent"))
-            }
-            Self::VmFailedToSuspendEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToSuspendEvent"))
-            }
-            Self::VmFailedUpdatingSecondaryConfig(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFailedUpdatingSecondaryConfig"),
-                )
-            }
-            Self::VmFailoverFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailoverFailed"))
-            }
-            Self::VmFaultToleranceStateChangedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFaultToleranceStateChangedEvent"),
-                )
-            }
-            Self::VmFaultToleranceTurnedOffEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFaultToleranceTurnedOffEvent"),
-                )
-            }
-            Self::VmFaultToleranceVmTerminatedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFaultToleranceVmTerminatedEvent"),
-                )
-            }
-            Self::VmGuestOSCrashedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmGuestOSCrashedEvent"))
-            }
-            Self::VmGuestRebootEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmGuestRebootEvent"))
-            }
-            Self::VmGuestShutdownEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmGuestShutdownEvent"))
-            }
-            Self::VmGuestStandbyEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmGuestStandbyEvent"))
-            }
-            Self::VmHealthMonitoringStateChangedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmHealthMonitoringStateChangedEvent"),
-                )
-            }
-            Self::VmInstanceUuidAssignedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidAssignedEvent"))
-            }
-            Self::VmInstanceUuidChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidChangedEvent"))
-            }
-            Self::VmInstanceUuidConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidConflictEvent"))
-            }
-            Self::VmMacAssignedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMacAssignedEvent"))
-            }
-            Self::VmMacChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMacChangedEvent"))
-            }
-            Self::VmMacConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMacConflictEvent"))
-            }
-            Self::VmMaxFTRestartCountReached(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMaxFTRestartCountReached"))
-            }
-            Self::VmMaxRestartCountReached(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMaxRestartCountReached"))
-            }
-            Self::VmMessageErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMessageErrorEvent"))
-            }
-            Self::VmMessageEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMessageEvent"))
-            }
-            Self::VmMessageWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMessageWarningEvent"))
-            }
-            Self::VmMigratedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMigratedEvent"))
-            }
-            Self::VmNoCompatibleHostForSecondaryEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmNoCompatibleHostForSecondaryEvent"),
-                )
-            }
-            Self::VmNoNetworkAccessEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmNoNetworkAccessEvent"))
-            }
-            Self::VmOrphanedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmOrphanedEvent"))
-            }
-            Self::VmPowerOffOnIsolationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmPowerOffOnIsolationEvent"))
-            }
-            Self::VmPoweredOffEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmPoweredOffEvent"))
-            }
-            Self::VmPoweredOnEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmPoweredOnEvent"))
-            }
-            Self::VmPoweringOnWithCustomizedDVPortEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmPoweringOnWithCustomizedDVPortEvent"),
-                )
-            }
-            Self::VmPrimaryFailoverEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmPrimaryFailoverEvent"))
-            }
-            Self::VmReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmReconfiguredEvent"))
-            }
-            Self::VmRegisteredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRegisteredEvent"))
-            }
-            Self::VmRelayoutSuccessfulEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRelayoutSuccessfulEvent"))
-            }
-            Self::VmRelayoutUpToDateEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRelayoutUpToDateEvent"))
-            }
-            Self::VmReloadFromPathEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmReloadFromPathEvent"))
-            }
-            Self::VmReloadFromPathFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmReloadFromPathFailedEvent"))
-            }
-            Self::VmRelocateFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRelocateFailedEvent"))
-            }
-            Self::VmRelocateSpecEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRelocateSpecEvent"))
-            }
-            Self::VmRelocatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRelocatedEvent"))
-            }
-            Self::VmRemoteConsoleConnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRemoteConsoleConnectedEvent"))
-            }
-            Self::VmRemoteConsoleDisconnectedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmRemoteConsoleDisconnectedEvent"),
-                )
-            }
-            Self::VmRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRemovedEvent"))
-            }
-            Self::VmRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRenamedEvent"))
-            }
-            Self::VmRequirementsExceedCurrentEVCModeEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmRequirementsExceedCurrentEVCModeEvent"),
-                )
-            }
-            Self::VmResettingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmResettingEvent"))
-            }
-            Self::VmResourcePoolMovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmResourcePoolMovedEvent"))
-            }
-            Self::VmResourceReallocatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmResourceReallocatedEvent"))
-            }
-            Self::VmRestartedOnAlternateHostEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmRestartedOnAlternateHostEvent"),
-                )
-            }
-            Self::VmResumingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmResumingEvent"))
-            }
-            Self::VmSecondaryAddedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryAddedEvent"))
-            }
-            Self::VmSecondaryDisabledBySystemEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmSecondaryDisabledBySystemEvent"),
-                )
-            }
-            Self::VmSecondaryDisabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryDisabledEvent"))
-            }
-            Self::VmSecondaryEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryEnabledEvent"))
-            }
-            Self::VmSecondaryStartedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryStartedEvent"))
-            }
-            Self::VmShutdownOnIsolationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmShutdownOnIsolationEvent"))
-            }
-            Self::VmStartRecordingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStartRecordingEvent"))
-            }
-            Self::VmStartReplayingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStartReplayingEvent"))
-            }
-            Self::VmStartingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStartingEvent"))
-            }
-            Self::VmStartingSecondaryEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStartingSecondaryEvent"))
-            }
-            Self::VmStaticMacConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStaticMacConflictEvent"))
-            }
-            Self::VmStoppingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStoppingEvent"))
-            }
-            Self::VmSuspendedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSuspendedEvent"))
-            }
-            Self::VmSuspendingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSuspendingEvent"))
-            }
-            Self::VmTimedoutStartingSecondaryEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmTimedoutStartingSecondaryEvent"),
-                )
-            }
-            Self::VmUnsupportedStartingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUnsupportedStartingEvent"))
-            }
-            Self::VmUpgradeCompleteEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradeCompleteEvent"))
-            }
-            Self::VmUpgradeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradeFailedEvent"))
-            }
-            Self::VmUpgradingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradingEvent"))
-            }
-            Self::VmUuidAssignedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUuidAssignedEvent"))
-            }
-            Self::VmUuidChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUuidChangedEvent"))
-            }
-            Self::VmUuidConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUuidConflictEvent"))
-            }
-            Self::VmVnicPoolReservationViolationClearEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmVnicPoolReservationViolationClearEvent"),
-                )
-            }
-            Self::VmVnicPoolReservationViolationRaiseEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmVnicPoolReservationViolationRaiseEvent"),
-                )
-            }
-            Self::VmWwnAssignedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmWwnAssignedEvent"))
-            }
-            Self::VmWwnChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmWwnChangedEvent"))
-            }
-            Self::VmWwnConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmWwnConflictEvent"))
-            }
-            Self::WarningUpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("WarningUpgradeEvent"))
-            }
+impl PartialEq for AnyEvent {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Event(a), Self::Event(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::AccountCreatedEvent(a), Self::AccountCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::AccountRemovedEvent(a), Self::AccountRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::AccountUpdatedEvent(a), Self::AccountUpdatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::AdminPasswordNotChangedEvent(a),
+                Self::AdminPasswordNotChangedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::AlarmAcknowledgedEvent(a), Self::AlarmAcknowledgedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::AlarmActionTriggeredEvent(a), Self::AlarmActionTriggeredEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::AlarmClearedEvent(a), Self::AlarmClearedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::AlarmCreatedEvent(a), Self::AlarmCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::AlarmEmailCompletedEvent(a), Self::AlarmEmailCompletedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::AlarmEmailFailedEvent(a), Self::AlarmEmailFailedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::AlarmEvent(a), Self::AlarmEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::AlarmReconfiguredEvent(a), Self::AlarmReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::AlarmRemovedEvent(a), Self::AlarmRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::AlarmScriptCompleteEvent(a), Self::AlarmScriptCompleteEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::AlarmScriptFailedEvent(a), Self::AlarmScriptFailedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::AlarmSnmpCompletedEvent(a), Self::AlarmSnmpCompletedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::AlarmSnmpFailedEvent(a), Self::AlarmSnmpFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::AlarmStatusChangedEvent(a), Self::AlarmStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::AllVirtualMachinesLicensedEvent(a),
+                Self::AllVirtualMachinesLicensedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::AlreadyAuthenticatedSessionEvent(a),
+                Self::AlreadyAuthenticatedSessionEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::AuthorizationEvent(a), Self::AuthorizationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::BadUsernameSessionEvent(a), Self::BadUsernameSessionEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::CanceledHostOperationEvent(a),
+                Self::CanceledHostOperationEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::ClusterComplianceCheckedEvent(a),
+                Self::ClusterComplianceCheckedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ClusterCreatedEvent(a), Self::ClusterCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ClusterDestroyedEvent(a), Self::ClusterDestroyedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ClusterEvent(a), Self::ClusterEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ClusterOvercommittedEvent(a), Self::ClusterOvercommittedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ClusterReconfiguredEvent(a), Self::ClusterReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ClusterStatusChangedEvent(a), Self::ClusterStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::CustomFieldDefAddedEvent(a), Self::CustomFieldDefAddedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::CustomFieldDefEvent(a), Self::CustomFieldDefEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::CustomFieldDefRemovedEvent(a),
+                Self::CustomFieldDefRemovedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::CustomFieldDefRenamedEvent(a),
+                Self::CustomFieldDefRenamedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::CustomFieldEvent(a), Self::CustomFieldEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::CustomFieldValueChangedEvent(a),
+                Self::CustomFieldValueChangedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::CustomizationEvent(a), Self::CustomizationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::CustomizationFailed(a), Self::CustomizationFailed(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::CustomizationLinuxIdentityFailed(a),
+                Self::CustomizationLinuxIdentityFailed(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::CustomizationNetworkSetupFailed(a),
+                Self::CustomizationNetworkSetupFailed(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::CustomizationStartedEvent(a), Self::CustomizationStartedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::CustomizationSucceeded(a), Self::CustomizationSucceeded(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::CustomizationSysprepFailed(a),
+                Self::CustomizationSysprepFailed(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::CustomizationUnknownFailure(a),
+                Self::CustomizationUnknownFailure(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DVPortgroupCreatedEvent(a), Self::DVPortgroupCreatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DVPortgroupDestroyedEvent(a), Self::DVPortgroupDestroyedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DVPortgroupEvent(a), Self::DVPortgroupEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DVPortgroupReconfiguredEvent(a),
+                Self::DVPortgroupReconfiguredEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DVPortgroupRenamedEvent(a), Self::DVPortgroupRenamedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::DasAdmissionControlDisabledEvent(a),
+                Self::DasAdmissionControlDisabledEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DasAdmissionControlEnabledEvent(a),
+                Self::DasAdmissionControlEnabledEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DasAgentFoundEvent(a), Self::DasAgentFoundEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DasAgentUnavailableEvent(a), Self::DasAgentUnavailableEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DasClusterIsolatedEvent(a), Self::DasClusterIsolatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DasDisabledEvent(a), Self::DasDisabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DasEnabledEvent(a), Self::DasEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DasHostFailedEvent(a), Self::DasHostFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DasHostIsolatedEvent(a), Self::DasHostIsolatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DatacenterCreatedEvent(a), Self::DatacenterCreatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DatacenterEvent(a), Self::DatacenterEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DatacenterRenamedEvent(a), Self::DatacenterRenamedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::DatastoreCapacityIncreasedEvent(a),
+                Self::DatastoreCapacityIncreasedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DatastoreDestroyedEvent(a), Self::DatastoreDestroyedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DatastoreDiscoveredEvent(a), Self::DatastoreDiscoveredEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DatastoreDuplicatedEvent(a), Self::DatastoreDuplicatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DatastoreEvent(a), Self::DatastoreEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DatastoreFileCopiedEvent(a), Self::DatastoreFileCopiedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DatastoreFileDeletedEvent(a), Self::DatastoreFileDeletedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DatastoreFileEvent(a), Self::DatastoreFileEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DatastoreFileMovedEvent(a), Self::DatastoreFileMovedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::DatastoreIORMReconfiguredEvent(a),
+                Self::DatastoreIORMReconfiguredEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DatastorePrincipalConfigured(a),
+                Self::DatastorePrincipalConfigured(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DatastoreRemovedOnHostEvent(a),
+                Self::DatastoreRemovedOnHostEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DatastoreRenamedEvent(a), Self::DatastoreRenamedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::DatastoreRenamedOnHostEvent(a),
+                Self::DatastoreRenamedOnHostEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DrsDisabledEvent(a), Self::DrsDisabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DrsEnabledEvent(a), Self::DrsEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DrsEnteredStandbyModeEvent(a),
+                Self::DrsEnteredStandbyModeEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DrsEnteringStandbyModeEvent(a),
+                Self::DrsEnteringStandbyModeEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DrsExitStandbyModeFailedEvent(a),
+                Self::DrsExitStandbyModeFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DrsExitedStandbyModeEvent(a), Self::DrsExitedStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::DrsExitingStandbyModeEvent(a),
+                Self::DrsExitingStandbyModeEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DrsInvocationFailedEvent(a), Self::DrsInvocationFailedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::DrsRecoveredFromFailureEvent(a),
+                Self::DrsRecoveredFromFailureEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DrsResourceConfigureFailedEvent(a),
+                Self::DrsResourceConfigureFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DrsResourceConfigureSyncedEvent(a),
+                Self::DrsResourceConfigureSyncedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DrsRuleComplianceEvent(a), Self::DrsRuleComplianceEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DrsRuleViolationEvent(a), Self::DrsRuleViolationEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DrsSoftRuleViolationEvent(a), Self::DrsSoftRuleViolationEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DrsVmMigratedEvent(a), Self::DrsVmMigratedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DrsVmPoweredOnEvent(a), Self::DrsVmPoweredOnEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DuplicateIpDetectedEvent(a), Self::DuplicateIpDetectedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DvpgImportEvent(a), Self::DvpgImportEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvpgRestoreEvent(a), Self::DvpgRestoreEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsCreatedEvent(a), Self::DvsCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsDestroyedEvent(a), Self::DvsDestroyedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsEvent(a), Self::DvsEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DvsHealthStatusChangeEvent(a),
+                Self::DvsHealthStatusChangeEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsHostBackInSyncEvent(a), Self::DvsHostBackInSyncEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DvsHostJoinedEvent(a), Self::DvsHostJoinedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsHostLeftEvent(a), Self::DvsHostLeftEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsHostStatusUpdated(a), Self::DvsHostStatusUpdated(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsHostWentOutOfSyncEvent(a), Self::DvsHostWentOutOfSyncEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DvsImportEvent(a), Self::DvsImportEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsMergedEvent(a), Self::DvsMergedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortBlockedEvent(a), Self::DvsPortBlockedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortConnectedEvent(a), Self::DvsPortConnectedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortCreatedEvent(a), Self::DvsPortCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortDeletedEvent(a), Self::DvsPortDeletedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortDisconnectedEvent(a), Self::DvsPortDisconnectedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::DvsPortEnteredPassthruEvent(a),
+                Self::DvsPortEnteredPassthruEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::DvsPortExitedPassthruEvent(a),
+                Self::DvsPortExitedPassthruEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortJoinPortgroupEvent(a), Self::DvsPortJoinPortgroupEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::DvsPortLeavePortgroupEvent(a),
+                Self::DvsPortLeavePortgroupEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortLinkDownEvent(a), Self::DvsPortLinkDownEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortLinkUpEvent(a), Self::DvsPortLinkUpEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortReconfiguredEvent(a), Self::DvsPortReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortRuntimeChangeEvent(a), Self::DvsPortRuntimeChangeEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DvsPortUnblockedEvent(a), Self::DvsPortUnblockedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::DvsPortVendorSpecificStateChangeEvent(a),
+                Self::DvsPortVendorSpecificStateChangeEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsReconfiguredEvent(a), Self::DvsReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsRenamedEvent(a), Self::DvsRenamedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsRestoreEvent(a), Self::DvsRestoreEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::DvsUpgradeAvailableEvent(a), Self::DvsUpgradeAvailableEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DvsUpgradeInProgressEvent(a), Self::DvsUpgradeInProgressEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DvsUpgradeRejectedEvent(a), Self::DvsUpgradeRejectedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::DvsUpgradedEvent(a), Self::DvsUpgradedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::EnteredMaintenanceModeEvent(a),
+                Self::EnteredMaintenanceModeEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::EnteredStandbyModeEvent(a), Self::EnteredStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::EnteringMaintenanceModeEvent(a),
+                Self::EnteringMaintenanceModeEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::EnteringStandbyModeEvent(a), Self::EnteringStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ErrorUpgradeEvent(a), Self::ErrorUpgradeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::EventEx(a), Self::EventEx(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ExitMaintenanceModeEvent(a), Self::ExitMaintenanceModeEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::ExitStandbyModeFailedEvent(a),
+                Self::ExitStandbyModeFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ExitedStandbyModeEvent(a), Self::ExitedStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ExitingStandbyModeEvent(a), Self::ExitingStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ExtendedEvent(a), Self::ExtendedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::FailoverLevelRestored(a), Self::FailoverLevelRestored(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::GeneralEvent(a), Self::GeneralEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::GeneralHostErrorEvent(a), Self::GeneralHostErrorEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::GeneralHostInfoEvent(a), Self::GeneralHostInfoEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::GeneralHostWarningEvent(a), Self::GeneralHostWarningEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::GeneralUserEvent(a), Self::GeneralUserEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::GeneralVmErrorEvent(a), Self::GeneralVmErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::GeneralVmInfoEvent(a), Self::GeneralVmInfoEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::GeneralVmWarningEvent(a), Self::GeneralVmWarningEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::GhostDvsProxySwitchDetectedEvent(a),
+                Self::GhostDvsProxySwitchDetectedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::GhostDvsProxySwitchRemovedEvent(a),
+                Self::GhostDvsProxySwitchRemovedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::GlobalMessageChangedEvent(a), Self::GlobalMessageChangedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::HealthStatusChangedEvent(a), Self::HealthStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::HostAddFailedEvent(a), Self::HostAddFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostAddedEvent(a), Self::HostAddedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostAdminDisableEvent(a), Self::HostAdminDisableEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::HostAdminEnableEvent(a), Self::HostAdminEnableEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedAccountFailedEvent(a),
+                Self::HostCnxFailedAccountFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedAlreadyManagedEvent(a),
+                Self::HostCnxFailedAlreadyManagedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedBadCcagentEvent(a),
+                Self::HostCnxFailedBadCcagentEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedBadUsernameEvent(a),
+                Self::HostCnxFailedBadUsernameEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedBadVersionEvent(a),
+                Self::HostCnxFailedBadVersionEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedCcagentUpgradeEvent(a),
+                Self::HostCnxFailedCcagentUpgradeEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostCnxFailedEvent(a), Self::HostCnxFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedNetworkErrorEvent(a),
+                Self::HostCnxFailedNetworkErrorEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedNoAccessEvent(a),
+                Self::HostCnxFailedNoAccessEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedNoConnectionEvent(a),
+                Self::HostCnxFailedNoConnectionEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedNoLicenseEvent(a),
+                Self::HostCnxFailedNoLicenseEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostCnxFailedNotFoundEvent(a),
+                Self::HostCnxFailedNotFoundEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostCnxFailedTimeoutEvent(a), Self::HostCnxFailedTimeoutEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostComplianceCheckedEvent(a),
+                Self::HostComplianceCheckedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostCompliantEvent(a), Self::HostCompliantEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostConfigAppliedEvent(a), Self::HostConfigAppliedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::HostConnectedEvent(a), Self::HostConnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostConnectionLostEvent(a), Self::HostConnectionLostEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::HostDasDisabledEvent(a), Self::HostDasDisabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostDasDisablingEvent(a), Self::HostDasDisablingEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::HostDasEnabledEvent(a), Self::HostDasEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostDasEnablingEvent(a), Self::HostDasEnablingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostDasErrorEvent(a), Self::HostDasErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostDasEvent(a), Self::HostDasEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostDasOkEvent(a), Self::HostDasOkEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostDisconnectedEvent(a), Self::HostDisconnectedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostEnableAdminFailedEvent(a),
+                Self::HostEnableAdminFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostEvent(a), Self::HostEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostExtraNetworksEvent(a), Self::HostExtraNetworksEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostGetShortNameFailedEvent(a),
+                Self::HostGetShortNameFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostInAuditModeEvent(a), Self::HostInAuditModeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostInventoryFullEvent(a), Self::HostInventoryFullEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostInventoryUnreadableEvent(a),
+                Self::HostInventoryUnreadableEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostIpChangedEvent(a), Self::HostIpChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostIpInconsistentEvent(a), Self::HostIpInconsistentEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostIpToShortNameFailedEvent(a),
+                Self::HostIpToShortNameFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostIsolationIpPingFailedEvent(a),
+                Self::HostIsolationIpPingFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostLicenseExpiredEvent(a), Self::HostLicenseExpiredEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::HostLocalPortCreatedEvent(a), Self::HostLocalPortCreatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::HostMissingNetworksEvent(a), Self::HostMissingNetworksEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostMonitoringStateChangedEvent(a),
+                Self::HostMonitoringStateChangedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostNoAvailableNetworksEvent(a),
+                Self::HostNoAvailableNetworksEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostNoHAEnabledPortGroupsEvent(a),
+                Self::HostNoHAEnabledPortGroupsEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostNoRedundantManagementNetworkEvent(a),
+                Self::HostNoRedundantManagementNetworkEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostNonCompliantEvent(a), Self::HostNonCompliantEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::HostNotInClusterEvent(a), Self::HostNotInClusterEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::HostOvercommittedEvent(a), Self::HostOvercommittedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostPrimaryAgentNotShortNameEvent(a),
+                Self::HostPrimaryAgentNotShortNameEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostProfileAppliedEvent(a), Self::HostProfileAppliedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostReconnectionFailedEvent(a),
+                Self::HostReconnectionFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostRemovedEvent(a), Self::HostRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostShortNameInconsistentEvent(a),
+                Self::HostShortNameInconsistentEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostShortNameToIpFailedEvent(a),
+                Self::HostShortNameToIpFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostShutdownEvent(a), Self::HostShutdownEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostSpecificationChangedEvent(a),
+                Self::HostSpecificationChangedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostSpecificationRequireEvent(a),
+                Self::HostSpecificationRequireEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostSpecificationUpdateEvent(a),
+                Self::HostSpecificationUpdateEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostStatusChangedEvent(a), Self::HostStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostSubSpecificationDeleteEvent(a),
+                Self::HostSubSpecificationDeleteEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostSubSpecificationUpdateEvent(a),
+                Self::HostSubSpecificationUpdateEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostSyncFailedEvent(a), Self::HostSyncFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostUpgradeFailedEvent(a), Self::HostUpgradeFailedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostUserWorldSwapNotEnabledEvent(a),
+                Self::HostUserWorldSwapNotEnabledEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::HostVnicConnectedToCustomizedDVPortEvent(a),
+                Self::HostVnicConnectedToCustomizedDVPortEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostWwnChangedEvent(a), Self::HostWwnChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::HostWwnConflictEvent(a), Self::HostWwnConflictEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::IScsiBootFailureEvent(a), Self::IScsiBootFailureEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::IncorrectHostInformationEvent(a),
+                Self::IncorrectHostInformationEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::InfoUpgradeEvent(a), Self::InfoUpgradeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::InsufficientFailoverResourcesEvent(a),
+                Self::InsufficientFailoverResourcesEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::InvalidEditionEvent(a), Self::InvalidEditionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::LicenseEvent(a), Self::LicenseEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::LicenseExpiredEvent(a), Self::LicenseExpiredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::LicenseNonComplianceEvent(a), Self::LicenseNonComplianceEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::LicenseRestrictedEvent(a), Self::LicenseRestrictedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::LicenseServerAvailableEvent(a),
+                Self::LicenseServerAvailableEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::LicenseServerUnavailableEvent(a),
+                Self::LicenseServerUnavailableEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::LocalDatastoreCreatedEvent(a),
+                Self::LocalDatastoreCreatedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::LocalTSMEnabledEvent(a), Self::LocalTSMEnabledEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::LockerMisconfiguredEvent(a), Self::LockerMisconfiguredEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::LockerReconfiguredEvent(a), Self::LockerReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::MigrationErrorEvent(a), Self::MigrationErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::MigrationEvent(a), Self::MigrationEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::MigrationHostErrorEvent(a), Self::MigrationHostErrorEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::MigrationHostWarningEvent(a), Self::MigrationHostWarningEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::MigrationResourceErrorEvent(a),
+                Self::MigrationResourceErrorEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::MigrationResourceWarningEvent(a),
+                Self::MigrationResourceWarningEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::MigrationWarningEvent(a), Self::MigrationWarningEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::MtuMatchEvent(a), Self::MtuMatchEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::MtuMismatchEvent(a), Self::MtuMismatchEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::NASDatastoreCreatedEvent(a), Self::NASDatastoreCreatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::NetworkRollbackEvent(a), Self::NetworkRollbackEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::NoAccessUserEvent(a), Self::NoAccessUserEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::NoDatastoresConfiguredEvent(a),
+                Self::NoDatastoresConfiguredEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::NoLicenseEvent(a), Self::NoLicenseEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::NoMaintenanceModeDrsRecommendationForVM(a),
+                Self::NoMaintenanceModeDrsRecommendationForVM(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::NonVIWorkloadDetectedOnDatastoreEvent(a),
+                Self::NonVIWorkloadDetectedOnDatastoreEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::NotEnoughResourcesToStartVmEvent(a),
+                Self::NotEnoughResourcesToStartVmEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::OutOfSyncDvsHost(a), Self::OutOfSyncDvsHost(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::PermissionAddedEvent(a), Self::PermissionAddedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::PermissionEvent(a), Self::PermissionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::PermissionRemovedEvent(a), Self::PermissionRemovedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::PermissionUpdatedEvent(a), Self::PermissionUpdatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ProfileAssociatedEvent(a), Self::ProfileAssociatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ProfileChangedEvent(a), Self::ProfileChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ProfileCreatedEvent(a), Self::ProfileCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ProfileDissociatedEvent(a), Self::ProfileDissociatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ProfileEvent(a), Self::ProfileEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::ProfileReferenceHostChangedEvent(a),
+                Self::ProfileReferenceHostChangedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ProfileRemovedEvent(a), Self::ProfileRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::RecoveryEvent(a), Self::RecoveryEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::RemoteTSMEnabledEvent(a), Self::RemoteTSMEnabledEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ResourcePoolCreatedEvent(a), Self::ResourcePoolCreatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::ResourcePoolDestroyedEvent(a),
+                Self::ResourcePoolDestroyedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ResourcePoolEvent(a), Self::ResourcePoolEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ResourcePoolMovedEvent(a), Self::ResourcePoolMovedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::ResourcePoolReconfiguredEvent(a),
+                Self::ResourcePoolReconfiguredEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ResourceViolatedEvent(a), Self::ResourceViolatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::RoleAddedEvent(a), Self::RoleAddedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::RoleEvent(a), Self::RoleEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::RoleRemovedEvent(a), Self::RoleRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::RoleUpdatedEvent(a), Self::RoleUpdatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::RollbackEvent(a), Self::RollbackEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::ScheduledTaskCompletedEvent(a),
+                Self::ScheduledTaskCompletedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ScheduledTaskCreatedEvent(a), Self::ScheduledTaskCreatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::ScheduledTaskEmailCompletedEvent(a),
+                Self::ScheduledTaskEmailCompletedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::ScheduledTaskEmailFailedEvent(a),
+                Self::ScheduledTaskEmailFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ScheduledTaskEvent(a), Self::ScheduledTaskEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ScheduledTaskFailedEvent(a), Self::ScheduledTaskFailedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::ScheduledTaskReconfiguredEvent(a),
+                Self::ScheduledTaskReconfiguredEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::ScheduledTaskRemovedEvent(a), Self::ScheduledTaskRemovedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ScheduledTaskStartedEvent(a), Self::ScheduledTaskStartedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ServerLicenseExpiredEvent(a), Self::ServerLicenseExpiredEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::ServerStartedSessionEvent(a), Self::ServerStartedSessionEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::SessionEvent(a), Self::SessionEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::SessionTerminatedEvent(a), Self::SessionTerminatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::TaskEvent(a), Self::TaskEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::TaskTimeoutEvent(a), Self::TaskTimeoutEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::TeamingMatchEvent(a), Self::TeamingMatchEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::TeamingMisMatchEvent(a), Self::TeamingMisMatchEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::TemplateBeingUpgradedEvent(a),
+                Self::TemplateBeingUpgradedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::TemplateUpgradeEvent(a), Self::TemplateUpgradeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::TemplateUpgradeFailedEvent(a),
+                Self::TemplateUpgradeFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::TemplateUpgradedEvent(a), Self::TemplateUpgradedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::TimedOutHostOperationEvent(a),
+                Self::TimedOutHostOperationEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::UnlicensedVirtualMachinesEvent(a),
+                Self::UnlicensedVirtualMachinesEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::UnlicensedVirtualMachinesFoundEvent(a),
+                Self::UnlicensedVirtualMachinesFoundEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::UpdatedAgentBeingRestartedEvent(a),
+                Self::UpdatedAgentBeingRestartedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::UpgradeEvent(a), Self::UpgradeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::UplinkPortMtuNotSupportEvent(a),
+                Self::UplinkPortMtuNotSupportEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::UplinkPortMtuSupportEvent(a), Self::UplinkPortMtuSupportEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::UplinkPortVlanTrunkedEvent(a),
+                Self::UplinkPortVlanTrunkedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::UplinkPortVlanUntrunkedEvent(a),
+                Self::UplinkPortVlanUntrunkedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::UserAssignedToGroup(a), Self::UserAssignedToGroup(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::UserLoginSessionEvent(a), Self::UserLoginSessionEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::UserLogoutSessionEvent(a), Self::UserLogoutSessionEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::UserPasswordChanged(a), Self::UserPasswordChanged(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::UserUnassignedFromGroup(a), Self::UserUnassignedFromGroup(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::UserUpgradeEvent(a), Self::UserUpgradeEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VMFSDatastoreCreatedEvent(a), Self::VMFSDatastoreCreatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::VMFSDatastoreExpandedEvent(a),
+                Self::VMFSDatastoreExpandedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VMFSDatastoreExtendedEvent(a),
+                Self::VMFSDatastoreExtendedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VMotionLicenseExpiredEvent(a),
+                Self::VMotionLicenseExpiredEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VcAgentUninstallFailedEvent(a),
+                Self::VcAgentUninstallFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VcAgentUninstalledEvent(a), Self::VcAgentUninstalledEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VcAgentUpgradeFailedEvent(a), Self::VcAgentUpgradeFailedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VcAgentUpgradedEvent(a), Self::VcAgentUpgradedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VimAccountPasswordChangedEvent(a),
+                Self::VimAccountPasswordChangedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmAcquiredMksTicketEvent(a), Self::VmAcquiredMksTicketEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmAcquiredTicketEvent(a), Self::VmAcquiredTicketEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmAutoRenameEvent(a), Self::VmAutoRenameEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmBeingClonedEvent(a), Self::VmBeingClonedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmBeingClonedNoFolderEvent(a),
+                Self::VmBeingClonedNoFolderEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmBeingCreatedEvent(a), Self::VmBeingCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmBeingDeployedEvent(a), Self::VmBeingDeployedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmBeingHotMigratedEvent(a), Self::VmBeingHotMigratedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmBeingMigratedEvent(a), Self::VmBeingMigratedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmBeingRelocatedEvent(a), Self::VmBeingRelocatedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmCloneEvent(a), Self::VmCloneEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmCloneFailedEvent(a), Self::VmCloneFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmClonedEvent(a), Self::VmClonedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmConfigMissingEvent(a), Self::VmConfigMissingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmConnectedEvent(a), Self::VmConnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmCreatedEvent(a), Self::VmCreatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmDasBeingResetEvent(a), Self::VmDasBeingResetEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmDasBeingResetWithScreenshotEvent(a),
+                Self::VmDasBeingResetWithScreenshotEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmDasResetFailedEvent(a), Self::VmDasResetFailedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmDasUpdateErrorEvent(a), Self::VmDasUpdateErrorEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmDasUpdateOkEvent(a), Self::VmDasUpdateOkEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmDateRolledBackEvent(a), Self::VmDateRolledBackEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmDeployFailedEvent(a), Self::VmDeployFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmDeployedEvent(a), Self::VmDeployedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmDisconnectedEvent(a), Self::VmDisconnectedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmDiscoveredEvent(a), Self::VmDiscoveredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmDiskFailedEvent(a), Self::VmDiskFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmEmigratingEvent(a), Self::VmEmigratingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmEndRecordingEvent(a), Self::VmEndRecordingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmEndReplayingEvent(a), Self::VmEndReplayingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmEvent(a), Self::VmEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmFailedMigrateEvent(a), Self::VmFailedMigrateEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmFailedRelayoutEvent(a), Self::VmFailedRelayoutEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(a),
+                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmFailedStartingSecondaryEvent(a),
+                Self::VmFailedStartingSecondaryEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmFailedToPowerOffEvent(a), Self::VmFailedToPowerOffEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmFailedToPowerOnEvent(a), Self::VmFailedToPowerOnEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmFailedToRebootGuestEvent(a),
+                Self::VmFailedToRebootGuestEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmFailedToResetEvent(a), Self::VmFailedToResetEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmFailedToShutdownGuestEvent(a),
+                Self::VmFailedToShutdownGuestEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmFailedToStandbyGuestEvent(a),
+                Self::VmFailedToStandbyGuestEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmFailedToSuspendEvent(a), Self::VmFailedToSuspendEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmFailedUpdatingSecondaryConfig(a),
+                Self::VmFailedUpdatingSecondaryConfig(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmFailoverFailed(a), Self::VmFailoverFailed(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmFaultToleranceStateChangedEvent(a),
+                Self::VmFaultToleranceStateChangedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmFaultToleranceTurnedOffEvent(a),
+                Self::VmFaultToleranceTurnedOffEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmFaultToleranceVmTerminatedEvent(a),
+                Self::VmFaultToleranceVmTerminatedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmGuestOSCrashedEvent(a), Self::VmGuestOSCrashedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmGuestRebootEvent(a), Self::VmGuestRebootEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmGuestShutdownEvent(a), Self::VmGuestShutdownEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmGuestStandbyEvent(a), Self::VmGuestStandbyEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmHealthMonitoringStateChangedEvent(a),
+                Self::VmHealthMonitoringStateChangedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmInstanceUuidAssignedEvent(a),
+                Self::VmInstanceUuidAssignedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmInstanceUuidChangedEvent(a),
+                Self::VmInstanceUuidChangedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmInstanceUuidConflictEvent(a),
+                Self::VmInstanceUuidConflictEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmMacAssignedEvent(a), Self::VmMacAssignedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmMacChangedEvent(a), Self::VmMacChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmMacConflictEvent(a), Self::VmMacConflictEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmMaxFTRestartCountReached(a),
+                Self::VmMaxFTRestartCountReached(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmMaxRestartCountReached(a), Self::VmMaxRestartCountReached(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmMessageErrorEvent(a), Self::VmMessageErrorEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmMessageEvent(a), Self::VmMessageEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmMessageWarningEvent(a), Self::VmMessageWarningEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmMigratedEvent(a), Self::VmMigratedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmNoCompatibleHostForSecondaryEvent(a),
+                Self::VmNoCompatibleHostForSecondaryEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmNoNetworkAccessEvent(a), Self::VmNoNetworkAccessEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmOrphanedEvent(a), Self::VmOrphanedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmPowerOffOnIsolationEvent(a),
+                Self::VmPowerOffOnIsolationEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmPoweredOffEvent(a), Self::VmPoweredOffEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmPoweredOnEvent(a), Self::VmPoweredOnEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmPoweringOnWithCustomizedDVPortEvent(a),
+                Self::VmPoweringOnWithCustomizedDVPortEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmPrimaryFailoverEvent(a), Self::VmPrimaryFailoverEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmReconfiguredEvent(a), Self::VmReconfiguredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmRegisteredEvent(a), Self::VmRegisteredEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmRelayoutSuccessfulEvent(a), Self::VmRelayoutSuccessfulEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmRelayoutUpToDateEvent(a), Self::VmRelayoutUpToDateEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmReloadFromPathEvent(a), Self::VmReloadFromPathEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmReloadFromPathFailedEvent(a),
+                Self::VmReloadFromPathFailedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmRelocateFailedEvent(a), Self::VmRelocateFailedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmRelocateSpecEvent(a), Self::VmRelocateSpecEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmRelocatedEvent(a), Self::VmRelocatedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmRemoteConsoleConnectedEvent(a),
+                Self::VmRemoteConsoleConnectedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmRemoteConsoleDisconnectedEvent(a),
+                Self::VmRemoteConsoleDisconnectedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmRemovedEvent(a), Self::VmRemovedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmRenamedEvent(a), Self::VmRenamedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmRequirementsExceedCurrentEVCModeEvent(a),
+                Self::VmRequirementsExceedCurrentEVCModeEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmResettingEvent(a), Self::VmResettingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmResourcePoolMovedEvent(a), Self::VmResourcePoolMovedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmResourceReallocatedEvent(a),
+                Self::VmResourceReallocatedEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmRestartedOnAlternateHostEvent(a),
+                Self::VmRestartedOnAlternateHostEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmResumingEvent(a), Self::VmResumingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmSecondaryAddedEvent(a), Self::VmSecondaryAddedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmSecondaryDisabledBySystemEvent(a),
+                Self::VmSecondaryDisabledBySystemEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmSecondaryDisabledEvent(a), Self::VmSecondaryDisabledEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmSecondaryEnabledEvent(a), Self::VmSecondaryEnabledEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmSecondaryStartedEvent(a), Self::VmSecondaryStartedEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmShutdownOnIsolationEvent(a),
+                Self::VmShutdownOnIsolationEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmStartRecordingEvent(a), Self::VmStartRecordingEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmStartReplayingEvent(a), Self::VmStartReplayingEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmStartingEvent(a), Self::VmStartingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmStartingSecondaryEvent(a), Self::VmStartingSecondaryEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmStaticMacConflictEvent(a), Self::VmStaticMacConflictEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmStoppingEvent(a), Self::VmStoppingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmSuspendedEvent(a), Self::VmSuspendedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmSuspendingEvent(a), Self::VmSuspendingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmTimedoutStartingSecondaryEvent(a),
+                Self::VmTimedoutStartingSecondaryEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmUnsupportedStartingEvent(a),
+                Self::VmUnsupportedStartingEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmUpgradeCompleteEvent(a), Self::VmUpgradeCompleteEvent(b)) => {
+                **a == **b
+            }
+            #[cfg(feature = "all-events")]
+            (Self::VmUpgradeFailedEvent(a), Self::VmUpgradeFailedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmUpgradingEvent(a), Self::VmUpgradingEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmUuidAssignedEvent(a), Self::VmUuidAssignedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmUuidChangedEvent(a), Self::VmUuidChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmUuidConflictEvent(a), Self::VmUuidConflictEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmVnicPoolReservationViolationClearEvent(a),
+                Self::VmVnicPoolReservationViolationClearEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (
+                Self::VmVnicPoolReservationViolationRaiseEvent(a),
+                Self::VmVnicPoolReservationViolationRaiseEvent(b),
+            ) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmWwnAssignedEvent(a), Self::VmWwnAssignedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmWwnChangedEvent(a), Self::VmWwnChangedEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::VmWwnConflictEvent(a), Self::VmWwnConflictEvent(b)) => **a == **b,
+            #[cfg(feature = "all-events")]
+            (Self::WarningUpgradeEvent(a), Self::WarningUpgradeEvent(b)) => **a == **b,
+            #[allow(unreachable_patterns)]
+            _ => false,
         }
     }
 }

@@ -5,1486 +5,1640 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl AnyEvent {
-    /// The value of an `anyType` slot as this enum, if it holds this
-    /// type or one of its subtypes; else the object back.
-    pub fn from_object(
-        object: Box<dyn x::DataObject>,
-    ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
-            Ok(chunks::a_1::Object::AccountCreatedEvent(v)) => {
-                return Ok(Self::AccountCreatedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AccountRemovedEvent(v)) => {
-                return Ok(Self::AccountRemovedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AccountUpdatedEvent(v)) => {
-                return Ok(Self::AccountUpdatedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AdminPasswordNotChangedEvent(v)) => {
-                return Ok(Self::AdminPasswordNotChangedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmAcknowledgedEvent(v)) => {
-                return Ok(Self::AlarmAcknowledgedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmActionTriggeredEvent(v)) => {
-                return Ok(Self::AlarmActionTriggeredEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmClearedEvent(v)) => {
-                return Ok(Self::AlarmClearedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmCreatedEvent(v)) => {
-                return Ok(Self::AlarmCreatedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmEmailCompletedEvent(v)) => {
-                return Ok(Self::AlarmEmailCompletedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmEmailFailedEvent(v)) => {
-                return Ok(Self::AlarmEmailFailedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmEvent(v)) => return Ok(Self::AlarmEvent(v)),
-            Ok(chunks::a_1::Object::AlarmReconfiguredEvent(v)) => {
-                return Ok(Self::AlarmReconfiguredEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmRemovedEvent(v)) => {
-                return Ok(Self::AlarmRemovedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmScriptCompleteEvent(v)) => {
-                return Ok(Self::AlarmScriptCompleteEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmScriptFailedEvent(v)) => {
-                return Ok(Self::AlarmScriptFailedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmSnmpCompletedEvent(v)) => {
-                return Ok(Self::AlarmSnmpCompletedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmSnmpFailedEvent(v)) => {
-                return Ok(Self::AlarmSnmpFailedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlarmStatusChangedEvent(v)) => {
-                return Ok(Self::AlarmStatusChangedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AllVirtualMachinesLicensedEvent(v)) => {
-                return Ok(Self::AllVirtualMachinesLicensedEvent(v));
-            }
-            Ok(chunks::a_1::Object::AlreadyAuthenticatedSessionEvent(v)) => {
-                return Ok(Self::AlreadyAuthenticatedSessionEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
-            Ok(chunks::a_9::Object::AuthorizationEvent(v)) => {
-                return Ok(Self::AuthorizationEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
-            Ok(chunks::b_to_c::Object::BadUsernameSessionEvent(v)) => {
-                return Ok(Self::BadUsernameSessionEvent(v));
-            }
-            Ok(chunks::b_to_c::Object::CanceledHostOperationEvent(v)) => {
-                return Ok(Self::CanceledHostOperationEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            Ok(chunks::c_1::Object::ClusterComplianceCheckedEvent(v)) => {
-                return Ok(Self::ClusterComplianceCheckedEvent(v));
-            }
-            Ok(chunks::c_1::Object::ClusterCreatedEvent(v)) => {
-                return Ok(Self::ClusterCreatedEvent(v));
-            }
-            Ok(chunks::c_1::Object::ClusterDestroyedEvent(v)) => {
-                return Ok(Self::ClusterDestroyedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            Ok(chunks::c_2::Object::ClusterEvent(v)) => return Ok(Self::ClusterEvent(v)),
-            Ok(chunks::c_2::Object::ClusterOvercommittedEvent(v)) => {
-                return Ok(Self::ClusterOvercommittedEvent(v));
-            }
-            Ok(chunks::c_2::Object::ClusterReconfiguredEvent(v)) => {
-                return Ok(Self::ClusterReconfiguredEvent(v));
-            }
-            Ok(chunks::c_2::Object::ClusterStatusChangedEvent(v)) => {
-                return Ok(Self::ClusterStatusChangedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            Ok(chunks::c_4::Object::CustomFieldDefAddedEvent(v)) => {
-                return Ok(Self::CustomFieldDefAddedEvent(v));
-            }
-            Ok(chunks::c_4::Object::CustomFieldDefEvent(v)) => {
-                return Ok(Self::CustomFieldDefEvent(v));
-            }
-            Ok(chunks::c_4::Object::CustomFieldDefRemovedEvent(v)) => {
-                return Ok(Self::CustomFieldDefRemovedEvent(v));
-            }
-            Ok(chunks::c_4::Object::CustomFieldDefRenamedEvent(v)) => {
-                return Ok(Self::CustomFieldDefRenamedEvent(v));
-            }
-            Ok(chunks::c_4::Object::CustomFieldEvent(v)) => {
-                return Ok(Self::CustomFieldEvent(v));
-            }
-            Ok(chunks::c_4::Object::CustomFieldValueChangedEvent(v)) => {
-                return Ok(Self::CustomFieldValueChangedEvent(v));
-            }
-            Ok(chunks::c_4::Object::CustomizationEvent(v)) => {
-                return Ok(Self::CustomizationEvent(v));
-            }
-            Ok(chunks::c_4::Object::CustomizationFailed(v)) => {
-                return Ok(Self::CustomizationFailed(v));
-            }
-            Ok(chunks::c_4::Object::CustomizationLinuxIdentityFailed(v)) => {
-                return Ok(Self::CustomizationLinuxIdentityFailed(v));
-            }
-            Ok(chunks::c_4::Object::CustomizationNetworkSetupFailed(v)) => {
-                return Ok(Self::CustomizationNetworkSetupFailed(v));
-            }
-            Ok(chunks::c_4::Object::CustomizationStartedEvent(v)) => {
-                return Ok(Self::CustomizationStartedEvent(v));
-            }
-            Ok(chunks::c_4::Object::CustomizationSucceeded(v)) => {
-                return Ok(Self::CustomizationSucceeded(v));
-            }
-            Ok(chunks::c_4::Object::CustomizationSysprepFailed(v)) => {
-                return Ok(Self::CustomizationSysprepFailed(v));
-            }
-            Ok(chunks::c_4::Object::CustomizationUnknownFailure(v)) => {
-                return Ok(Self::CustomizationUnknownFailure(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
-            Ok(chunks::d_1::Object::DVPortgroupCreatedEvent(v)) => {
-                return Ok(Self::DVPortgroupCreatedEvent(v));
-            }
-            Ok(chunks::d_1::Object::DVPortgroupDestroyedEvent(v)) => {
-                return Ok(Self::DVPortgroupDestroyedEvent(v));
-            }
-            Ok(chunks::d_1::Object::DVPortgroupEvent(v)) => {
-                return Ok(Self::DVPortgroupEvent(v));
-            }
-            Ok(chunks::d_1::Object::DVPortgroupReconfiguredEvent(v)) => {
-                return Ok(Self::DVPortgroupReconfiguredEvent(v));
-            }
-            Ok(chunks::d_1::Object::DVPortgroupRenamedEvent(v)) => {
-                return Ok(Self::DVPortgroupRenamedEvent(v));
-            }
-            Ok(chunks::d_1::Object::DasAdmissionControlDisabledEvent(v)) => {
-                return Ok(Self::DasAdmissionControlDisabledEvent(v));
-            }
-            Ok(chunks::d_1::Object::DasAdmissionControlEnabledEvent(v)) => {
-                return Ok(Self::DasAdmissionControlEnabledEvent(v));
-            }
-            Ok(chunks::d_1::Object::DasAgentFoundEvent(v)) => {
-                return Ok(Self::DasAgentFoundEvent(v));
-            }
-            Ok(chunks::d_1::Object::DasAgentUnavailableEvent(v)) => {
-                return Ok(Self::DasAgentUnavailableEvent(v));
-            }
-            Ok(chunks::d_1::Object::DasClusterIsolatedEvent(v)) => {
-                return Ok(Self::DasClusterIsolatedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
-            Ok(chunks::d_2::Object::DasDisabledEvent(v)) => {
-                return Ok(Self::DasDisabledEvent(v));
-            }
-            Ok(chunks::d_2::Object::DasEnabledEvent(v)) => {
-                return Ok(Self::DasEnabledEvent(v));
-            }
-            Ok(chunks::d_2::Object::DasHostFailedEvent(v)) => {
-                return Ok(Self::DasHostFailedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DasHostIsolatedEvent(v)) => {
-                return Ok(Self::DasHostIsolatedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatacenterCreatedEvent(v)) => {
-                return Ok(Self::DatacenterCreatedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatacenterEvent(v)) => {
-                return Ok(Self::DatacenterEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatacenterRenamedEvent(v)) => {
-                return Ok(Self::DatacenterRenamedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreCapacityIncreasedEvent(v)) => {
-                return Ok(Self::DatastoreCapacityIncreasedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreDestroyedEvent(v)) => {
-                return Ok(Self::DatastoreDestroyedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreDiscoveredEvent(v)) => {
-                return Ok(Self::DatastoreDiscoveredEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreDuplicatedEvent(v)) => {
-                return Ok(Self::DatastoreDuplicatedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreEvent(v)) => {
-                return Ok(Self::DatastoreEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreFileCopiedEvent(v)) => {
-                return Ok(Self::DatastoreFileCopiedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreFileDeletedEvent(v)) => {
-                return Ok(Self::DatastoreFileDeletedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreFileEvent(v)) => {
-                return Ok(Self::DatastoreFileEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreFileMovedEvent(v)) => {
-                return Ok(Self::DatastoreFileMovedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreIORMReconfiguredEvent(v)) => {
-                return Ok(Self::DatastoreIORMReconfiguredEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastorePrincipalConfigured(v)) => {
-                return Ok(Self::DatastorePrincipalConfigured(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreRemovedOnHostEvent(v)) => {
-                return Ok(Self::DatastoreRemovedOnHostEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreRenamedEvent(v)) => {
-                return Ok(Self::DatastoreRenamedEvent(v));
-            }
-            Ok(chunks::d_2::Object::DatastoreRenamedOnHostEvent(v)) => {
-                return Ok(Self::DatastoreRenamedOnHostEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
-            Ok(chunks::d_4::Object::DrsDisabledEvent(v)) => {
-                return Ok(Self::DrsDisabledEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsEnabledEvent(v)) => {
-                return Ok(Self::DrsEnabledEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsEnteredStandbyModeEvent(v)) => {
-                return Ok(Self::DrsEnteredStandbyModeEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsEnteringStandbyModeEvent(v)) => {
-                return Ok(Self::DrsEnteringStandbyModeEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsExitStandbyModeFailedEvent(v)) => {
-                return Ok(Self::DrsExitStandbyModeFailedEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsExitedStandbyModeEvent(v)) => {
-                return Ok(Self::DrsExitedStandbyModeEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsExitingStandbyModeEvent(v)) => {
-                return Ok(Self::DrsExitingStandbyModeEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsInvocationFailedEvent(v)) => {
-                return Ok(Self::DrsInvocationFailedEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsRecoveredFromFailureEvent(v)) => {
-                return Ok(Self::DrsRecoveredFromFailureEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsResourceConfigureFailedEvent(v)) => {
-                return Ok(Self::DrsResourceConfigureFailedEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsResourceConfigureSyncedEvent(v)) => {
-                return Ok(Self::DrsResourceConfigureSyncedEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsRuleComplianceEvent(v)) => {
-                return Ok(Self::DrsRuleComplianceEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsRuleViolationEvent(v)) => {
-                return Ok(Self::DrsRuleViolationEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsSoftRuleViolationEvent(v)) => {
-                return Ok(Self::DrsSoftRuleViolationEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsVmMigratedEvent(v)) => {
-                return Ok(Self::DrsVmMigratedEvent(v));
-            }
-            Ok(chunks::d_4::Object::DrsVmPoweredOnEvent(v)) => {
-                return Ok(Self::DrsVmPoweredOnEvent(v));
-            }
-            Ok(chunks::d_4::Object::DuplicateIpDetectedEvent(v)) => {
-                return Ok(Self::DuplicateIpDetectedEvent(v));
-            }
-            Ok(chunks::d_4::Object::DvpgImportEvent(v)) => {
-                return Ok(Self::DvpgImportEvent(v));
-            }
-            Ok(chunks::d_4::Object::DvpgRestoreEvent(v)) => {
-                return Ok(Self::DvpgRestoreEvent(v));
-            }
-            Ok(chunks::d_4::Object::DvsCreatedEvent(v)) => {
-                return Ok(Self::DvsCreatedEvent(v));
-            }
-            Ok(chunks::d_4::Object::DvsDestroyedEvent(v)) => {
-                return Ok(Self::DvsDestroyedEvent(v));
-            }
-            Ok(chunks::d_4::Object::DvsEvent(v)) => return Ok(Self::DvsEvent(v)),
-            Ok(chunks::d_4::Object::DvsHealthStatusChangeEvent(v)) => {
-                return Ok(Self::DvsHealthStatusChangeEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
-            Ok(chunks::d_5::Object::DvsHostBackInSyncEvent(v)) => {
-                return Ok(Self::DvsHostBackInSyncEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsHostJoinedEvent(v)) => {
-                return Ok(Self::DvsHostJoinedEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsHostLeftEvent(v)) => {
-                return Ok(Self::DvsHostLeftEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsHostStatusUpdated(v)) => {
-                return Ok(Self::DvsHostStatusUpdated(v));
-            }
-            Ok(chunks::d_5::Object::DvsHostWentOutOfSyncEvent(v)) => {
-                return Ok(Self::DvsHostWentOutOfSyncEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsImportEvent(v)) => {
-                return Ok(Self::DvsImportEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsMergedEvent(v)) => {
-                return Ok(Self::DvsMergedEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortBlockedEvent(v)) => {
-                return Ok(Self::DvsPortBlockedEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortConnectedEvent(v)) => {
-                return Ok(Self::DvsPortConnectedEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortCreatedEvent(v)) => {
-                return Ok(Self::DvsPortCreatedEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortDeletedEvent(v)) => {
-                return Ok(Self::DvsPortDeletedEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortDisconnectedEvent(v)) => {
-                return Ok(Self::DvsPortDisconnectedEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortEnteredPassthruEvent(v)) => {
-                return Ok(Self::DvsPortEnteredPassthruEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortExitedPassthruEvent(v)) => {
-                return Ok(Self::DvsPortExitedPassthruEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortJoinPortgroupEvent(v)) => {
-                return Ok(Self::DvsPortJoinPortgroupEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortLeavePortgroupEvent(v)) => {
-                return Ok(Self::DvsPortLeavePortgroupEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortLinkDownEvent(v)) => {
-                return Ok(Self::DvsPortLinkDownEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortLinkUpEvent(v)) => {
-                return Ok(Self::DvsPortLinkUpEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortReconfiguredEvent(v)) => {
-                return Ok(Self::DvsPortReconfiguredEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortRuntimeChangeEvent(v)) => {
-                return Ok(Self::DvsPortRuntimeChangeEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortUnblockedEvent(v)) => {
-                return Ok(Self::DvsPortUnblockedEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsPortVendorSpecificStateChangeEvent(v)) => {
-                return Ok(Self::DvsPortVendorSpecificStateChangeEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsReconfiguredEvent(v)) => {
-                return Ok(Self::DvsReconfiguredEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsRenamedEvent(v)) => {
-                return Ok(Self::DvsRenamedEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsRestoreEvent(v)) => {
-                return Ok(Self::DvsRestoreEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsUpgradeAvailableEvent(v)) => {
-                return Ok(Self::DvsUpgradeAvailableEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsUpgradeInProgressEvent(v)) => {
-                return Ok(Self::DvsUpgradeInProgressEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsUpgradeRejectedEvent(v)) => {
-                return Ok(Self::DvsUpgradeRejectedEvent(v));
-            }
-            Ok(chunks::d_5::Object::DvsUpgradedEvent(v)) => {
-                return Ok(Self::DvsUpgradedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e::Object>(object) {
-            Ok(chunks::e::Object::Event(v)) => return Ok(Self::Event(v)),
-            Ok(chunks::e::Object::EnteredMaintenanceModeEvent(v)) => {
-                return Ok(Self::EnteredMaintenanceModeEvent(v));
-            }
-            Ok(chunks::e::Object::EnteredStandbyModeEvent(v)) => {
-                return Ok(Self::EnteredStandbyModeEvent(v));
-            }
-            Ok(chunks::e::Object::EnteringMaintenanceModeEvent(v)) => {
-                return Ok(Self::EnteringMaintenanceModeEvent(v));
-            }
-            Ok(chunks::e::Object::EnteringStandbyModeEvent(v)) => {
-                return Ok(Self::EnteringStandbyModeEvent(v));
-            }
-            Ok(chunks::e::Object::ErrorUpgradeEvent(v)) => {
-                return Ok(Self::ErrorUpgradeEvent(v));
-            }
-            Ok(chunks::e::Object::EventEx(v)) => return Ok(Self::EventEx(v)),
-            Ok(chunks::e::Object::ExitMaintenanceModeEvent(v)) => {
-                return Ok(Self::ExitMaintenanceModeEvent(v));
-            }
-            Ok(chunks::e::Object::ExitStandbyModeFailedEvent(v)) => {
-                return Ok(Self::ExitStandbyModeFailedEvent(v));
-            }
-            Ok(chunks::e::Object::ExitedStandbyModeEvent(v)) => {
-                return Ok(Self::ExitedStandbyModeEvent(v));
-            }
-            Ok(chunks::e::Object::ExitingStandbyModeEvent(v)) => {
-                return Ok(Self::ExitingStandbyModeEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
-            Ok(chunks::e_to_f::Object::ExtendedEvent(v)) => {
-                return Ok(Self::ExtendedEvent(v));
-            }
-            Ok(chunks::e_to_f::Object::FailoverLevelRestored(v)) => {
-                return Ok(Self::FailoverLevelRestored(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
-            Ok(chunks::f_to_g::Object::GeneralEvent(v)) => {
-                return Ok(Self::GeneralEvent(v));
-            }
-            Ok(chunks::f_to_g::Object::GeneralHostErrorEvent(v)) => {
-                return Ok(Self::GeneralHostErrorEvent(v));
-            }
-            Ok(chunks::f_to_g::Object::GeneralHostInfoEvent(v)) => {
-                return Ok(Self::GeneralHostInfoEvent(v));
-            }
-            Ok(chunks::f_to_g::Object::GeneralHostWarningEvent(v)) => {
-                return Ok(Self::GeneralHostWarningEvent(v));
-            }
-            Ok(chunks::f_to_g::Object::GeneralUserEvent(v)) => {
-                return Ok(Self::GeneralUserEvent(v));
-            }
-            Ok(chunks::f_to_g::Object::GeneralVmErrorEvent(v)) => {
-                return Ok(Self::GeneralVmErrorEvent(v));
-            }
-            Ok(chunks::f_to_g::Object::GeneralVmInfoEvent(v)) => {
-                return Ok(Self::GeneralVmInfoEvent(v));
-            }
-            Ok(chunks::f_to_g::Object::GeneralVmWarningEvent(v)) => {
-                return Ok(Self::GeneralVmWarningEvent(v));
-            }
-            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchDetectedEvent(v)) => {
-                return Ok(Self::GhostDvsProxySwitchDetectedEvent(v));
-            }
-            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchRemovedEvent(v)) => {
-                return Ok(Self::GhostDvsProxySwitchRemovedEvent(v));
-            }
-            Ok(chunks::f_to_g::Object::GlobalMessageChangedEvent(v)) => {
-                return Ok(Self::GlobalMessageChangedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
-            Ok(chunks::h_1::Object::HealthStatusChangedEvent(v)) => {
-                return Ok(Self::HealthStatusChangedEvent(v));
-            }
-            Ok(chunks::h_1::Object::HostAddFailedEvent(v)) => {
-                return Ok(Self::HostAddFailedEvent(v));
-            }
-            Ok(chunks::h_1::Object::HostAddedEvent(v)) => {
-                return Ok(Self::HostAddedEvent(v));
-            }
-            Ok(chunks::h_1::Object::HostAdminDisableEvent(v)) => {
-                return Ok(Self::HostAdminDisableEvent(v));
-            }
-            Ok(chunks::h_1::Object::HostAdminEnableEvent(v)) => {
-                return Ok(Self::HostAdminEnableEvent(v));
-            }
-            Ok(chunks::h_1::Object::HostCnxFailedAccountFailedEvent(v)) => {
-                return Ok(Self::HostCnxFailedAccountFailedEvent(v));
-            }
-            Ok(chunks::h_1::Object::HostCnxFailedAlreadyManagedEvent(v)) => {
-                return Ok(Self::HostCnxFailedAlreadyManagedEvent(v));
-            }
-            Ok(chunks::h_1::Object::HostCnxFailedBadCcagentEvent(v)) => {
-                return Ok(Self::HostCnxFailedBadCcagentEvent(v));
-            }
-            Ok(chunks::h_1::Object::HostCnxFailedBadUsernameEvent(v)) => {
-                return Ok(Self::HostCnxFailedBadUsernameEvent(v));
-            }
-            Ok(chunks::h_1::Object::HostCnxFailedBadVersionEvent(v)) => {
-                return Ok(Self::HostCnxFailedBadVersionEvent(v));
-            }
-            Ok(chunks::h_1::Object::HostCnxFailedCcagentUpgradeEvent(v)) => {
-                return Ok(Self::HostCnxFailedCcagentUpgradeEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
-            Ok(chunks::h_10::Object::HostVnicConnectedToCustomizedDVPortEvent(v)) => {
-                return Ok(Self::HostVnicConnectedToCustomizedDVPortEvent(v));
-            }
-            Ok(chunks::h_10::Object::HostWwnChangedEvent(v)) => {
-                return Ok(Self::HostWwnChangedEvent(v));
-            }
-            Ok(chunks::h_10::Object::HostWwnConflictEvent(v)) => {
-                return Ok(Self::HostWwnConflictEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
-            Ok(chunks::h_2::Object::HostCnxFailedEvent(v)) => {
-                return Ok(Self::HostCnxFailedEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostCnxFailedNetworkErrorEvent(v)) => {
-                return Ok(Self::HostCnxFailedNetworkErrorEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostCnxFailedNoAccessEvent(v)) => {
-                return Ok(Self::HostCnxFailedNoAccessEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostCnxFailedNoConnectionEvent(v)) => {
-                return Ok(Self::HostCnxFailedNoConnectionEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostCnxFailedNoLicenseEvent(v)) => {
-                return Ok(Self::HostCnxFailedNoLicenseEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostCnxFailedNotFoundEvent(v)) => {
-                return Ok(Self::HostCnxFailedNotFoundEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostCnxFailedTimeoutEvent(v)) => {
-                return Ok(Self::HostCnxFailedTimeoutEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostComplianceCheckedEvent(v)) => {
-                return Ok(Self::HostComplianceCheckedEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostCompliantEvent(v)) => {
-                return Ok(Self::HostCompliantEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostConfigAppliedEvent(v)) => {
-                return Ok(Self::HostConfigAppliedEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostConnectedEvent(v)) => {
-                return Ok(Self::HostConnectedEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostConnectionLostEvent(v)) => {
-                return Ok(Self::HostConnectionLostEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostDasDisabledEvent(v)) => {
-                return Ok(Self::HostDasDisabledEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostDasDisablingEvent(v)) => {
-                return Ok(Self::HostDasDisablingEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostDasEnabledEvent(v)) => {
-                return Ok(Self::HostDasEnabledEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostDasEnablingEvent(v)) => {
-                return Ok(Self::HostDasEnablingEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostDasErrorEvent(v)) => {
-                return Ok(Self::HostDasErrorEvent(v));
-            }
-            Ok(chunks::h_2::Object::HostDasEvent(v)) => return Ok(Self::HostDasEvent(v)),
-            Ok(chunks::h_2::Object::HostDasOkEvent(v)) => {
-                return Ok(Self::HostDasOkEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
-            Ok(chunks::h_3::Object::HostDisconnectedEvent(v)) => {
-                return Ok(Self::HostDisconnectedEvent(v));
-            }
-            Ok(chunks::h_3::Object::HostEnableAdminFailedEvent(v)) => {
-                return Ok(Self::HostEnableAdminFailedEvent(v));
-            }
-            Ok(chunks::h_3::Object::HostEvent(v)) => return Ok(Self::HostEvent(v)),
-            Ok(chunks::h_3::Object::HostExtraNetworksEvent(v)) => {
-                return Ok(Self::HostExtraNetworksEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
-            Ok(chunks::h_4::Object::HostGetShortNameFailedEvent(v)) => {
-                return Ok(Self::HostGetShortNameFailedEvent(v));
-            }
-            Ok(chunks::h_4::Object::HostInAuditModeEvent(v)) => {
-                return Ok(Self::HostInAuditModeEvent(v));
-            }
-            Ok(chunks::h_4::Object::HostInventoryFullEvent(v)) => {
-                return Ok(Self::HostInventoryFullEvent(v));
-            }
-            Ok(chunks::h_4::Object::HostInventoryUnreadableEvent(v)) => {
-                return Ok(Self::HostInventoryUnreadableEvent(v));
-            }
-            Ok(chunks::h_4::Object::HostIpChangedEvent(v)) => {
-                return Ok(Self::HostIpChangedEvent(v));
-            }
-            Ok(chunks::h_4::Object::HostIpInconsistentEvent(v)) => {
-                return Ok(Self::HostIpInconsistentEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
-            Ok(chunks::h_5::Object::HostIpToShortNameFailedEvent(v)) => {
-                return Ok(Self::HostIpToShortNameFailedEvent(v));
-            }
-            Ok(chunks::h_5::Object::HostIsolationIpPingFailedEvent(v)) => {
-                return Ok(Self::HostIsolationIpPingFailedEvent(v));
-            }
-            Ok(chunks::h_5::Object::HostLicenseExpiredEvent(v)) => {
-                return Ok(Self::HostLicenseExpiredEvent(v));
-            }
-            Ok(chunks::h_5::Object::HostLocalPortCreatedEvent(v)) => {
-                return Ok(Self::HostLocalPortCreatedEvent(v));
-            }
-            Ok(chunks::h_5::Object::HostMissingNetworksEvent(v)) => {
-                return Ok(Self::HostMissingNetworksEvent(v));
-            }
-            Ok(chunks::h_5::Object::HostMonitoringStateChangedEvent(v)) => {
-                return Ok(Self::HostMonitoringStateChangedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
-            Ok(chunks::h_6::Object::HostNoAvailableNetworksEvent(v)) => {
-                return Ok(Self::HostNoAvailableNetworksEvent(v));
-            }
-            Ok(chunks::h_6::Object::HostNoHAEnabledPortGroupsEvent(v)) => {
-                return Ok(Self::HostNoHAEnabledPortGroupsEvent(v));
-            }
-            Ok(chunks::h_6::Object::HostNoRedundantManagementNetworkEvent(v)) => {
-                return Ok(Self::HostNoRedundantManagementNetworkEvent(v));
-            }
-            Ok(chunks::h_6::Object::HostNonCompliantEvent(v)) => {
-                return Ok(Self::HostNonCompliantEvent(v));
-            }
-            Ok(chunks::h_6::Object::HostNotInClusterEvent(v)) => {
-                return Ok(Self::HostNotInClusterEvent(v));
-            }
-            Ok(chunks::h_6::Object::HostOvercommittedEvent(v)) => {
-                return Ok(Self::HostOvercommittedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
-            Ok(chunks::h_7::Object::HostPrimaryAgentNotShortNameEvent(v)) => {
-                return Ok(Self::HostPrimaryAgentNotShortNameEvent(v));
-            }
-            Ok(chunks::h_7::Object::HostProfileAppliedEvent(v)) => {
-                return Ok(Self::HostProfileAppliedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
-            Ok(chunks::h_8::Object::HostReconnectionFailedEvent(v)) => {
-                return Ok(Self::HostReconnectionFailedEvent(v));
-            }
-            Ok(chunks::h_8::Object::HostRemovedEvent(v)) => {
-                return Ok(Self::HostRemovedEvent(v));
-            }
-            Ok(chunks::h_8::Object::HostShortNameInconsistentEvent(v)) => {
-                return Ok(Self::HostShortNameInconsistentEvent(v));
-            }
-            Ok(chunks::h_8::Object::HostShortNameToIpFailedEvent(v)) => {
-                return Ok(Self::HostShortNameToIpFailedEvent(v));
-            }
-            Ok(chunks::h_8::Object::HostShutdownEvent(v)) => {
-                return Ok(Self::HostShutdownEvent(v));
-            }
-            Ok(chunks::h_8::Object::HostSpecificationChangedEvent(v)) => {
-                return Ok(Self::HostSpecificationChangedEvent(v));
-            }
-            Ok(chunks::h_8::Object::HostSpecificationRequireEvent(v)) => {
-                return Ok(Self::HostSpecificationRequireEvent(v));
-            }
-            Ok(chunks::h_8::Object::HostSpecificationUpdateEvent(v)) => {
-                return Ok(Self::HostSpecificationUpdateEvent(v));
-            }
-            Ok(chunks::h_8::Object::HostStatusChangedEvent(v)) => {
-                return Ok(Self::HostStatusChangedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
-            Ok(chunks::h_9::Object::HostSubSpecificationDeleteEvent(v)) => {
-                return Ok(Self::HostSubSpecificationDeleteEvent(v));
-            }
-            Ok(chunks::h_9::Object::HostSubSpecificationUpdateEvent(v)) => {
-                return Ok(Self::HostSubSpecificationUpdateEvent(v));
-            }
-            Ok(chunks::h_9::Object::HostSyncFailedEvent(v)) => {
-                return Ok(Self::HostSyncFailedEvent(v));
-            }
-            Ok(chunks::h_9::Object::HostUpgradeFailedEvent(v)) => {
-                return Ok(Self::HostUpgradeFailedEvent(v));
-            }
-            Ok(chunks::h_9::Object::HostUserWorldSwapNotEnabledEvent(v)) => {
-                return Ok(Self::HostUserWorldSwapNotEnabledEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
-            Ok(chunks::i_1::Object::IScsiBootFailureEvent(v)) => {
-                return Ok(Self::IScsiBootFailureEvent(v));
-            }
-            Ok(chunks::i_1::Object::IncorrectHostInformationEvent(v)) => {
-                return Ok(Self::IncorrectHostInformationEvent(v));
-            }
-            Ok(chunks::i_1::Object::InfoUpgradeEvent(v)) => {
-                return Ok(Self::InfoUpgradeEvent(v));
-            }
-            Ok(chunks::i_1::Object::InsufficientFailoverResourcesEvent(v)) => {
-                return Ok(Self::InsufficientFailoverResourcesEvent(v));
-            }
-            Ok(chunks::i_1::Object::InvalidEditionEvent(v)) => {
-                return Ok(Self::InvalidEditionEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
-            Ok(chunks::j_to_l::Object::LicenseEvent(v)) => {
-                return Ok(Self::LicenseEvent(v));
-            }
-            Ok(chunks::j_to_l::Object::LicenseExpiredEvent(v)) => {
-                return Ok(Self::LicenseExpiredEvent(v));
-            }
-            Ok(chunks::j_to_l::Object::LicenseNonComplianceEvent(v)) => {
-                return Ok(Self::LicenseNonComplianceEvent(v));
-            }
-            Ok(chunks::j_to_l::Object::LicenseRestrictedEvent(v)) => {
-                return Ok(Self::LicenseRestrictedEvent(v));
-            }
-            Ok(chunks::j_to_l::Object::LicenseServerAvailableEvent(v)) => {
-                return Ok(Self::LicenseServerAvailableEvent(v));
-            }
-            Ok(chunks::j_to_l::Object::LicenseServerUnavailableEvent(v)) => {
-                return Ok(Self::LicenseServerUnavailableEvent(v));
-            }
-            Ok(chunks::j_to_l::Object::LocalDatastoreCreatedEvent(v)) => {
-                return Ok(Self::LocalDatastoreCreatedEvent(v));
-            }
-            Ok(chunks::j_to_l::Object::LocalTSMEnabledEvent(v)) => {
-                return Ok(Self::LocalTSMEnabledEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
-            Ok(chunks::l_to_m::Object::LockerMisconfiguredEvent(v)) => {
-                return Ok(Self::LockerMisconfiguredEvent(v));
-            }
-            Ok(chunks::l_to_m::Object::LockerReconfiguredEvent(v)) => {
-                return Ok(Self::LockerReconfiguredEvent(v));
-            }
-            Ok(chunks::l_to_m::Object::MigrationErrorEvent(v)) => {
-                return Ok(Self::MigrationErrorEvent(v));
-            }
-            Ok(chunks::l_to_m::Object::MigrationEvent(v)) => {
-                return Ok(Self::MigrationEvent(v));
-            }
-            Ok(chunks::l_to_m::Object::MigrationHostErrorEvent(v)) => {
-                return Ok(Self::MigrationHostErrorEvent(v));
-            }
-            Ok(chunks::l_to_m::Object::MigrationHostWarningEvent(v)) => {
-                return Ok(Self::MigrationHostWarningEvent(v));
-            }
-            Ok(chunks::l_to_m::Object::MigrationResourceErrorEvent(v)) => {
-                return Ok(Self::MigrationResourceErrorEvent(v));
-            }
-            Ok(chunks::l_to_m::Object::MigrationResourceWarningEvent(v)) => {
-                return Ok(Self::MigrationResourceWarningEvent(v));
-            }
-            Ok(chunks::l_to_m::Object::MigrationWarningEvent(v)) => {
-                return Ok(Self::MigrationWarningEvent(v));
-            }
-            Ok(chunks::l_to_m::Object::MtuMatchEvent(v)) => {
-                return Ok(Self::MtuMatchEvent(v));
-            }
-            Ok(chunks::l_to_m::Object::MtuMismatchEvent(v)) => {
-                return Ok(Self::MtuMismatchEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
-            Ok(chunks::n_1::Object::NASDatastoreCreatedEvent(v)) => {
-                return Ok(Self::NASDatastoreCreatedEvent(v));
-            }
-            Ok(chunks::n_1::Object::NetworkRollbackEvent(v)) => {
-                return Ok(Self::NetworkRollbackEvent(v));
-            }
-            Ok(chunks::n_1::Object::NoAccessUserEvent(v)) => {
-                return Ok(Self::NoAccessUserEvent(v));
-            }
-            Ok(chunks::n_1::Object::NoDatastoresConfiguredEvent(v)) => {
-                return Ok(Self::NoDatastoresConfiguredEvent(v));
-            }
-            Ok(chunks::n_1::Object::NoLicenseEvent(v)) => {
-                return Ok(Self::NoLicenseEvent(v));
-            }
-            Ok(chunks::n_1::Object::NoMaintenanceModeDrsRecommendationForVM(v)) => {
-                return Ok(Self::NoMaintenanceModeDrsRecommendationForVM(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
-            Ok(chunks::n_2::Object::NonVIWorkloadDetectedOnDatastoreEvent(v)) => {
-                return Ok(Self::NonVIWorkloadDetectedOnDatastoreEvent(v));
-            }
-            Ok(chunks::n_2::Object::NotEnoughResourcesToStartVmEvent(v)) => {
-                return Ok(Self::NotEnoughResourcesToStartVmEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
-            Ok(chunks::o_1::Object::OutOfSyncDvsHost(v)) => {
-                return Ok(Self::OutOfSyncDvsHost(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
-            Ok(chunks::p_1::Object::PermissionAddedEvent(v)) => {
-                return Ok(Self::PermissionAddedEvent(v));
-            }
-            Ok(chunks::p_1::Object::PermissionEvent(v)) => {
-                return Ok(Self::PermissionEvent(v));
-            }
-            Ok(chunks::p_1::Object::PermissionRemovedEvent(v)) => {
-                return Ok(Self::PermissionRemovedEvent(v));
-            }
-            Ok(chunks::p_1::Object::PermissionUpdatedEvent(v)) => {
-                return Ok(Self::PermissionUpdatedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
-            Ok(chunks::p_2::Object::ProfileAssociatedEvent(v)) => {
-                return Ok(Self::ProfileAssociatedEvent(v));
-            }
-            Ok(chunks::p_2::Object::ProfileChangedEvent(v)) => {
-                return Ok(Self::ProfileChangedEvent(v));
-            }
-            Ok(chunks::p_2::Object::ProfileCreatedEvent(v)) => {
-                return Ok(Self::ProfileCreatedEvent(v));
-            }
-            Ok(chunks::p_2::Object::ProfileDissociatedEvent(v)) => {
-                return Ok(Self::ProfileDissociatedEvent(v));
-            }
-            Ok(chunks::p_2::Object::ProfileEvent(v)) => return Ok(Self::ProfileEvent(v)),
-            Ok(chunks::p_2::Object::ProfileReferenceHostChangedEvent(v)) => {
-                return Ok(Self::ProfileReferenceHostChangedEvent(v));
-            }
-            Ok(chunks::p_2::Object::ProfileRemovedEvent(v)) => {
-                return Ok(Self::ProfileRemovedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
-            Ok(chunks::r_1::Object::RecoveryEvent(v)) => {
-                return Ok(Self::RecoveryEvent(v));
-            }
-            Ok(chunks::r_1::Object::RemoteTSMEnabledEvent(v)) => {
-                return Ok(Self::RemoteTSMEnabledEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
-            Ok(chunks::r_2::Object::ResourcePoolCreatedEvent(v)) => {
-                return Ok(Self::ResourcePoolCreatedEvent(v));
-            }
-            Ok(chunks::r_2::Object::ResourcePoolDestroyedEvent(v)) => {
-                return Ok(Self::ResourcePoolDestroyedEvent(v));
-            }
-            Ok(chunks::r_2::Object::ResourcePoolEvent(v)) => {
-                return Ok(Self::ResourcePoolEvent(v));
-            }
-            Ok(chunks::r_2::Object::ResourcePoolMovedEvent(v)) => {
-                return Ok(Self::ResourcePoolMovedEvent(v));
-            }
-            Ok(chunks::r_2::Object::ResourcePoolReconfiguredEvent(v)) => {
-                return Ok(Self::ResourcePoolReconfiguredEvent(v));
-            }
-            Ok(chunks::r_2::Object::ResourceViolatedEvent(v)) => {
-                return Ok(Self::ResourceViolatedEvent(v));
-            }
-            Ok(chunks::r_2::Object::RoleAddedEvent(v)) => {
-                return Ok(Self::RoleAddedEvent(v));
-            }
-            Ok(chunks::r_2::Object::RoleEvent(v)) => return Ok(Self::RoleEvent(v)),
-            Ok(chunks::r_2::Object::RoleRemovedEvent(v)) => {
-                return Ok(Self::RoleRemovedEvent(v));
-            }
-            Ok(chunks::r_2::Object::RoleUpdatedEvent(v)) => {
-                return Ok(Self::RoleUpdatedEvent(v));
-            }
-            Ok(chunks::r_2::Object::RollbackEvent(v)) => {
-                return Ok(Self::RollbackEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            Ok(chunks::s_1::Object::ScheduledTaskCompletedEvent(v)) => {
-                return Ok(Self::ScheduledTaskCompletedEvent(v));
-            }
-            Ok(chunks::s_1::Object::ScheduledTaskCreatedEvent(v)) => {
-                return Ok(Self::ScheduledTaskCreatedEvent(v));
-            }
-            Ok(chunks::s_1::Object::ScheduledTaskEmailCompletedEvent(v)) => {
-                return Ok(Self::ScheduledTaskEmailCompletedEvent(v));
-            }
-            Ok(chunks::s_1::Object::ScheduledTaskEmailFailedEvent(v)) => {
-                return Ok(Self::ScheduledTaskEmailFailedEvent(v));
-            }
-            Ok(chunks::s_1::Object::ScheduledTaskEvent(v)) => {
-                return Ok(Self::ScheduledTaskEvent(v));
-            }
-            Ok(chunks::s_1::Object::ScheduledTaskFailedEvent(v)) => {
-                return Ok(Self::ScheduledTaskFailedEvent(v));
-            }
-            Ok(chunks::s_1::Object::ScheduledTaskReconfiguredEvent(v)) => {
-                return Ok(Self::ScheduledTaskReconfiguredEvent(v));
-            }
-            Ok(chunks::s_1::Object::ScheduledTaskRemovedEvent(v)) => {
-                return Ok(Self::ScheduledTaskRemovedEvent(v));
-            }
-            Ok(chunks::s_1::Object::ScheduledTaskStartedEvent(v)) => {
-                return Ok(Self::ScheduledTaskStartedEvent(v));
-            }
-            Ok(chunks::s_1::Object::ServerLicenseExpiredEvent(v)) => {
-                return Ok(Self::ServerLicenseExpiredEvent(v));
-            }
-            Ok(chunks::s_1::Object::ServerStartedSessionEvent(v)) => {
-                return Ok(Self::ServerStartedSessionEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
-            Ok(chunks::s_2::Object::SessionEvent(v)) => return Ok(Self::SessionEvent(v)),
-            Ok(chunks::s_2::Object::SessionTerminatedEvent(v)) => {
-                return Ok(Self::SessionTerminatedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TaskEvent(v)) => return Ok(Self::TaskEvent(v)),
-            Ok(chunks::t::Object::TaskTimeoutEvent(v)) => {
-                return Ok(Self::TaskTimeoutEvent(v));
-            }
-            Ok(chunks::t::Object::TeamingMatchEvent(v)) => {
-                return Ok(Self::TeamingMatchEvent(v));
-            }
-            Ok(chunks::t::Object::TeamingMisMatchEvent(v)) => {
-                return Ok(Self::TeamingMisMatchEvent(v));
-            }
-            Ok(chunks::t::Object::TemplateBeingUpgradedEvent(v)) => {
-                return Ok(Self::TemplateBeingUpgradedEvent(v));
-            }
-            Ok(chunks::t::Object::TemplateUpgradeEvent(v)) => {
-                return Ok(Self::TemplateUpgradeEvent(v));
-            }
-            Ok(chunks::t::Object::TemplateUpgradeFailedEvent(v)) => {
-                return Ok(Self::TemplateUpgradeFailedEvent(v));
-            }
-            Ok(chunks::t::Object::TemplateUpgradedEvent(v)) => {
-                return Ok(Self::TemplateUpgradedEvent(v));
-            }
-            Ok(chunks::t::Object::TimedOutHostOperationEvent(v)) => {
-                return Ok(Self::TimedOutHostOperationEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::u::Object>(object) {
-            Ok(chunks::u::Object::UnlicensedVirtualMachinesEvent(v)) => {
-                return Ok(Self::UnlicensedVirtualMachinesEvent(v));
-            }
-            Ok(chunks::u::Object::UnlicensedVirtualMachinesFoundEvent(v)) => {
-                return Ok(Self::UnlicensedVirtualMachinesFoundEvent(v));
-            }
-            Ok(chunks::u::Object::UpdatedAgentBeingRestartedEvent(v)) => {
-                return Ok(Self::UpdatedAgentBeingRestartedEvent(v));
-            }
-            Ok(chunks::u::Object::UpgradeEvent(v)) => return Ok(Self::UpgradeEvent(v)),
-            Ok(chunks::u::Object::UplinkPortMtuNotSupportEvent(v)) => {
-                return Ok(Self::UplinkPortMtuNotSupportEvent(v));
-            }
-            Ok(chunks::u::Object::UplinkPortMtuSupportEvent(v)) => {
-                return Ok(Self::UplinkPortMtuSupportEvent(v));
-            }
-            Ok(chunks::u::Object::UplinkPortVlanTrunkedEvent(v)) => {
-                return Ok(Self::UplinkPortVlanTrunkedEvent(v));
-            }
-            Ok(chunks::u::Object::UplinkPortVlanUntrunkedEvent(v)) => {
-                return Ok(Self::UplinkPortVlanUntrunkedEvent(v));
-            }
-            Ok(chunks::u::Object::UserAssignedToGroup(v)) => {
-                return Ok(Self::UserAssignedToGroup(v));
-            }
-            Ok(chunks::u::Object::UserLoginSessionEvent(v)) => {
-                return Ok(Self::UserLoginSessionEvent(v));
-            }
-            Ok(chunks::u::Object::UserLogoutSessionEvent(v)) => {
-                return Ok(Self::UserLogoutSessionEvent(v));
-            }
-            Ok(chunks::u::Object::UserPasswordChanged(v)) => {
-                return Ok(Self::UserPasswordChanged(v));
-            }
-            Ok(chunks::u::Object::UserUnassignedFromGroup(v)) => {
-                return Ok(Self::UserUnassignedFromGroup(v));
-            }
-            Ok(chunks::u::Object::UserUpgradeEvent(v)) => {
-                return Ok(Self::UserUpgradeEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            Ok(chunks::v_1::Object::VMFSDatastoreCreatedEvent(v)) => {
-                return Ok(Self::VMFSDatastoreCreatedEvent(v));
-            }
-            Ok(chunks::v_1::Object::VMFSDatastoreExpandedEvent(v)) => {
-                return Ok(Self::VMFSDatastoreExpandedEvent(v));
-            }
-            Ok(chunks::v_1::Object::VMFSDatastoreExtendedEvent(v)) => {
-                return Ok(Self::VMFSDatastoreExtendedEvent(v));
-            }
-            Ok(chunks::v_1::Object::VMotionLicenseExpiredEvent(v)) => {
-                return Ok(Self::VMotionLicenseExpiredEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
-            Ok(chunks::v_10::Object::VmEmigratingEvent(v)) => {
-                return Ok(Self::VmEmigratingEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmEndRecordingEvent(v)) => {
-                return Ok(Self::VmEndRecordingEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmEndReplayingEvent(v)) => {
-                return Ok(Self::VmEndReplayingEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmEvent(v)) => return Ok(Self::VmEvent(v)),
-            Ok(chunks::v_10::Object::VmFailedMigrateEvent(v)) => {
-                return Ok(Self::VmFailedMigrateEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedRelayoutEvent(v)) => {
-                return Ok(Self::VmFailedRelayoutEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v)) => {
-                return Ok(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedStartingSecondaryEvent(v)) => {
-                return Ok(Self::VmFailedStartingSecondaryEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedToPowerOffEvent(v)) => {
-                return Ok(Self::VmFailedToPowerOffEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedToPowerOnEvent(v)) => {
-                return Ok(Self::VmFailedToPowerOnEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedToRebootGuestEvent(v)) => {
-                return Ok(Self::VmFailedToRebootGuestEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedToResetEvent(v)) => {
-                return Ok(Self::VmFailedToResetEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedToShutdownGuestEvent(v)) => {
-                return Ok(Self::VmFailedToShutdownGuestEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedToStandbyGuestEvent(v)) => {
-                return Ok(Self::VmFailedToStandbyGuestEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedToSuspendEvent(v)) => {
-                return Ok(Self::VmFailedToSuspendEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFailedUpdatingSecondaryConfig(v)) => {
-                return Ok(Self::VmFailedUpdatingSecondaryConfig(v));
-            }
-            Ok(chunks::v_10::Object::VmFailoverFailed(v)) => {
-                return Ok(Self::VmFailoverFailed(v));
-            }
-            Ok(chunks::v_10::Object::VmFaultToleranceStateChangedEvent(v)) => {
-                return Ok(Self::VmFaultToleranceStateChangedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFaultToleranceTurnedOffEvent(v)) => {
-                return Ok(Self::VmFaultToleranceTurnedOffEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmFaultToleranceVmTerminatedEvent(v)) => {
-                return Ok(Self::VmFaultToleranceVmTerminatedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmGuestOSCrashedEvent(v)) => {
-                return Ok(Self::VmGuestOSCrashedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmGuestRebootEvent(v)) => {
-                return Ok(Self::VmGuestRebootEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmGuestShutdownEvent(v)) => {
-                return Ok(Self::VmGuestShutdownEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmGuestStandbyEvent(v)) => {
-                return Ok(Self::VmGuestStandbyEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmHealthMonitoringStateChangedEvent(v)) => {
-                return Ok(Self::VmHealthMonitoringStateChangedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmInstanceUuidAssignedEvent(v)) => {
-                return Ok(Self::VmInstanceUuidAssignedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmInstanceUuidChangedEvent(v)) => {
-                return Ok(Self::VmInstanceUuidChangedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmInstanceUuidConflictEvent(v)) => {
-                return Ok(Self::VmInstanceUuidConflictEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmMacAssignedEvent(v)) => {
-                return Ok(Self::VmMacAssignedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmMacChangedEvent(v)) => {
-                return Ok(Self::VmMacChangedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmMacConflictEvent(v)) => {
-                return Ok(Self::VmMacConflictEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmMaxFTRestartCountReached(v)) => {
-                return Ok(Self::VmMaxFTRestartCountReached(v));
-            }
-            Ok(chunks::v_10::Object::VmMaxRestartCountReached(v)) => {
-                return Ok(Self::VmMaxRestartCountReached(v));
-            }
-            Ok(chunks::v_10::Object::VmMessageErrorEvent(v)) => {
-                return Ok(Self::VmMessageErrorEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmMessageEvent(v)) => {
-                return Ok(Self::VmMessageEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmMessageWarningEvent(v)) => {
-                return Ok(Self::VmMessageWarningEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmMigratedEvent(v)) => {
-                return Ok(Self::VmMigratedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmNoCompatibleHostForSecondaryEvent(v)) => {
-                return Ok(Self::VmNoCompatibleHostForSecondaryEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmNoNetworkAccessEvent(v)) => {
-                return Ok(Self::VmNoNetworkAccessEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmOrphanedEvent(v)) => {
-                return Ok(Self::VmOrphanedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmPowerOffOnIsolationEvent(v)) => {
-                return Ok(Self::VmPowerOffOnIsolationEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmPoweredOffEvent(v)) => {
-                return Ok(Self::VmPoweredOffEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmPoweredOnEvent(v)) => {
-                return Ok(Self::VmPoweredOnEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmPoweringOnWithCustomizedDVPortEvent(v)) => {
-                return Ok(Self::VmPoweringOnWithCustomizedDVPortEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmPrimaryFailoverEvent(v)) => {
-                return Ok(Self::VmPrimaryFailoverEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmReconfiguredEvent(v)) => {
-                return Ok(Self::VmReconfiguredEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmRegisteredEvent(v)) => {
-                return Ok(Self::VmRegisteredEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmRelayoutSuccessfulEvent(v)) => {
-                return Ok(Self::VmRelayoutSuccessfulEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmRelayoutUpToDateEvent(v)) => {
-                return Ok(Self::VmRelayoutUpToDateEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmReloadFromPathEvent(v)) => {
-                return Ok(Self::VmReloadFromPathEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmReloadFromPathFailedEvent(v)) => {
-                return Ok(Self::VmReloadFromPathFailedEvent(v));
-            }
-            Ok(chunks::v_10::Object::VmRelocateFailedEvent(v)) => {
-                return Ok(Self::VmRelocateFailedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
-            Ok(chunks::v_11::Object::VmRelocateSpecEvent(v)) => {
-                return Ok(Self::VmRelocateSpecEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmRelocatedEvent(v)) => {
-                return Ok(Self::VmRelocatedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmRemoteConsoleConnectedEvent(v)) => {
-                return Ok(Self::VmRemoteConsoleConnectedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmRemoteConsoleDisconnectedEvent(v)) => {
-                return Ok(Self::VmRemoteConsoleDisconnectedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmRemovedEvent(v)) => {
-                return Ok(Self::VmRemovedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmRenamedEvent(v)) => {
-                return Ok(Self::VmRenamedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmRequirementsExceedCurrentEVCModeEvent(v)) => {
-                return Ok(Self::VmRequirementsExceedCurrentEVCModeEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmResettingEvent(v)) => {
-                return Ok(Self::VmResettingEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmResourcePoolMovedEvent(v)) => {
-                return Ok(Self::VmResourcePoolMovedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmResourceReallocatedEvent(v)) => {
-                return Ok(Self::VmResourceReallocatedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmRestartedOnAlternateHostEvent(v)) => {
-                return Ok(Self::VmRestartedOnAlternateHostEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmResumingEvent(v)) => {
-                return Ok(Self::VmResumingEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmSecondaryAddedEvent(v)) => {
-                return Ok(Self::VmSecondaryAddedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmSecondaryDisabledBySystemEvent(v)) => {
-                return Ok(Self::VmSecondaryDisabledBySystemEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmSecondaryDisabledEvent(v)) => {
-                return Ok(Self::VmSecondaryDisabledEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmSecondaryEnabledEvent(v)) => {
-                return Ok(Self::VmSecondaryEnabledEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmSecondaryStartedEvent(v)) => {
-                return Ok(Self::VmSecondaryStartedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmShutdownOnIsolationEvent(v)) => {
-                return Ok(Self::VmShutdownOnIsolationEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmStartRecordingEvent(v)) => {
-                return Ok(Self::VmStartRecordingEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmStartReplayingEvent(v)) => {
-                return Ok(Self::VmStartReplayingEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmStartingEvent(v)) => {
-                return Ok(Self::VmStartingEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmStartingSecondaryEvent(v)) => {
-                return Ok(Self::VmStartingSecondaryEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmStaticMacConflictEvent(v)) => {
-                return Ok(Self::VmStaticMacConflictEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmStoppingEvent(v)) => {
-                return Ok(Self::VmStoppingEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmSuspendedEvent(v)) => {
-                return Ok(Self::VmSuspendedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmSuspendingEvent(v)) => {
-                return Ok(Self::VmSuspendingEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmTimedoutStartingSecondaryEvent(v)) => {
-                return Ok(Self::VmTimedoutStartingSecondaryEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmUnsupportedStartingEvent(v)) => {
-                return Ok(Self::VmUnsupportedStartingEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmUpgradeCompleteEvent(v)) => {
-                return Ok(Self::VmUpgradeCompleteEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmUpgradeFailedEvent(v)) => {
-                return Ok(Self::VmUpgradeFailedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmUpgradingEvent(v)) => {
-                return Ok(Self::VmUpgradingEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmUuidAssignedEvent(v)) => {
-                return Ok(Self::VmUuidAssignedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmUuidChangedEvent(v)) => {
-                return Ok(Self::VmUuidChangedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmUuidConflictEvent(v)) => {
-                return Ok(Self::VmUuidConflictEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationClearEvent(v)) => {
-                return Ok(Self::VmVnicPoolReservationViolationClearEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationRaiseEvent(v)) => {
-                return Ok(Self::VmVnicPoolReservationViolationRaiseEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmWwnAssignedEvent(v)) => {
-                return Ok(Self::VmWwnAssignedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmWwnChangedEvent(v)) => {
-                return Ok(Self::VmWwnChangedEvent(v));
-            }
-            Ok(chunks::v_11::Object::VmWwnConflictEvent(v)) => {
-                return Ok(Self::VmWwnConflictEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
-            Ok(chunks::v_2::Object::VcAgentUninstallFailedEvent(v)) => {
-                return Ok(Self::VcAgentUninstallFailedEvent(v));
-            }
-            Ok(chunks::v_2::Object::VcAgentUninstalledEvent(v)) => {
-                return Ok(Self::VcAgentUninstalledEvent(v));
-            }
-            Ok(chunks::v_2::Object::VcAgentUpgradeFailedEvent(v)) => {
-                return Ok(Self::VcAgentUpgradeFailedEvent(v));
-            }
-            Ok(chunks::v_2::Object::VcAgentUpgradedEvent(v)) => {
-                return Ok(Self::VcAgentUpgradedEvent(v));
-            }
-            Ok(chunks::v_2::Object::VimAccountPasswordChangedEvent(v)) => {
-                return Ok(Self::VimAccountPasswordChangedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            Ok(chunks::v_9::Object::VmAcquiredMksTicketEvent(v)) => {
-                return Ok(Self::VmAcquiredMksTicketEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmAcquiredTicketEvent(v)) => {
-                return Ok(Self::VmAcquiredTicketEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmAutoRenameEvent(v)) => {
-                return Ok(Self::VmAutoRenameEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmBeingClonedEvent(v)) => {
-                return Ok(Self::VmBeingClonedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmBeingClonedNoFolderEvent(v)) => {
-                return Ok(Self::VmBeingClonedNoFolderEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmBeingCreatedEvent(v)) => {
-                return Ok(Self::VmBeingCreatedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmBeingDeployedEvent(v)) => {
-                return Ok(Self::VmBeingDeployedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmBeingHotMigratedEvent(v)) => {
-                return Ok(Self::VmBeingHotMigratedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmBeingMigratedEvent(v)) => {
-                return Ok(Self::VmBeingMigratedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmBeingRelocatedEvent(v)) => {
-                return Ok(Self::VmBeingRelocatedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmCloneEvent(v)) => return Ok(Self::VmCloneEvent(v)),
-            Ok(chunks::v_9::Object::VmCloneFailedEvent(v)) => {
-                return Ok(Self::VmCloneFailedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmClonedEvent(v)) => {
-                return Ok(Self::VmClonedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmConfigMissingEvent(v)) => {
-                return Ok(Self::VmConfigMissingEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmConnectedEvent(v)) => {
-                return Ok(Self::VmConnectedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmCreatedEvent(v)) => {
-                return Ok(Self::VmCreatedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDasBeingResetEvent(v)) => {
-                return Ok(Self::VmDasBeingResetEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDasBeingResetWithScreenshotEvent(v)) => {
-                return Ok(Self::VmDasBeingResetWithScreenshotEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDasResetFailedEvent(v)) => {
-                return Ok(Self::VmDasResetFailedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDasUpdateErrorEvent(v)) => {
-                return Ok(Self::VmDasUpdateErrorEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDasUpdateOkEvent(v)) => {
-                return Ok(Self::VmDasUpdateOkEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDateRolledBackEvent(v)) => {
-                return Ok(Self::VmDateRolledBackEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDeployFailedEvent(v)) => {
-                return Ok(Self::VmDeployFailedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDeployedEvent(v)) => {
-                return Ok(Self::VmDeployedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDisconnectedEvent(v)) => {
-                return Ok(Self::VmDisconnectedEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDiscoveredEvent(v)) => {
-                return Ok(Self::VmDiscoveredEvent(v));
-            }
-            Ok(chunks::v_9::Object::VmDiskFailedEvent(v)) => {
-                return Ok(Self::VmDiskFailedEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
-            Ok(chunks::w_to_v::Object::WarningUpgradeEvent(v)) => {
-                return Ok(Self::WarningUpgradeEvent(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+impl Clone for AnyEvent {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Event(v) => Self::Event(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::AccountCreatedEvent(v) => {
+                Self::AccountCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AccountRemovedEvent(v) => {
+                Self::AccountRemovedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AccountUpdatedEvent(v) => {
+                Self::AccountUpdatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AdminPasswordNotChangedEvent(v) => {
+                Self::AdminPasswordNotChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmAcknowledgedEvent(v) => {
+                Self::AlarmAcknowledgedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmActionTriggeredEvent(v) => {
+                Self::AlarmActionTriggeredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmClearedEvent(v) => {
+                Self::AlarmClearedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmCreatedEvent(v) => {
+                Self::AlarmCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmEmailCompletedEvent(v) => {
+                Self::AlarmEmailCompletedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmEmailFailedEvent(v) => {
+                Self::AlarmEmailFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmEvent(v) => Self::AlarmEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::AlarmReconfiguredEvent(v) => {
+                Self::AlarmReconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmRemovedEvent(v) => {
+                Self::AlarmRemovedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmScriptCompleteEvent(v) => {
+                Self::AlarmScriptCompleteEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmScriptFailedEvent(v) => {
+                Self::AlarmScriptFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmSnmpCompletedEvent(v) => {
+                Self::AlarmSnmpCompletedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmSnmpFailedEvent(v) => {
+                Self::AlarmSnmpFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmStatusChangedEvent(v) => {
+                Self::AlarmStatusChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AllVirtualMachinesLicensedEvent(v) => {
+                Self::AllVirtualMachinesLicensedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlreadyAuthenticatedSessionEvent(v) => {
+                Self::AlreadyAuthenticatedSessionEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AuthorizationEvent(v) => {
+                Self::AuthorizationEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::BadUsernameSessionEvent(v) => {
+                Self::BadUsernameSessionEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CanceledHostOperationEvent(v) => {
+                Self::CanceledHostOperationEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterComplianceCheckedEvent(v) => {
+                Self::ClusterComplianceCheckedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterCreatedEvent(v) => {
+                Self::ClusterCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterDestroyedEvent(v) => {
+                Self::ClusterDestroyedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterEvent(v) => Self::ClusterEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::ClusterOvercommittedEvent(v) => {
+                Self::ClusterOvercommittedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterReconfiguredEvent(v) => {
+                Self::ClusterReconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterStatusChangedEvent(v) => {
+                Self::ClusterStatusChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefAddedEvent(v) => {
+                Self::CustomFieldDefAddedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefEvent(v) => {
+                Self::CustomFieldDefEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefRemovedEvent(v) => {
+                Self::CustomFieldDefRemovedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefRenamedEvent(v) => {
+                Self::CustomFieldDefRenamedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldEvent(v) => Self::CustomFieldEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldValueChangedEvent(v) => {
+                Self::CustomFieldValueChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationEvent(v) => {
+                Self::CustomizationEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationFailed(v) => {
+                Self::CustomizationFailed(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationLinuxIdentityFailed(v) => {
+                Self::CustomizationLinuxIdentityFailed(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationNetworkSetupFailed(v) => {
+                Self::CustomizationNetworkSetupFailed(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationStartedEvent(v) => {
+                Self::CustomizationStartedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationSucceeded(v) => {
+                Self::CustomizationSucceeded(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationSysprepFailed(v) => {
+                Self::CustomizationSysprepFailed(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationUnknownFailure(v) => {
+                Self::CustomizationUnknownFailure(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupCreatedEvent(v) => {
+                Self::DVPortgroupCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupDestroyedEvent(v) => {
+                Self::DVPortgroupDestroyedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupEvent(v) => Self::DVPortgroupEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupReconfiguredEvent(v) => {
+                Self::DVPortgroupReconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupRenamedEvent(v) => {
+                Self::DVPortgroupRenamedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasAdmissionControlDisabledEvent(v) => {
+                Self::DasAdmissionControlDisabledEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasAdmissionControlEnabledEvent(v) => {
+                Self::DasAdmissionControlEnabledEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasAgentFoundEvent(v) => {
+                Self::DasAgentFoundEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasAgentUnavailableEvent(v) => {
+                Self::DasAgentUnavailableEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasClusterIsolatedEvent(v) => {
+                Self::DasClusterIsolatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasDisabledEvent(v) => Self::DasDisabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DasEnabledEvent(v) => Self::DasEnabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DasHostFailedEvent(v) => {
+                Self::DasHostFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasHostIsolatedEvent(v) => {
+                Self::DasHostIsolatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatacenterCreatedEvent(v) => {
+                Self::DatacenterCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatacenterEvent(v) => Self::DatacenterEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DatacenterRenamedEvent(v) => {
+                Self::DatacenterRenamedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreCapacityIncreasedEvent(v) => {
+                Self::DatastoreCapacityIncreasedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDestroyedEvent(v) => {
+                Self::DatastoreDestroyedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDiscoveredEvent(v) => {
+                Self::DatastoreDiscoveredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDuplicatedEvent(v) => {
+                Self::DatastoreDuplicatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreEvent(v) => Self::DatastoreEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileCopiedEvent(v) => {
+                Self::DatastoreFileCopiedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileDeletedEvent(v) => {
+                Self::DatastoreFileDeletedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileEvent(v) => {
+                Self::DatastoreFileEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileMovedEvent(v) => {
+                Self::DatastoreFileMovedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreIORMReconfiguredEvent(v) => {
+                Self::DatastoreIORMReconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastorePrincipalConfigured(v) => {
+                Self::DatastorePrincipalConfigured(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRemovedOnHostEvent(v) => {
+                Self::DatastoreRemovedOnHostEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRenamedEvent(v) => {
+                Self::DatastoreRenamedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRenamedOnHostEvent(v) => {
+                Self::DatastoreRenamedOnHostEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsDisabledEvent(v) => Self::DrsDisabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DrsEnabledEvent(v) => Self::DrsEnabledEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DrsEnteredStandbyModeEvent(v) => {
+                Self::DrsEnteredStandbyModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsEnteringStandbyModeEvent(v) => {
+                Self::DrsEnteringStandbyModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsExitStandbyModeFailedEvent(v) => {
+                Self::DrsExitStandbyModeFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsExitedStandbyModeEvent(v) => {
+                Self::DrsExitedStandbyModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsExitingStandbyModeEvent(v) => {
+                Self::DrsExitingStandbyModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsInvocationFailedEvent(v) => {
+                Self::DrsInvocationFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsRecoveredFromFailureEvent(v) => {
+                Self::DrsRecoveredFromFailureEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsResourceConfigureFailedEvent(v) => {
+                Self::DrsResourceConfigureFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsResourceConfigureSyncedEvent(v) => {
+                Self::DrsResourceConfigureSyncedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsRuleComplianceEvent(v) => {
+                Self::DrsRuleComplianceEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsRuleViolationEvent(v) => {
+                Self::DrsRuleViolationEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsSoftRuleViolationEvent(v) => {
+                Self::DrsSoftRuleViolationEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsVmMigratedEvent(v) => {
+                Self::DrsVmMigratedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsVmPoweredOnEvent(v) => {
+                Self::DrsVmPoweredOnEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DuplicateIpDetectedEvent(v) => {
+                Self::DuplicateIpDetectedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvpgImportEvent(v) => Self::DvpgImportEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DvpgRestoreEvent(v) => Self::DvpgRestoreEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DvsCreatedEvent(v) => Self::DvsCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DvsDestroyedEvent(v) => {
+                Self::DvsDestroyedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsEvent(v) => Self::DvsEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DvsHealthStatusChangeEvent(v) => {
+                Self::DvsHealthStatusChangeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsHostBackInSyncEvent(v) => {
+                Self::DvsHostBackInSyncEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsHostJoinedEvent(v) => {
+                Self::DvsHostJoinedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsHostLeftEvent(v) => Self::DvsHostLeftEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DvsHostStatusUpdated(v) => {
+                Self::DvsHostStatusUpdated(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsHostWentOutOfSyncEvent(v) => {
+                Self::DvsHostWentOutOfSyncEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsImportEvent(v) => Self::DvsImportEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DvsMergedEvent(v) => Self::DvsMergedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DvsPortBlockedEvent(v) => {
+                Self::DvsPortBlockedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortConnectedEvent(v) => {
+                Self::DvsPortConnectedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortCreatedEvent(v) => {
+                Self::DvsPortCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortDeletedEvent(v) => {
+                Self::DvsPortDeletedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortDisconnectedEvent(v) => {
+                Self::DvsPortDisconnectedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortEnteredPassthruEvent(v) => {
+                Self::DvsPortEnteredPassthruEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortExitedPassthruEvent(v) => {
+                Self::DvsPortExitedPassthruEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortJoinPortgroupEvent(v) => {
+                Self::DvsPortJoinPortgroupEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLeavePortgroupEvent(v) => {
+                Self::DvsPortLeavePortgroupEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLinkDownEvent(v) => {
+                Self::DvsPortLinkDownEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLinkUpEvent(v) => {
+                Self::DvsPortLinkUpEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortReconfiguredEvent(v) => {
+                Self::DvsPortReconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortRuntimeChangeEvent(v) => {
+                Self::DvsPortRuntimeChangeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortUnblockedEvent(v) => {
+                Self::DvsPortUnblockedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortVendorSpecificStateChangeEvent(v) => {
+                Self::DvsPortVendorSpecificStateChangeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsReconfiguredEvent(v) => {
+                Self::DvsReconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsRenamedEvent(v) => Self::DvsRenamedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DvsRestoreEvent(v) => Self::DvsRestoreEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeAvailableEvent(v) => {
+                Self::DvsUpgradeAvailableEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeInProgressEvent(v) => {
+                Self::DvsUpgradeInProgressEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeRejectedEvent(v) => {
+                Self::DvsUpgradeRejectedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradedEvent(v) => Self::DvsUpgradedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::EnteredMaintenanceModeEvent(v) => {
+                Self::EnteredMaintenanceModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::EnteredStandbyModeEvent(v) => {
+                Self::EnteredStandbyModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::EnteringMaintenanceModeEvent(v) => {
+                Self::EnteringMaintenanceModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::EnteringStandbyModeEvent(v) => {
+                Self::EnteringStandbyModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ErrorUpgradeEvent(v) => {
+                Self::ErrorUpgradeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::EventEx(v) => Self::EventEx(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::ExitMaintenanceModeEvent(v) => {
+                Self::ExitMaintenanceModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ExitStandbyModeFailedEvent(v) => {
+                Self::ExitStandbyModeFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ExitedStandbyModeEvent(v) => {
+                Self::ExitedStandbyModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ExitingStandbyModeEvent(v) => {
+                Self::ExitingStandbyModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ExtendedEvent(v) => Self::ExtendedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::FailoverLevelRestored(v) => {
+                Self::FailoverLevelRestored(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralEvent(v) => Self::GeneralEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostErrorEvent(v) => {
+                Self::GeneralHostErrorEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostInfoEvent(v) => {
+                Self::GeneralHostInfoEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostWarningEvent(v) => {
+                Self::GeneralHostWarningEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralUserEvent(v) => Self::GeneralUserEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmErrorEvent(v) => {
+                Self::GeneralVmErrorEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmInfoEvent(v) => {
+                Self::GeneralVmInfoEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmWarningEvent(v) => {
+                Self::GeneralVmWarningEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GhostDvsProxySwitchDetectedEvent(v) => {
+                Self::GhostDvsProxySwitchDetectedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GhostDvsProxySwitchRemovedEvent(v) => {
+                Self::GhostDvsProxySwitchRemovedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GlobalMessageChangedEvent(v) => {
+                Self::GlobalMessageChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HealthStatusChangedEvent(v) => {
+                Self::HealthStatusChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostAddFailedEvent(v) => {
+                Self::HostAddFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostAddedEvent(v) => Self::HostAddedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::HostAdminDisableEvent(v) => {
+                Self::HostAdminDisableEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostAdminEnableEvent(v) => {
+                Self::HostAdminEnableEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedAccountFailedEvent(v) => {
+                Self::HostCnxFailedAccountFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedAlreadyManagedEvent(v) => {
+                Self::HostCnxFailedAlreadyManagedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadCcagentEvent(v) => {
+                Self::HostCnxFailedBadCcagentEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadUsernameEvent(v) => {
+                Self::HostCnxFailedBadUsernameEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadVersionEvent(v) => {
+                Self::HostCnxFailedBadVersionEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedCcagentUpgradeEvent(v) => {
+                Self::HostCnxFailedCcagentUpgradeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedEvent(v) => {
+                Self::HostCnxFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNetworkErrorEvent(v) => {
+                Self::HostCnxFailedNetworkErrorEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoAccessEvent(v) => {
+                Self::HostCnxFailedNoAccessEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoConnectionEvent(v) => {
+                Self::HostCnxFailedNoConnectionEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoLicenseEvent(v) => {
+                Self::HostCnxFailedNoLicenseEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNotFoundEvent(v) => {
+                Self::HostCnxFailedNotFoundEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedTimeoutEvent(v) => {
+                Self::HostCnxFailedTimeoutEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostComplianceCheckedEvent(v) => {
+                Self::HostComplianceCheckedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCompliantEvent(v) => {
+                Self::HostCompliantEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostConfigAppliedEvent(v) => {
+                Self::HostConfigAppliedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostConnectedEvent(v) => {
+                Self::HostConnectedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostConnectionLostEvent(v) => {
+                Self::HostConnectionLostEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasDisabledEvent(v) => {
+                Self::HostDasDisabledEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasDisablingEvent(v) => {
+                Self::HostDasDisablingEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasEnabledEvent(v) => {
+                Self::HostDasEnabledEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasEnablingEvent(v) => {
+                Self::HostDasEnablingEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasErrorEvent(v) => {
+                Self::HostDasErrorEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasEvent(v) => Self::HostDasEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::HostDasOkEvent(v) => Self::HostDasOkEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::HostDisconnectedEvent(v) => {
+                Self::HostDisconnectedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostEnableAdminFailedEvent(v) => {
+                Self::HostEnableAdminFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostEvent(v) => Self::HostEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::HostExtraNetworksEvent(v) => {
+                Self::HostExtraNetworksEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostGetShortNameFailedEvent(v) => {
+                Self::HostGetShortNameFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostInAuditModeEvent(v) => {
+                Self::HostInAuditModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostInventoryFullEvent(v) => {
+                Self::HostInventoryFullEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostInventoryUnreadableEvent(v) => {
+                Self::HostInventoryUnreadableEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostIpChangedEvent(v) => {
+                Self::HostIpChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostIpInconsistentEvent(v) => {
+                Self::HostIpInconsistentEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostIpToShortNameFailedEvent(v) => {
+                Self::HostIpToShortNameFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostIsolationIpPingFailedEvent(v) => {
+                Self::HostIsolationIpPingFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostLicenseExpiredEvent(v) => {
+                Self::HostLicenseExpiredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostLocalPortCreatedEvent(v) => {
+                Self::HostLocalPortCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostMissingNetworksEvent(v) => {
+                Self::HostMissingNetworksEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostMonitoringStateChangedEvent(v) => {
+                Self::HostMonitoringStateChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostNoAvailableNetworksEvent(v) => {
+                Self::HostNoAvailableNetworksEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostNoHAEnabledPortGroupsEvent(v) => {
+                Self::HostNoHAEnabledPortGroupsEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostNoRedundantManagementNetworkEvent(v) => {
+                Self::HostNoRedundantManagementNetworkEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostNonCompliantEvent(v) => {
+                Self::HostNonCompliantEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostNotInClusterEvent(v) => {
+                Self::HostNotInClusterEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostOvercommittedEvent(v) => {
+                Self::HostOvercommittedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostPrimaryAgentNotShortNameEvent(v) => {
+                Self::HostPrimaryAgentNotShortNameEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostProfileAppliedEvent(v) => {
+                Self::HostProfileAppliedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostReconnectionFailedEvent(v) => {
+                Self::HostReconnectionFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostRemovedEvent(v) => Self::HostRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::HostShortNameInconsistentEvent(v) => {
+                Self::HostShortNameInconsistentEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostShortNameToIpFailedEvent(v) => {
+                Self::HostShortNameToIpFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostShutdownEvent(v) => {
+                Self::HostShutdownEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationChangedEvent(v) => {
+                Self::HostSpecificationChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationRequireEvent(v) => {
+                Self::HostSpecificationRequireEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationUpdateEvent(v) => {
+                Self::HostSpecificationUpdateEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostStatusChangedEvent(v) => {
+                Self::HostStatusChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSubSpecificationDeleteEvent(v) => {
+                Self::HostSubSpecificationDeleteEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSubSpecificationUpdateEvent(v) => {
+                Self::HostSubSpecificationUpdateEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSyncFailedEvent(v) => {
+                Self::HostSyncFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostUpgradeFailedEvent(v) => {
+                Self::HostUpgradeFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostUserWorldSwapNotEnabledEvent(v) => {
+                Self::HostUserWorldSwapNotEnabledEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostVnicConnectedToCustomizedDVPortEvent(v) => {
+                Self::HostVnicConnectedToCustomizedDVPortEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostWwnChangedEvent(v) => {
+                Self::HostWwnChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostWwnConflictEvent(v) => {
+                Self::HostWwnConflictEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::IScsiBootFailureEvent(v) => {
+                Self::IScsiBootFailureEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::IncorrectHostInformationEvent(v) => {
+                Self::IncorrectHostInformationEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::InfoUpgradeEvent(v) => Self::InfoUpgradeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::InsufficientFailoverResourcesEvent(v) => {
+                Self::InsufficientFailoverResourcesEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::InvalidEditionEvent(v) => {
+                Self::InvalidEditionEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseEvent(v) => Self::LicenseEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::LicenseExpiredEvent(v) => {
+                Self::LicenseExpiredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseNonComplianceEvent(v) => {
+                Self::LicenseNonComplianceEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseRestrictedEvent(v) => {
+                Self::LicenseRestrictedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseServerAvailableEvent(v) => {
+                Self::LicenseServerAvailableEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseServerUnavailableEvent(v) => {
+                Self::LicenseServerUnavailableEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LocalDatastoreCreatedEvent(v) => {
+                Self::LocalDatastoreCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LocalTSMEnabledEvent(v) => {
+                Self::LocalTSMEnabledEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LockerMisconfiguredEvent(v) => {
+                Self::LockerMisconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LockerReconfiguredEvent(v) => {
+                Self::LockerReconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationErrorEvent(v) => {
+                Self::MigrationErrorEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationEvent(v) => Self::MigrationEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::MigrationHostErrorEvent(v) => {
+                Self::MigrationHostErrorEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationHostWarningEvent(v) => {
+                Self::MigrationHostWarningEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationResourceErrorEvent(v) => {
+                Self::MigrationResourceErrorEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationResourceWarningEvent(v) => {
+                Self::MigrationResourceWarningEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationWarningEvent(v) => {
+                Self::MigrationWarningEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MtuMatchEvent(v) => Self::MtuMatchEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::MtuMismatchEvent(v) => Self::MtuMismatchEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::NASDatastoreCreatedEvent(v) => {
+                Self::NASDatastoreCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NetworkRollbackEvent(v) => {
+                Self::NetworkRollbackEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NoAccessUserEvent(v) => {
+                Self::NoAccessUserEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NoDatastoresConfiguredEvent(v) => {
+                Self::NoDatastoresConfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NoLicenseEvent(v) => Self::NoLicenseEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::NoMaintenanceModeDrsRecommendationForVM(v) => {
+                Self::NoMaintenanceModeDrsRecommendationForVM(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NonVIWorkloadDetectedOnDatastoreEvent(v) => {
+                Self::NonVIWorkloadDetectedOnDatastoreEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NotEnoughResourcesToStartVmEvent(v) => {
+                Self::NotEnoughResourcesToStartVmEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::OutOfSyncDvsHost(v) => Self::OutOfSyncDvsHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::PermissionAddedEvent(v) => {
+                Self::PermissionAddedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::PermissionEvent(v) => Self::PermissionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::PermissionRemovedEvent(v) => {
+                Self::PermissionRemovedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::PermissionUpdatedEvent(v) => {
+                Self::PermissionUpdatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileAssociatedEvent(v) => {
+                Self::ProfileAssociatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileChangedEvent(v) => {
+                Self::ProfileChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileCreatedEvent(v) => {
+                Self::ProfileCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileDissociatedEvent(v) => {
+                Self::ProfileDissociatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileEvent(v) => Self::ProfileEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::ProfileReferenceHostChangedEvent(v) => {
+                Self::ProfileReferenceHostChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileRemovedEvent(v) => {
+                Self::ProfileRemovedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::RecoveryEvent(v) => Self::RecoveryEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::RemoteTSMEnabledEvent(v) => {
+                Self::RemoteTSMEnabledEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolCreatedEvent(v) => {
+                Self::ResourcePoolCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolDestroyedEvent(v) => {
+                Self::ResourcePoolDestroyedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolEvent(v) => {
+                Self::ResourcePoolEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolMovedEvent(v) => {
+                Self::ResourcePoolMovedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolReconfiguredEvent(v) => {
+                Self::ResourcePoolReconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourceViolatedEvent(v) => {
+                Self::ResourceViolatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::RoleAddedEvent(v) => Self::RoleAddedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::RoleEvent(v) => Self::RoleEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::RoleRemovedEvent(v) => Self::RoleRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::RoleUpdatedEvent(v) => Self::RoleUpdatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::RollbackEvent(v) => Self::RollbackEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskCompletedEvent(v) => {
+                Self::ScheduledTaskCompletedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskCreatedEvent(v) => {
+                Self::ScheduledTaskCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEmailCompletedEvent(v) => {
+                Self::ScheduledTaskEmailCompletedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEmailFailedEvent(v) => {
+                Self::ScheduledTaskEmailFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEvent(v) => {
+                Self::ScheduledTaskEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskFailedEvent(v) => {
+                Self::ScheduledTaskFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskReconfiguredEvent(v) => {
+                Self::ScheduledTaskReconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskRemovedEvent(v) => {
+                Self::ScheduledTaskRemovedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskStartedEvent(v) => {
+                Self::ScheduledTaskStartedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ServerLicenseExpiredEvent(v) => {
+                Self::ServerLicenseExpiredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ServerStartedSessionEvent(v) => {
+                Self::ServerStartedSessionEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::SessionEvent(v) => Self::SessionEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::SessionTerminatedEvent(v) => {
+                Self::SessionTerminatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TaskEvent(v) => Self::TaskEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::TaskTimeoutEvent(v) => Self::TaskTimeoutEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::TeamingMatchEvent(v) => {
+                Self::TeamingMatchEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TeamingMisMatchEvent(v) => {
+                Self::TeamingMisMatchEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TemplateBeingUpgradedEvent(v) => {
+                Self::TemplateBeingUpgradedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradeEvent(v) => {
+                Self::TemplateUpgradeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradeFailedEvent(v) => {
+                Self::TemplateUpgradeFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradedEvent(v) => {
+                Self::TemplateUpgradedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TimedOutHostOperationEvent(v) => {
+                Self::TimedOutHostOperationEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UnlicensedVirtualMachinesEvent(v) => {
+                Self::UnlicensedVirtualMachinesEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UnlicensedVirtualMachinesFoundEvent(v) => {
+                Self::UnlicensedVirtualMachinesFoundEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UpdatedAgentBeingRestartedEvent(v) => {
+                Self::UpdatedAgentBeingRestartedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UpgradeEvent(v) => Self::UpgradeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortMtuNotSupportEvent(v) => {
+                Self::UplinkPortMtuNotSupportEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortMtuSupportEvent(v) => {
+                Self::UplinkPortMtuSupportEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortVlanTrunkedEvent(v) => {
+                Self::UplinkPortVlanTrunkedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortVlanUntrunkedEvent(v) => {
+                Self::UplinkPortVlanUntrunkedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserAssignedToGroup(v) => {
+                Self::UserAssignedToGroup(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserLoginSessionEvent(v) => {
+                Self::UserLoginSessionEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserLogoutSessionEvent(v) => {
+                Self::UserLogoutSessionEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserPasswordChanged(v) => {
+                Self::UserPasswordChanged(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserUnassignedFromGroup(v) => {
+                Self::UserUnassignedFromGroup(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserUpgradeEvent(v) => Self::UserUpgradeEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreCreatedEvent(v) => {
+                Self::VMFSDatastoreCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreExpandedEvent(v) => {
+                Self::VMFSDatastoreExpandedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreExtendedEvent(v) => {
+                Self::VMFSDatastoreExtendedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VMotionLicenseExpiredEvent(v) => {
+                Self::VMotionLicenseExpiredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUninstallFailedEvent(v) => {
+                Self::VcAgentUninstallFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUninstalledEvent(v) => {
+                Self::VcAgentUninstalledEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUpgradeFailedEvent(v) => {
+                Self::VcAgentUpgradeFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUpgradedEvent(v) => {
+                Self::VcAgentUpgradedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VimAccountPasswordChangedEvent(v) => {
+                Self::VimAccountPasswordChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmAcquiredMksTicketEvent(v) => {
+                Self::VmAcquiredMksTicketEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmAcquiredTicketEvent(v) => {
+                Self::VmAcquiredTicketEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmAutoRenameEvent(v) => {
+                Self::VmAutoRenameEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingClonedEvent(v) => {
+                Self::VmBeingClonedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingClonedNoFolderEvent(v) => {
+                Self::VmBeingClonedNoFolderEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingCreatedEvent(v) => {
+                Self::VmBeingCreatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingDeployedEvent(v) => {
+                Self::VmBeingDeployedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingHotMigratedEvent(v) => {
+                Self::VmBeingHotMigratedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingMigratedEvent(v) => {
+                Self::VmBeingMigratedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingRelocatedEvent(v) => {
+                Self::VmBeingRelocatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmCloneEvent(v) => Self::VmCloneEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmCloneFailedEvent(v) => {
+                Self::VmCloneFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmClonedEvent(v) => Self::VmClonedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmConfigMissingEvent(v) => {
+                Self::VmConfigMissingEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmConnectedEvent(v) => Self::VmConnectedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmCreatedEvent(v) => Self::VmCreatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmDasBeingResetEvent(v) => {
+                Self::VmDasBeingResetEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDasBeingResetWithScreenshotEvent(v) => {
+                Self::VmDasBeingResetWithScreenshotEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDasResetFailedEvent(v) => {
+                Self::VmDasResetFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDasUpdateErrorEvent(v) => {
+                Self::VmDasUpdateErrorEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDasUpdateOkEvent(v) => {
+                Self::VmDasUpdateOkEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDateRolledBackEvent(v) => {
+                Self::VmDateRolledBackEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDeployFailedEvent(v) => {
+                Self::VmDeployFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDeployedEvent(v) => Self::VmDeployedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmDisconnectedEvent(v) => {
+                Self::VmDisconnectedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDiscoveredEvent(v) => {
+                Self::VmDiscoveredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDiskFailedEvent(v) => {
+                Self::VmDiskFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmEmigratingEvent(v) => {
+                Self::VmEmigratingEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmEndRecordingEvent(v) => {
+                Self::VmEndRecordingEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmEndReplayingEvent(v) => {
+                Self::VmEndReplayingEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmEvent(v) => Self::VmEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedMigrateEvent(v) => {
+                Self::VmFailedMigrateEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedRelayoutEvent(v) => {
+                Self::VmFailedRelayoutEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => {
+                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedStartingSecondaryEvent(v) => {
+                Self::VmFailedStartingSecondaryEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToPowerOffEvent(v) => {
+                Self::VmFailedToPowerOffEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToPowerOnEvent(v) => {
+                Self::VmFailedToPowerOnEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToRebootGuestEvent(v) => {
+                Self::VmFailedToRebootGuestEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToResetEvent(v) => {
+                Self::VmFailedToResetEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToShutdownGuestEvent(v) => {
+                Self::VmFailedToShutdownGuestEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToStandbyGuestEvent(v) => {
+                Self::VmFailedToStandbyGuestEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToSuspendEvent(v) => {
+                Self::VmFailedToSuspendEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedUpdatingSecondaryConfig(v) => {
+                Self::VmFailedUpdatingSecondaryConfig(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailoverFailed(v) => Self::VmFailoverFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceStateChangedEvent(v) => {
+                Self::VmFaultToleranceStateChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceTurnedOffEvent(v) => {
+                Self::VmFaultToleranceTurnedOffEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceVmTerminatedEvent(v) => {
+                Self::VmFaultToleranceVmTerminatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmGuestOSCrashedEvent(v) => {
+                Self::VmGuestOSCrashedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmGuestRebootEvent(v) => {
+                Self::VmGuestRebootEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmGuestShutdownEvent(v) => {
+                Self::VmGuestShutdownEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmGuestStandbyEvent(v) => {
+                Self::VmGuestStandbyEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmHealthMonitoringStateChangedEvent(v) => {
+                Self::VmHealthMonitoringStateChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidAssignedEvent(v) => {
+                Self::VmInstanceUuidAssignedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidChangedEvent(v) => {
+                Self::VmInstanceUuidChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidConflictEvent(v) => {
+                Self::VmInstanceUuidConflictEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMacAssignedEvent(v) => {
+                Self::VmMacAssignedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMacChangedEvent(v) => {
+                Self::VmMacChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMacConflictEvent(v) => {
+                Self::VmMacConflictEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMaxFTRestartCountReached(v) => {
+                Self::VmMaxFTRestartCountReached(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMaxRestartCountReached(v) => {
+                Self::VmMaxRestartCountReached(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMessageErrorEvent(v) => {
+                Self::VmMessageErrorEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMessageEvent(v) => Self::VmMessageEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmMessageWarningEvent(v) => {
+                Self::VmMessageWarningEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMigratedEvent(v) => Self::VmMigratedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmNoCompatibleHostForSecondaryEvent(v) => {
+                Self::VmNoCompatibleHostForSecondaryEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmNoNetworkAccessEvent(v) => {
+                Self::VmNoNetworkAccessEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmOrphanedEvent(v) => Self::VmOrphanedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmPowerOffOnIsolationEvent(v) => {
+                Self::VmPowerOffOnIsolationEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmPoweredOffEvent(v) => {
+                Self::VmPoweredOffEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmPoweredOnEvent(v) => Self::VmPoweredOnEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmPoweringOnWithCustomizedDVPortEvent(v) => {
+                Self::VmPoweringOnWithCustomizedDVPortEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmPrimaryFailoverEvent(v) => {
+                Self::VmPrimaryFailoverEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmReconfiguredEvent(v) => {
+                Self::VmReconfiguredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRegisteredEvent(v) => {
+                Self::VmRegisteredEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRelayoutSuccessfulEvent(v) => {
+                Self::VmRelayoutSuccessfulEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRelayoutUpToDateEvent(v) => {
+                Self::VmRelayoutUpToDateEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmReloadFromPathEvent(v) => {
+                Self::VmReloadFromPathEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmReloadFromPathFailedEvent(v) => {
+                Self::VmReloadFromPathFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRelocateFailedEvent(v) => {
+                Self::VmRelocateFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRelocateSpecEvent(v) => {
+                Self::VmRelocateSpecEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRelocatedEvent(v) => Self::VmRelocatedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmRemoteConsoleConnectedEvent(v) => {
+                Self::VmRemoteConsoleConnectedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRemoteConsoleDisconnectedEvent(v) => {
+                Self::VmRemoteConsoleDisconnectedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRemovedEvent(v) => Self::VmRemovedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmRenamedEvent(v) => Self::VmRenamedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmRequirementsExceedCurrentEVCModeEvent(v) => {
+                Self::VmRequirementsExceedCurrentEVCModeEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmResettingEvent(v) => Self::VmResettingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmResourcePoolMovedEvent(v) => {
+                Self::VmResourcePoolMovedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmResourceReallocatedEvent(v) => {
+                Self::VmResourceReallocatedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRestartedOnAlternateHostEvent(v) => {
+                Self::VmRestartedOnAlternateHostEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmResumingEvent(v) => Self::VmResumingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryAddedEvent(v) => {
+                Self::VmSecondaryAddedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryDisabledBySystemEvent(v) => {
+                Self::VmSecondaryDisabledBySystemEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryDisabledEvent(v) => {
+                Self::VmSecondaryDisabledEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryEnabledEvent(v) => {
+                Self::VmSecondaryEnabledEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryStartedEvent(v) => {
+                Self::VmSecondaryStartedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmShutdownOnIsolationEvent(v) => {
+                Self::VmShutdownOnIsolationEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStartRecordingEvent(v) => {
+                Self::VmStartRecordingEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStartReplayingEvent(v) => {
+                Self::VmStartReplayingEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStartingEvent(v) => Self::VmStartingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmStartingSecondaryEvent(v) => {
+                Self::VmStartingSecondaryEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStaticMacConflictEvent(v) => {
+                Self::VmStaticMacConflictEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStoppingEvent(v) => Self::VmStoppingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmSuspendedEvent(v) => Self::VmSuspendedEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmSuspendingEvent(v) => {
+                Self::VmSuspendingEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmTimedoutStartingSecondaryEvent(v) => {
+                Self::VmTimedoutStartingSecondaryEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUnsupportedStartingEvent(v) => {
+                Self::VmUnsupportedStartingEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradeCompleteEvent(v) => {
+                Self::VmUpgradeCompleteEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradeFailedEvent(v) => {
+                Self::VmUpgradeFailedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradingEvent(v) => Self::VmUpgradingEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-events")]
+            Self::VmUuidAssignedEvent(v) => {
+                Self::VmUuidAssignedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUuidChangedEvent(v) => {
+                Self::VmUuidChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUuidConflictEvent(v) => {
+                Self::VmUuidConflictEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmVnicPoolReservationViolationClearEvent(v) => {
+                Self::VmVnicPoolReservationViolationClearEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmVnicPoolReservationViolationRaiseEvent(v) => {
+                Self::VmVnicPoolReservationViolationRaiseEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmWwnAssignedEvent(v) => {
+                Self::VmWwnAssignedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmWwnChangedEvent(v) => {
+                Self::VmWwnChangedEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmWwnConflictEvent(v) => {
+                Self::VmWwnConflictEvent(Box::new((**v).clone()))
+            }
+            #[cfg(feature = "all-events")]
+            Self::WarningUpgradeEvent(v) => {
+                Self::WarningUpgradeEvent(Box::new((**v).clone()))
+            }
+        }
     }
 }

@@ -5,2669 +5,2044 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl x::Decode for AnyEvent {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(
-            match r.xsi_type() {
-                Some("AccountCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AccountCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AccountRemovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AccountRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AccountUpdatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AccountUpdatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AdminPasswordNotChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AdminPasswordNotChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmAcknowledgedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmAcknowledgedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmActionTriggeredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmActionTriggeredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmClearedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmClearedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmEmailCompletedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmEmailCompletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmEmailFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmEmailFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmReconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmRemovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmScriptCompleteEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmScriptCompleteEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmScriptFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmScriptFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmSnmpCompletedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmSnmpCompletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmSnmpFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmSnmpFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlarmStatusChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmStatusChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AllVirtualMachinesLicensedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AllVirtualMachinesLicensedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AlreadyAuthenticatedSessionEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlreadyAuthenticatedSessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("AuthorizationEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AuthorizationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("BadUsernameSessionEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::BadUsernameSessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CanceledHostOperationEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CanceledHostOperationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterComplianceCheckedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterComplianceCheckedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterDestroyedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterDestroyedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterOvercommittedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterOvercommittedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterReconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterStatusChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterStatusChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldDefAddedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomFieldDefAddedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldDefEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomFieldDefEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldDefRemovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomFieldDefRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldDefRenamedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomFieldDefRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomFieldEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomFieldValueChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomFieldValueChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomizationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationFailed") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomizationFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationLinuxIdentityFailed") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomizationLinuxIdentityFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationNetworkSetupFailed") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomizationNetworkSetupFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationStartedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomizationStartedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationSucceeded") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomizationSucceeded(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationSysprepFailed") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomizationSysprepFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("CustomizationUnknownFailure") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::CustomizationUnknownFailure(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortgroupCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DVPortgroupCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortgroupDestroyedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DVPortgroupDestroyedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortgroupEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DVPortgroupEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortgroupReconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DVPortgroupReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DVPortgroupRenamedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DVPortgroupRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasAdmissionControlDisabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DasAdmissionControlDisabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasAdmissionControlEnabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DasAdmissionControlEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasAgentFoundEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DasAgentFoundEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasAgentUnavailableEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DasAgentUnavailableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasClusterIsolatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DasClusterIsolatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasDisabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DasDisabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasEnabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DasEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasHostFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DasHostFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DasHostIsolatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DasHostIsolatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatacenterCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatacenterCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatacenterEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatacenterEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatacenterRenamedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatacenterRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreCapacityIncreasedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreCapacityIncreasedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreDestroyedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreDestroyedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreDiscoveredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreDiscoveredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreDuplicatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreDuplicatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreFileCopiedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreFileCopiedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreFileDeletedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreFileDeletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreFileEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreFileEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreFileMovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreFileMovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreIORMReconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreIORMReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastorePrincipalConfigured") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastorePrincipalConfigured(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreRemovedOnHostEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreRemovedOnHostEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreRenamedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DatastoreRenamedOnHostEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DatastoreRenamedOnHostEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsDisabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsDisabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsEnabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsEnteredStandbyModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsEnteredStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsEnteringStandbyModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsEnteringStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsExitStandbyModeFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsExitStandbyModeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsExitedStandbyModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsExitedStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsExitingStandbyModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsExitingStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsInvocationFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsInvocationFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsRecoveredFromFailureEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsRecoveredFromFailureEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsResourceConfigureFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsResourceConfigureFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsResourceConfigureSyncedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsResourceConfigureSyncedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsRuleComplianceEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsRuleComplianceEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsRuleViolationEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsRuleViolationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsSoftRuleViolationEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsSoftRuleViolationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsVmMigratedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsVmMigratedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DrsVmPoweredOnEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DrsVmPoweredOnEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DuplicateIpDetectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DuplicateIpDetectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvpgImportEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvpgImportEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvpgRestoreEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvpgRestoreEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsDestroyedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsDestroyedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHealthStatusChangeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsHealthStatusChangeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHostBackInSyncEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsHostBackInSyncEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHostJoinedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsHostJoinedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHostLeftEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsHostLeftEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHostStatusUpdated") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsHostStatusUpdated(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsHostWentOutOfSyncEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsHostWentOutOfSyncEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsImportEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsImportEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsMergedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsMergedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortBlockedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortBlockedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortConnectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortConnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortDeletedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortDeletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortDisconnectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortDisconnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortEnteredPassthruEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortEnteredPassthruEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortExitedPassthruEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortExitedPassthruEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortJoinPortgroupEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortJoinPortgroupEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortLeavePortgroupEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortLeavePortgroupEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortLinkDownEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortLinkDownEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortLinkUpEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortLinkUpEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortReconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortRuntimeChangeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortRuntimeChangeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortUnblockedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortUnblockedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsPortVendorSpecificStateChangeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsPortVendorSpecificStateChangeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsReconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsRenamedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsRestoreEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsRestoreEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsUpgradeAvailableEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsUpgradeAvailableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsUpgradeInProgressEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsUpgradeInProgressEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsUpgradeRejectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsUpgradeRejectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DvsUpgradedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::DvsUpgradedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EnteredMaintenanceModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::EnteredMaintenanceModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EnteredStandbyModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::EnteredStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EnteringMaintenanceModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::EnteringMaintenanceModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EnteringStandbyModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::EnteringStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ErrorUpgradeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ErrorUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("EventEx") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::EventEx(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExitMaintenanceModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ExitMaintenanceModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExitStandbyModeFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ExitStandbyModeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExitedStandbyModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ExitedStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExitingStandbyModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ExitingStandbyModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ExtendedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ExtendedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("FailoverLevelRestored") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::FailoverLevelRestored(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GeneralEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralHostErrorEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GeneralHostErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralHostInfoEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GeneralHostInfoEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralHostWarningEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GeneralHostWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralUserEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GeneralUserEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralVmErrorEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GeneralVmErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralVmInfoEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GeneralVmInfoEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GeneralVmWarningEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GeneralVmWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GhostDvsProxySwitchDetectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GhostDvsProxySwitchDetectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GhostDvsProxySwitchRemovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GhostDvsProxySwitchRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("GlobalMessageChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::GlobalMessageChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HealthStatusChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HealthStatusChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostAddFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostAddFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostAddedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostAddedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostAdminDisableEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostAdminDisableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostAdminEnableEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostAdminEnableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedAccountFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedAccountFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedAlreadyManagedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedAlreadyManagedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedBadCcagentEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedBadCcagentEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedBadUsernameEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedBadUsernameEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedBadVersionEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedBadVersionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedCcagentUpgradeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedCcagentUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedNetworkErrorEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedNetworkErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedNoAccessEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedNoAccessEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedNoConnectionEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedNoConnectionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedNoLicenseEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedNoLicenseEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedNotFoundEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedNotFoundEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCnxFailedTimeoutEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCnxFailedTimeoutEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostComplianceCheckedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostComplianceCheckedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostCompliantEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostCompliantEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostConfigAppliedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostConfigAppliedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostConnectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostConnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostConnectionLostEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostConnectionLostEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasDisabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDasDisabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasDisablingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDasDisablingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasEnabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDasEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasEnablingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDasEnablingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasErrorEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDasErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDasEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDasOkEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDasOkEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDisconnectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDisconnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostEnableAdminFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostEnableAdminFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostExtraNetworksEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostExtraNetworksEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostGetShortNameFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostGetShortNameFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostInAuditModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostInAuditModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostInventoryFullEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostInventoryFullEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostInventoryUnreadableEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostInventoryUnreadableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostIpChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostIpChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostIpInconsistentEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostIpInconsistentEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostIpToShortNameFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostIpToShortNameFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostIsolationIpPingFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostIsolationIpPingFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostLicenseExpiredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostLicenseExpiredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostLocalPortCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostLocalPortCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostMissingNetworksEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostMissingNetworksEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostMonitoringStateChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostMonitoringStateChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNoAvailableNetworksEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostNoAvailableNetworksEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNoHAEnabledPortGroupsEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostNoHAEnabledPortGroupsEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNoRedundantManagementNetworkEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostNoRedundantManagementNetworkEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNonCompliantEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostNonCompliantEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNotInClusterEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostNotInClusterEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostOvercommittedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostOvercommittedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostPrimaryAgentNotShortNameEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostPrimaryAgentNotShortNameEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostProfileAppliedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostProfileAppliedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostReconnectionFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostReconnectionFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostRemovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostShortNameInconsistentEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostShortNameInconsistentEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostShortNameToIpFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostShortNameToIpFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostShutdownEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostShutdownEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSpecificationChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostSpecificationChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSpecificationRequireEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostSpecificationRequireEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSpecificationUpdateEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostSpecificationUpdateEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostStatusChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostStatusChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSubSpecificationDeleteEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostSubSpecificationDeleteEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSubSpecificationUpdateEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostSubSpecificationUpdateEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSyncFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostSyncFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostUpgradeFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostUpgradeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostUserWorldSwapNotEnabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostUserWorldSwapNotEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostVnicConnectedToCustomizedDVPortEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostVnicConnectedToCustomizedDVPortEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostWwnChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostWwnChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostWwnConflictEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostWwnConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IScsiBootFailureEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::IScsiBootFailureEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("IncorrectHostInformationEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::IncorrectHostInformationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InfoUpgradeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::InfoUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InsufficientFailoverResourcesEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::InsufficientFailoverResourcesEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("InvalidEditionEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::InvalidEditionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::LicenseEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseExpiredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::LicenseExpiredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseNonComplianceEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::LicenseNonComplianceEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseRestrictedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::LicenseRestrictedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseServerAvailableEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::LicenseServerAvailableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LicenseServerUnavailableEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::LicenseServerUnavailableEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LocalDatastoreCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::LocalDatastoreCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LocalTSMEnabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::LocalTSMEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LockerMisconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::LockerMisconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("LockerReconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::LockerReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationErrorEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::MigrationErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::MigrationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationHostErrorEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::MigrationHostErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationHostWarningEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::MigrationHostWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationResourceErrorEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::MigrationResourceErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationResourceWarningEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::MigrationResourceWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MigrationWarningEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::MigrationWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MtuMatchEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::MtuMatchEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("MtuMismatchEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::MtuMismatchEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NASDatastoreCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::NASDatastoreCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NetworkRollbackEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::NetworkRollbackEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoAccessUserEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::NoAccessUserEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoDatastoresConfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::NoDatastoresConfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoLicenseEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::NoLicenseEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NoMaintenanceModeDrsRecommendationForVM") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::NoMaintenanceModeDrsRecommendationForVM(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NonVIWorkloadDetectedOnDatastoreEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::NonVIWorkloadDetectedOnDatastoreEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("NotEnoughResourcesToStartVmEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::NotEnoughResourcesToStartVmEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("OutOfSyncDvsHost") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::OutOfSyncDvsHost(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PermissionAddedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::PermissionAddedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PermissionEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::PermissionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PermissionRemovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::PermissionRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("PermissionUpdatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::PermissionUpdatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileAssociatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ProfileAssociatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ProfileChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ProfileCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileDissociatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ProfileDissociatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ProfileEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileReferenceHostChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ProfileReferenceHostChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ProfileRemovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ProfileRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RecoveryEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::RecoveryEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RemoteTSMEnabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::RemoteTSMEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourcePoolCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ResourcePoolCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourcePoolDestroyedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ResourcePoolDestroyedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourcePoolEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ResourcePoolEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourcePoolMovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ResourcePoolMovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourcePoolReconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ResourcePoolReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ResourceViolatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ResourceViolatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RoleAddedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::RoleAddedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RoleEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::RoleEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RoleRemovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::RoleRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RoleUpdatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::RoleUpdatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("RollbackEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::RollbackEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskCompletedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ScheduledTaskCompletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ScheduledTaskCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskEmailCompletedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ScheduledTaskEmailCompletedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskEmailFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ScheduledTaskEmailFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ScheduledTaskEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ScheduledTaskFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskReconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ScheduledTaskReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskRemovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ScheduledTaskRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ScheduledTaskStartedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ScheduledTaskStartedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ServerLicenseExpiredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ServerLicenseExpiredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ServerStartedSessionEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ServerStartedSessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SessionEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::SessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("SessionTerminatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::SessionTerminatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TaskEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::TaskEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TaskTimeoutEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::TaskTimeoutEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TeamingMatchEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::TeamingMatchEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TeamingMisMatchEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::TeamingMisMatchEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TemplateBeingUpgradedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::TemplateBeingUpgradedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TemplateUpgradeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::TemplateUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TemplateUpgradeFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::TemplateUpgradeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TemplateUpgradedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::TemplateUpgradedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("TimedOutHostOperationEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::TimedOutHostOperationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnlicensedVirtualMachinesEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UnlicensedVirtualMachinesEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UnlicensedVirtualMachinesFoundEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UnlicensedVirtualMachinesFoundEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UpdatedAgentBeingRestartedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UpdatedAgentBeingRestartedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UpgradeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UplinkPortMtuNotSupportEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UplinkPortMtuNotSupportEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UplinkPortMtuSupportEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UplinkPortMtuSupportEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UplinkPortVlanTrunkedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UplinkPortVlanTrunkedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UplinkPortVlanUntrunkedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UplinkPortVlanUntrunkedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserAssignedToGroup") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UserAssignedToGroup(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserLoginSessionEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UserLoginSessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserLogoutSessionEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UserLogoutSessionEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserPasswordChanged") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UserPasswordChanged(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserUnassignedFromGroup") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UserUnassignedFromGroup(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("UserUpgradeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UserUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMFSDatastoreCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VMFSDatastoreCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMFSDatastoreExpandedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VMFSDatastoreExpandedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMFSDatastoreExtendedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VMFSDatastoreExtendedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMotionLicenseExpiredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VMotionLicenseExpiredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VcAgentUninstallFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VcAgentUninstallFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VcAgentUninstalledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VcAgentUninstalledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VcAgentUpgradeFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VcAgentUpgradeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VcAgentUpgradedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VcAgentUpgradedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VimAccountPasswordChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VimAccountPasswordChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmAcquiredMksTicketEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmAcquiredMksTicketEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmAcquiredTicketEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmAcquiredTicketEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmAutoRenameEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmAutoRenameEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingClonedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmBeingClonedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingClonedNoFolderEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmBeingClonedNoFolderEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmBeingCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingDeployedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmBeingDeployedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingHotMigratedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmBeingHotMigratedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingMigratedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmBeingMigratedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmBeingRelocatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmBeingRelocatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmCloneEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmCloneEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmCloneFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmCloneFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmClonedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmClonedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmConfigMissingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmConfigMissingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmConnectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmConnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmCreatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmCreatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDasBeingResetEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDasBeingResetEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDasBeingResetWithScreenshotEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDasBeingResetWithScreenshotEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDasResetFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDasResetFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDasUpdateErrorEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDasUpdateErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDasUpdateOkEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDasUpdateOkEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDateRolledBackEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDateRolledBackEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDeployFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDeployFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDeployedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDeployedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDisconnectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDisconnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDiscoveredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDiscoveredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmDiskFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmDiskFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmEmigratingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmEmigratingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmEndRecordingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmEndRecordingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmEndReplayingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmEndReplayingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedMigrateEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedMigrateEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedRelayoutEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedRelayoutEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedRelayoutOnVmfs2DatastoreEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedStartingSecondaryEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedStartingSecondaryEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToPowerOffEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedToPowerOffEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToPowerOnEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedToPowerOnEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToRebootGuestEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedToRebootGuestEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToResetEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedToResetEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToShutdownGuestEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedToShutdownGuestEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToStandbyGuestEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedToStandbyGuestEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedToSuspendEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedToSuspendEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailedUpdatingSecondaryConfig") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailedUpdatingSecondaryConfig(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFailoverFailed") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFailoverFailed(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceStateChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFaultToleranceStateChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceTurnedOffEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFaultToleranceTurnedOffEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmFaultToleranceVmTerminatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmFaultToleranceVmTerminatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmGuestOSCrashedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmGuestOSCrashedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmGuestRebootEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmGuestRebootEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmGuestShutdownEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmGuestShutdownEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmGuestStandbyEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmGuestStandbyEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmHealthMonitoringStateChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmHealthMonitoringStateChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmInstanceUuidAssignedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmInstanceUuidAssignedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmInstanceUuidChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmInstanceUuidChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmInstanceUuidConflictEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmInstanceUuidConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMacAssignedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmMacAssignedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMacChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmMacChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMacConflictEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmMacConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMaxFTRestartCountReached") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmMaxFTRestartCountReached(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMaxRestartCountReached") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmMaxRestartCountReached(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMessageErrorEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmMessageErrorEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMessageEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmMessageEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMessageWarningEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmMessageWarningEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmMigratedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmMigratedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmNoCompatibleHostForSecondaryEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmNoCompatibleHostForSecondaryEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmNoNetworkAccessEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmNoNetworkAccessEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmOrphanedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmOrphanedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPowerOffOnIsolationEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmPowerOffOnIsolationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPoweredOffEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmPoweredOffEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPoweredOnEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmPoweredOnEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPoweringOnWithCustomizedDVPortEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmPoweringOnWithCustomizedDVPortEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmPrimaryFailoverEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmPrimaryFailoverEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmReconfiguredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmReconfiguredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRegisteredEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRegisteredEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRelayoutSuccessfulEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRelayoutSuccessfulEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRelayoutUpToDateEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRelayoutUpToDateEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmReloadFromPathEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmReloadFromPathEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmReloadFromPathFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmReloadFromPathFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRelocateFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRelocateFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRelocateSpecEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRelocateSpecEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRelocatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRelocatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRemoteConsoleConnectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRemoteConsoleConnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRemoteConsoleDisconnectedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRemoteConsoleDisconnectedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRemovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRemovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRenamedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRenamedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRequirementsExceedCurrentEVCModeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRequirementsExceedCurrentEVCModeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmResettingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmResettingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmResourcePoolMovedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmResourcePoolMovedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmResourceReallocatedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmResourceReallocatedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmRestartedOnAlternateHostEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmRestartedOnAlternateHostEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmResumingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmResumingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSecondaryAddedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmSecondaryAddedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSecondaryDisabledBySystemEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmSecondaryDisabledBySystemEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSecondaryDisabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmSecondaryDisabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSecondaryEnabledEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmSecondaryEnabledEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSecondaryStartedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmSecondaryStartedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmShutdownOnIsolationEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmShutdownOnIsolationEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStartRecordingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmStartRecordingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStartReplayingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmStartReplayingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStartingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmStartingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStartingSecondaryEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmStartingSecondaryEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStaticMacConflictEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmStaticMacConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmStoppingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmStoppingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSuspendedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmSuspendedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmSuspendingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmSuspendingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmTimedoutStartingSecondaryEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmTimedoutStartingSecondaryEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUnsupportedStartingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmUnsupportedStartingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUpgradeCompleteEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmUpgradeCompleteEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUpgradeFailedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmUpgradeFailedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUpgradingEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmUpgradingEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUuidAssignedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmUuidAssignedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUuidChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmUuidChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmUuidConflictEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmUuidConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmVnicPoolReservationViolationClearEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmVnicPoolReservationViolationClearEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmVnicPoolReservationViolationRaiseEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmVnicPoolReservationViolationRaiseEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmWwnAssignedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmWwnAssignedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmWwnChangedEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmWwnChangedEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VmWwnConflictEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VmWwnConflictEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("WarningUpgradeEvent") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::WarningUpgradeEvent(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::Event(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-            },
-        )
+impl x::Encode for AnyEvent {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::Event(v) => x::Encode::encode_as(&**v, w, tag, None),
+            #[cfg(feature = "all-events")]
+            Self::AccountCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AccountCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AccountRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AccountRemovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AccountUpdatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AccountUpdatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AdminPasswordNotChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AdminPasswordNotChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmAcknowledgedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmAcknowledgedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmActionTriggeredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmActionTriggeredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmClearedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmClearedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmEmailCompletedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmEmailCompletedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmEmailFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmEmailFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("AlarmEvent")),
+            #[cfg(feature = "all-events")]
+            Self::AlarmReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmReconfiguredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmRemovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmScriptCompleteEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmScriptCompleteEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmScriptFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmScriptFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmSnmpCompletedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmSnmpCompletedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmSnmpFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmSnmpFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlarmStatusChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmStatusChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::AllVirtualMachinesLicensedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("AllVirtualMachinesLicensedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::AlreadyAuthenticatedSessionEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("AlreadyAuthenticatedSessionEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::AuthorizationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AuthorizationEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::BadUsernameSessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("BadUsernameSessionEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CanceledHostOperationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CanceledHostOperationEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterComplianceCheckedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterComplianceCheckedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterDestroyedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterDestroyedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterOvercommittedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterOvercommittedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterReconfiguredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ClusterStatusChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterStatusChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefAddedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefRemovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldDefRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefRenamedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomFieldValueChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldValueChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationFailed"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationLinuxIdentityFailed(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CustomizationLinuxIdentityFailed"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationNetworkSetupFailed(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CustomizationNetworkSetupFailed"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationStartedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationStartedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationSucceeded(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationSucceeded"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationSysprepFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationSysprepFailed"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::CustomizationUnknownFailure(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationUnknownFailure"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupDestroyedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupDestroyedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupReconfiguredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DVPortgroupRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupRenamedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasAdmissionControlDisabledEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DasAdmissionControlDisabledEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasAdmissionControlEnabledEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DasAdmissionControlEnabledEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasAgentFoundEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasAgentFoundEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasAgentUnavailableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasAgentUnavailableEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasClusterIsolatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasClusterIsolatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasDisabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasDisabledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasEnabledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasHostFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasHostFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DasHostIsolatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasHostIsolatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatacenterCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatacenterCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatacenterEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatacenterEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatacenterRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatacenterRenamedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreCapacityIncreasedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DatastoreCapacityIncreasedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDestroyedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDestroyedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDiscoveredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDiscoveredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreDuplicatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDuplicatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileCopiedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileCopiedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileDeletedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileDeletedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreFileMovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileMovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreIORMReconfiguredEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DatastoreIORMReconfiguredEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastorePrincipalConfigured(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastorePrincipalConfigured"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRemovedOnHostEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRemovedOnHostEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRenamedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DatastoreRenamedOnHostEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRenamedOnHostEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsDisabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsDisabledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsEnabledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsEnteredStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsEnteredStandbyModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsEnteringStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsEnteringStandbyModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsExitStandbyModeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsExitStandbyModeFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsExitedStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsExitedStandbyModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsExitingStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsExitingStandbyModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsInvocationFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsInvocationFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsRecoveredFromFailureEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsRecoveredFromFailureEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsResourceConfigureFailedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DrsResourceConfigureFailedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsResourceConfigureSyncedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DrsResourceConfigureSyncedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsRuleComplianceEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsRuleComplianceEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsRuleViolationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsRuleViolationEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsSoftRuleViolationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsSoftRuleViolationEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsVmMigratedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsVmMigratedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DrsVmPoweredOnEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsVmPoweredOnEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DuplicateIpDetectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DuplicateIpDetectedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvpgImportEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvpgImportEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvpgRestoreEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvpgRestoreEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsDestroyedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsDestroyedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("DvsEvent")),
+            #[cfg(feature = "all-events")]
+            Self::DvsHealthStatusChangeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHealthStatusChangeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsHostBackInSyncEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostBackInSyncEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsHostJoinedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostJoinedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsHostLeftEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostLeftEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsHostStatusUpdated(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostStatusUpdated"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsHostWentOutOfSyncEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostWentOutOfSyncEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsImportEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsImportEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsMergedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsMergedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortBlockedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortBlockedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortConnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortConnectedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortDeletedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortDeletedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortDisconnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortDisconnectedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortEnteredPassthruEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortEnteredPassthruEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortExitedPassthruEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortExitedPassthruEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortJoinPortgroupEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortJoinPortgroupEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLeavePortgroupEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLeavePortgroupEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLinkDownEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLinkDownEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortLinkUpEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLinkUpEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortReconfiguredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortRuntimeChangeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortRuntimeChangeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortUnblockedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortUnblockedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsPortVendorSpecificStateChangeEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DvsPortVendorSpecificStateChangeEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsReconfiguredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsRenamedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsRestoreEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsRestoreEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeAvailableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeAvailableEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeInProgressEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeInProgressEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradeRejectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeRejectedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::DvsUpgradedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::EnteredMaintenanceModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("EnteredMaintenanceModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::EnteredStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("EnteredStandbyModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::EnteringMaintenanceModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("EnteringMaintenanceModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::EnteringStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("EnteringStandbyModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ErrorUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ErrorUpgradeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::EventEx(v) => x::Encode::encode_as(&**v, w, tag, Some("EventEx")),
+            #[cfg(feature = "all-events")]
+            Self::ExitMaintenanceModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExitMaintenanceModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ExitStandbyModeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExitStandbyModeFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ExitedStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExitedStandbyModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ExitingStandbyModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExitingStandbyModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ExtendedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExtendedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::FailoverLevelRestored(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FailoverLevelRestored"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostErrorEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostInfoEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostInfoEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralHostWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostWarningEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralUserEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralUserEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmErrorEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmInfoEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmInfoEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GeneralVmWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmWarningEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::GhostDvsProxySwitchDetectedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("GhostDvsProxySwitchDetectedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::GhostDvsProxySwitchRemovedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("GhostDvsProxySwitchRemovedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::GlobalMessageChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GlobalMessageChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HealthStatusChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HealthStatusChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostAddFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostAddFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostAddedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostAdminDisableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostAdminDisableEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostAdminEnableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostAdminEnableEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedAccountFailedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedAccountFailedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedAlreadyManagedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedAlreadyManagedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadCcagentEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadCcagentEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadUsernameEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadUsernameEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedBadVersionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadVersionEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedCcagentUpgradeEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedCcagentUpgradeEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNetworkErrorEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedNetworkErrorEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoAccessEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNoAccessEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoConnectionEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedNoConnectionEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNoLicenseEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNoLicenseEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedNotFoundEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNotFoundEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCnxFailedTimeoutEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedTimeoutEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostComplianceCheckedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostComplianceCheckedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostCompliantEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostCompliantEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostConfigAppliedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostConfigAppliedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostConnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostConnectedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostConnectionLostEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostConnectionLostEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasDisabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasDisabledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasDisablingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasDisablingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasEnabledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasEnablingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasEnablingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasErrorEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDasOkEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasOkEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostDisconnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDisconnectedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostEnableAdminFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostEnableAdminFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("HostEvent")),
+            #[cfg(feature = "all-events")]
+            Self::HostExtraNetworksEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostExtraNetworksEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostGetShortNameFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostGetShortNameFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostInAuditModeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostInAuditModeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostInventoryFullEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryFullEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostInventoryUnreadableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryUnreadableEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostIpChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostIpChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostIpInconsistentEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostIpInconsistentEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostIpToShortNameFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostIpToShortNameFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostIsolationIpPingFailedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostIsolationIpPingFailedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostLicenseExpiredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostLicenseExpiredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostLocalPortCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostLocalPortCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostMissingNetworksEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostMissingNetworksEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostMonitoringStateChangedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostMonitoringStateChangedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostNoAvailableNetworksEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostNoAvailableNetworksEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostNoHAEnabledPortGroupsEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostNoHAEnabledPortGroupsEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostNoRedundantManagementNetworkEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostNoRedundantManagementNetworkEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostNonCompliantEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostNonCompliantEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostNotInClusterEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostNotInClusterEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostOvercommittedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostOvercommittedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostPrimaryAgentNotShortNameEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostPrimaryAgentNotShortNameEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostProfileAppliedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostProfileAppliedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostReconnectionFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostReconnectionFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostRemovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostShortNameInconsistentEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostShortNameInconsistentEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostShortNameToIpFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostShortNameToIpFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostShutdownEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostShutdownEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationRequireEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationRequireEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSpecificationUpdateEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationUpdateEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostStatusChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostStatusChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSubSpecificationDeleteEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostSubSpecificationDeleteEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSubSpecificationUpdateEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostSubSpecificationUpdateEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostSyncFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostSyncFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostUpgradeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostUpgradeFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostUserWorldSwapNotEnabledEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostUserWorldSwapNotEnabledEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostVnicConnectedToCustomizedDVPortEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostVnicConnectedToCustomizedDVPortEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostWwnChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostWwnChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::HostWwnConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostWwnConflictEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::IScsiBootFailureEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("IScsiBootFailureEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::IncorrectHostInformationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("IncorrectHostInformationEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::InfoUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InfoUpgradeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::InsufficientFailoverResourcesEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientFailoverResourcesEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::InvalidEditionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidEditionEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseExpiredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseExpiredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseNonComplianceEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseNonComplianceEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseRestrictedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseRestrictedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseServerAvailableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerAvailableEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LicenseServerUnavailableEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerUnavailableEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LocalDatastoreCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LocalDatastoreCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LocalTSMEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LocalTSMEnabledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LockerMisconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LockerMisconfiguredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::LockerReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LockerReconfiguredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationErrorEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationHostErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationHostErrorEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationHostWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationHostWarningEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationResourceErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationResourceErrorEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationResourceWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationResourceWarningEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MigrationWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationWarningEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MtuMatchEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MtuMatchEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::MtuMismatchEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MtuMismatchEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NASDatastoreCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NASDatastoreCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NetworkRollbackEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NetworkRollbackEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NoAccessUserEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoAccessUserEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NoDatastoresConfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoDatastoresConfiguredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NoLicenseEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoLicenseEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::NoMaintenanceModeDrsRecommendationForVM(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NoMaintenanceModeDrsRecommendationForVM"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::NonVIWorkloadDetectedOnDatastoreEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NonVIWorkloadDetectedOnDatastoreEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::NotEnoughResourcesToStartVmEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NotEnoughResourcesToStartVmEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::OutOfSyncDvsHost(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OutOfSyncDvsHost"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::PermissionAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionAddedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::PermissionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::PermissionRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionRemovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::PermissionUpdatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionUpdatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileAssociatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileAssociatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileDissociatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileDissociatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileReferenceHostChangedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ProfileReferenceHostChangedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::ProfileRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileRemovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::RecoveryEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RecoveryEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::RemoteTSMEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RemoteTSMEnabledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolDestroyedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolDestroyedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolMovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolMovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourcePoolReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolReconfiguredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ResourceViolatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourceViolatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::RoleAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RoleAddedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::RoleEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("RoleEvent")),
+            #[cfg(feature = "all-events")]
+            Self::RoleRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RoleRemovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::RoleUpdatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RoleUpdatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::RollbackEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RollbackEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskCompletedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskCompletedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEmailCompletedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ScheduledTaskEmailCompletedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEmailFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskEmailFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskReconfiguredEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ScheduledTaskReconfiguredEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskRemovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ScheduledTaskStartedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskStartedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ServerLicenseExpiredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ServerLicenseExpiredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::ServerStartedSessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ServerStartedSessionEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::SessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SessionEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::SessionTerminatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SessionTerminatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TaskEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("TaskEvent")),
+            #[cfg(feature = "all-events")]
+            Self::TaskTimeoutEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TaskTimeoutEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TeamingMatchEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TeamingMatchEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TeamingMisMatchEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TeamingMisMatchEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TemplateBeingUpgradedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateBeingUpgradedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradeFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TemplateUpgradedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::TimedOutHostOperationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TimedOutHostOperationEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UnlicensedVirtualMachinesEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UnlicensedVirtualMachinesEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::UnlicensedVirtualMachinesFoundEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UnlicensedVirtualMachinesFoundEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::UpdatedAgentBeingRestartedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UpdatedAgentBeingRestartedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::UpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UpgradeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortMtuNotSupportEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortMtuNotSupportEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortMtuSupportEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortMtuSupportEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortVlanTrunkedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortVlanTrunkedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UplinkPortVlanUntrunkedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortVlanUntrunkedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserAssignedToGroup(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserAssignedToGroup"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserLoginSessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserLoginSessionEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserLogoutSessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserLogoutSessionEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserPasswordChanged(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserPasswordChanged"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserUnassignedFromGroup(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserUnassignedFromGroup"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::UserUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserUpgradeEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreExpandedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreExpandedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VMFSDatastoreExtendedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreExtendedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VMotionLicenseExpiredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VMotionLicenseExpiredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUninstallFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUninstallFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUninstalledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUninstalledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUpgradeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUpgradeFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VcAgentUpgradedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUpgradedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VimAccountPasswordChangedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VimAccountPasswordChangedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmAcquiredMksTicketEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmAcquiredMksTicketEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmAcquiredTicketEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmAcquiredTicketEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmAutoRenameEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmAutoRenameEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingClonedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingClonedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingClonedNoFolderEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingClonedNoFolderEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingDeployedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingDeployedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingHotMigratedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingHotMigratedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingMigratedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingMigratedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmBeingRelocatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingRelocatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmCloneEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmCloneEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmCloneFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmCloneFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmClonedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmClonedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmConfigMissingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmConfigMissingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmConnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmConnectedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmCreatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDasBeingResetEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasBeingResetEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDasBeingResetWithScreenshotEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmDasBeingResetWithScreenshotEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDasResetFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasResetFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDasUpdateErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasUpdateErrorEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDasUpdateOkEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasUpdateOkEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDateRolledBackEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDateRolledBackEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDeployFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDeployFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDeployedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDeployedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDisconnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDisconnectedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDiscoveredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDiscoveredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmDiskFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDiskFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmEmigratingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmEmigratingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmEndRecordingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmEndRecordingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmEndReplayingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmEndReplayingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("VmEvent")),
+            #[cfg(feature = "all-events")]
+            Self::VmFailedMigrateEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedMigrateEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedRelayoutEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedRelayoutEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFailedRelayoutOnVmfs2DatastoreEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedStartingSecondaryEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFailedStartingSecondaryEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToPowerOffEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToPowerOffEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToPowerOnEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToPowerOnEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToRebootGuestEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToRebootGuestEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToResetEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToResetEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToShutdownGuestEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToShutdownGuestEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToStandbyGuestEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToStandbyGuestEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedToSuspendEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToSuspendEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailedUpdatingSecondaryConfig(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFailedUpdatingSecondaryConfig"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFailoverFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailoverFailed"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceStateChangedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceStateChangedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceTurnedOffEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceTurnedOffEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmFaultToleranceVmTerminatedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceVmTerminatedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmGuestOSCrashedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestOSCrashedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmGuestRebootEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestRebootEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmGuestShutdownEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestShutdownEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmGuestStandbyEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestStandbyEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmHealthMonitoringStateChangedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmHealthMonitoringStateChangedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidAssignedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidAssignedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmInstanceUuidConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidConflictEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMacAssignedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMacAssignedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMacChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMacChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMacConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMacConflictEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMaxFTRestartCountReached(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMaxFTRestartCountReached"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMaxRestartCountReached(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMaxRestartCountReached"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMessageErrorEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMessageErrorEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMessageEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMessageEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMessageWarningEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMessageWarningEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmMigratedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMigratedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmNoCompatibleHostForSecondaryEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmNoCompatibleHostForSecondaryEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmNoNetworkAccessEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmNoNetworkAccessEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmOrphanedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmOrphanedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmPowerOffOnIsolationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmPowerOffOnIsolationEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmPoweredOffEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmPoweredOffEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmPoweredOnEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmPoweredOnEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmPoweringOnWithCustomizedDVPortEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmPoweringOnWithCustomizedDVPortEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmPrimaryFailoverEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmPrimaryFailoverEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmReconfiguredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmReconfiguredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRegisteredEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRegisteredEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRelayoutSuccessfulEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelayoutSuccessfulEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRelayoutUpToDateEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelayoutUpToDateEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmReloadFromPathEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmReloadFromPathEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmReloadFromPathFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmReloadFromPathFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRelocateFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelocateFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRelocateSpecEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelocateSpecEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRelocatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelocatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRemoteConsoleConnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRemoteConsoleConnectedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRemoteConsoleDisconnectedEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmRemoteConsoleDisconnectedEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRemovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRenamedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRequirementsExceedCurrentEVCModeEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmRequirementsExceedCurrentEVCModeEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmResettingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmResettingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmResourcePoolMovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmResourcePoolMovedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmResourceReallocatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmResourceReallocatedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmRestartedOnAlternateHostEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmRestartedOnAlternateHostEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmResumingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmResumingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryAddedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryDisabledBySystemEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmSecondaryDisabledBySystemEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryDisabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryDisabledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryEnabledEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSecondaryStartedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryStartedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmShutdownOnIsolationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmShutdownOnIsolationEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStartRecordingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartRecordingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStartReplayingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartReplayingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStartingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStartingSecondaryEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartingSecondaryEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStaticMacConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStaticMacConflictEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmStoppingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStoppingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSuspendedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSuspendedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmSuspendingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSuspendingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmTimedoutStartingSecondaryEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmTimedoutStartingSecondaryEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUnsupportedStartingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUnsupportedStartingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradeCompleteEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradeCompleteEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradeFailedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradeFailedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUpgradingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradingEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUuidAssignedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUuidAssignedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUuidChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUuidChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmUuidConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUuidConflictEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmVnicPoolReservationViolationClearEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmVnicPoolReservationViolationClearEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmVnicPoolReservationViolationRaiseEvent(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmVnicPoolReservationViolationRaiseEvent"),
+                )
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmWwnAssignedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmWwnAssignedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmWwnChangedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmWwnChangedEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::VmWwnConflictEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmWwnConflictEvent"))
+            }
+            #[cfg(feature = "all-events")]
+            Self::WarningUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("WarningUpgradeEvent"))
+            }
+        }
     }
 }

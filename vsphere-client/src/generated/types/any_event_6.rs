@@ -5,3375 +5,1971 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl<T: x::VariantOf<AnyEvent>> From<T> for AnyEvent {
-    fn from(value: T) -> Self {
-        value.into_variant()
-    }
-}
-impl x::VariantOf<AnyEvent> for Event {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::Event(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::Event(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AccountCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AccountCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AccountCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AccountRemovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AccountRemovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AccountRemovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AccountUpdatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AccountUpdatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AccountUpdatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AdminPasswordNotChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AdminPasswordNotChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AdminPasswordNotChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmAcknowledgedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmAcknowledgedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmAcknowledgedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmActionTriggeredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmActionTriggeredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmActionTriggeredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmClearedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmClearedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmClearedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmEmailCompletedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmEmailCompletedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmEmailCompletedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmEmailFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmEmailFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmEmailFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmReconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmReconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmReconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmRemovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmRemovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmRemovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmScriptCompleteEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmScriptCompleteEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmScriptCompleteEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmScriptFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmScriptFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmScriptFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmSnmpCompletedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmSnmpCompletedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmSnmpCompletedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmSnmpFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmSnmpFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmSnmpFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlarmStatusChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmStatusChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlarmStatusChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AllVirtualMachinesLicensedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AllVirtualMachinesLicensedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AllVirtualMachinesLicensedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AlreadyAuthenticatedSessionEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlreadyAuthenticatedSessionEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AlreadyAuthenticatedSessionEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for AuthorizationEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::AuthorizationEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::AuthorizationEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for BadUsernameSessionEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::BadUsernameSessionEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::BadUsernameSessionEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CanceledHostOperationEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CanceledHostOperationEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CanceledHostOperationEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterComplianceCheckedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterComplianceCheckedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ClusterComplianceCheckedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ClusterCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterDestroyedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterDestroyedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ClusterDestroyedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ClusterEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterOvercommittedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterOvercommittedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ClusterOvercommittedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterReconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterReconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ClusterReconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ClusterStatusChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterStatusChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ClusterStatusChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldDefAddedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefAddedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomFieldDefAddedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldDefEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomFieldDefEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldDefRemovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefRemovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomFieldDefRemovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldDefRenamedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefRenamedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomFieldDefRenamedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomFieldEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomFieldValueChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldValueChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomFieldValueChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomizationEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationFailed {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomizationFailed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationLinuxIdentityFailed {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationLinuxIdentityFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomizationLinuxIdentityFailed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationNetworkSetupFailed {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationNetworkSetupFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomizationNetworkSetupFailed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationStartedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationStartedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomizationStartedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationSucceeded {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationSucceeded(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomizationSucceeded(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationSysprepFailed {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationSysprepFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomizationSysprepFailed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for CustomizationUnknownFailure {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationUnknownFailure(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::CustomizationUnknownFailure(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DVPortgroupCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DVPortgroupCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DVPortgroupDestroyedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupDestroyedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DVPortgroupDestroyedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DVPortgroupEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DVPortgroupEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DVPortgroupReconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupReconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DVPortgroupReconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DVPortgroupRenamedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupRenamedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DVPortgroupRenamedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DasAdmissionControlDisabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAdmissionControlDisabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DasAdmissionControlDisabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DasAdmissionControlEnabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAdmissionControlEnabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DasAdmissionControlEnabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DasAgentFoundEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAgentFoundEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DasAgentFoundEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DasAgentUnavailableEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAgentUnavailableEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DasAgentUnavailableEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DasClusterIsolatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasClusterIsolatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DasClusterIsolatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DasDisabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasDisabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DasDisabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DasEnabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasEnabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DasEnabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DasHostFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasHostFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DasHostFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DasHostIsolatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasHostIsolatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DasHostIsolatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatacenterCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatacenterCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatacenterCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatacenterEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatacenterEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatacenterEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatacenterRenamedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatacenterRenamedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatacenterRenamedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreCapacityIncreasedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreCapacityIncreasedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreCapacityIncreasedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreDestroyedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreDestroyedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreDestroyedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreDiscoveredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreDiscoveredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreDiscoveredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreDuplicatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreDuplicatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreDuplicatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreFileCopiedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileCopiedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreFileCopiedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreFileDeletedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileDeletedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreFileDeletedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreFileEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreFileEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreFileMovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileMovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreFileMovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreIORMReconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreIORMReconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreIORMReconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastorePrincipalConfigured {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastorePrincipalConfigured(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastorePrincipalConfigured(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreRemovedOnHostEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreRemovedOnHostEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreRemovedOnHostEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreRenamedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreRenamedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreRenamedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DatastoreRenamedOnHostEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreRenamedOnHostEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DatastoreRenamedOnHostEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsDisabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsDisabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsDisabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsEnabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsEnabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsEnabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsEnteredStandbyModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsEnteredStandbyModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsEnteredStandbyModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsEnteringStandbyModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsEnteringStandbyModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsEnteringStandbyModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsExitStandbyModeFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsExitStandbyModeFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsExitStandbyModeFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsExitedStandbyModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsExitedStandbyModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsExitedStandbyModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsExitingStandbyModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsExitingStandbyModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsExitingStandbyModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsInvocationFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsInvocationFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsInvocationFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsRecoveredFromFailureEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsRecoveredFromFailureEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsRecoveredFromFailureEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsResourceConfigureFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsResourceConfigureFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsResourceConfigureFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsResourceConfigureSyncedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsResourceConfigureSyncedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsResourceConfigureSyncedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsRuleComplianceEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsRuleComplianceEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsRuleComplianceEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsRuleViolationEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsRuleViolationEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsRuleViolationEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsSoftRuleViolationEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsSoftRuleViolationEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsSoftRuleViolationEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsVmMigratedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsVmMigratedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsVmMigratedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DrsVmPoweredOnEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsVmPoweredOnEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DrsVmPoweredOnEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DuplicateIpDetectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DuplicateIpDetectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DuplicateIpDetectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvpgImportEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvpgImportEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvpgImportEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvpgRestoreEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvpgRestoreEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvpgRestoreEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsDestroyedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsDestroyedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsDestroyedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHealthStatusChangeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHealthStatusChangeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsHealthStatusChangeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHostBackInSyncEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostBackInSyncEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsHostBackInSyncEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHostJoinedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostJoinedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsHostJoinedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHostLeftEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostLeftEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsHostLeftEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHostStatusUpdated {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostStatusUpdated(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsHostStatusUpdated(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsHostWentOutOfSyncEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostWentOutOfSyncEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsHostWentOutOfSyncEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsImportEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsImportEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsImportEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsMergedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsMergedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsMergedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortBlockedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortBlockedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortBlockedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortConnectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortConnectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortConnectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortDeletedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortDeletedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortDeletedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortDisconnectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortDisconnectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortDisconnectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortEnteredPassthruEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortEnteredPassthruEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortEnteredPassthruEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortExitedPassthruEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortExitedPassthruEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortExitedPassthruEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortJoinPortgroupEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortJoinPortgroupEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortJoinPortgroupEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortLeavePortgroupEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortLeavePortgroupEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortLeavePortgroupEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortLinkDownEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortLinkDownEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortLinkDownEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortLinkUpEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortLinkUpEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortLinkUpEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortReconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortReconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortReconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortRuntimeChangeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortRuntimeChangeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortRuntimeChangeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortUnblockedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortUnblockedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortUnblockedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsPortVendorSpecificStateChangeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortVendorSpecificStateChangeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsPortVendorSpecificStateChangeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsReconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsReconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsReconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsRenamedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsRenamedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsRenamedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsRestoreEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsRestoreEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsRestoreEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsUpgradeAvailableEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradeAvailableEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsUpgradeAvailableEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsUpgradeInProgressEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradeInProgressEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsUpgradeInProgressEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsUpgradeRejectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradeRejectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsUpgradeRejectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for DvsUpgradedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::DvsUpgradedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for EnteredMaintenanceModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteredMaintenanceModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::EnteredMaintenanceModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for EnteredStandbyModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteredStandbyModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::EnteredStandbyModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for EnteringMaintenanceModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteringMaintenanceModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::EnteringMaintenanceModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for EnteringStandbyModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteringStandbyModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::EnteringStandbyModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ErrorUpgradeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ErrorUpgradeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ErrorUpgradeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for EventEx {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::EventEx(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::EventEx(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ExitMaintenanceModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitMaintenanceModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ExitMaintenanceModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ExitStandbyModeFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitStandbyModeFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ExitStandbyModeFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ExitedStandbyModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitedStandbyModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ExitedStandbyModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ExitingStandbyModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitingStandbyModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ExitingStandbyModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ExtendedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExtendedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ExtendedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for FailoverLevelRestored {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::FailoverLevelRestored(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::FailoverLevelRestored(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GeneralEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralHostErrorEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralHostErrorEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GeneralHostErrorEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralHostInfoEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralHostInfoEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GeneralHostInfoEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralHostWarningEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralHostWarningEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GeneralHostWarningEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralUserEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralUserEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GeneralUserEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralVmErrorEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralVmErrorEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GeneralVmErrorEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralVmInfoEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralVmInfoEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GeneralVmInfoEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GeneralVmWarningEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralVmWarningEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GeneralVmWarningEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GhostDvsProxySwitchDetectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GhostDvsProxySwitchDetectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GhostDvsProxySwitchDetectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GhostDvsProxySwitchRemovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GhostDvsProxySwitchRemovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GhostDvsProxySwitchRemovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for GlobalMessageChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::GlobalMessageChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::GlobalMessageChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HealthStatusChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HealthStatusChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HealthStatusChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostAddFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAddFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostAddFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostAddedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAddedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostAddedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostAdminDisableEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAdminDisableEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostAdminDisableEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostAdminEnableEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAdminEnableEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostAdminEnableEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedAccountFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedAccountFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedAccountFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedAlreadyManagedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedAlreadyManagedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedAlreadyManagedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedBadCcagentEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedBadCcagentEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedBadCcagentEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedBadUsernameEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedBadUsernameEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedBadUsernameEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedBadVersionEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedBadVersionEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedBadVersionEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedCcagentUpgradeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedCcagentUpgradeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedCcagentUpgradeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedNetworkErrorEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNetworkErrorEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedNetworkErrorEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedNoAccessEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNoAccessEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedNoAccessEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedNoConnectionEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNoConnectionEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedNoConnectionEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedNoLicenseEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNoLicenseEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedNoLicenseEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedNotFoundEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNotFoundEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedNotFoundEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCnxFailedTimeoutEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedTimeoutEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCnxFailedTimeoutEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostComplianceCheckedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostComplianceCheckedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostComplianceCheckedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostCompliantEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCompliantEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostCompliantEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostConfigAppliedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostConfigAppliedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostConfigAppliedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostConnectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostConnectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostConnectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostConnectionLostEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostConnectionLostEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostConnectionLostEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasDisabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasDisabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostDasDisabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasDisablingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasDisablingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostDasDisablingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasEnabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasEnabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostDasEnabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasEnablingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasEnablingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostDasEnablingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasErrorEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasErrorEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostDasErrorEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostDasEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDasOkEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasOkEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostDasOkEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostDisconnectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDisconnectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostDisconnectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostEnableAdminFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostEnableAdminFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostEnableAdminFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostExtraNetworksEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostExtraNetworksEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostExtraNetworksEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostGetShortNameFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostGetShortNameFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostGetShortNameFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostInAuditModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostInAuditModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostInAuditModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostInventoryFullEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostInventoryFullEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostInventoryFullEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostInventoryUnreadableEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostInventoryUnreadableEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostInventoryUnreadableEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostIpChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIpChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostIpChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostIpInconsistentEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIpInconsistentEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostIpInconsistentEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostIpToShortNameFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIpToShortNameFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostIpToShortNameFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostIsolationIpPingFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIsolationIpPingFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostIsolationIpPingFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostLicenseExpiredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostLicenseExpiredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostLicenseExpiredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostLocalPortCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostLocalPortCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostLocalPortCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostMissingNetworksEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostMissingNetworksEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostMissingNetworksEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostMonitoringStateChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostMonitoringStateChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostMonitoringStateChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostNoAvailableNetworksEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNoAvailableNetworksEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostNoAvailableNetworksEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostNoHAEnabledPortGroupsEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNoHAEnabledPortGroupsEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostNoHAEnabledPortGroupsEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostNoRedundantManagementNetworkEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNoRedundantManagementNetworkEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostNoRedundantManagementNetworkEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostNonCompliantEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNonCompliantEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostNonCompliantEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostNotInClusterEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNotInClusterEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostNotInClusterEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostOvercommittedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostOvercommittedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostOvercommittedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostPrimaryAgentNotShortNameEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostPrimaryAgentNotShortNameEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostPrimaryAgentNotShortNameEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostProfileAppliedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostProfileAppliedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostProfileAppliedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostReconnectionFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostReconnectionFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostReconnectionFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostRemovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostRemovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostRemovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostShortNameInconsistentEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostShortNameInconsistentEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostShortNameInconsistentEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostShortNameToIpFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostShortNameToIpFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostShortNameToIpFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostShutdownEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostShutdownEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostShutdownEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSpecificationChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSpecificationChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostSpecificationChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSpecificationRequireEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSpecificationRequireEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostSpecificationRequireEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSpecificationUpdateEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSpecificationUpdateEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostSpecificationUpdateEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostStatusChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostStatusChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostStatusChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSubSpecificationDeleteEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSubSpecificationDeleteEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostSubSpecificationDeleteEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSubSpecificationUpdateEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSubSpecificationUpdateEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostSubSpecificationUpdateEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostSyncFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSyncFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostSyncFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostUpgradeFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostUpgradeFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostUpgradeFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostUserWorldSwapNotEnabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostUserWorldSwapNotEnabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostUserWorldSwapNotEnabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostVnicConnectedToCustomizedDVPortEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostVnicConnectedToCustomizedDVPortEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostVnicConnectedToCustomizedDVPortEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostWwnChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostWwnChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostWwnChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for HostWwnConflictEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostWwnConflictEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::HostWwnConflictEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for IScsiBootFailureEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::IScsiBootFailureEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::IScsiBootFailureEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for IncorrectHostInformationEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::IncorrectHostInformationEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::IncorrectHostInformationEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for InfoUpgradeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::InfoUpgradeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::InfoUpgradeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for InsufficientFailoverResourcesEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::InsufficientFailoverResourcesEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::InsufficientFailoverResourcesEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for InvalidEditionEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::InvalidEditionEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::InvalidEditionEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::LicenseEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseExpiredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseExpiredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::LicenseExpiredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseNonComplianceEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseNonComplianceEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::LicenseNonComplianceEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseRestrictedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseRestrictedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::LicenseRestrictedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseServerAvailableEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseServerAvailableEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::LicenseServerAvailableEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for LicenseServerUnavailableEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LicenseServerUnavailableEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::LicenseServerUnavailableEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for LocalDatastoreCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LocalDatastoreCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::LocalDatastoreCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for LocalTSMEnabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LocalTSMEnabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::LocalTSMEnabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for LockerMisconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LockerMisconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::LockerMisconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for LockerReconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::LockerReconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::LockerReconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationErrorEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationErrorEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::MigrationErrorEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::MigrationEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationHostErrorEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationHostErrorEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::MigrationHostErrorEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationHostWarningEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationHostWarningEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::MigrationHostWarningEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationResourceErrorEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationResourceErrorEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::MigrationResourceErrorEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationResourceWarningEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationResourceWarningEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::MigrationResourceWarningEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for MigrationWarningEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MigrationWarningEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::MigrationWarningEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for MtuMatchEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MtuMatchEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::MtuMatchEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for MtuMismatchEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::MtuMismatchEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::MtuMismatchEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for NASDatastoreCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NASDatastoreCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::NASDatastoreCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for NetworkRollbackEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NetworkRollbackEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::NetworkRollbackEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for NoAccessUserEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NoAccessUserEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::NoAccessUserEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for NoDatastoresConfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NoDatastoresConfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::NoDatastoresConfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for NoLicenseEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NoLicenseEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::NoLicenseEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for NoMaintenanceModeDrsRecommendationForVM {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NoMaintenanceModeDrsRecommendationForVM(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::NoMaintenanceModeDrsRecommendationForVM(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for NonVIWorkloadDetectedOnDatastoreEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NonVIWorkloadDetectedOnDatastoreEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::NonVIWorkloadDetectedOnDatastoreEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for NotEnoughResourcesToStartVmEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::NotEnoughResourcesToStartVmEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::NotEnoughResourcesToStartVmEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for OutOfSyncDvsHost {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::OutOfSyncDvsHost(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::OutOfSyncDvsHost(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for PermissionAddedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::PermissionAddedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::PermissionAddedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for PermissionEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::PermissionEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::PermissionEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for PermissionRemovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::PermissionRemovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::PermissionRemovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for PermissionUpdatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::PermissionUpdatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::PermissionUpdatedEvent(v) => Some(v),
-            _ => None,
-        }
+impl AnyEvent {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AccountCreatedEvent(v)) => {
+                return Ok(Self::AccountCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AccountRemovedEvent(v)) => {
+                return Ok(Self::AccountRemovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AccountUpdatedEvent(v)) => {
+                return Ok(Self::AccountUpdatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AdminPasswordNotChangedEvent(v)) => {
+                return Ok(Self::AdminPasswordNotChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmAcknowledgedEvent(v)) => {
+                return Ok(Self::AlarmAcknowledgedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmActionTriggeredEvent(v)) => {
+                return Ok(Self::AlarmActionTriggeredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmClearedEvent(v)) => {
+                return Ok(Self::AlarmClearedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmCreatedEvent(v)) => {
+                return Ok(Self::AlarmCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmEmailCompletedEvent(v)) => {
+                return Ok(Self::AlarmEmailCompletedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmEmailFailedEvent(v)) => {
+                return Ok(Self::AlarmEmailFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmEvent(v)) => return Ok(Self::AlarmEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmReconfiguredEvent(v)) => {
+                return Ok(Self::AlarmReconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmRemovedEvent(v)) => {
+                return Ok(Self::AlarmRemovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmScriptCompleteEvent(v)) => {
+                return Ok(Self::AlarmScriptCompleteEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmScriptFailedEvent(v)) => {
+                return Ok(Self::AlarmScriptFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmSnmpCompletedEvent(v)) => {
+                return Ok(Self::AlarmSnmpCompletedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmSnmpFailedEvent(v)) => {
+                return Ok(Self::AlarmSnmpFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlarmStatusChangedEvent(v)) => {
+                return Ok(Self::AlarmStatusChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AllVirtualMachinesLicensedEvent(v)) => {
+                return Ok(Self::AllVirtualMachinesLicensedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_1::Object::AlreadyAuthenticatedSessionEvent(v)) => {
+                return Ok(Self::AlreadyAuthenticatedSessionEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::a_9::Object::AuthorizationEvent(v)) => {
+                return Ok(Self::AuthorizationEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::b_to_c::Object::BadUsernameSessionEvent(v)) => {
+                return Ok(Self::BadUsernameSessionEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::b_to_c::Object::CanceledHostOperationEvent(v)) => {
+                return Ok(Self::CanceledHostOperationEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_1::Object::ClusterComplianceCheckedEvent(v)) => {
+                return Ok(Self::ClusterComplianceCheckedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_1::Object::ClusterCreatedEvent(v)) => {
+                return Ok(Self::ClusterCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_1::Object::ClusterDestroyedEvent(v)) => {
+                return Ok(Self::ClusterDestroyedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_2::Object::ClusterEvent(v)) => return Ok(Self::ClusterEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_2::Object::ClusterOvercommittedEvent(v)) => {
+                return Ok(Self::ClusterOvercommittedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_2::Object::ClusterReconfiguredEvent(v)) => {
+                return Ok(Self::ClusterReconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_2::Object::ClusterStatusChangedEvent(v)) => {
+                return Ok(Self::ClusterStatusChangedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomFieldDefAddedEvent(v)) => {
+                return Ok(Self::CustomFieldDefAddedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomFieldDefEvent(v)) => {
+                return Ok(Self::CustomFieldDefEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomFieldDefRemovedEvent(v)) => {
+                return Ok(Self::CustomFieldDefRemovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomFieldDefRenamedEvent(v)) => {
+                return Ok(Self::CustomFieldDefRenamedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomFieldEvent(v)) => {
+                return Ok(Self::CustomFieldEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomFieldValueChangedEvent(v)) => {
+                return Ok(Self::CustomFieldValueChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomizationEvent(v)) => {
+                return Ok(Self::CustomizationEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomizationFailed(v)) => {
+                return Ok(Self::CustomizationFailed(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomizationLinuxIdentityFailed(v)) => {
+                return Ok(Self::CustomizationLinuxIdentityFailed(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomizationNetworkSetupFailed(v)) => {
+                return Ok(Self::CustomizationNetworkSetupFailed(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomizationStartedEvent(v)) => {
+                return Ok(Self::CustomizationStartedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomizationSucceeded(v)) => {
+                return Ok(Self::CustomizationSucceeded(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomizationSysprepFailed(v)) => {
+                return Ok(Self::CustomizationSysprepFailed(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::c_4::Object::CustomizationUnknownFailure(v)) => {
+                return Ok(Self::CustomizationUnknownFailure(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_1::Object::DVPortgroupCreatedEvent(v)) => {
+                return Ok(Self::DVPortgroupCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_1::Object::DVPortgroupDestroyedEvent(v)) => {
+                return Ok(Self::DVPortgroupDestroyedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_1::Object::DVPortgroupEvent(v)) => {
+                return Ok(Self::DVPortgroupEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_1::Object::DVPortgroupReconfiguredEvent(v)) => {
+                return Ok(Self::DVPortgroupReconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_1::Object::DVPortgroupRenamedEvent(v)) => {
+                return Ok(Self::DVPortgroupRenamedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_1::Object::DasAdmissionControlDisabledEvent(v)) => {
+                return Ok(Self::DasAdmissionControlDisabledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_1::Object::DasAdmissionControlEnabledEvent(v)) => {
+                return Ok(Self::DasAdmissionControlEnabledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_1::Object::DasAgentFoundEvent(v)) => {
+                return Ok(Self::DasAgentFoundEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_1::Object::DasAgentUnavailableEvent(v)) => {
+                return Ok(Self::DasAgentUnavailableEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_1::Object::DasClusterIsolatedEvent(v)) => {
+                return Ok(Self::DasClusterIsolatedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DasDisabledEvent(v)) => {
+                return Ok(Self::DasDisabledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DasEnabledEvent(v)) => {
+                return Ok(Self::DasEnabledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DasHostFailedEvent(v)) => {
+                return Ok(Self::DasHostFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DasHostIsolatedEvent(v)) => {
+                return Ok(Self::DasHostIsolatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatacenterCreatedEvent(v)) => {
+                return Ok(Self::DatacenterCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatacenterEvent(v)) => {
+                return Ok(Self::DatacenterEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatacenterRenamedEvent(v)) => {
+                return Ok(Self::DatacenterRenamedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreCapacityIncreasedEvent(v)) => {
+                return Ok(Self::DatastoreCapacityIncreasedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreDestroyedEvent(v)) => {
+                return Ok(Self::DatastoreDestroyedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreDiscoveredEvent(v)) => {
+                return Ok(Self::DatastoreDiscoveredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreDuplicatedEvent(v)) => {
+                return Ok(Self::DatastoreDuplicatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreEvent(v)) => {
+                return Ok(Self::DatastoreEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreFileCopiedEvent(v)) => {
+                return Ok(Self::DatastoreFileCopiedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreFileDeletedEvent(v)) => {
+                return Ok(Self::DatastoreFileDeletedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreFileEvent(v)) => {
+                return Ok(Self::DatastoreFileEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreFileMovedEvent(v)) => {
+                return Ok(Self::DatastoreFileMovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreIORMReconfiguredEvent(v)) => {
+                return Ok(Self::DatastoreIORMReconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastorePrincipalConfigured(v)) => {
+                return Ok(Self::DatastorePrincipalConfigured(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreRemovedOnHostEvent(v)) => {
+                return Ok(Self::DatastoreRemovedOnHostEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreRenamedEvent(v)) => {
+                return Ok(Self::DatastoreRenamedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_2::Object::DatastoreRenamedOnHostEvent(v)) => {
+                return Ok(Self::DatastoreRenamedOnHostEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsDisabledEvent(v)) => {
+                return Ok(Self::DrsDisabledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsEnabledEvent(v)) => {
+                return Ok(Self::DrsEnabledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsEnteredStandbyModeEvent(v)) => {
+                return Ok(Self::DrsEnteredStandbyModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsEnteringStandbyModeEvent(v)) => {
+                return Ok(Self::DrsEnteringStandbyModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsExitStandbyModeFailedEvent(v)) => {
+                return Ok(Self::DrsExitStandbyModeFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsExitedStandbyModeEvent(v)) => {
+                return Ok(Self::DrsExitedStandbyModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsExitingStandbyModeEvent(v)) => {
+                return Ok(Self::DrsExitingStandbyModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsInvocationFailedEvent(v)) => {
+                return Ok(Self::DrsInvocationFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsRecoveredFromFailureEvent(v)) => {
+                return Ok(Self::DrsRecoveredFromFailureEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsResourceConfigureFailedEvent(v)) => {
+                return Ok(Self::DrsResourceConfigureFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsResourceConfigureSyncedEvent(v)) => {
+                return Ok(Self::DrsResourceConfigureSyncedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsRuleComplianceEvent(v)) => {
+                return Ok(Self::DrsRuleComplianceEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsRuleViolationEvent(v)) => {
+                return Ok(Self::DrsRuleViolationEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsSoftRuleViolationEvent(v)) => {
+                return Ok(Self::DrsSoftRuleViolationEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsVmMigratedEvent(v)) => {
+                return Ok(Self::DrsVmMigratedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DrsVmPoweredOnEvent(v)) => {
+                return Ok(Self::DrsVmPoweredOnEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DuplicateIpDetectedEvent(v)) => {
+                return Ok(Self::DuplicateIpDetectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DvpgImportEvent(v)) => {
+                return Ok(Self::DvpgImportEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DvpgRestoreEvent(v)) => {
+                return Ok(Self::DvpgRestoreEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DvsCreatedEvent(v)) => {
+                return Ok(Self::DvsCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DvsDestroyedEvent(v)) => {
+                return Ok(Self::DvsDestroyedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DvsEvent(v)) => return Ok(Self::DvsEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_4::Object::DvsHealthStatusChangeEvent(v)) => {
+                return Ok(Self::DvsHealthStatusChangeEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsHostBackInSyncEvent(v)) => {
+                return Ok(Self::DvsHostBackInSyncEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsHostJoinedEvent(v)) => {
+                return Ok(Self::DvsHostJoinedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsHostLeftEvent(v)) => {
+                return Ok(Self::DvsHostLeftEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsHostStatusUpdated(v)) => {
+                return Ok(Self::DvsHostStatusUpdated(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsHostWentOutOfSyncEvent(v)) => {
+                return Ok(Self::DvsHostWentOutOfSyncEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsImportEvent(v)) => {
+                return Ok(Self::DvsImportEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsMergedEvent(v)) => {
+                return Ok(Self::DvsMergedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortBlockedEvent(v)) => {
+                return Ok(Self::DvsPortBlockedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortConnectedEvent(v)) => {
+                return Ok(Self::DvsPortConnectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortCreatedEvent(v)) => {
+                return Ok(Self::DvsPortCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortDeletedEvent(v)) => {
+                return Ok(Self::DvsPortDeletedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortDisconnectedEvent(v)) => {
+                return Ok(Self::DvsPortDisconnectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortEnteredPassthruEvent(v)) => {
+                return Ok(Self::DvsPortEnteredPassthruEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortExitedPassthruEvent(v)) => {
+                return Ok(Self::DvsPortExitedPassthruEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortJoinPortgroupEvent(v)) => {
+                return Ok(Self::DvsPortJoinPortgroupEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortLeavePortgroupEvent(v)) => {
+                return Ok(Self::DvsPortLeavePortgroupEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortLinkDownEvent(v)) => {
+                return Ok(Self::DvsPortLinkDownEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortLinkUpEvent(v)) => {
+                return Ok(Self::DvsPortLinkUpEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortReconfiguredEvent(v)) => {
+                return Ok(Self::DvsPortReconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortRuntimeChangeEvent(v)) => {
+                return Ok(Self::DvsPortRuntimeChangeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortUnblockedEvent(v)) => {
+                return Ok(Self::DvsPortUnblockedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsPortVendorSpecificStateChangeEvent(v)) => {
+                return Ok(Self::DvsPortVendorSpecificStateChangeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsReconfiguredEvent(v)) => {
+                return Ok(Self::DvsReconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsRenamedEvent(v)) => {
+                return Ok(Self::DvsRenamedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsRestoreEvent(v)) => {
+                return Ok(Self::DvsRestoreEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsUpgradeAvailableEvent(v)) => {
+                return Ok(Self::DvsUpgradeAvailableEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsUpgradeInProgressEvent(v)) => {
+                return Ok(Self::DvsUpgradeInProgressEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsUpgradeRejectedEvent(v)) => {
+                return Ok(Self::DvsUpgradeRejectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::d_5::Object::DvsUpgradedEvent(v)) => {
+                return Ok(Self::DvsUpgradedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e::Object>(object) {
+            Ok(chunks::e::Object::Event(v)) => return Ok(Self::Event(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e::Object::EnteredMaintenanceModeEvent(v)) => {
+                return Ok(Self::EnteredMaintenanceModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e::Object::EnteredStandbyModeEvent(v)) => {
+                return Ok(Self::EnteredStandbyModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e::Object::EnteringMaintenanceModeEvent(v)) => {
+                return Ok(Self::EnteringMaintenanceModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e::Object::EnteringStandbyModeEvent(v)) => {
+                return Ok(Self::EnteringStandbyModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e::Object::ErrorUpgradeEvent(v)) => {
+                return Ok(Self::ErrorUpgradeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e::Object::EventEx(v)) => return Ok(Self::EventEx(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e::Object::ExitMaintenanceModeEvent(v)) => {
+                return Ok(Self::ExitMaintenanceModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e::Object::ExitStandbyModeFailedEvent(v)) => {
+                return Ok(Self::ExitStandbyModeFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e::Object::ExitedStandbyModeEvent(v)) => {
+                return Ok(Self::ExitedStandbyModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e::Object::ExitingStandbyModeEvent(v)) => {
+                return Ok(Self::ExitingStandbyModeEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e_to_f::Object::ExtendedEvent(v)) => {
+                return Ok(Self::ExtendedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::e_to_f::Object::FailoverLevelRestored(v)) => {
+                return Ok(Self::FailoverLevelRestored(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GeneralEvent(v)) => {
+                return Ok(Self::GeneralEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GeneralHostErrorEvent(v)) => {
+                return Ok(Self::GeneralHostErrorEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GeneralHostInfoEvent(v)) => {
+                return Ok(Self::GeneralHostInfoEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GeneralHostWarningEvent(v)) => {
+                return Ok(Self::GeneralHostWarningEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GeneralUserEvent(v)) => {
+                return Ok(Self::GeneralUserEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GeneralVmErrorEvent(v)) => {
+                return Ok(Self::GeneralVmErrorEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GeneralVmInfoEvent(v)) => {
+                return Ok(Self::GeneralVmInfoEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GeneralVmWarningEvent(v)) => {
+                return Ok(Self::GeneralVmWarningEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchDetectedEvent(v)) => {
+                return Ok(Self::GhostDvsProxySwitchDetectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchRemovedEvent(v)) => {
+                return Ok(Self::GhostDvsProxySwitchRemovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::f_to_g::Object::GlobalMessageChangedEvent(v)) => {
+                return Ok(Self::GlobalMessageChangedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HealthStatusChangedEvent(v)) => {
+                return Ok(Self::HealthStatusChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HostAddFailedEvent(v)) => {
+                return Ok(Self::HostAddFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HostAddedEvent(v)) => {
+                return Ok(Self::HostAddedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HostAdminDisableEvent(v)) => {
+                return Ok(Self::HostAdminDisableEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HostAdminEnableEvent(v)) => {
+                return Ok(Self::HostAdminEnableEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HostCnxFailedAccountFailedEvent(v)) => {
+                return Ok(Self::HostCnxFailedAccountFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HostCnxFailedAlreadyManagedEvent(v)) => {
+                return Ok(Self::HostCnxFailedAlreadyManagedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HostCnxFailedBadCcagentEvent(v)) => {
+                return Ok(Self::HostCnxFailedBadCcagentEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HostCnxFailedBadUsernameEvent(v)) => {
+                return Ok(Self::HostCnxFailedBadUsernameEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HostCnxFailedBadVersionEvent(v)) => {
+                return Ok(Self::HostCnxFailedBadVersionEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_1::Object::HostCnxFailedCcagentUpgradeEvent(v)) => {
+                return Ok(Self::HostCnxFailedCcagentUpgradeEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_10::Object::HostVnicConnectedToCustomizedDVPortEvent(v)) => {
+                return Ok(Self::HostVnicConnectedToCustomizedDVPortEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_10::Object::HostWwnChangedEvent(v)) => {
+                return Ok(Self::HostWwnChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_10::Object::HostWwnConflictEvent(v)) => {
+                return Ok(Self::HostWwnConflictEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostCnxFailedEvent(v)) => {
+                return Ok(Self::HostCnxFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostCnxFailedNetworkErrorEvent(v)) => {
+                return Ok(Self::HostCnxFailedNetworkErrorEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostCnxFailedNoAccessEvent(v)) => {
+                return Ok(Self::HostCnxFailedNoAccessEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostCnxFailedNoConnectionEvent(v)) => {
+                return Ok(Self::HostCnxFailedNoConnectionEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostCnxFailedNoLicenseEvent(v)) => {
+                return Ok(Self::HostCnxFailedNoLicenseEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostCnxFailedNotFoundEvent(v)) => {
+                return Ok(Self::HostCnxFailedNotFoundEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostCnxFailedTimeoutEvent(v)) => {
+                return Ok(Self::HostCnxFailedTimeoutEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostComplianceCheckedEvent(v)) => {
+                return Ok(Self::HostComplianceCheckedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostCompliantEvent(v)) => {
+                return Ok(Self::HostCompliantEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostConfigAppliedEvent(v)) => {
+                return Ok(Self::HostConfigAppliedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostConnectedEvent(v)) => {
+                return Ok(Self::HostConnectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostConnectionLostEvent(v)) => {
+                return Ok(Self::HostConnectionLostEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostDasDisabledEvent(v)) => {
+                return Ok(Self::HostDasDisabledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostDasDisablingEvent(v)) => {
+                return Ok(Self::HostDasDisablingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostDasEnabledEvent(v)) => {
+                return Ok(Self::HostDasEnabledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostDasEnablingEvent(v)) => {
+                return Ok(Self::HostDasEnablingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostDasErrorEvent(v)) => {
+                return Ok(Self::HostDasErrorEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostDasEvent(v)) => return Ok(Self::HostDasEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_2::Object::HostDasOkEvent(v)) => {
+                return Ok(Self::HostDasOkEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_3::Object::HostDisconnectedEvent(v)) => {
+                return Ok(Self::HostDisconnectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_3::Object::HostEnableAdminFailedEvent(v)) => {
+                return Ok(Self::HostEnableAdminFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_3::Object::HostEvent(v)) => return Ok(Self::HostEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_3::Object::HostExtraNetworksEvent(v)) => {
+                return Ok(Self::HostExtraNetworksEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_4::Object::HostGetShortNameFailedEvent(v)) => {
+                return Ok(Self::HostGetShortNameFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_4::Object::HostInAuditModeEvent(v)) => {
+                return Ok(Self::HostInAuditModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_4::Object::HostInventoryFullEvent(v)) => {
+                return Ok(Self::HostInventoryFullEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_4::Object::HostInventoryUnreadableEvent(v)) => {
+                return Ok(Self::HostInventoryUnreadableEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_4::Object::HostIpChangedEvent(v)) => {
+                return Ok(Self::HostIpChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_4::Object::HostIpInconsistentEvent(v)) => {
+                return Ok(Self::HostIpInconsistentEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_5::Object::HostIpToShortNameFailedEvent(v)) => {
+                return Ok(Self::HostIpToShortNameFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_5::Object::HostIsolationIpPingFailedEvent(v)) => {
+                return Ok(Self::HostIsolationIpPingFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_5::Object::HostLicenseExpiredEvent(v)) => {
+                return Ok(Self::HostLicenseExpiredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_5::Object::HostLocalPortCreatedEvent(v)) => {
+                return Ok(Self::HostLocalPortCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_5::Object::HostMissingNetworksEvent(v)) => {
+                return Ok(Self::HostMissingNetworksEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_5::Object::HostMonitoringStateChangedEvent(v)) => {
+                return Ok(Self::HostMonitoringStateChangedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_6::Object::HostNoAvailableNetworksEvent(v)) => {
+                return Ok(Self::HostNoAvailableNetworksEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_6::Object::HostNoHAEnabledPortGroupsEvent(v)) => {
+                return Ok(Self::HostNoHAEnabledPortGroupsEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_6::Object::HostNoRedundantManagementNetworkEvent(v)) => {
+                return Ok(Self::HostNoRedundantManagementNetworkEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_6::Object::HostNonCompliantEvent(v)) => {
+                return Ok(Self::HostNonCompliantEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_6::Object::HostNotInClusterEvent(v)) => {
+                return Ok(Self::HostNotInClusterEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_6::Object::HostOvercommittedEvent(v)) => {
+                return Ok(Self::HostOvercommittedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_7::Object::HostPrimaryAgentNotShortNameEvent(v)) => {
+                return Ok(Self::HostPrimaryAgentNotShortNameEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_7::Object::HostProfileAppliedEvent(v)) => {
+                return Ok(Self::HostProfileAppliedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_8::Object::HostReconnectionFailedEvent(v)) => {
+                return Ok(Self::HostReconnectionFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_8::Object::HostRemovedEvent(v)) => {
+                return Ok(Self::HostRemovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_8::Object::HostShortNameInconsistentEvent(v)) => {
+                return Ok(Self::HostShortNameInconsistentEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_8::Object::HostShortNameToIpFailedEvent(v)) => {
+                return Ok(Self::HostShortNameToIpFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_8::Object::HostShutdownEvent(v)) => {
+                return Ok(Self::HostShutdownEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_8::Object::HostSpecificationChangedEvent(v)) => {
+                return Ok(Self::HostSpecificationChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_8::Object::HostSpecificationRequireEvent(v)) => {
+                return Ok(Self::HostSpecificationRequireEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_8::Object::HostSpecificationUpdateEvent(v)) => {
+                return Ok(Self::HostSpecificationUpdateEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_8::Object::HostStatusChangedEvent(v)) => {
+                return Ok(Self::HostStatusChangedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_9::Object::HostSubSpecificationDeleteEvent(v)) => {
+                return Ok(Self::HostSubSpecificationDeleteEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_9::Object::HostSubSpecificationUpdateEvent(v)) => {
+                return Ok(Self::HostSubSpecificationUpdateEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_9::Object::HostSyncFailedEvent(v)) => {
+                return Ok(Self::HostSyncFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_9::Object::HostUpgradeFailedEvent(v)) => {
+                return Ok(Self::HostUpgradeFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::h_9::Object::HostUserWorldSwapNotEnabledEvent(v)) => {
+                return Ok(Self::HostUserWorldSwapNotEnabledEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::i_1::Object::IScsiBootFailureEvent(v)) => {
+                return Ok(Self::IScsiBootFailureEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::i_1::Object::IncorrectHostInformationEvent(v)) => {
+                return Ok(Self::IncorrectHostInformationEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::i_1::Object::InfoUpgradeEvent(v)) => {
+                return Ok(Self::InfoUpgradeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::i_1::Object::InsufficientFailoverResourcesEvent(v)) => {
+                return Ok(Self::InsufficientFailoverResourcesEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::i_1::Object::InvalidEditionEvent(v)) => {
+                return Ok(Self::InvalidEditionEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::j_to_l::Object::LicenseEvent(v)) => {
+                return Ok(Self::LicenseEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::j_to_l::Object::LicenseExpiredEvent(v)) => {
+                return Ok(Self::LicenseExpiredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::j_to_l::Object::LicenseNonComplianceEvent(v)) => {
+                return Ok(Self::LicenseNonComplianceEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::j_to_l::Object::LicenseRestrictedEvent(v)) => {
+                return Ok(Self::LicenseRestrictedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::j_to_l::Object::LicenseServerAvailableEvent(v)) => {
+                return Ok(Self::LicenseServerAvailableEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::j_to_l::Object::LicenseServerUnavailableEvent(v)) => {
+                return Ok(Self::LicenseServerUnavailableEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::j_to_l::Object::LocalDatastoreCreatedEvent(v)) => {
+                return Ok(Self::LocalDatastoreCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::j_to_l::Object::LocalTSMEnabledEvent(v)) => {
+                return Ok(Self::LocalTSMEnabledEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::LockerMisconfiguredEvent(v)) => {
+                return Ok(Self::LockerMisconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::LockerReconfiguredEvent(v)) => {
+                return Ok(Self::LockerReconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::MigrationErrorEvent(v)) => {
+                return Ok(Self::MigrationErrorEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::MigrationEvent(v)) => {
+                return Ok(Self::MigrationEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::MigrationHostErrorEvent(v)) => {
+                return Ok(Self::MigrationHostErrorEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::MigrationHostWarningEvent(v)) => {
+                return Ok(Self::MigrationHostWarningEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::MigrationResourceErrorEvent(v)) => {
+                return Ok(Self::MigrationResourceErrorEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::MigrationResourceWarningEvent(v)) => {
+                return Ok(Self::MigrationResourceWarningEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::MigrationWarningEvent(v)) => {
+                return Ok(Self::MigrationWarningEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::MtuMatchEvent(v)) => {
+                return Ok(Self::MtuMatchEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::l_to_m::Object::MtuMismatchEvent(v)) => {
+                return Ok(Self::MtuMismatchEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::n_1::Object::NASDatastoreCreatedEvent(v)) => {
+                return Ok(Self::NASDatastoreCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::n_1::Object::NetworkRollbackEvent(v)) => {
+                return Ok(Self::NetworkRollbackEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::n_1::Object::NoAccessUserEvent(v)) => {
+                return Ok(Self::NoAccessUserEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::n_1::Object::NoDatastoresConfiguredEvent(v)) => {
+                return Ok(Self::NoDatastoresConfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::n_1::Object::NoLicenseEvent(v)) => {
+                return Ok(Self::NoLicenseEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::n_1::Object::NoMaintenanceModeDrsRecommendationForVM(v)) => {
+                return Ok(Self::NoMaintenanceModeDrsRecommendationForVM(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::n_2::Object::NonVIWorkloadDetectedOnDatastoreEvent(v)) => {
+                return Ok(Self::NonVIWorkloadDetectedOnDatastoreEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::n_2::Object::NotEnoughResourcesToStartVmEvent(v)) => {
+                return Ok(Self::NotEnoughResourcesToStartVmEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::o_1::Object::OutOfSyncDvsHost(v)) => {
+                return Ok(Self::OutOfSyncDvsHost(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_1::Object::PermissionAddedEvent(v)) => {
+                return Ok(Self::PermissionAddedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_1::Object::PermissionEvent(v)) => {
+                return Ok(Self::PermissionEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_1::Object::PermissionRemovedEvent(v)) => {
+                return Ok(Self::PermissionRemovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_1::Object::PermissionUpdatedEvent(v)) => {
+                return Ok(Self::PermissionUpdatedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_2::Object::ProfileAssociatedEvent(v)) => {
+                return Ok(Self::ProfileAssociatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_2::Object::ProfileChangedEvent(v)) => {
+                return Ok(Self::ProfileChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_2::Object::ProfileCreatedEvent(v)) => {
+                return Ok(Self::ProfileCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_2::Object::ProfileDissociatedEvent(v)) => {
+                return Ok(Self::ProfileDissociatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_2::Object::ProfileEvent(v)) => return Ok(Self::ProfileEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_2::Object::ProfileReferenceHostChangedEvent(v)) => {
+                return Ok(Self::ProfileReferenceHostChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_2::Object::ProfileRemovedEvent(v)) => {
+                return Ok(Self::ProfileRemovedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_1::Object::RecoveryEvent(v)) => {
+                return Ok(Self::RecoveryEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_1::Object::RemoteTSMEnabledEvent(v)) => {
+                return Ok(Self::RemoteTSMEnabledEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::ResourcePoolCreatedEvent(v)) => {
+                return Ok(Self::ResourcePoolCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::ResourcePoolDestroyedEvent(v)) => {
+                return Ok(Self::ResourcePoolDestroyedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::ResourcePoolEvent(v)) => {
+                return Ok(Self::ResourcePoolEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::ResourcePoolMovedEvent(v)) => {
+                return Ok(Self::ResourcePoolMovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::ResourcePoolReconfiguredEvent(v)) => {
+                return Ok(Self::ResourcePoolReconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::ResourceViolatedEvent(v)) => {
+                return Ok(Self::ResourceViolatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::RoleAddedEvent(v)) => {
+                return Ok(Self::RoleAddedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::RoleEvent(v)) => return Ok(Self::RoleEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::RoleRemovedEvent(v)) => {
+                return Ok(Self::RoleRemovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::RoleUpdatedEvent(v)) => {
+                return Ok(Self::RoleUpdatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::r_2::Object::RollbackEvent(v)) => {
+                return Ok(Self::RollbackEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ScheduledTaskCompletedEvent(v)) => {
+                return Ok(Self::ScheduledTaskCompletedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ScheduledTaskCreatedEvent(v)) => {
+                return Ok(Self::ScheduledTaskCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ScheduledTaskEmailCompletedEvent(v)) => {
+                return Ok(Self::ScheduledTaskEmailCompletedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ScheduledTaskEmailFailedEvent(v)) => {
+                return Ok(Self::ScheduledTaskEmailFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ScheduledTaskEvent(v)) => {
+                return Ok(Self::ScheduledTaskEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ScheduledTaskFailedEvent(v)) => {
+                return Ok(Self::ScheduledTaskFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ScheduledTaskReconfiguredEvent(v)) => {
+                return Ok(Self::ScheduledTaskReconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ScheduledTaskRemovedEvent(v)) => {
+                return Ok(Self::ScheduledTaskRemovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ScheduledTaskStartedEvent(v)) => {
+                return Ok(Self::ScheduledTaskStartedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ServerLicenseExpiredEvent(v)) => {
+                return Ok(Self::ServerLicenseExpiredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_1::Object::ServerStartedSessionEvent(v)) => {
+                return Ok(Self::ServerStartedSessionEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_2::Object::SessionEvent(v)) => return Ok(Self::SessionEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::s_2::Object::SessionTerminatedEvent(v)) => {
+                return Ok(Self::SessionTerminatedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::t::Object::TaskEvent(v)) => return Ok(Self::TaskEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::t::Object::TaskTimeoutEvent(v)) => {
+                return Ok(Self::TaskTimeoutEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::t::Object::TeamingMatchEvent(v)) => {
+                return Ok(Self::TeamingMatchEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::t::Object::TeamingMisMatchEvent(v)) => {
+                return Ok(Self::TeamingMisMatchEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::t::Object::TemplateBeingUpgradedEvent(v)) => {
+                return Ok(Self::TemplateBeingUpgradedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::t::Object::TemplateUpgradeEvent(v)) => {
+                return Ok(Self::TemplateUpgradeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::t::Object::TemplateUpgradeFailedEvent(v)) => {
+                return Ok(Self::TemplateUpgradeFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::t::Object::TemplateUpgradedEvent(v)) => {
+                return Ok(Self::TemplateUpgradedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::t::Object::TimedOutHostOperationEvent(v)) => {
+                return Ok(Self::TimedOutHostOperationEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::u::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UnlicensedVirtualMachinesEvent(v)) => {
+                return Ok(Self::UnlicensedVirtualMachinesEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UnlicensedVirtualMachinesFoundEvent(v)) => {
+                return Ok(Self::UnlicensedVirtualMachinesFoundEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UpdatedAgentBeingRestartedEvent(v)) => {
+                return Ok(Self::UpdatedAgentBeingRestartedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UpgradeEvent(v)) => return Ok(Self::UpgradeEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UplinkPortMtuNotSupportEvent(v)) => {
+                return Ok(Self::UplinkPortMtuNotSupportEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UplinkPortMtuSupportEvent(v)) => {
+                return Ok(Self::UplinkPortMtuSupportEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UplinkPortVlanTrunkedEvent(v)) => {
+                return Ok(Self::UplinkPortVlanTrunkedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UplinkPortVlanUntrunkedEvent(v)) => {
+                return Ok(Self::UplinkPortVlanUntrunkedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UserAssignedToGroup(v)) => {
+                return Ok(Self::UserAssignedToGroup(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UserLoginSessionEvent(v)) => {
+                return Ok(Self::UserLoginSessionEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UserLogoutSessionEvent(v)) => {
+                return Ok(Self::UserLogoutSessionEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UserPasswordChanged(v)) => {
+                return Ok(Self::UserPasswordChanged(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UserUnassignedFromGroup(v)) => {
+                return Ok(Self::UserUnassignedFromGroup(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::u::Object::UserUpgradeEvent(v)) => {
+                return Ok(Self::UserUpgradeEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_1::Object::VMFSDatastoreCreatedEvent(v)) => {
+                return Ok(Self::VMFSDatastoreCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_1::Object::VMFSDatastoreExpandedEvent(v)) => {
+                return Ok(Self::VMFSDatastoreExpandedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_1::Object::VMFSDatastoreExtendedEvent(v)) => {
+                return Ok(Self::VMFSDatastoreExtendedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_1::Object::VMotionLicenseExpiredEvent(v)) => {
+                return Ok(Self::VMotionLicenseExpiredEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmEmigratingEvent(v)) => {
+                return Ok(Self::VmEmigratingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmEndRecordingEvent(v)) => {
+                return Ok(Self::VmEndRecordingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmEndReplayingEvent(v)) => {
+                return Ok(Self::VmEndReplayingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmEvent(v)) => return Ok(Self::VmEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedMigrateEvent(v)) => {
+                return Ok(Self::VmFailedMigrateEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedRelayoutEvent(v)) => {
+                return Ok(Self::VmFailedRelayoutEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v)) => {
+                return Ok(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedStartingSecondaryEvent(v)) => {
+                return Ok(Self::VmFailedStartingSecondaryEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedToPowerOffEvent(v)) => {
+                return Ok(Self::VmFailedToPowerOffEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedToPowerOnEvent(v)) => {
+                return Ok(Self::VmFailedToPowerOnEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedToRebootGuestEvent(v)) => {
+                return Ok(Self::VmFailedToRebootGuestEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedToResetEvent(v)) => {
+                return Ok(Self::VmFailedToResetEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedToShutdownGuestEvent(v)) => {
+                return Ok(Self::VmFailedToShutdownGuestEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedToStandbyGuestEvent(v)) => {
+                return Ok(Self::VmFailedToStandbyGuestEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedToSuspendEvent(v)) => {
+                return Ok(Self::VmFailedToSuspendEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailedUpdatingSecondaryConfig(v)) => {
+                return Ok(Self::VmFailedUpdatingSecondaryConfig(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFailoverFailed(v)) => {
+                return Ok(Self::VmFailoverFailed(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFaultToleranceStateChangedEvent(v)) => {
+                return Ok(Self::VmFaultToleranceStateChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFaultToleranceTurnedOffEvent(v)) => {
+                return Ok(Self::VmFaultToleranceTurnedOffEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmFaultToleranceVmTerminatedEvent(v)) => {
+                return Ok(Self::VmFaultToleranceVmTerminatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmGuestOSCrashedEvent(v)) => {
+                return Ok(Self::VmGuestOSCrashedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmGuestRebootEvent(v)) => {
+                return Ok(Self::VmGuestRebootEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmGuestShutdownEvent(v)) => {
+                return Ok(Self::VmGuestShutdownEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmGuestStandbyEvent(v)) => {
+                return Ok(Self::VmGuestStandbyEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmHealthMonitoringStateChangedEvent(v)) => {
+                return Ok(Self::VmHealthMonitoringStateChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmInstanceUuidAssignedEvent(v)) => {
+                return Ok(Self::VmInstanceUuidAssignedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmInstanceUuidChangedEvent(v)) => {
+                return Ok(Self::VmInstanceUuidChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmInstanceUuidConflictEvent(v)) => {
+                return Ok(Self::VmInstanceUuidConflictEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmMacAssignedEvent(v)) => {
+                return Ok(Self::VmMacAssignedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmMacChangedEvent(v)) => {
+                return Ok(Self::VmMacChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmMacConflictEvent(v)) => {
+                return Ok(Self::VmMacConflictEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmMaxFTRestartCountReached(v)) => {
+                return Ok(Self::VmMaxFTRestartCountReached(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmMaxRestartCountReached(v)) => {
+                return Ok(Self::VmMaxRestartCountReached(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmMessageErrorEvent(v)) => {
+                return Ok(Self::VmMessageErrorEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmMessageEvent(v)) => {
+                return Ok(Self::VmMessageEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmMessageWarningEvent(v)) => {
+                return Ok(Self::VmMessageWarningEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmMigratedEvent(v)) => {
+                return Ok(Self::VmMigratedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmNoCompatibleHostForSecondaryEvent(v)) => {
+                return Ok(Self::VmNoCompatibleHostForSecondaryEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmNoNetworkAccessEvent(v)) => {
+                return Ok(Self::VmNoNetworkAccessEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmOrphanedEvent(v)) => {
+                return Ok(Self::VmOrphanedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmPowerOffOnIsolationEvent(v)) => {
+                return Ok(Self::VmPowerOffOnIsolationEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmPoweredOffEvent(v)) => {
+                return Ok(Self::VmPoweredOffEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmPoweredOnEvent(v)) => {
+                return Ok(Self::VmPoweredOnEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmPoweringOnWithCustomizedDVPortEvent(v)) => {
+                return Ok(Self::VmPoweringOnWithCustomizedDVPortEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmPrimaryFailoverEvent(v)) => {
+                return Ok(Self::VmPrimaryFailoverEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmReconfiguredEvent(v)) => {
+                return Ok(Self::VmReconfiguredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmRegisteredEvent(v)) => {
+                return Ok(Self::VmRegisteredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmRelayoutSuccessfulEvent(v)) => {
+                return Ok(Self::VmRelayoutSuccessfulEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmRelayoutUpToDateEvent(v)) => {
+                return Ok(Self::VmRelayoutUpToDateEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmReloadFromPathEvent(v)) => {
+                return Ok(Self::VmReloadFromPathEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmReloadFromPathFailedEvent(v)) => {
+                return Ok(Self::VmReloadFromPathFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_10::Object::VmRelocateFailedEvent(v)) => {
+                return Ok(Self::VmRelocateFailedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmRelocateSpecEvent(v)) => {
+                return Ok(Self::VmRelocateSpecEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmRelocatedEvent(v)) => {
+                return Ok(Self::VmRelocatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmRemoteConsoleConnectedEvent(v)) => {
+                return Ok(Self::VmRemoteConsoleConnectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmRemoteConsoleDisconnectedEvent(v)) => {
+                return Ok(Self::VmRemoteConsoleDisconnectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmRemovedEvent(v)) => {
+                return Ok(Self::VmRemovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmRenamedEvent(v)) => {
+                return Ok(Self::VmRenamedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmRequirementsExceedCurrentEVCModeEvent(v)) => {
+                return Ok(Self::VmRequirementsExceedCurrentEVCModeEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmResettingEvent(v)) => {
+                return Ok(Self::VmResettingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmResourcePoolMovedEvent(v)) => {
+                return Ok(Self::VmResourcePoolMovedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmResourceReallocatedEvent(v)) => {
+                return Ok(Self::VmResourceReallocatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmRestartedOnAlternateHostEvent(v)) => {
+                return Ok(Self::VmRestartedOnAlternateHostEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmResumingEvent(v)) => {
+                return Ok(Self::VmResumingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmSecondaryAddedEvent(v)) => {
+                return Ok(Self::VmSecondaryAddedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmSecondaryDisabledBySystemEvent(v)) => {
+                return Ok(Self::VmSecondaryDisabledBySystemEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmSecondaryDisabledEvent(v)) => {
+                return Ok(Self::VmSecondaryDisabledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmSecondaryEnabledEvent(v)) => {
+                return Ok(Self::VmSecondaryEnabledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmSecondaryStartedEvent(v)) => {
+                return Ok(Self::VmSecondaryStartedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmShutdownOnIsolationEvent(v)) => {
+                return Ok(Self::VmShutdownOnIsolationEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmStartRecordingEvent(v)) => {
+                return Ok(Self::VmStartRecordingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmStartReplayingEvent(v)) => {
+                return Ok(Self::VmStartReplayingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmStartingEvent(v)) => {
+                return Ok(Self::VmStartingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmStartingSecondaryEvent(v)) => {
+                return Ok(Self::VmStartingSecondaryEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmStaticMacConflictEvent(v)) => {
+                return Ok(Self::VmStaticMacConflictEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmStoppingEvent(v)) => {
+                return Ok(Self::VmStoppingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmSuspendedEvent(v)) => {
+                return Ok(Self::VmSuspendedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmSuspendingEvent(v)) => {
+                return Ok(Self::VmSuspendingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmTimedoutStartingSecondaryEvent(v)) => {
+                return Ok(Self::VmTimedoutStartingSecondaryEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmUnsupportedStartingEvent(v)) => {
+                return Ok(Self::VmUnsupportedStartingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmUpgradeCompleteEvent(v)) => {
+                return Ok(Self::VmUpgradeCompleteEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmUpgradeFailedEvent(v)) => {
+                return Ok(Self::VmUpgradeFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmUpgradingEvent(v)) => {
+                return Ok(Self::VmUpgradingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmUuidAssignedEvent(v)) => {
+                return Ok(Self::VmUuidAssignedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmUuidChangedEvent(v)) => {
+                return Ok(Self::VmUuidChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmUuidConflictEvent(v)) => {
+                return Ok(Self::VmUuidConflictEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationClearEvent(v)) => {
+                return Ok(Self::VmVnicPoolReservationViolationClearEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationRaiseEvent(v)) => {
+                return Ok(Self::VmVnicPoolReservationViolationRaiseEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmWwnAssignedEvent(v)) => {
+                return Ok(Self::VmWwnAssignedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmWwnChangedEvent(v)) => {
+                return Ok(Self::VmWwnChangedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_11::Object::VmWwnConflictEvent(v)) => {
+                return Ok(Self::VmWwnConflictEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_2::Object::VcAgentUninstallFailedEvent(v)) => {
+                return Ok(Self::VcAgentUninstallFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_2::Object::VcAgentUninstalledEvent(v)) => {
+                return Ok(Self::VcAgentUninstalledEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_2::Object::VcAgentUpgradeFailedEvent(v)) => {
+                return Ok(Self::VcAgentUpgradeFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_2::Object::VcAgentUpgradedEvent(v)) => {
+                return Ok(Self::VcAgentUpgradedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_2::Object::VimAccountPasswordChangedEvent(v)) => {
+                return Ok(Self::VimAccountPasswordChangedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmAcquiredMksTicketEvent(v)) => {
+                return Ok(Self::VmAcquiredMksTicketEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmAcquiredTicketEvent(v)) => {
+                return Ok(Self::VmAcquiredTicketEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmAutoRenameEvent(v)) => {
+                return Ok(Self::VmAutoRenameEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmBeingClonedEvent(v)) => {
+                return Ok(Self::VmBeingClonedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmBeingClonedNoFolderEvent(v)) => {
+                return Ok(Self::VmBeingClonedNoFolderEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmBeingCreatedEvent(v)) => {
+                return Ok(Self::VmBeingCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmBeingDeployedEvent(v)) => {
+                return Ok(Self::VmBeingDeployedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmBeingHotMigratedEvent(v)) => {
+                return Ok(Self::VmBeingHotMigratedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmBeingMigratedEvent(v)) => {
+                return Ok(Self::VmBeingMigratedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmBeingRelocatedEvent(v)) => {
+                return Ok(Self::VmBeingRelocatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmCloneEvent(v)) => return Ok(Self::VmCloneEvent(v)),
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmCloneFailedEvent(v)) => {
+                return Ok(Self::VmCloneFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmClonedEvent(v)) => {
+                return Ok(Self::VmClonedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmConfigMissingEvent(v)) => {
+                return Ok(Self::VmConfigMissingEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmConnectedEvent(v)) => {
+                return Ok(Self::VmConnectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmCreatedEvent(v)) => {
+                return Ok(Self::VmCreatedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDasBeingResetEvent(v)) => {
+                return Ok(Self::VmDasBeingResetEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDasBeingResetWithScreenshotEvent(v)) => {
+                return Ok(Self::VmDasBeingResetWithScreenshotEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDasResetFailedEvent(v)) => {
+                return Ok(Self::VmDasResetFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDasUpdateErrorEvent(v)) => {
+                return Ok(Self::VmDasUpdateErrorEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDasUpdateOkEvent(v)) => {
+                return Ok(Self::VmDasUpdateOkEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDateRolledBackEvent(v)) => {
+                return Ok(Self::VmDateRolledBackEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDeployFailedEvent(v)) => {
+                return Ok(Self::VmDeployFailedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDeployedEvent(v)) => {
+                return Ok(Self::VmDeployedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDisconnectedEvent(v)) => {
+                return Ok(Self::VmDisconnectedEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDiscoveredEvent(v)) => {
+                return Ok(Self::VmDiscoveredEvent(v));
+            }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmDiskFailedEvent(v)) => {
+                return Ok(Self::VmDiskFailedEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
+            #[cfg(feature = "all-events")]
+            Ok(chunks::w_to_v::Object::WarningUpgradeEvent(v)) => {
+                return Ok(Self::WarningUpgradeEvent(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }

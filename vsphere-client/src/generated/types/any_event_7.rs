@@ -5,2395 +5,3138 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl x::VariantOf<AnyEvent> for ProfileAssociatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileAssociatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ProfileAssociatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ProfileChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ProfileCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileDissociatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileDissociatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ProfileDissociatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ProfileEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileReferenceHostChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileReferenceHostChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ProfileReferenceHostChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ProfileRemovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ProfileRemovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ProfileRemovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for RecoveryEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RecoveryEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::RecoveryEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for RemoteTSMEnabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RemoteTSMEnabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::RemoteTSMEnabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourcePoolCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourcePoolCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ResourcePoolCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourcePoolDestroyedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourcePoolDestroyedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ResourcePoolDestroyedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourcePoolEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourcePoolEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ResourcePoolEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourcePoolMovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourcePoolMovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ResourcePoolMovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourcePoolReconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourcePoolReconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ResourcePoolReconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ResourceViolatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ResourceViolatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ResourceViolatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for RoleAddedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RoleAddedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::RoleAddedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for RoleEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RoleEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::RoleEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for RoleRemovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RoleRemovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::RoleRemovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for RoleUpdatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RoleUpdatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::RoleUpdatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for RollbackEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::RollbackEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::RollbackEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskCompletedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskCompletedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ScheduledTaskCompletedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ScheduledTaskCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskEmailCompletedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskEmailCompletedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ScheduledTaskEmailCompletedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskEmailFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskEmailFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ScheduledTaskEmailFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ScheduledTaskEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ScheduledTaskFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskReconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskReconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ScheduledTaskReconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskRemovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskRemovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ScheduledTaskRemovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ScheduledTaskStartedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ScheduledTaskStartedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ScheduledTaskStartedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ServerLicenseExpiredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ServerLicenseExpiredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ServerLicenseExpiredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for ServerStartedSessionEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::ServerStartedSessionEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::ServerStartedSessionEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for SessionEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::SessionEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::SessionEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for SessionTerminatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::SessionTerminatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::SessionTerminatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for TaskEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TaskEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::TaskEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for TaskTimeoutEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TaskTimeoutEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::TaskTimeoutEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for TeamingMatchEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TeamingMatchEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::TeamingMatchEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for TeamingMisMatchEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TeamingMisMatchEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::TeamingMisMatchEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for TemplateBeingUpgradedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TemplateBeingUpgradedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::TemplateBeingUpgradedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for TemplateUpgradeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TemplateUpgradeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::TemplateUpgradeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for TemplateUpgradeFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TemplateUpgradeFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::TemplateUpgradeFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for TemplateUpgradedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TemplateUpgradedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::TemplateUpgradedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for TimedOutHostOperationEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::TimedOutHostOperationEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::TimedOutHostOperationEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UnlicensedVirtualMachinesEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UnlicensedVirtualMachinesEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UnlicensedVirtualMachinesEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UnlicensedVirtualMachinesFoundEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UnlicensedVirtualMachinesFoundEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UnlicensedVirtualMachinesFoundEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UpdatedAgentBeingRestartedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UpdatedAgentBeingRestartedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UpdatedAgentBeingRestartedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UpgradeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UpgradeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UpgradeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UplinkPortMtuNotSupportEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UplinkPortMtuNotSupportEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UplinkPortMtuNotSupportEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UplinkPortMtuSupportEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UplinkPortMtuSupportEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UplinkPortMtuSupportEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UplinkPortVlanTrunkedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UplinkPortVlanTrunkedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UplinkPortVlanTrunkedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UplinkPortVlanUntrunkedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UplinkPortVlanUntrunkedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UplinkPortVlanUntrunkedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UserAssignedToGroup {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserAssignedToGroup(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UserAssignedToGroup(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UserLoginSessionEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserLoginSessionEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UserLoginSessionEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UserLogoutSessionEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserLogoutSessionEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UserLogoutSessionEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UserPasswordChanged {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserPasswordChanged(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UserPasswordChanged(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UserUnassignedFromGroup {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserUnassignedFromGroup(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UserUnassignedFromGroup(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for UserUpgradeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::UserUpgradeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::UserUpgradeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VMFSDatastoreCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VMFSDatastoreCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VMFSDatastoreCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VMFSDatastoreExpandedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VMFSDatastoreExpandedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VMFSDatastoreExpandedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VMFSDatastoreExtendedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VMFSDatastoreExtendedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VMFSDatastoreExtendedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VMotionLicenseExpiredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VMotionLicenseExpiredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VMotionLicenseExpiredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VcAgentUninstallFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VcAgentUninstallFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VcAgentUninstallFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VcAgentUninstalledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VcAgentUninstalledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VcAgentUninstalledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VcAgentUpgradeFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VcAgentUpgradeFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VcAgentUpgradeFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VcAgentUpgradedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VcAgentUpgradedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VcAgentUpgradedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VimAccountPasswordChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VimAccountPasswordChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VimAccountPasswordChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmAcquiredMksTicketEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmAcquiredMksTicketEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmAcquiredMksTicketEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmAcquiredTicketEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmAcquiredTicketEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmAcquiredTicketEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmAutoRenameEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmAutoRenameEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmAutoRenameEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingClonedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingClonedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmBeingClonedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingClonedNoFolderEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingClonedNoFolderEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmBeingClonedNoFolderEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmBeingCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingDeployedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingDeployedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmBeingDeployedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingHotMigratedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingHotMigratedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmBeingHotMigratedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingMigratedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingMigratedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmBeingMigratedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmBeingRelocatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmBeingRelocatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmBeingRelocatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmCloneEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmCloneEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmCloneEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmCloneFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmCloneFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmCloneFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmClonedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmClonedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmClonedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmConfigMissingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmConfigMissingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmConfigMissingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmConnectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmConnectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmConnectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmCreatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmCreatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmCreatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDasBeingResetEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDasBeingResetEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDasBeingResetEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDasBeingResetWithScreenshotEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDasBeingResetWithScreenshotEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDasBeingResetWithScreenshotEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDasResetFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDasResetFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDasResetFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDasUpdateErrorEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDasUpdateErrorEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDasUpdateErrorEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDasUpdateOkEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDasUpdateOkEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDasUpdateOkEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDateRolledBackEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDateRolledBackEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDateRolledBackEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDeployFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDeployFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDeployFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDeployedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDeployedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDeployedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDisconnectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDisconnectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDisconnectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDiscoveredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDiscoveredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDiscoveredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmDiskFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmDiskFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmDiskFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmEmigratingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmEmigratingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmEmigratingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmEndRecordingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmEndRecordingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmEndRecordingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmEndReplayingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmEndReplayingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmEndReplayingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedMigrateEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedMigrateEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedMigrateEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedRelayoutEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedRelayoutEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedRelayoutEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedRelayoutOnVmfs2DatastoreEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedStartingSecondaryEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedStartingSecondaryEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedStartingSecondaryEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToPowerOffEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToPowerOffEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedToPowerOffEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToPowerOnEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToPowerOnEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedToPowerOnEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToRebootGuestEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToRebootGuestEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedToRebootGuestEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToResetEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToResetEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedToResetEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToShutdownGuestEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToShutdownGuestEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedToShutdownGuestEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToStandbyGuestEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToStandbyGuestEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedToStandbyGuestEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedToSuspendEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedToSuspendEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedToSuspendEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailedUpdatingSecondaryConfig {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailedUpdatingSecondaryConfig(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailedUpdatingSecondaryConfig(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFailoverFailed {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFailoverFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFailoverFailed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFaultToleranceStateChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFaultToleranceStateChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFaultToleranceStateChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFaultToleranceTurnedOffEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFaultToleranceTurnedOffEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFaultToleranceTurnedOffEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmFaultToleranceVmTerminatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmFaultToleranceVmTerminatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmFaultToleranceVmTerminatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmGuestOSCrashedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmGuestOSCrashedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmGuestOSCrashedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmGuestRebootEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmGuestRebootEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmGuestRebootEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmGuestShutdownEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmGuestShutdownEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmGuestShutdownEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmGuestStandbyEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmGuestStandbyEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmGuestStandbyEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmHealthMonitoringStateChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmHealthMonitoringStateChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmHealthMonitoringStateChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmInstanceUuidAssignedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmInstanceUuidAssignedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmInstanceUuidAssignedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmInstanceUuidChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmInstanceUuidChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmInstanceUuidChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmInstanceUuidConflictEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmInstanceUuidConflictEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmInstanceUuidConflictEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMacAssignedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMacAssignedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmMacAssignedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMacChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMacChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmMacChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMacConflictEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMacConflictEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmMacConflictEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMaxFTRestartCountReached {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMaxFTRestartCountReached(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmMaxFTRestartCountReached(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMaxRestartCountReached {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMaxRestartCountReached(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmMaxRestartCountReached(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMessageErrorEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMessageErrorEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmMessageErrorEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMessageEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMessageEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmMessageEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMessageWarningEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMessageWarningEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmMessageWarningEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmMigratedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmMigratedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmMigratedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmNoCompatibleHostForSecondaryEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmNoCompatibleHostForSecondaryEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmNoCompatibleHostForSecondaryEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmNoNetworkAccessEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmNoNetworkAccessEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmNoNetworkAccessEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmOrphanedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmOrphanedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmOrphanedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmPowerOffOnIsolationEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmPowerOffOnIsolationEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmPowerOffOnIsolationEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmPoweredOffEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmPoweredOffEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmPoweredOffEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmPoweredOnEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmPoweredOnEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmPoweredOnEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmPoweringOnWithCustomizedDVPortEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmPoweringOnWithCustomizedDVPortEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmPoweringOnWithCustomizedDVPortEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmPrimaryFailoverEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmPrimaryFailoverEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmPrimaryFailoverEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmReconfiguredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmReconfiguredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmReconfiguredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRegisteredEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRegisteredEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRegisteredEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRelayoutSuccessfulEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRelayoutSuccessfulEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRelayoutSuccessfulEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRelayoutUpToDateEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRelayoutUpToDateEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRelayoutUpToDateEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmReloadFromPathEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmReloadFromPathEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmReloadFromPathEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmReloadFromPathFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmReloadFromPathFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmReloadFromPathFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRelocateFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRelocateFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRelocateFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRelocateSpecEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRelocateSpecEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRelocateSpecEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRelocatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRelocatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRelocatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRemoteConsoleConnectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRemoteConsoleConnectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRemoteConsoleConnectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRemoteConsoleDisconnectedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRemoteConsoleDisconnectedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRemoteConsoleDisconnectedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRemovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRemovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRemovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRenamedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRenamedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRenamedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRequirementsExceedCurrentEVCModeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRequirementsExceedCurrentEVCModeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRequirementsExceedCurrentEVCModeEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmResettingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmResettingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmResettingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmResourcePoolMovedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmResourcePoolMovedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmResourcePoolMovedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmResourceReallocatedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmResourceReallocatedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmResourceReallocatedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmRestartedOnAlternateHostEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmRestartedOnAlternateHostEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmRestartedOnAlternateHostEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmResumingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmResumingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmResumingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSecondaryAddedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSecondaryAddedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmSecondaryAddedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSecondaryDisabledBySystemEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSecondaryDisabledBySystemEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmSecondaryDisabledBySystemEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSecondaryDisabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSecondaryDisabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmSecondaryDisabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSecondaryEnabledEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSecondaryEnabledEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmSecondaryEnabledEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSecondaryStartedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSecondaryStartedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmSecondaryStartedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmShutdownOnIsolationEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmShutdownOnIsolationEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmShutdownOnIsolationEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStartRecordingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStartRecordingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmStartRecordingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStartReplayingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStartReplayingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmStartReplayingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStartingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStartingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmStartingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStartingSecondaryEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStartingSecondaryEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmStartingSecondaryEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStaticMacConflictEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStaticMacConflictEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmStaticMacConflictEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmStoppingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmStoppingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmStoppingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSuspendedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSuspendedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmSuspendedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmSuspendingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmSuspendingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmSuspendingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmTimedoutStartingSecondaryEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmTimedoutStartingSecondaryEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmTimedoutStartingSecondaryEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUnsupportedStartingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUnsupportedStartingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmUnsupportedStartingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUpgradeCompleteEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUpgradeCompleteEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmUpgradeCompleteEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUpgradeFailedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUpgradeFailedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmUpgradeFailedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUpgradingEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUpgradingEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmUpgradingEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUuidAssignedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUuidAssignedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmUuidAssignedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUuidChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUuidChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmUuidChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmUuidConflictEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmUuidConflictEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmUuidConflictEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmVnicPoolReservationViolationClearEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmVnicPoolReservationViolationClearEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmVnicPoolReservationViolationClearEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmVnicPoolReservationViolationRaiseEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmVnicPoolReservationViolationRaiseEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmVnicPoolReservationViolationRaiseEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmWwnAssignedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmWwnAssignedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmWwnAssignedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmWwnChangedEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmWwnChangedEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmWwnChangedEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for VmWwnConflictEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::VmWwnConflictEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::VmWwnConflictEvent(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyEvent> for WarningUpgradeEvent {
-    #[inline]
-    fn into_variant(self) -> AnyEvent {
-        AnyEvent::WarningUpgradeEvent(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
-        match any {
-            AnyEvent::WarningUpgradeEvent(v) => Some(v),
-            _ => None,
-        }
+impl x::Decode for AnyEvent {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "all-events")]
+                    Some("AccountCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AccountCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AccountRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AccountRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AccountUpdatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AccountUpdatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AdminPasswordNotChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AdminPasswordNotChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmAcknowledgedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmAcknowledgedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmActionTriggeredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmActionTriggeredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmClearedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmClearedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmEmailCompletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmEmailCompletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmEmailFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmEmailFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmScriptCompleteEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmScriptCompleteEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmScriptFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmScriptFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmSnmpCompletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmSnmpCompletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmSnmpFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmSnmpFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmStatusChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmStatusChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AllVirtualMachinesLicensedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AllVirtualMachinesLicensedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlreadyAuthenticatedSessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlreadyAuthenticatedSessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AuthorizationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AuthorizationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("BadUsernameSessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::BadUsernameSessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CanceledHostOperationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CanceledHostOperationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterComplianceCheckedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterComplianceCheckedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterDestroyedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterDestroyedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterOvercommittedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterOvercommittedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterStatusChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterStatusChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldDefAddedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldDefAddedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldDefEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldDefEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldDefRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldDefRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldDefRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldDefRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldValueChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldValueChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationLinuxIdentityFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationLinuxIdentityFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationNetworkSetupFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationNetworkSetupFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationStartedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationStartedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationSucceeded") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationSucceeded(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationSysprepFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationSysprepFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationUnknownFailure") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationUnknownFailure(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DVPortgroupCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortgroupCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DVPortgroupDestroyedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortgroupDestroyedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DVPortgroupEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortgroupEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DVPortgroupReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortgroupReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DVPortgroupRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortgroupRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasAdmissionControlDisabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasAdmissionControlDisabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasAdmissionControlEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasAdmissionControlEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasAgentFoundEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasAgentFoundEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasAgentUnavailableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasAgentUnavailableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasClusterIsolatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasClusterIsolatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasDisabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasDisabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasHostFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasHostFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasHostIsolatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasHostIsolatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatacenterCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatacenterCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatacenterEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatacenterEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatacenterRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatacenterRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreCapacityIncreasedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreCapacityIncreasedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreDestroyedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreDestroyedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreDiscoveredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreDiscoveredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreDuplicatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreDuplicatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreFileCopiedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreFileCopiedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreFileDeletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreFileDeletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreFileEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreFileEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreFileMovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreFileMovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreIORMReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreIORMReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastorePrincipalConfigured") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastorePrincipalConfigured(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreRemovedOnHostEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreRemovedOnHostEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreRenamedOnHostEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreRenamedOnHostEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsDisabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsDisabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsEnteredStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsEnteredStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsEnteringStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsEnteringStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsExitStandbyModeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsExitStandbyModeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsExitedStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsExitedStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsExitingStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsExitingStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsInvocationFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsInvocationFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsRecoveredFromFailureEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsRecoveredFromFailureEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsResourceConfigureFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsResourceConfigureFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsResourceConfigureSyncedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsResourceConfigureSyncedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsRuleComplianceEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsRuleComplianceEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsRuleViolationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsRuleViolationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsSoftRuleViolationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsSoftRuleViolationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsVmMigratedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsVmMigratedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsVmPoweredOnEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsVmPoweredOnEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DuplicateIpDetectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DuplicateIpDetectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvpgImportEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvpgImportEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvpgRestoreEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvpgRestoreEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsDestroyedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsDestroyedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHealthStatusChangeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHealthStatusChangeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHostBackInSyncEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHostBackInSyncEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHostJoinedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHostJoinedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHostLeftEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHostLeftEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHostStatusUpdated") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHostStatusUpdated(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHostWentOutOfSyncEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHostWentOutOfSyncEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsImportEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsImportEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsMergedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsMergedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortBlockedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortBlockedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortConnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortConnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortDeletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortDeletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortDisconnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortDisconnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortEnteredPassthruEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortEnteredPassthruEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortExitedPassthruEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortExitedPassthruEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortJoinPortgroupEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortJoinPortgroupEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortLeavePortgroupEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortLeavePortgroupEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortLinkDownEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortLinkDownEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortLinkUpEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortLinkUpEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortRuntimeChangeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortRuntimeChangeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortUnblockedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortUnblockedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortVendorSpecificStateChangeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortVendorSpecificStateChangeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsRestoreEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsRestoreEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsUpgradeAvailableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsUpgradeAvailableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsUpgradeInProgressEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsUpgradeInProgressEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsUpgradeRejectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsUpgradeRejectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsUpgradedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsUpgradedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("EnteredMaintenanceModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EnteredMaintenanceModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("EnteredStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EnteredStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("EnteringMaintenanceModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EnteringMaintenanceModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("EnteringStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EnteringStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ErrorUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ErrorUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("EventEx") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EventEx(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ExitMaintenanceModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExitMaintenanceModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ExitStandbyModeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExitStandbyModeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ExitedStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExitedStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ExitingStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExitingStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ExtendedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExtendedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("FailoverLevelRestored") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FailoverLevelRestored(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralHostErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralHostErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralHostInfoEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralHostInfoEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralHostWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralHostWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralUserEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralUserEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralVmErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralVmErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralVmInfoEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralVmInfoEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralVmWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralVmWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GhostDvsProxySwitchDetectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GhostDvsProxySwitchDetectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GhostDvsProxySwitchRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GhostDvsProxySwitchRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GlobalMessageChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GlobalMessageChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HealthStatusChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HealthStatusChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostAddFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostAddFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostAddedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostAddedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostAdminDisableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostAdminDisableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostAdminEnableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostAdminEnableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedAccountFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedAccountFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedAlreadyManagedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedAlreadyManagedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedBadCcagentEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedBadCcagentEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedBadUsernameEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedBadUsernameEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedBadVersionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedBadVersionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedCcagentUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedCcagentUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedNetworkErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedNetworkErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedNoAccessEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedNoAccessEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedNoConnectionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedNoConnectionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedNoLicenseEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedNoLicenseEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedNotFoundEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedNotFoundEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedTimeoutEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedTimeoutEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostComplianceCheckedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostComplianceCheckedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCompliantEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCompliantEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostConfigAppliedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostConfigAppliedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostConnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostConnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostConnectionLostEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostConnectionLostEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasDisabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasDisabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasDisablingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasDisablingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasEnablingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasEnablingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasOkEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasOkEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDisconnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDisconnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostEnableAdminFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostEnableAdminFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostExtraNetworksEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostExtraNetworksEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostGetShortNameFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostGetShortNameFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostInAuditModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostInAuditModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostInventoryFullEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostInventoryFullEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostInventoryUnreadableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostInventoryUnreadableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostIpChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIpChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostIpInconsistentEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIpInconsistentEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostIpToShortNameFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIpToShortNameFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostIsolationIpPingFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIsolationIpPingFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostLicenseExpiredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostLicenseExpiredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostLocalPortCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostLocalPortCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostMissingNetworksEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostMissingNetworksEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostMonitoringStateChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostMonitoringStateChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostNoAvailableNetworksEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNoAvailableNetworksEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostNoHAEnabledPortGroupsEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNoHAEnabledPortGroupsEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostNoRedundantManagementNetworkEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNoRedundantManagementNetworkEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostNonCompliantEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNonCompliantEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostNotInClusterEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNotInClusterEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostOvercommittedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostOvercommittedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostPrimaryAgentNotShortNameEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostPrimaryAgentNotShortNameEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostProfileAppliedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostProfileAppliedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostReconnectionFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostReconnectionFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostShortNameInconsistentEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostShortNameInconsistentEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostShortNameToIpFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostShortNameToIpFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostShutdownEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostShutdownEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSpecificationChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSpecificationChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSpecificationRequireEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSpecificationRequireEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSpecificationUpdateEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSpecificationUpdateEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostStatusChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostStatusChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSubSpecificationDeleteEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSubSpecificationDeleteEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSubSpecificationUpdateEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSubSpecificationUpdateEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSyncFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSyncFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostUpgradeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostUpgradeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostUserWorldSwapNotEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostUserWorldSwapNotEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostVnicConnectedToCustomizedDVPortEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostVnicConnectedToCustomizedDVPortEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostWwnChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostWwnChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostWwnConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostWwnConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("IScsiBootFailureEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IScsiBootFailureEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("IncorrectHostInformationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IncorrectHostInformationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("InfoUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InfoUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("InsufficientFailoverResourcesEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientFailoverResourcesEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("InvalidEditionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidEditionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseExpiredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseExpiredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseNonComplianceEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseNonComplianceEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseRestrictedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseRestrictedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseServerAvailableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseServerAvailableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseServerUnavailableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseServerUnavailableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LocalDatastoreCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LocalDatastoreCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LocalTSMEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LocalTSMEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LockerMisconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LockerMisconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LockerReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LockerReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationHostErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationHostErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationHostWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationHostWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationResourceErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationResourceErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationResourceWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationResourceWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MtuMatchEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MtuMatchEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MtuMismatchEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MtuMismatchEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NASDatastoreCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NASDatastoreCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NetworkRollbackEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NetworkRollbackEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NoAccessUserEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoAccessUserEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NoDatastoresConfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoDatastoresConfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NoLicenseEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoLicenseEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NoMaintenanceModeDrsRecommendationForVM") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoMaintenanceModeDrsRecommendationForVM(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NonVIWorkloadDetectedOnDatastoreEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NonVIWorkloadDetectedOnDatastoreEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NotEnoughResourcesToStartVmEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotEnoughResourcesToStartVmEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("OutOfSyncDvsHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OutOfSyncDvsHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("PermissionAddedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PermissionAddedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("PermissionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PermissionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("PermissionRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PermissionRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("PermissionUpdatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PermissionUpdatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileAssociatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileAssociatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileDissociatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileDissociatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileReferenceHostChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileReferenceHostChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RecoveryEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RecoveryEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RemoteTSMEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RemoteTSMEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourcePoolCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourcePoolCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourcePoolDestroyedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourcePoolDestroyedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourcePoolEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourcePoolEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourcePoolMovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourcePoolMovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourcePoolReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourcePoolReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourceViolatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourceViolatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RoleAddedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RoleAddedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RoleEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RoleEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RoleRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RoleRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RoleUpdatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RoleUpdatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RollbackEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RollbackEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskCompletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskCompletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskEmailCompletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskEmailCompletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskEmailFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskEmailFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskStartedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskStartedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ServerLicenseExpiredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ServerLicenseExpiredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ServerStartedSessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ServerStartedSessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("SessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("SessionTerminatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SessionTerminatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TaskEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TaskEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TaskTimeoutEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TaskTimeoutEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TeamingMatchEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TeamingMatchEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TeamingMisMatchEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TeamingMisMatchEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TemplateBeingUpgradedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TemplateBeingUpgradedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TemplateUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TemplateUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TemplateUpgradeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TemplateUpgradeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TemplateUpgradedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TemplateUpgradedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TimedOutHostOperationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TimedOutHostOperationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UnlicensedVirtualMachinesEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnlicensedVirtualMachinesEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UnlicensedVirtualMachinesFoundEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnlicensedVirtualMachinesFoundEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UpdatedAgentBeingRestartedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UpdatedAgentBeingRestartedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UplinkPortMtuNotSupportEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UplinkPortMtuNotSupportEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UplinkPortMtuSupportEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UplinkPortMtuSupportEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UplinkPortVlanTrunkedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UplinkPortVlanTrunkedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UplinkPortVlanUntrunkedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UplinkPortVlanUntrunkedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserAssignedToGroup") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserAssignedToGroup(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserLoginSessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserLoginSessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserLogoutSessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserLogoutSessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserPasswordChanged") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserPasswordChanged(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserUnassignedFromGroup") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserUnassignedFromGroup(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VMFSDatastoreCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMFSDatastoreCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VMFSDatastoreExpandedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMFSDatastoreExpandedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VMFSDatastoreExtendedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMFSDatastoreExtendedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VMotionLicenseExpiredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMotionLicenseExpiredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VcAgentUninstallFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VcAgentUninstallFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VcAgentUninstalledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VcAgentUninstalledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VcAgentUpgradeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VcAgentUpgradeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VcAgentUpgradedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VcAgentUpgradedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VimAccountPasswordChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VimAccountPasswordChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmAcquiredMksTicketEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmAcquiredMksTicketEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmAcquiredTicketEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmAcquiredTicketEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmAutoRenameEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmAutoRenameEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingClonedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingClonedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingClonedNoFolderEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingClonedNoFolderEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingDeployedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingDeployedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingHotMigratedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingHotMigratedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingMigratedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingMigratedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingRelocatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingRelocatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmCloneEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmCloneEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmCloneFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmCloneFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmClonedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmClonedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmConfigMissingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmConfigMissingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmConnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmConnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDasBeingResetEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDasBeingResetEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDasBeingResetWithScreenshotEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDasBeingResetWithScreenshotEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDasResetFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDasResetFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDasUpdateErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDasUpdateErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDasUpdateOkEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDasUpdateOkEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDateRolledBackEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDateRolledBackEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDeployFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDeployFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDeployedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDeployedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDisconnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDisconnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDiscoveredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDiscoveredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDiskFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDiskFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmEmigratingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmEmigratingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmEndRecordingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmEndRecordingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmEndReplayingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmEndReplayingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedMigrateEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedMigrateEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedRelayoutEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedRelayoutEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedRelayoutOnVmfs2DatastoreEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedStartingSecondaryEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedStartingSecondaryEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToPowerOffEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToPowerOffEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToPowerOnEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToPowerOnEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToRebootGuestEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToRebootGuestEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToResetEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToResetEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToShutdownGuestEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToShutdownGuestEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToStandbyGuestEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToStandbyGuestEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToSuspendEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToSuspendEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedUpdatingSecondaryConfig") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedUpdatingSecondaryConfig(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailoverFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailoverFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFaultToleranceStateChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceStateChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFaultToleranceTurnedOffEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceTurnedOffEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFaultToleranceVmTerminatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceVmTerminatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmGuestOSCrashedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmGuestOSCrashedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmGuestRebootEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmGuestRebootEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmGuestShutdownEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmGuestShutdownEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmGuestStandbyEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmGuestStandbyEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmHealthMonitoringStateChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmHealthMonitoringStateChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmInstanceUuidAssignedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmInstanceUuidAssignedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmInstanceUuidChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmInstanceUuidChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmInstanceUuidConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmInstanceUuidConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMacAssignedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMacAssignedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMacChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMacChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMacConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMacConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMaxFTRestartCountReached") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMaxFTRestartCountReached(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMaxRestartCountReached") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMaxRestartCountReached(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMessageErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMessageErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMessageEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMessageEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMessageWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMessageWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMigratedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMigratedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmNoCompatibleHostForSecondaryEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmNoCompatibleHostForSecondaryEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmNoNetworkAccessEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmNoNetworkAccessEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmOrphanedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmOrphanedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmPowerOffOnIsolationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPowerOffOnIsolationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmPoweredOffEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPoweredOffEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmPoweredOnEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPoweredOnEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmPoweringOnWithCustomizedDVPortEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPoweringOnWithCustomizedDVPortEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmPrimaryFailoverEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPrimaryFailoverEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRegisteredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRegisteredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRelayoutSuccessfulEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRelayoutSuccessfulEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRelayoutUpToDateEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRelayoutUpToDateEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmReloadFromPathEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmReloadFromPathEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmReloadFromPathFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmReloadFromPathFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRelocateFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRelocateFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRelocateSpecEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRelocateSpecEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRelocatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRelocatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRemoteConsoleConnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRemoteConsoleConnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRemoteConsoleDisconnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRemoteConsoleDisconnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRequirementsExceedCurrentEVCModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRequirementsExceedCurrentEVCModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmResettingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmResettingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmResourcePoolMovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmResourcePoolMovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmResourceReallocatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmResourceReallocatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRestartedOnAlternateHostEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRestartedOnAlternateHostEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmResumingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmResumingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSecondaryAddedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSecondaryAddedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSecondaryDisabledBySystemEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSecondaryDisabledBySystemEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSecondaryDisabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSecondaryDisabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSecondaryEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSecondaryEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSecondaryStartedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSecondaryStartedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmShutdownOnIsolationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmShutdownOnIsolationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStartRecordingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStartRecordingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStartReplayingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStartReplayingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStartingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStartingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStartingSecondaryEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStartingSecondaryEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStaticMacConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStaticMacConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStoppingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStoppingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSuspendedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSuspendedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSuspendingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSuspendingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmTimedoutStartingSecondaryEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmTimedoutStartingSecondaryEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUnsupportedStartingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUnsupportedStartingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUpgradeCompleteEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUpgradeCompleteEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUpgradeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUpgradeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUpgradingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUpgradingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUuidAssignedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUuidAssignedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUuidChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUuidChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUuidConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUuidConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmVnicPoolReservationViolationClearEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmVnicPoolReservationViolationClearEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmVnicPoolReservationViolationRaiseEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmVnicPoolReservationViolationRaiseEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmWwnAssignedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmWwnAssignedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmWwnChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmWwnChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmWwnConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmWwnConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("WarningUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::WarningUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::Event(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::Event(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
+        Ok(
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::Event(v),
+                Err(e) => return Err(e),
+            },
+        )
     }
 }

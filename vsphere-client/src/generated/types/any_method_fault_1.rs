@@ -11,721 +11,1369 @@ use crate::xml as x;
 #[non_exhaustive]
 pub enum AnyMethodFault {
     MethodFault(Box<MethodFault>),
+    #[cfg(feature = "all-faults")]
     ActiveDirectoryFault(Box<ActiveDirectoryFault>),
+    #[cfg(feature = "all-faults")]
     ActiveVMsBlockingEVC(Box<ActiveVMsBlockingEVC>),
+    #[cfg(feature = "all-faults")]
     AdminDisabled(Box<AdminDisabled>),
+    #[cfg(feature = "all-faults")]
     AdminNotDisabled(Box<AdminNotDisabled>),
+    #[cfg(feature = "all-faults")]
     AffinityConfigured(Box<AffinityConfigured>),
+    #[cfg(feature = "all-faults")]
     AgentInstallFailed(Box<AgentInstallFailed>),
+    #[cfg(feature = "all-faults")]
     AlreadyBeingManaged(Box<AlreadyBeingManaged>),
+    #[cfg(feature = "all-faults")]
     AlreadyConnected(Box<AlreadyConnected>),
     AlreadyExists(Box<AlreadyExists>),
+    #[cfg(feature = "all-faults")]
     AlreadyUpgraded(Box<AlreadyUpgraded>),
+    #[cfg(feature = "all-faults")]
     AnswerFileUpdateFailed(Box<AnswerFileUpdateFailed>),
+    #[cfg(feature = "all-faults")]
     ApplicationQuiesceFault(Box<ApplicationQuiesceFault>),
+    #[cfg(feature = "all-faults")]
     AuthMinimumAdminPermission(Box<AuthMinimumAdminPermission>),
+    #[cfg(feature = "all-faults")]
     AuthenticationRequired(Box<AuthenticationRequired>),
+    #[cfg(feature = "all-faults")]
     BackupBlobReadFailure(Box<BackupBlobReadFailure>),
+    #[cfg(feature = "all-faults")]
     BackupBlobWriteFailure(Box<BackupBlobWriteFailure>),
+    #[cfg(feature = "all-faults")]
     BlockedByFirewall(Box<BlockedByFirewall>),
+    #[cfg(feature = "all-faults")]
     CAMServerRefusedConnection(Box<CAMServerRefusedConnection>),
+    #[cfg(feature = "all-faults")]
     CannotAccessFile(Box<CannotAccessFile>),
+    #[cfg(feature = "all-faults")]
     CannotAccessLocalSource(Box<CannotAccessLocalSource>),
+    #[cfg(feature = "all-faults")]
     CannotAccessNetwork(Box<CannotAccessNetwork>),
+    #[cfg(feature = "all-faults")]
     CannotAccessVmComponent(Box<CannotAccessVmComponent>),
+    #[cfg(feature = "all-faults")]
     CannotAccessVmConfig(Box<CannotAccessVmConfig>),
+    #[cfg(feature = "all-faults")]
     CannotAccessVmDevice(Box<CannotAccessVmDevice>),
+    #[cfg(feature = "all-faults")]
     CannotAccessVmDisk(Box<CannotAccessVmDisk>),
+    #[cfg(feature = "all-faults")]
     CannotAddHostWithFTVmAsStandalone(Box<CannotAddHostWithFTVmAsStandalone>),
+    #[cfg(feature = "all-faults")]
     CannotAddHostWithFTVmToDifferentCluster(
         Box<CannotAddHostWithFTVmToDifferentCluster>,
     ),
+    #[cfg(feature = "all-faults")]
     CannotAddHostWithFTVmToNonHACluster(Box<CannotAddHostWithFTVmToNonHACluster>),
+    #[cfg(feature = "all-faults")]
     CannotChangeDrsBehaviorForFtSecondary(Box<CannotChangeDrsBehaviorForFtSecondary>),
+    #[cfg(feature = "all-faults")]
     CannotChangeHaSettingsForFtSecondary(Box<CannotChangeHaSettingsForFtSecondary>),
+    #[cfg(feature = "all-faults")]
     CannotChangeVsanClusterUuid(Box<CannotChangeVsanClusterUuid>),
+    #[cfg(feature = "all-faults")]
     CannotChangeVsanNodeUuid(Box<CannotChangeVsanNodeUuid>),
+    #[cfg(feature = "all-faults")]
     CannotComputeFTCompatibleHosts(Box<CannotComputeFTCompatibleHosts>),
     CannotCreateFile(Box<CannotCreateFile>),
+    #[cfg(feature = "all-faults")]
     CannotDecryptPasswords(Box<CannotDecryptPasswords>),
+    #[cfg(feature = "all-faults")]
     CannotDeleteFile(Box<CannotDeleteFile>),
+    #[cfg(feature = "all-faults")]
     CannotDisableDrsOnClustersWithVApps(Box<CannotDisableDrsOnClustersWithVApps>),
+    #[cfg(feature = "all-faults")]
     CannotDisableSnapshot(Box<CannotDisableSnapshot>),
+    #[cfg(feature = "all-faults")]
     CannotDisconnectHostWithFaultToleranceVm(
         Box<CannotDisconnectHostWithFaultToleranceVm>,
     ),
+    #[cfg(feature = "all-faults")]
     CannotEnableVmcpForCluster(Box<CannotEnableVmcpForCluster>),
+    #[cfg(feature = "all-faults")]
     CannotModifyConfigCpuRequirements(Box<CannotModifyConfigCpuRequirements>),
+    #[cfg(feature = "all-faults")]
     CannotMoveFaultToleranceVm(Box<CannotMoveFaultToleranceVm>),
+    #[cfg(feature = "all-faults")]
     CannotMoveHostWithFaultToleranceVm(Box<CannotMoveHostWithFaultToleranceVm>),
+    #[cfg(feature = "all-faults")]
     CannotMoveVmWithDeltaDisk(Box<CannotMoveVmWithDeltaDisk>),
+    #[cfg(feature = "all-faults")]
     CannotMoveVmWithNativeDeltaDisk(Box<CannotMoveVmWithNativeDeltaDisk>),
+    #[cfg(feature = "all-faults")]
     CannotMoveVsanEnabledHost(Box<CannotMoveVsanEnabledHost>),
+    #[cfg(feature = "all-faults")]
     CannotPlaceWithoutPrerequisiteMoves(Box<CannotPlaceWithoutPrerequisiteMoves>),
+    #[cfg(feature = "all-faults")]
     CannotPowerOffVmInCluster(Box<CannotPowerOffVmInCluster>),
+    #[cfg(feature = "all-faults")]
     CannotReconfigureVsanWhenHaEnabled(Box<CannotReconfigureVsanWhenHaEnabled>),
+    #[cfg(feature = "all-faults")]
     CannotUseNetwork(Box<CannotUseNetwork>),
+    #[cfg(feature = "all-faults")]
     ClockSkew(Box<ClockSkew>),
+    #[cfg(feature = "all-faults")]
     CloneFromSnapshotNotSupported(Box<CloneFromSnapshotNotSupported>),
+    #[cfg(feature = "all-faults")]
     CollectorAddressUnset(Box<CollectorAddressUnset>),
     ConcurrentAccess(Box<ConcurrentAccess>),
+    #[cfg(feature = "all-faults")]
     ConflictingConfiguration(Box<ConflictingConfiguration>),
+    #[cfg(feature = "all-faults")]
     ConflictingDatastoreFound(Box<ConflictingDatastoreFound>),
+    #[cfg(feature = "all-faults")]
     ConnectedIso(Box<ConnectedIso>),
+    #[cfg(feature = "all-faults")]
     CpuCompatibilityUnknown(Box<CpuCompatibilityUnknown>),
+    #[cfg(feature = "all-faults")]
     CpuHotPlugNotSupported(Box<CpuHotPlugNotSupported>),
+    #[cfg(feature = "all-faults")]
     CpuIncompatible(Box<CpuIncompatible>),
+    #[cfg(feature = "all-faults")]
     CpuIncompatible1ECX(Box<CpuIncompatible1ECX>),
+    #[cfg(feature = "all-faults")]
     CpuIncompatible81EDX(Box<CpuIncompatible81EDX>),
     CustomizationFault(Box<CustomizationFault>),
+    #[cfg(feature = "all-faults")]
     CustomizationPending(Box<CustomizationPending>),
+    #[cfg(feature = "all-faults")]
     DVPortNotSupported(Box<DVPortNotSupported>),
+    #[cfg(feature = "all-faults")]
     DasConfigFault(Box<DasConfigFault>),
+    #[cfg(feature = "all-faults")]
     DatabaseError(Box<DatabaseError>),
+    #[cfg(feature = "all-faults")]
     DatacenterMismatch(Box<DatacenterMismatch>),
+    #[cfg(feature = "all-faults")]
     DatastoreNotWritableOnHost(Box<DatastoreNotWritableOnHost>),
+    #[cfg(feature = "all-faults")]
     DeltaDiskFormatNotSupported(Box<DeltaDiskFormatNotSupported>),
+    #[cfg(feature = "all-faults")]
     DestinationSwitchFull(Box<DestinationSwitchFull>),
+    #[cfg(feature = "all-faults")]
     DestinationVsanDisabled(Box<DestinationVsanDisabled>),
+    #[cfg(feature = "all-faults")]
     DeviceBackingNotSupported(Box<DeviceBackingNotSupported>),
+    #[cfg(feature = "all-faults")]
     DeviceControllerNotSupported(Box<DeviceControllerNotSupported>),
+    #[cfg(feature = "all-faults")]
     DeviceHotPlugNotSupported(Box<DeviceHotPlugNotSupported>),
+    #[cfg(feature = "all-faults")]
     DeviceNotFound(Box<DeviceNotFound>),
+    #[cfg(feature = "all-faults")]
     DeviceNotSupported(Box<DeviceNotSupported>),
+    #[cfg(feature = "all-faults")]
     DeviceUnsupportedForVmPlatform(Box<DeviceUnsupportedForVmPlatform>),
+    #[cfg(feature = "all-faults")]
     DeviceUnsupportedForVmVersion(Box<DeviceUnsupportedForVmVersion>),
+    #[cfg(feature = "all-faults")]
     DigestNotSupported(Box<DigestNotSupported>),
+    #[cfg(feature = "all-faults")]
     DirectoryNotEmpty(Box<DirectoryNotEmpty>),
+    #[cfg(feature = "all-faults")]
     DisableAdminNotSupported(Box<DisableAdminNotSupported>),
+    #[cfg(feature = "all-faults")]
     DisallowedChangeByService(Box<DisallowedChangeByService>),
+    #[cfg(feature = "all-faults")]
     DisallowedDiskModeChange(Box<DisallowedDiskModeChange>),
+    #[cfg(feature = "all-faults")]
     DisallowedMigrationDeviceAttached(Box<DisallowedMigrationDeviceAttached>),
+    #[cfg(feature = "all-faults")]
     DisallowedOperationOnFailoverHost(Box<DisallowedOperationOnFailoverHost>),
+    #[cfg(feature = "all-faults")]
     DisconnectedHostsBlockingEVC(Box<DisconnectedHostsBlockingEVC>),
+    #[cfg(feature = "all-faults")]
     DiskHasPartitions(Box<DiskHasPartitions>),
+    #[cfg(feature = "all-faults")]
     DiskIsLastRemainingNonSSD(Box<DiskIsLastRemainingNonSSD>),
+    #[cfg(feature = "all-faults")]
     DiskIsNonLocal(Box<DiskIsNonLocal>),
+    #[cfg(feature = "all-faults")]
     DiskIsUSB(Box<DiskIsUSB>),
+    #[cfg(feature = "all-faults")]
     DiskMoveTypeNotSupported(Box<DiskMoveTypeNotSupported>),
+    #[cfg(feature = "all-faults")]
     DiskNotSupported(Box<DiskNotSupported>),
+    #[cfg(feature = "all-faults")]
     DiskTooSmall(Box<DiskTooSmall>),
+    #[cfg(feature = "all-faults")]
     DomainNotFound(Box<DomainNotFound>),
+    #[cfg(feature = "all-faults")]
     DrsDisabledOnVm(Box<DrsDisabledOnVm>),
+    #[cfg(feature = "all-faults")]
     DrsVmotionIncompatibleFault(Box<DrsVmotionIncompatibleFault>),
+    #[cfg(feature = "all-faults")]
     DuplicateDisks(Box<DuplicateDisks>),
     DuplicateName(Box<DuplicateName>),
+    #[cfg(feature = "all-faults")]
     DuplicateVsanNetworkInterface(Box<DuplicateVsanNetworkInterface>),
+    #[cfg(feature = "all-faults")]
     DvsApplyOperationFault(Box<DvsApplyOperationFault>),
+    #[cfg(feature = "all-faults")]
     DvsFault(Box<DvsFault>),
+    #[cfg(feature = "all-faults")]
     DvsNotAuthorized(Box<DvsNotAuthorized>),
+    #[cfg(feature = "all-faults")]
     DvsOperationBulkFault(Box<DvsOperationBulkFault>),
+    #[cfg(feature = "all-faults")]
     DvsScopeViolated(Box<DvsScopeViolated>),
+    #[cfg(feature = "all-faults")]
     EVCAdmissionFailed(Box<EVCAdmissionFailed>),
+    #[cfg(feature = "all-faults")]
     EVCAdmissionFailedCPUFeaturesForMode(Box<EVCAdmissionFailedCPUFeaturesForMode>),
+    #[cfg(feature = "all-faults")]
     EVCAdmissionFailedCPUModel(Box<EVCAdmissionFailedCPUModel>),
+    #[cfg(feature = "all-faults")]
     EVCAdmissionFailedCPUModelForMode(Box<EVCAdmissionFailedCPUModelForMode>),
+    #[cfg(feature = "all-faults")]
     EVCAdmissionFailedCPUVendor(Box<EVCAdmissionFailedCPUVendor>),
+    #[cfg(feature = "all-faults")]
     EVCAdmissionFailedCPUVendorUnknown(Box<EVCAdmissionFailedCPUVendorUnknown>),
+    #[cfg(feature = "all-faults")]
     EVCAdmissionFailedHostDisconnected(Box<EVCAdmissionFailedHostDisconnected>),
+    #[cfg(feature = "all-faults")]
     EVCAdmissionFailedHostSoftware(Box<EVCAdmissionFailedHostSoftware>),
+    #[cfg(feature = "all-faults")]
     EVCAdmissionFailedHostSoftwareForMode(Box<EVCAdmissionFailedHostSoftwareForMode>),
+    #[cfg(feature = "all-faults")]
     EVCAdmissionFailedVmActive(Box<EVCAdmissionFailedVmActive>),
+    #[cfg(feature = "all-faults")]
     EVCConfigFault(Box<EVCConfigFault>),
+    #[cfg(feature = "all-faults")]
     EVCModeIllegalByVendor(Box<EVCModeIllegalByVendor>),
+    #[cfg(feature = "all-faults")]
     EVCModeUnsupportedByHosts(Box<EVCModeUnsupportedByHosts>),
+    #[cfg(feature = "all-faults")]
     EVCUnsupportedByHostHardware(Box<EVCUnsupportedByHostHardware>),
+    #[cfg(feature = "all-faults")]
     EVCUnsupportedByHostSoftware(Box<EVCUnsupportedByHostSoftware>),
+    #[cfg(feature = "all-faults")]
     EightHostLimitViolated(Box<EightHostLimitViolated>),
+    #[cfg(feature = "all-faults")]
     EncryptionKeyRequired(Box<EncryptionKeyRequired>),
+    #[cfg(feature = "all-faults")]
     ExpiredAddonLicense(Box<ExpiredAddonLicense>),
+    #[cfg(feature = "all-faults")]
     ExpiredEditionLicense(Box<ExpiredEditionLicense>),
+    #[cfg(feature = "all-faults")]
     ExpiredFeatureLicense(Box<ExpiredFeatureLicense>),
+    #[cfg(feature = "all-faults")]
     ExtendedFault(Box<ExtendedFault>),
+    #[cfg(feature = "all-faults")]
     FailToEnableSPBM(Box<FailToEnableSPBM>),
+    #[cfg(feature = "all-faults")]
     FailToLockFaultToleranceVMs(Box<FailToLockFaultToleranceVMs>),
+    #[cfg(feature = "all-faults")]
     FaultToleranceAntiAffinityViolated(Box<FaultToleranceAntiAffinityViolated>),
+    #[cfg(feature = "all-faults")]
     FaultToleranceCannotEditMem(Box<FaultToleranceCannotEditMem>),
+    #[cfg(feature = "all-faults")]
     FaultToleranceCpuIncompatible(Box<FaultToleranceCpuIncompatible>),
+    #[cfg(feature = "all-faults")]
     FaultToleranceNeedsThickDisk(Box<FaultToleranceNeedsThickDisk>),
+    #[cfg(feature = "all-faults")]
     FaultToleranceNotLicensed(Box<FaultToleranceNotLicensed>),
+    #[cfg(feature = "all-faults")]
     FaultToleranceNotSameBuild(Box<FaultToleranceNotSameBuild>),
+    #[cfg(feature = "all-faults")]
     FaultTolerancePrimaryPowerOnNotAttempted(
         Box<FaultTolerancePrimaryPowerOnNotAttempted>,
     ),
+    #[cfg(feature = "all-faults")]
     FaultToleranceVmNotDasProtected(Box<FaultToleranceVmNotDasProtected>),
+    #[cfg(feature = "all-faults")]
     FcoeFault(Box<FcoeFault>),
+    #[cfg(feature = "all-faults")]
     FcoeFaultPnicHasNoPortSet(Box<FcoeFaultPnicHasNoPortSet>),
+    #[cfg(feature = "all-faults")]
     FeatureRequirementsNotMet(Box<FeatureRequirementsNotMet>),
     FileAlreadyExists(Box<FileAlreadyExists>),
+    #[cfg(feature = "all-faults")]
     FileBackedPortNotSupported(Box<FileBackedPortNotSupported>),
     FileFault(Box<FileFault>),
     FileLocked(Box<FileLocked>),
+    #[cfg(feature = "all-faults")]
     FileNameTooLong(Box<FileNameTooLong>),
     FileNotFound(Box<FileNotFound>),
+    #[cfg(feature = "all-faults")]
     FileNotWritable(Box<FileNotWritable>),
+    #[cfg(feature = "all-faults")]
     FileTooLarge(Box<FileTooLarge>),
+    #[cfg(feature = "all-faults")]
     FilesystemQuiesceFault(Box<FilesystemQuiesceFault>),
+    #[cfg(feature = "all-faults")]
     FilterInUse(Box<FilterInUse>),
+    #[cfg(feature = "all-faults")]
     FtIssuesOnHost(Box<FtIssuesOnHost>),
+    #[cfg(feature = "all-faults")]
     FtVmHostRuleViolation(Box<FtVmHostRuleViolation>),
+    #[cfg(feature = "all-faults")]
     FullStorageVMotionNotSupported(Box<FullStorageVMotionNotSupported>),
+    #[cfg(feature = "all-faults")]
     GatewayConnectFault(Box<GatewayConnectFault>),
+    #[cfg(feature = "all-faults")]
     GatewayHostNotReachable(Box<GatewayHostNotReachable>),
+    #[cfg(feature = "all-faults")]
     GatewayNotFound(Box<GatewayNotFound>),
+    #[cfg(feature = "all-faults")]
     GatewayNotReachable(Box<GatewayNotReachable>),
+    #[cfg(feature = "all-faults")]
     GatewayOperationRefused(Box<GatewayOperationRefused>),
+    #[cfg(feature = "all-faults")]
     GatewayToHostAuthFault(Box<GatewayToHostAuthFault>),
+    #[cfg(feature = "all-faults")]
     GatewayToHostConnectFault(Box<GatewayToHostConnectFault>),
+    #[cfg(feature = "all-faults")]
     GatewayToHostTrustVerifyFault(Box<GatewayToHostTrustVerifyFault>),
+    #[cfg(feature = "all-faults")]
     GenericDrsFault(Box<GenericDrsFault>),
+    #[cfg(feature = "all-faults")]
     GenericVmConfigFault(Box<GenericVmConfigFault>),
+    #[cfg(feature = "all-faults")]
     GuestAuthenticationChallenge(Box<GuestAuthenticationChallenge>),
+    #[cfg(feature = "all-faults")]
     GuestComponentsOutOfDate(Box<GuestComponentsOutOfDate>),
+    #[cfg(feature = "all-faults")]
     GuestMultipleMappings(Box<GuestMultipleMappings>),
     GuestOperationsFault(Box<GuestOperationsFault>),
     GuestOperationsUnavailable(Box<GuestOperationsUnavailable>),
     GuestPermissionDenied(Box<GuestPermissionDenied>),
+    #[cfg(feature = "all-faults")]
     GuestProcessNotFound(Box<GuestProcessNotFound>),
+    #[cfg(feature = "all-faults")]
     GuestRegistryFault(Box<GuestRegistryFault>),
+    #[cfg(feature = "all-faults")]
     GuestRegistryKeyAlreadyExists(Box<GuestRegistryKeyAlreadyExists>),
+    #[cfg(feature = "all-faults")]
     GuestRegistryKeyFault(Box<GuestRegistryKeyFault>),
+    #[cfg(feature = "all-faults")]
     GuestRegistryKeyHasSubkeys(Box<GuestRegistryKeyHasSubkeys>),
+    #[cfg(feature = "all-faults")]
     GuestRegistryKeyInvalid(Box<GuestRegistryKeyInvalid>),
+    #[cfg(feature = "all-faults")]
     GuestRegistryKeyParentVolatile(Box<GuestRegistryKeyParentVolatile>),
+    #[cfg(feature = "all-faults")]
     GuestRegistryValueFault(Box<GuestRegistryValueFault>),
+    #[cfg(feature = "all-faults")]
     GuestRegistryValueNotFound(Box<GuestRegistryValueNotFound>),
+    #[cfg(feature = "all-faults")]
     HAErrorsAtDest(Box<HAErrorsAtDest>),
+    #[cfg(feature = "all-faults")]
     HeterogenousHostsBlockingEVC(Box<HeterogenousHostsBlockingEVC>),
+    #[cfg(feature = "all-faults")]
     HostAccessRestrictedToManagementServer(Box<HostAccessRestrictedToManagementServer>),
     HostCommunication(Box<HostCommunication>),
+    #[cfg(feature = "all-faults")]
     HostConfigFailed(Box<HostConfigFailed>),
+    #[cfg(feature = "all-faults")]
     HostConfigFault(Box<HostConfigFault>),
+    #[cfg(feature = "all-faults")]
     HostConnectFault(Box<HostConnectFault>),
+    #[cfg(feature = "all-faults")]
     HostHasComponentFailure(Box<HostHasComponentFailure>),
+    #[cfg(feature = "all-faults")]
     HostInDomain(Box<HostInDomain>),
+    #[cfg(feature = "all-faults")]
     HostIncompatibleForFaultTolerance(Box<HostIncompatibleForFaultTolerance>),
+    #[cfg(feature = "all-faults")]
     HostIncompatibleForRecordReplay(Box<HostIncompatibleForRecordReplay>),
+    #[cfg(feature = "all-faults")]
     HostInventoryFull(Box<HostInventoryFull>),
     HostNotConnected(Box<HostNotConnected>),
+    #[cfg(feature = "all-faults")]
     HostNotReachable(Box<HostNotReachable>),
+    #[cfg(feature = "all-faults")]
     HostPowerOpFailed(Box<HostPowerOpFailed>),
+    #[cfg(feature = "all-faults")]
     HostSpecificationOperationFailed(Box<HostSpecificationOperationFailed>),
+    #[cfg(feature = "all-faults")]
     HotSnapshotMoveNotSupported(Box<HotSnapshotMoveNotSupported>),
+    #[cfg(feature = "all-faults")]
     HttpFault(Box<HttpFault>),
+    #[cfg(feature = "all-faults")]
     IDEDiskNotSupported(Box<IDEDiskNotSupported>),
+    #[cfg(feature = "all-faults")]
     IORMNotSupportedHostOnDatastore(Box<IORMNotSupportedHostOnDatastore>),
+    #[cfg(feature = "all-faults")]
     ImportHostAddFailure(Box<ImportHostAddFailure>),
+    #[cfg(feature = "all-faults")]
     ImportOperationBulkFault(Box<ImportOperationBulkFault>),
+    #[cfg(feature = "all-faults")]
     InUseFeatureManipulationDisallowed(Box<InUseFeatureManipulationDisallowed>),
+    #[cfg(feature = "all-faults")]
     InaccessibleDatastore(Box<InaccessibleDatastore>),
+    #[cfg(feature = "all-faults")]
     InaccessibleFTMetadataDatastore(Box<InaccessibleFTMetadataDatastore>),
+    #[cfg(feature = "all-faults")]
     InaccessibleVFlashSource(Box<InaccessibleVFlashSource>),
+    #[cfg(feature = "all-faults")]
     IncompatibleDefaultDevice(Box<IncompatibleDefaultDevice>),
+    #[cfg(feature = "all-faults")]
     IncompatibleHostForFtSecondary(Box<IncompatibleHostForFtSecondary>),
+    #[cfg(feature = "all-faults")]
     IncompatibleHostForVmReplication(Box<IncompatibleHostForVmReplication>),
+    #[cfg(feature = "all-faults")]
     IncompatibleSetting(Box<IncompatibleSetting>),
+    #[cfg(feature = "all-faults")]
     IncorrectFileType(Box<IncorrectFileType>),
+    #[cfg(feature = "all-faults")]
     IncorrectHostInformation(Box<IncorrectHostInformation>),
+    #[cfg(feature = "all-faults")]
     IndependentDiskVMotionNotSupported(Box<IndependentDiskVMotionNotSupported>),
+    #[cfg(feature = "all-faults")]
     InsufficientAgentVmsDeployed(Box<InsufficientAgentVmsDeployed>),
+    #[cfg(feature = "all-faults")]
     InsufficientCpuResourcesFault(Box<InsufficientCpuResourcesFault>),
+    #[cfg(feature = "all-faults")]
     InsufficientDisks(Box<InsufficientDisks>),
+    #[cfg(feature = "all-faults")]
     InsufficientFailoverResourcesFault(Box<InsufficientFailoverResourcesFault>),
+    #[cfg(feature = "all-faults")]
     InsufficientGraphicsResourcesFault(Box<InsufficientGraphicsResourcesFault>),
+    #[cfg(feature = "all-faults")]
     InsufficientHostCapacityFault(Box<InsufficientHostCapacityFault>),
+    #[cfg(feature = "all-faults")]
     InsufficientHostCpuCapacityFault(Box<InsufficientHostCpuCapacityFault>),
+    #[cfg(feature = "all-faults")]
     InsufficientHostMemoryCapacityFault(Box<InsufficientHostMemoryCapacityFault>),
+    #[cfg(feature = "all-faults")]
     InsufficientMemoryResourcesFault(Box<InsufficientMemoryResourcesFault>),
+    #[cfg(feature = "all-faults")]
     InsufficientNetworkCapacity(Box<InsufficientNetworkCapacity>),
+    #[cfg(feature = "all-faults")]
     InsufficientNetworkResourcePoolCapacity(
         Box<InsufficientNetworkResourcePoolCapacity>,
     ),
+    #[cfg(feature = "all-faults")]
     InsufficientPerCpuCapacity(Box<InsufficientPerCpuCapacity>),
     InsufficientResourcesFault(Box<InsufficientResourcesFault>),
+    #[cfg(feature = "all-faults")]
     InsufficientStandbyCpuResource(Box<InsufficientStandbyCpuResource>),
+    #[cfg(feature = "all-faults")]
     InsufficientStandbyMemoryResource(Box<InsufficientStandbyMemoryResource>),
+    #[cfg(feature = "all-faults")]
     InsufficientStandbyResource(Box<InsufficientStandbyResource>),
+    #[cfg(feature = "all-faults")]
     InsufficientStorageIops(Box<InsufficientStorageIops>),
+    #[cfg(feature = "all-faults")]
     InsufficientStorageSpace(Box<InsufficientStorageSpace>),
+    #[cfg(feature = "all-faults")]
     InsufficientVFlashResourcesFault(Box<InsufficientVFlashResourcesFault>),
+    #[cfg(feature = "all-faults")]
     InvalidAffinitySettingFault(Box<InvalidAffinitySettingFault>),
     InvalidArgument(Box<InvalidArgument>),
+    #[cfg(feature = "all-faults")]
     InvalidBmcRole(Box<InvalidBmcRole>),
+    #[cfg(feature = "all-faults")]
     InvalidBundle(Box<InvalidBundle>),
+    #[cfg(feature = "all-faults")]
     InvalidCAMCertificate(Box<InvalidCAMCertificate>),
+    #[cfg(feature = "all-faults")]
     InvalidCAMServer(Box<InvalidCAMServer>),
+    #[cfg(feature = "all-faults")]
     InvalidClientCertificate(Box<InvalidClientCertificate>),
     InvalidCollectorVersion(Box<InvalidCollectorVersion>),
+    #[cfg(feature = "all-faults")]
     InvalidController(Box<InvalidController>),
+    #[cfg(feature = "all-faults")]
     InvalidDasConfigArgument(Box<InvalidDasConfigArgument>),
+    #[cfg(feature = "all-faults")]
     InvalidDasRestartPriorityForFtVm(Box<InvalidDasRestartPriorityForFtVm>),
     InvalidDatastore(Box<InvalidDatastore>),
     InvalidDatastorePath(Box<InvalidDatastorePath>),
+    #[cfg(feature = "all-faults")]
     InvalidDatastoreState(Box<InvalidDatastoreState>),
+    #[cfg(feature = "all-faults")]
     InvalidDeviceBacking(Box<InvalidDeviceBacking>),
+    #[cfg(feature = "all-faults")]
     InvalidDeviceOperation(Box<InvalidDeviceOperation>),
+    #[cfg(feature = "all-faults")]
     InvalidDeviceSpec(Box<InvalidDeviceSpec>),
+    #[cfg(feature = "all-faults")]
     InvalidDiskFormat(Box<InvalidDiskFormat>),
+    #[cfg(feature = "all-faults")]
     InvalidDrsBehaviorForFtVm(Box<InvalidDrsBehaviorForFtVm>),
+    #[cfg(feature = "all-faults")]
     InvalidEditionLicense(Box<InvalidEditionLicense>),
+    #[cfg(feature = "all-faults")]
     InvalidEvent(Box<InvalidEvent>),
+    #[cfg(feature = "all-faults")]
     InvalidFolder(Box<InvalidFolder>),
+    #[cfg(feature = "all-faults")]
     InvalidFormat(Box<InvalidFormat>),
     InvalidGuestLogin(Box<InvalidGuestLogin>),
+    #[cfg(feature = "all-faults")]
     InvalidHostConnectionState(Box<InvalidHostConnectionState>),
+    #[cfg(feature = "all-faults")]
     InvalidHostName(Box<InvalidHostName>),
     InvalidHostState(Box<InvalidHostState>),
+    #[cfg(feature = "all-faults")]
     InvalidIndexArgument(Box<InvalidIndexArgument>),
+    #[cfg(feature = "all-faults")]
     InvalidIpfixConfig(Box<InvalidIpfixConfig>),
+    #[cfg(feature = "all-faults")]
     InvalidIpmiLoginInfo(Box<InvalidIpmiLoginInfo>),
+    #[cfg(feature = "all-faults")]
     InvalidIpmiMacAddress(Box<InvalidIpmiMacAddress>),
+    #[cfg(feature = "all-faults")]
     InvalidLicense(Box<InvalidLicense>),
+    #[cfg(feature = "all-faults")]
     InvalidLocale(Box<InvalidLocale>),
     InvalidLogin(Box<InvalidLogin>),
     InvalidName(Box<InvalidName>),
+    #[cfg(feature = "all-faults")]
     InvalidNasCredentials(Box<InvalidNasCredentials>),
+    #[cfg(feature = "all-faults")]
     InvalidNetworkInType(Box<InvalidNetworkInType>),
+    #[cfg(feature = "all-faults")]
     InvalidNetworkResource(Box<InvalidNetworkResource>),
+    #[cfg(feature = "all-faults")]
     InvalidOperationOnSecondaryVm(Box<InvalidOperationOnSecondaryVm>),
     InvalidPowerState(Box<InvalidPowerState>),
+    #[cfg(feature = "all-faults")]
     InvalidPrivilege(Box<InvalidPrivilege>),
+    #[cfg(feature = "all-faults")]
     InvalidProfileReferenceHost(Box<InvalidProfileReferenceHost>),
     InvalidProperty(Box<InvalidProperty>),
+    #[cfg(feature = "all-faults")]
     InvalidPropertyType(Box<InvalidPropertyType>),
+    #[cfg(feature = "all-faults")]
     InvalidPropertyValue(Box<InvalidPropertyValue>),
     InvalidRequest(Box<InvalidRequest>),
+    #[cfg(feature = "all-faults")]
     InvalidResourcePoolStructureFault(Box<InvalidResourcePoolStructureFault>),
+    #[cfg(feature = "all-faults")]
     InvalidScheduledTask(Box<InvalidScheduledTask>),
+    #[cfg(feature = "all-faults")]
     InvalidSnapshotFormat(Box<InvalidSnapshotFormat>),
     InvalidState(Box<InvalidState>),
+    #[cfg(feature = "all-faults")]
     InvalidToken(Box<InvalidToken>),
     InvalidType(Box<InvalidType>),
     InvalidVmConfig(Box<InvalidVmConfig>),
+    #[cfg(feature = "all-faults")]
     InvalidVmState(Box<InvalidVmState>),
+    #[cfg(feature = "all-faults")]
     InventoryHasStandardAloneHosts(Box<InventoryHasStandardAloneHosts>),
+    #[cfg(feature = "all-faults")]
     IpHostnameGeneratorError(Box<IpHostnameGeneratorError>),
+    #[cfg(feature = "all-faults")]
     IscsiFault(Box<IscsiFault>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultInvalidVnic(Box<IscsiFaultInvalidVnic>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultPnicInUse(Box<IscsiFaultPnicInUse>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultVnicAlreadyBound(Box<IscsiFaultVnicAlreadyBound>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultVnicHasActivePaths(Box<IscsiFaultVnicHasActivePaths>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultVnicHasMultipleUplinks(Box<IscsiFaultVnicHasMultipleUplinks>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultVnicHasNoUplinks(Box<IscsiFaultVnicHasNoUplinks>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultVnicHasWrongUplink(Box<IscsiFaultVnicHasWrongUplink>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultVnicInUse(Box<IscsiFaultVnicInUse>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultVnicIsLastPath(Box<IscsiFaultVnicIsLastPath>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultVnicNotBound(Box<IscsiFaultVnicNotBound>),
+    #[cfg(feature = "all-faults")]
     IscsiFaultVnicNotFound(Box<IscsiFaultVnicNotFound>),
+    #[cfg(feature = "all-faults")]
     KeyNotFound(Box<KeyNotFound>),
+    #[cfg(feature = "all-faults")]
     LargeRDMConversionNotSupported(Box<LargeRDMConversionNotSupported>),
+    #[cfg(feature = "all-faults")]
     LargeRDMNotSupportedOnDatastore(Box<LargeRDMNotSupportedOnDatastore>),
+    #[cfg(feature = "all-faults")]
     LegacyNetworkInterfaceInUse(Box<LegacyNetworkInterfaceInUse>),
+    #[cfg(feature = "all-faults")]
     LicenseAssignmentFailed(Box<LicenseAssignmentFailed>),
+    #[cfg(feature = "all-faults")]
     LicenseDowngradeDisallowed(Box<LicenseDowngradeDisallowed>),
+    #[cfg(feature = "all-faults")]
     LicenseEntityNotFound(Box<LicenseEntityNotFound>),
+    #[cfg(feature = "all-faults")]
     LicenseExpired(Box<LicenseExpired>),
+    #[cfg(feature = "all-faults")]
     LicenseKeyEntityMismatch(Box<LicenseKeyEntityMismatch>),
+    #[cfg(feature = "all-faults")]
     LicenseRestricted(Box<LicenseRestricted>),
+    #[cfg(feature = "all-faults")]
     LicenseServerUnavailable(Box<LicenseServerUnavailable>),
+    #[cfg(feature = "all-faults")]
     LicenseSourceUnavailable(Box<LicenseSourceUnavailable>),
+    #[cfg(feature = "all-faults")]
     LimitExceeded(Box<LimitExceeded>),
+    #[cfg(feature = "all-faults")]
     LinuxVolumeNotClean(Box<LinuxVolumeNotClean>),
+    #[cfg(feature = "all-faults")]
     LogBundlingFailed(Box<LogBundlingFailed>),
+    #[cfg(feature = "all-faults")]
     MaintenanceModeFileMove(Box<MaintenanceModeFileMove>),
     ManagedObjectNotFound(Box<ManagedObjectNotFound>),
+    #[cfg(feature = "all-faults")]
     MemoryFileFormatNotSupportedByDatastore(
         Box<MemoryFileFormatNotSupportedByDatastore>,
     ),
+    #[cfg(feature = "all-faults")]
     MemoryHotPlugNotSupported(Box<MemoryHotPlugNotSupported>),
+    #[cfg(feature = "all-faults")]
     MemorySizeNotRecommended(Box<MemorySizeNotRecommended>),
+    #[cfg(feature = "all-faults")]
     MemorySizeNotSupported(Box<MemorySizeNotSupported>),
+    #[cfg(feature = "all-faults")]
     MemorySizeNotSupportedByDatastore(Box<MemorySizeNotSupportedByDatastore>),
+    #[cfg(feature = "all-faults")]
     MemorySnapshotOnIndependentDisk(Box<MemorySnapshotOnIndependentDisk>),
+    #[cfg(feature = "all-faults")]
     MethodAlreadyDisabledFault(Box<MethodAlreadyDisabledFault>),
     MethodDisabled(Box<MethodDisabled>),
+    #[cfg(feature = "all-faults")]
     MethodNotFound(Box<MethodNotFound>),
+    #[cfg(feature = "all-faults")]
     MigrationDisabled(Box<MigrationDisabled>),
+    #[cfg(feature = "all-faults")]
     MigrationFault(Box<MigrationFault>),
+    #[cfg(feature = "all-faults")]
     MigrationFeatureNotSupported(Box<MigrationFeatureNotSupported>),
+    #[cfg(feature = "all-faults")]
     MigrationNotReady(Box<MigrationNotReady>),
+    #[cfg(feature = "all-faults")]
     MismatchedBundle(Box<MismatchedBundle>),
+    #[cfg(feature = "all-faults")]
     MismatchedNetworkPolicies(Box<MismatchedNetworkPolicies>),
+    #[cfg(feature = "all-faults")]
     MismatchedVMotionNetworkNames(Box<MismatchedVMotionNetworkNames>),
+    #[cfg(feature = "all-faults")]
     MissingBmcSupport(Box<MissingBmcSupport>),
+    #[cfg(feature = "all-faults")]
     MissingController(Box<MissingController>),
+    #[cfg(feature = "all-faults")]
     MissingIpPool(Box<MissingIpPool>),
+    #[cfg(feature = "all-faults")]
     MissingLinuxCustResources(Box<MissingLinuxCustResources>),
+    #[cfg(feature = "all-faults")]
     MissingNetworkIpConfig(Box<MissingNetworkIpConfig>),
+    #[cfg(feature = "all-faults")]
     MissingPowerOffConfiguration(Box<MissingPowerOffConfiguration>),
+    #[cfg(feature = "all-faults")]
     MissingPowerOnConfiguration(Box<MissingPowerOnConfiguration>),
+    #[cfg(feature = "all-faults")]
     MissingWindowsCustResources(Box<MissingWindowsCustResources>),
+    #[cfg(feature = "all-faults")]
     MksConnectionLimitReached(Box<MksConnectionLimitReached>),
+    #[cfg(feature = "all-faults")]
     MountError(Box<MountError>),
+    #[cfg(feature = "all-faults")]
     MultiWriterNotSupported(Box<MultiWriterNotSupported>),
+    #[cfg(feature = "all-faults")]
     MultipleCertificatesVerifyFault(Box<MultipleCertificatesVerifyFault>),
+    #[cfg(feature = "all-faults")]
     MultipleSnapshotsNotSupported(Box<MultipleSnapshotsNotSupported>),
+    #[cfg(feature = "all-faults")]
     NamespaceFull(Box<NamespaceFull>),
+    #[cfg(feature = "all-faults")]
     NamespaceLimitReached(Box<NamespaceLimitReached>),
+    #[cfg(feature = "all-faults")]
     NamespaceWriteProtected(Box<NamespaceWriteProtected>),
+    #[cfg(feature = "all-faults")]
     NasConfigFault(Box<NasConfigFault>),
+    #[cfg(feature = "all-faults")]
     NasConnectionLimitReached(Box<NasConnectionLimitReached>),
+    #[cfg(feature = "all-faults")]
     NasSessionCredentialConflict(Box<NasSessionCredentialConflict>),
+    #[cfg(feature = "all-faults")]
     NasVolumeNotMounted(Box<NasVolumeNotMounted>),
+    #[cfg(feature = "all-faults")]
     NetworkCopyFault(Box<NetworkCopyFault>),
+    #[cfg(feature = "all-faults")]
     NetworkDisruptedAndConfigRolledBack(Box<NetworkDisruptedAndConfigRolledBack>),
+    #[cfg(feature = "all-faults")]
     NetworkInaccessible(Box<NetworkInaccessible>),
+    #[cfg(feature = "all-faults")]
     NetworksMayNotBeTheSame(Box<NetworksMayNotBeTheSame>),
+    #[cfg(feature = "all-faults")]
     NicSettingMismatch(Box<NicSettingMismatch>),
+    #[cfg(feature = "all-faults")]
     NoActiveHostInCluster(Box<NoActiveHostInCluster>),
+    #[cfg(feature = "all-faults")]
     NoAvailableIp(Box<NoAvailableIp>),
+    #[cfg(feature = "all-faults")]
     NoClientCertificate(Box<NoClientCertificate>),
+    #[cfg(feature = "all-faults")]
     NoCompatibleDatastore(Box<NoCompatibleDatastore>),
+    #[cfg(feature = "all-faults")]
     NoCompatibleHardAffinityHost(Box<NoCompatibleHardAffinityHost>),
+    #[cfg(feature = "all-faults")]
     NoCompatibleHost(Box<NoCompatibleHost>),
+    #[cfg(feature = "all-faults")]
     NoCompatibleHostWithAccessToDevice(Box<NoCompatibleHostWithAccessToDevice>),
+    #[cfg(feature = "all-faults")]
     NoCompatibleSoftAffinityHost(Box<NoCompatibleSoftAffinityHost>),
+    #[cfg(feature = "all-faults")]
     NoConnectedDatastore(Box<NoConnectedDatastore>),
+    #[cfg(feature = "all-faults")]
     NoDiskFound(Box<NoDiskFound>),
+    #[cfg(feature = "all-faults")]
     NoDiskSpace(Box<NoDiskSpace>),
+    #[cfg(feature = "all-faults")]
     NoDisksToCustomize(Box<NoDisksToCustomize>),
+    #[cfg(feature = "all-faults")]
     NoGateway(Box<NoGateway>),
+    #[cfg(feature = "all-faults")]
     NoGuestHeartbeat(Box<NoGuestHeartbeat>),
+    #[cfg(feature = "all-faults")]
     NoHost(Box<NoHost>),
+    #[cfg(feature = "all-faults")]
     NoHostSuitableForFtSecondary(Box<NoHostSuitableForFtSecondary>),
+    #[cfg(feature = "all-faults")]
     NoLicenseServerConfigured(Box<NoLicenseServerConfigured>),
+    #[cfg(feature = "all-faults")]
     NoPeerHostFound(Box<NoPeerHostFound>),
     NoPermission(Box<NoPermission>),
+    #[cfg(feature = "all-faults")]
     NoPermissionOnAD(Box<NoPermissionOnAD>),
+    #[cfg(feature = "all-faults")]
     NoPermissionOnHost(Box<NoPermissionOnHost>),
+    #[cfg(feature = "all-faults")]
     NoPermissionOnNasVolume(Box<NoPermissionOnNasVolume>),
+    #[cfg(feature = "all-faults")]
     NoSubjectName(Box<NoSubjectName>),
+    #[cfg(feature = "all-faults")]
     NoVcManagedIpConfigured(Box<NoVcManagedIpConfigured>),
+    #[cfg(feature = "all-faults")]
     NoVirtualNic(Box<NoVirtualNic>),
+    #[cfg(feature = "all-faults")]
     NoVmInVApp(Box<NoVmInVApp>),
+    #[cfg(feature = "all-faults")]
     NonADUserRequired(Box<NonADUserRequired>),
+    #[cfg(feature = "all-faults")]
     NonHomeRDMVMotionNotSupported(Box<NonHomeRDMVMotionNotSupported>),
+    #[cfg(feature = "all-faults")]
     NonPersistentDisksNotSupported(Box<NonPersistentDisksNotSupported>),
+    #[cfg(feature = "all-faults")]
     NonVmwareOuiMacNotSupportedHost(Box<NonVmwareOuiMacNotSupportedHost>),
+    #[cfg(feature = "all-faults")]
     NotADirectory(Box<NotADirectory>),
+    #[cfg(feature = "all-faults")]
     NotAFile(Box<NotAFile>),
     NotAuthenticated(Box<NotAuthenticated>),
+    #[cfg(feature = "all-faults")]
     NotEnoughCpus(Box<NotEnoughCpus>),
     NotEnoughLicenses(Box<NotEnoughLicenses>),
+    #[cfg(feature = "all-faults")]
     NotEnoughLogicalCpus(Box<NotEnoughLogicalCpus>),
     NotFound(Box<NotFound>),
     NotImplemented(Box<NotImplemented>),
     NotSupported(Box<NotSupported>),
+    #[cfg(feature = "all-faults")]
     NotSupportedDeviceForFT(Box<NotSupportedDeviceForFT>),
+    #[cfg(feature = "all-faults")]
     NotSupportedHost(Box<NotSupportedHost>),
+    #[cfg(feature = "all-faults")]
     NotSupportedHostForChecksum(Box<NotSupportedHostForChecksum>),
+    #[cfg(feature = "all-faults")]
     NotSupportedHostForVFlash(Box<NotSupportedHostForVFlash>),
+    #[cfg(feature = "all-faults")]
     NotSupportedHostForVmcp(Box<NotSupportedHostForVmcp>),
+    #[cfg(feature = "all-faults")]
     NotSupportedHostForVmemFile(Box<NotSupportedHostForVmemFile>),
+    #[cfg(feature = "all-faults")]
     NotSupportedHostForVsan(Box<NotSupportedHostForVsan>),
+    #[cfg(feature = "all-faults")]
     NotSupportedHostInCluster(Box<NotSupportedHostInCluster>),
+    #[cfg(feature = "all-faults")]
     NotSupportedHostInDvs(Box<NotSupportedHostInDvs>),
+    #[cfg(feature = "all-faults")]
     NotSupportedHostInHACluster(Box<NotSupportedHostInHACluster>),
+    #[cfg(feature = "all-faults")]
     NotUserConfigurableProperty(Box<NotUserConfigurableProperty>),
+    #[cfg(feature = "all-faults")]
     NumVirtualCoresPerSocketNotSupported(Box<NumVirtualCoresPerSocketNotSupported>),
+    #[cfg(feature = "all-faults")]
     NumVirtualCpusExceedsLimit(Box<NumVirtualCpusExceedsLimit>),
+    #[cfg(feature = "all-faults")]
     NumVirtualCpusIncompatible(Box<NumVirtualCpusIncompatible>),
+    #[cfg(feature = "all-faults")]
     NumVirtualCpusNotSupported(Box<NumVirtualCpusNotSupported>),
+    #[cfg(feature = "all-faults")]
     OperationDisabledByGuest(Box<OperationDisabledByGuest>),
+    #[cfg(feature = "all-faults")]
     OperationDisallowedOnHost(Box<OperationDisallowedOnHost>),
+    #[cfg(feature = "all-faults")]
     OperationNotSupportedByGuest(Box<OperationNotSupportedByGuest>),
+    #[cfg(feature = "all-faults")]
     OutOfBounds(Box<OutOfBounds>),
+    #[cfg(feature = "all-faults")]
     OvfAttribute(Box<OvfAttribute>),
+    #[cfg(feature = "all-faults")]
     OvfConnectedDevice(Box<OvfConnectedDevice>),
+    #[cfg(feature = "all-faults")]
     OvfConnectedDeviceFloppy(Box<OvfConnectedDeviceFloppy>),
+    #[cfg(feature = "all-faults")]
     OvfConnectedDeviceIso(Box<OvfConnectedDeviceIso>),
+    #[cfg(feature = "all-faults")]
     OvfConstraint(Box<OvfConstraint>),
+    #[cfg(feature = "all-faults")]
     OvfConsumerCallbackFault(Box<OvfConsumerCallbackFault>),
+    #[cfg(feature = "all-faults")]
     OvfConsumerCommunicationError(Box<OvfConsumerCommunicationError>),
+    #[cfg(feature = "all-faults")]
     OvfConsumerFault(Box<OvfConsumerFault>),
+    #[cfg(feature = "all-faults")]
     OvfConsumerInvalidSection(Box<OvfConsumerInvalidSection>),
+    #[cfg(feature = "all-faults")]
     OvfConsumerPowerOnFault(Box<OvfConsumerPowerOnFault>),
+    #[cfg(feature = "all-faults")]
     OvfConsumerUndeclaredSection(Box<OvfConsumerUndeclaredSection>),
+    #[cfg(feature = "all-faults")]
     OvfConsumerUndefinedPrefix(Box<OvfConsumerUndefinedPrefix>),
+    #[cfg(feature = "all-faults")]
     OvfConsumerValidationFault(Box<OvfConsumerValidationFault>),
+    #[cfg(feature = "all-faults")]
     OvfCpuCompatibility(Box<OvfCpuCompatibility>),
+    #[cfg(feature = "all-faults")]
     OvfCpuCompatibilityCheckNotSupported(Box<OvfCpuCompatibilityCheckNotSupported>),
+    #[cfg(feature = "all-faults")]
     OvfDiskMappingNotFound(Box<OvfDiskMappingNotFound>),
+    #[cfg(feature = "all-faults")]
     OvfDiskOrderConstraint(Box<OvfDiskOrderConstraint>),
+    #[cfg(feature = "all-faults")]
     OvfDuplicateElement(Box<OvfDuplicateElement>),
+    #[cfg(feature = "all-faults")]
     OvfDuplicatedElementBoundary(Box<OvfDuplicatedElementBoundary>),
+    #[cfg(feature = "all-faults")]
     OvfDuplicatedPropertyIdExport(Box<OvfDuplicatedPropertyIdExport>),
+    #[cfg(feature = "all-faults")]
     OvfDuplicatedPropertyIdImport(Box<OvfDuplicatedPropertyIdImport>),
+    #[cfg(feature = "all-faults")]
     OvfElement(Box<OvfElement>),
+    #[cfg(feature = "all-faults")]
     OvfElementInvalidValue(Box<OvfElementInvalidValue>),
+    #[cfg(feature = "all-faults")]
     OvfExport(Box<OvfExport>),
+    #[cfg(feature = "all-faults")]
     OvfExportFailed(Box<OvfExportFailed>),
+    #[cfg(feature = "all-faults")]
     OvfFault(Box<OvfFault>),
+    #[cfg(feature = "all-faults")]
     OvfHardwareCheck(Box<OvfHardwareCheck>),
+    #[cfg(feature = "all-faults")]
     OvfHardwareExport(Box<OvfHardwareExport>),
+    #[cfg(feature = "all-faults")]
     OvfHostResourceConstraint(Box<OvfHostResourceConstraint>),
+    #[cfg(feature = "all-faults")]
     OvfHostValueNotParsed(Box<OvfHostValueNotParsed>),
+    #[cfg(feature = "all-faults")]
     OvfImport(Box<OvfImport>),
+    #[cfg(feature = "all-faults")]
     OvfImportFailed(Box<OvfImportFailed>),
+    #[cfg(feature = "all-faults")]
     OvfInternalError(Box<OvfInternalError>),
+    #[cfg(feature = "all-faults")]
     OvfInvalidPackage(Box<OvfInvalidPackage>),
+    #[cfg(feature = "all-faults")]
     OvfInvalidValue(Box<OvfInvalidValue>),
+    #[cfg(feature = "all-faults")]
     OvfInvalidValueConfiguration(Box<OvfInvalidValueConfiguration>),
+    #[cfg(feature = "all-faults")]
     OvfInvalidValueEmpty(Box<OvfInvalidValueEmpty>),
+    #[cfg(feature = "all-faults")]
     OvfInvalidValueFormatMalformed(Box<OvfInvalidValueFormatMalformed>),
+    #[cfg(feature = "all-faults")]
     OvfInvalidValueReference(Box<OvfInvalidValueReference>),
+    #[cfg(feature = "all-faults")]
     OvfInvalidVmName(Box<OvfInvalidVmName>),
+    #[cfg(feature = "all-faults")]
     OvfMappedOsId(Box<OvfMappedOsId>),
+    #[cfg(feature = "all-faults")]
     OvfMissingAttribute(Box<OvfMissingAttribute>),
+    #[cfg(feature = "all-faults")]
     OvfMissingElement(Box<OvfMissingElement>),
+    #[cfg(feature = "all-faults")]
     OvfMissingElementNormalBoundary(Box<OvfMissingElementNormalBoundary>),
+    #[cfg(feature = "all-faults")]
     OvfMissingHardware(Box<OvfMissingHardware>),
+    #[cfg(feature = "all-faults")]
     OvfNetworkMappingNotSupported(Box<OvfNetworkMappingNotSupported>),
+    #[cfg(feature = "all-faults")]
     OvfNoHostNic(Box<OvfNoHostNic>),
+    #[cfg(feature = "all-faults")]
     OvfNoSpaceOnController(Box<OvfNoSpaceOnController>),
+    #[cfg(feature = "all-faults")]
     OvfNoSupportedHardwareFamily(Box<OvfNoSupportedHardwareFamily>),
+    #[cfg(feature = "all-faults")]
     OvfProperty(Box<OvfProperty>),
+    #[cfg(feature = "all-faults")]
     OvfPropertyExport(Box<OvfPropertyExport>),
+    #[cfg(feature = "all-faults")]
     OvfPropertyNetwork(Box<OvfPropertyNetwork>),
+    #[cfg(feature = "all-faults")]
     OvfPropertyNetworkExport(Box<OvfPropertyNetworkExport>),
+    #[cfg(feature = "all-faults")]
     OvfPropertyQualifier(Box<OvfPropertyQualifier>),
+    #[cfg(feature = "all-faults")]
     OvfPropertyQualifierDuplicate(Box<OvfPropertyQualifierDuplicate>),
+    #[cfg(feature = "all-faults")]
     OvfPropertyQualifierIgnored(Box<OvfPropertyQualifierIgnored>),
+    #[cfg(feature = "all-faults")]
     OvfPropertyType(Box<OvfPropertyType>),
+    #[cfg(feature = "all-faults")]
     OvfPropertyValue(Box<OvfPropertyValue>),
+    #[cfg(feature = "all-faults")]
     OvfSystemFault(Box<OvfSystemFault>),
+    #[cfg(feature = "all-faults")]
     OvfToXmlUnsupportedElement(Box<OvfToXmlUnsupportedElement>),
+    #[cfg(feature = "all-faults")]
     OvfUnableToExportDisk(Box<OvfUnableToExportDisk>),
+    #[cfg(feature = "all-faults")]
     OvfUnexpectedElement(Box<OvfUnexpectedElement>),
+    #[cfg(feature = "all-faults")]
     OvfUnknownDevice(Box<OvfUnknownDevice>),
+    #[cfg(feature = "all-faults")]
     OvfUnknownDeviceBacking(Box<OvfUnknownDeviceBacking>),
+    #[cfg(feature = "all-faults")]
     OvfUnknownEntity(Box<OvfUnknownEntity>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedAttribute(Box<OvfUnsupportedAttribute>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedAttributeValue(Box<OvfUnsupportedAttributeValue>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedDeviceBackingInfo(Box<OvfUnsupportedDeviceBackingInfo>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedDeviceBackingOption(Box<OvfUnsupportedDeviceBackingOption>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedDeviceExport(Box<OvfUnsupportedDeviceExport>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedDiskProvisioning(Box<OvfUnsupportedDiskProvisioning>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedElement(Box<OvfUnsupportedElement>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedElementValue(Box<OvfUnsupportedElementValue>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedPackage(Box<OvfUnsupportedPackage>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedSection(Box<OvfUnsupportedSection>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedSubType(Box<OvfUnsupportedSubType>),
+    #[cfg(feature = "all-faults")]
     OvfUnsupportedType(Box<OvfUnsupportedType>),
+    #[cfg(feature = "all-faults")]
     OvfWrongElement(Box<OvfWrongElement>),
+    #[cfg(feature = "all-faults")]
     OvfWrongNamespace(Box<OvfWrongNamespace>),
+    #[cfg(feature = "all-faults")]
     OvfXmlFormat(Box<OvfXmlFormat>),
     PasswordExpired(Box<PasswordExpired>),
+    #[cfg(feature = "all-faults")]
     PatchAlreadyInstalled(Box<PatchAlreadyInstalled>),
+    #[cfg(feature = "all-faults")]
     PatchBinariesNotFound(Box<PatchBinariesNotFound>),
+    #[cfg(feature = "all-faults")]
     PatchInstallFailed(Box<PatchInstallFailed>),
+    #[cfg(feature = "all-faults")]
     PatchIntegrityError(Box<PatchIntegrityError>),
+    #[cfg(feature = "all-faults")]
     PatchMetadataCorrupted(Box<PatchMetadataCorrupted>),
+    #[cfg(feature = "all-faults")]
     PatchMetadataInvalid(Box<PatchMetadataInvalid>),
+    #[cfg(feature = "all-faults")]
     PatchMetadataNotFound(Box<PatchMetadataNotFound>),
+    #[cfg(feature = "all-faults")]
     PatchMissingDependencies(Box<PatchMissingDependencies>),
+    #[cfg(feature = "all-faults")]
     PatchNotApplicable(Box<PatchNotApplicable>),
+    #[cfg(feature = "all-faults")]
     PatchSuperseded(Box<PatchSuperseded>),
+    #[cfg(feature = "all-faults")]
     PhysCompatRDMNotSupported(Box<PhysCompatRDMNotSupported>),
+    #[cfg(feature = "all-faults")]
     PlatformConfigFault(Box<PlatformConfigFault>),
+    #[cfg(feature = "all-faults")]
     PowerOnFtSecondaryFailed(Box<PowerOnFtSecondaryFailed>),
+    #[cfg(feature = "all-faults")]
     PowerOnFtSecondaryTimedout(Box<PowerOnFtSecondaryTimedout>),
+    #[cfg(feature = "all-faults")]
     ProfileUpdateFailed(Box<ProfileUpdateFailed>),
+    #[cfg(feature = "all-faults")]
     QuarantineModeFault(Box<QuarantineModeFault>),
+    #[cfg(feature = "all-faults")]
     QuestionPending(Box<QuestionPending>),
+    #[cfg(feature = "all-faults")]
     QuiesceDatastoreIOForHAFailed(Box<QuiesceDatastoreIOForHAFailed>),
+    #[cfg(feature = "all-faults")]
     RDMConversionNotSupported(Box<RDMConversionNotSupported>),
+    #[cfg(feature = "all-faults")]
     RDMNotPreserved(Box<RDMNotPreserved>),
+    #[cfg(feature = "all-faults")]
     RDMNotSupported(Box<RDMNotSupported>),
+    #[cfg(feature = "all-faults")]
     RDMNotSupportedOnDatastore(Box<RDMNotSupportedOnDatastore>),
+    #[cfg(feature = "all-faults")]
     RDMPointsToInaccessibleDisk(Box<RDMPointsToInaccessibleDisk>),
+    #[cfg(feature = "all-faults")]
     RawDiskNotSupported(Box<RawDiskNotSupported>),
+    #[cfg(feature = "all-faults")]
     ReadHostResourcePoolTreeFailed(Box<ReadHostResourcePoolTreeFailed>),
+    #[cfg(feature = "all-faults")]
     ReadOnlyDisksWithLegacyDestination(Box<ReadOnlyDisksWithLegacyDestination>),
+    #[cfg(feature = "all-faults")]
     RebootRequired(Box<RebootRequired>),
+    #[cfg(feature = "all-faults")]
     RecordReplayDisabled(Box<RecordReplayDisabled>),
+    #[cfg(feature = "all-faults")]
     RemoteDeviceNotSupported(Box<RemoteDeviceNotSupported>),
+    #[cfg(feature = "all-faults")]
     RemoveFailed(Box<RemoveFailed>),
+    #[cfg(feature = "all-faults")]
     ReplicationConfigFault(Box<ReplicationConfigFault>),
+    #[cfg(feature = "all-faults")]
     ReplicationDiskConfigFault(Box<ReplicationDiskConfigFault>),
+    #[cfg(feature = "all-faults")]
     ReplicationFault(Box<ReplicationFault>),
+    #[cfg(feature = "all-faults")]
     ReplicationIncompatibleWithFT(Box<ReplicationIncompatibleWithFT>),
+    #[cfg(feature = "all-faults")]
     ReplicationInvalidOptions(Box<ReplicationInvalidOptions>),
+    #[cfg(feature = "all-faults")]
     ReplicationNotSupportedOnHost(Box<ReplicationNotSupportedOnHost>),
+    #[cfg(feature = "all-faults")]
     ReplicationVmConfigFault(Box<ReplicationVmConfigFault>),
+    #[cfg(feature = "all-faults")]
     ReplicationVmFault(Box<ReplicationVmFault>),
+    #[cfg(feature = "all-faults")]
     ReplicationVmInProgressFault(Box<ReplicationVmInProgressFault>),
     RequestCanceled(Box<RequestCanceled>),
     ResourceInUse(Box<ResourceInUse>),
+    #[cfg(feature = "all-faults")]
     ResourceNotAvailable(Box<ResourceNotAvailable>),
+    #[cfg(feature = "all-faults")]
     RestrictedByAdministrator(Box<RestrictedByAdministrator>),
     RestrictedVersion(Box<RestrictedVersion>),
+    #[cfg(feature = "all-faults")]
     RollbackFailure(Box<RollbackFailure>),
+    #[cfg(feature = "all-faults")]
     RuleViolation(Box<RuleViolation>),
     RuntimeFault(Box<RuntimeFault>),
+    #[cfg(feature = "all-faults")]
     SSLDisabledFault(Box<SSLDisabledFault>),
+    #[cfg(feature = "all-faults")]
     SSLVerifyFault(Box<SSLVerifyFault>),
+    #[cfg(feature = "all-faults")]
     SSPIChallenge(Box<SSPIChallenge>),
+    #[cfg(feature = "all-faults")]
     SecondaryVmAlreadyDisabled(Box<SecondaryVmAlreadyDisabled>),
+    #[cfg(feature = "all-faults")]
     SecondaryVmAlreadyEnabled(Box<SecondaryVmAlreadyEnabled>),
+    #[cfg(feature = "all-faults")]
     SecondaryVmAlreadyRegistered(Box<SecondaryVmAlreadyRegistered>),
+    #[cfg(feature = "all-faults")]
     SecondaryVmNotRegistered(Box<SecondaryVmNotRegistered>),
     SecurityError(Box<SecurityError>),
+    #[cfg(feature = "all-faults")]
     SessionNotFound(Box<SessionNotFound>),
+    #[cfg(feature = "all-faults")]
     SharedBusControllerNotSupported(Box<SharedBusControllerNotSupported>),
+    #[cfg(feature = "all-faults")]
     ShrinkDiskFault(Box<ShrinkDiskFault>),
+    #[cfg(feature = "all-faults")]
     SnapshotCloneNotSupported(Box<SnapshotCloneNotSupported>),
+    #[cfg(feature = "all-faults")]
     SnapshotCopyNotSupported(Box<SnapshotCopyNotSupported>),
+    #[cfg(feature = "all-faults")]
     SnapshotDisabled(Box<SnapshotDisabled>),
     SnapshotFault(Box<SnapshotFault>),
+    #[cfg(feature = "all-faults")]
     SnapshotIncompatibleDeviceInVm(Box<SnapshotIncompatibleDeviceInVm>),
+    #[cfg(feature = "all-faults")]
     SnapshotLocked(Box<SnapshotLocked>),
+    #[cfg(feature = "all-faults")]
     SnapshotMoveFromNonHomeNotSupported(Box<SnapshotMoveFromNonHomeNotSupported>),
+    #[cfg(feature = "all-faults")]
     SnapshotMoveNotSupported(Box<SnapshotMoveNotSupported>),
+    #[cfg(feature = "all-faults")]
     SnapshotMoveToNonHomeNotSupported(Box<SnapshotMoveToNonHomeNotSupported>),
+    #[cfg(feature = "all-faults")]
     SnapshotNoChange(Box<SnapshotNoChange>),
+    #[cfg(feature = "all-faults")]
     SnapshotRevertIssue(Box<SnapshotRevertIssue>),
+    #[cfg(feature = "all-faults")]
     SoftRuleVioCorrectionDisallowed(Box<SoftRuleVioCorrectionDisallowed>),
+    #[cfg(feature = "all-faults")]
     SoftRuleVioCorrectionImpact(Box<SoftRuleVioCorrectionImpact>),
+    #[cfg(feature = "all-faults")]
     SolutionUserRequired(Box<SolutionUserRequired>),
+    #[cfg(feature = "all-faults")]
     SsdDiskNotAvailable(Box<SsdDiskNotAvailable>),
+    #[cfg(feature = "all-faults")]
     StorageDrsCannotMoveDiskInMultiWriterMode(
         Box<StorageDrsCannotMoveDiskInMultiWriterMode>,
     ),
+    #[cfg(feature = "all-faults")]
     StorageDrsCannotMoveFTVm(Box<StorageDrsCannotMoveFTVm>),
+    #[cfg(feature = "all-faults")]
     StorageDrsCannotMoveIndependentDisk(Box<StorageDrsCannotMoveIndependentDisk>),
+    #[cfg(feature = "all-faults")]
     StorageDrsCannotMoveManuallyPlacedSwapFile(
         Box<StorageDrsCannotMoveManuallyPlacedSwapFile>,
     ),
+    #[cfg(feature = "all-faults")]
     StorageDrsCannotMoveManuallyPlacedVm(Box<StorageDrsCannotMoveManuallyPlacedVm>),
+    #[cfg(feature = "all-faults")]
     StorageDrsCannotMoveSharedDisk(Box<StorageDrsCannotMoveSharedDisk>),
+    #[cfg(feature = "all-faults")]
     StorageDrsCannotMoveTemplate(Box<StorageDrsCannotMoveTemplate>),
+    #[cfg(feature = "all-faults")]
     StorageDrsCannotMoveVmInUserFolder(Box<StorageDrsCannotMoveVmInUserFolder>),
+    #[cfg(feature = "all-faults")]
     StorageDrsCannotMoveVmWithMountedCDROM(Box<StorageDrsCannotMoveVmWithMountedCDROM>),
+    #[cfg(feature = "all-faults")]
     StorageDrsCannotMoveVmWithNoFilesInLayout(
         Box<StorageDrsCannotMoveVmWithNoFilesInLayout>,
     ),
+    #[cfg(feature = "all-faults")]
     StorageDrsDatacentersCannotShareDatastore(
         Box<StorageDrsDatacentersCannotShareDatastore>,
     ),
+    #[cfg(feature = "all-faults")]
     StorageDrsDisabledOnVm(Box<StorageDrsDisabledOnVm>),
+    #[cfg(feature = "all-faults")]
     StorageDrsHbrDiskNotMovable(Box<StorageDrsHbrDiskNotMovable>),
+    #[cfg(feature = "all-faults")]
     StorageDrsHmsMoveInProgress(Box<StorageDrsHmsMoveInProgress>),
+    #[cfg(feature = "all-faults")]
     StorageDrsHmsUnreachable(Box<StorageDrsHmsUnreachable>),
+    #[cfg(feature = "all-faults")]
     StorageDrsIolbDisabledInternally(Box<StorageDrsIolbDisabledInternally>),
+    #[cfg(feature = "all-faults")]
     StorageDrsRelocateDisabled(Box<StorageDrsRelocateDisabled>),
+    #[cfg(feature = "all-faults")]
     StorageDrsStaleHmsCollection(Box<StorageDrsStaleHmsCollection>),
+    #[cfg(feature = "all-faults")]
     StorageDrsUnableToMoveFiles(Box<StorageDrsUnableToMoveFiles>),
+    #[cfg(feature = "all-faults")]
     StorageVMotionNotSupported(Box<StorageVMotionNotSupported>),
+    #[cfg(feature = "all-faults")]
     StorageVmotionIncompatible(Box<StorageVmotionIncompatible>),
+    #[cfg(feature = "all-faults")]
     SuspendedRelocateNotSupported(Box<SuspendedRelocateNotSupported>),
+    #[cfg(feature = "all-faults")]
     SwapDatastoreNotWritableOnHost(Box<SwapDatastoreNotWritableOnHost>),
+    #[cfg(feature = "all-faults")]
     SwapDatastoreUnset(Box<SwapDatastoreUnset>),
+    #[cfg(feature = "all-faults")]
     SwapPlacementOverrideNotSupported(Box<SwapPlacementOverrideNotSupported>),
+    #[cfg(feature = "all-faults")]
     SwitchIpUnset(Box<SwitchIpUnset>),
+    #[cfg(feature = "all-faults")]
     SwitchNotInUpgradeMode(Box<SwitchNotInUpgradeMode>),
     SystemError(Box<SystemError>),
     TaskInProgress(Box<TaskInProgress>),
+    #[cfg(feature = "all-faults")]
     ThirdPartyLicenseAssignmentFailed(Box<ThirdPartyLicenseAssignmentFailed>),
     Timedout(Box<Timedout>),
+    #[cfg(feature = "all-faults")]
     TooManyConcurrentNativeClones(Box<TooManyConcurrentNativeClones>),
+    #[cfg(feature = "all-faults")]
     TooManyConsecutiveOverrides(Box<TooManyConsecutiveOverrides>),
+    #[cfg(feature = "all-faults")]
     TooManyDevices(Box<TooManyDevices>),
+    #[cfg(feature = "all-faults")]
     TooManyDisksOnLegacyHost(Box<TooManyDisksOnLegacyHost>),
+    #[cfg(feature = "all-faults")]
     TooManyGuestLogons(Box<TooManyGuestLogons>),
+    #[cfg(feature = "all-faults")]
     TooManyHosts(Box<TooManyHosts>),
+    #[cfg(feature = "all-faults")]
     TooManyNativeCloneLevels(Box<TooManyNativeCloneLevels>),
+    #[cfg(feature = "all-faults")]
     TooManyNativeClonesOnFile(Box<TooManyNativeClonesOnFile>),
+    #[cfg(feature = "all-faults")]
     TooManySnapshotLevels(Box<TooManySnapshotLevels>),
+    #[cfg(feature = "all-faults")]
     ToolsAlreadyUpgraded(Box<ToolsAlreadyUpgraded>),
+    #[cfg(feature = "all-faults")]
     ToolsAutoUpgradeNotSupported(Box<ToolsAutoUpgradeNotSupported>),
+    #[cfg(feature = "all-faults")]
     ToolsImageCopyFailed(Box<ToolsImageCopyFailed>),
+    #[cfg(feature = "all-faults")]
     ToolsImageNotAvailable(Box<ToolsImageNotAvailable>),
+    #[cfg(feature = "all-faults")]
     ToolsImageSignatureCheckFailed(Box<ToolsImageSignatureCheckFailed>),
+    #[cfg(feature = "all-faults")]
     ToolsInstallationInProgress(Box<ToolsInstallationInProgress>),
     ToolsUnavailable(Box<ToolsUnavailable>),
+    #[cfg(feature = "all-faults")]
     ToolsUpgradeCancelled(Box<ToolsUpgradeCancelled>),
+    #[cfg(feature = "all-faults")]
     UnSupportedDatastoreForVFlash(Box<UnSupportedDatastoreForVFlash>),
+    #[cfg(feature = "all-faults")]
     UncommittedUndoableDisk(Box<UncommittedUndoableDisk>),
+    #[cfg(feature = "all-faults")]
     UnconfiguredPropertyValue(Box<UnconfiguredPropertyValue>),
+    #[cfg(feature = "all-faults")]
     UncustomizableGuest(Box<UncustomizableGuest>),
+    #[cfg(feature = "all-faults")]
     UnexpectedCustomizationFault(Box<UnexpectedCustomizationFault>),
+    #[cfg(feature = "all-faults")]
     UnexpectedFault(Box<UnexpectedFault>),
+    #[cfg(feature = "all-faults")]
     UnrecognizedHost(Box<UnrecognizedHost>),
+    #[cfg(feature = "all-faults")]
     UnsharedSwapVMotionNotSupported(Box<UnsharedSwapVMotionNotSupported>),
+    #[cfg(feature = "all-faults")]
     UnsupportedDatastore(Box<UnsupportedDatastore>),
+    #[cfg(feature = "all-faults")]
     UnsupportedGuest(Box<UnsupportedGuest>),
+    #[cfg(feature = "all-faults")]
     UnsupportedVimApiVersion(Box<UnsupportedVimApiVersion>),
+    #[cfg(feature = "all-faults")]
     UnsupportedVmxLocation(Box<UnsupportedVmxLocation>),
+    #[cfg(feature = "all-faults")]
     UnusedVirtualDiskBlocksNotScrubbed(Box<UnusedVirtualDiskBlocksNotScrubbed>),
+    #[cfg(feature = "all-faults")]
     UserNotFound(Box<UserNotFound>),
+    #[cfg(feature = "all-faults")]
     VAppConfigFault(Box<VAppConfigFault>),
+    #[cfg(feature = "all-faults")]
     VAppNotRunning(Box<VAppNotRunning>),
+    #[cfg(feature = "all-faults")]
     VAppOperationInProgress(Box<VAppOperationInProgress>),
+    #[cfg(feature = "all-faults")]
     VAppPropertyFault(Box<VAppPropertyFault>),
+    #[cfg(feature = "all-faults")]
     VAppTaskInProgress(Box<VAppTaskInProgress>),
+    #[cfg(feature = "all-faults")]
     VFlashCacheHotConfigNotSupported(Box<VFlashCacheHotConfigNotSupported>),
+    #[cfg(feature = "all-faults")]
     VFlashModuleNotSupported(Box<VFlashModuleNotSupported>),
+    #[cfg(feature = "all-faults")]
     VFlashModuleVersionIncompatible(Box<VFlashModuleVersionIncompatible>),
+    #[cfg(feature = "all-faults")]
     VMINotSupported(Box<VMINotSupported>),
+    #[cfg(feature = "all-faults")]
     VMOnConflictDVPort(Box<VMOnConflictDVPort>),
+    #[cfg(feature = "all-faults")]
     VMOnVirtualIntranet(Box<VMOnVirtualIntranet>),
+    #[cfg(feature = "all-faults")]
     VMotionAcrossNetworkNotSupported(Box<VMotionAcrossNetworkNotSupported>),
+    #[cfg(feature = "all-faults")]
     VMotionInterfaceIssue(Box<VMotionInterfaceIssue>),
+    #[cfg(feature = "all-faults")]
     VMotionLinkCapacityLow(Box<VMotionLinkCapacityLow>),
+    #[cfg(feature = "all-faults")]
     VMotionLinkDown(Box<VMotionLinkDown>),
+    #[cfg(feature = "all-faults")]
     VMotionNotConfigured(Box<VMotionNotConfigured>),
+    #[cfg(feature = "all-faults")]
     VMotionNotLicensed(Box<VMotionNotLicensed>),
+    #[cfg(feature = "all-faults")]
     VMotionNotSupported(Box<VMotionNotSupported>),
+    #[cfg(feature = "all-faults")]
     VMotionProtocolIncompatible(Box<VMotionProtocolIncompatible>),
     VimFault(Box<VimFault>),
+    #[cfg(feature = "all-faults")]
     VirtualDiskBlocksNotFullyProvisioned(Box<VirtualDiskBlocksNotFullyProvisioned>),
+    #[cfg(feature = "all-faults")]
     VirtualDiskModeNotSupported(Box<VirtualDiskModeNotSupported>),
+    #[cfg(feature = "all-faults")]
     VirtualEthernetCardNotSupported(Box<VirtualEthernetCardNotSupported>),
+    #[cfg(feature = "all-faults")]
     VirtualHardwareCompatibilityIssue(Box<VirtualHardwareCompatibilityIssue>),
+    #[cfg(feature = "all-faults")]
     VirtualHardwareVersionNotSupported(Box<VirtualHardwareVersionNotSupported>),
+    #[cfg(feature = "all-faults")]
     VmAlreadyExistsInDatacenter(Box<VmAlreadyExistsInDatacenter>),
     VmConfigFault(Box<VmConfigFault>),
+    #[cfg(feature = "all-faults")]
     VmConfigIncompatibleForFaultTolerance(Box<VmConfigIncompatibleForFaultTolerance>),
+    #[cfg(feature = "all-faults")]
     VmConfigIncompatibleForRecordReplay(Box<VmConfigIncompatibleForRecordReplay>),
+    #[cfg(feature = "all-faults")]
     VmFaultToleranceConfigIssue(Box<VmFaultToleranceConfigIssue>),
+    #[cfg(feature = "all-faults")]
     VmFaultToleranceConfigIssueWrapper(Box<VmFaultToleranceConfigIssueWrapper>),
+    #[cfg(feature = "all-faults")]
     VmFaultToleranceInvalidFileBacking(Box<VmFaultToleranceInvalidFileBacking>),
+    #[cfg(feature = "all-faults")]
     VmFaultToleranceIssue(Box<VmFaultToleranceIssue>),
+    #[cfg(feature = "all-faults")]
     VmFaultToleranceOpIssuesList(Box<VmFaultToleranceOpIssuesList>),
+    #[cfg(feature = "all-faults")]
     VmFaultToleranceTooManyFtVcpusOnHost(Box<VmFaultToleranceTooManyFtVcpusOnHost>),
+    #[cfg(feature = "all-faults")]
     VmFaultToleranceTooManyVMsOnHost(Box<VmFaultToleranceTooManyVMsOnHost>),
+    #[cfg(feature = "all-faults")]
     VmHostAffinityRuleViolation(Box<VmHostAffinityRuleViolation>),
+    #[cfg(feature = "all-faults")]
     VmLimitLicense(Box<VmLimitLicense>),
+    #[cfg(feature = "all-faults")]
     VmMetadataManagerFault(Box<VmMetadataManagerFault>),
+    #[cfg(feature = "all-faults")]
     VmMonitorIncompatibleForFaultTolerance(Box<VmMonitorIncompatibleForFaultTolerance>),
+    #[cfg(feature = "all-faults")]
     VmPowerOnDisabled(Box<VmPowerOnDisabled>),
+    #[cfg(feature = "all-faults")]
     VmSmpFaultToleranceTooManyVMsOnHost(Box<VmSmpFaultToleranceTooManyVMsOnHost>),
+    #[cfg(feature = "all-faults")]
     VmToolsUpgradeFault(Box<VmToolsUpgradeFault>),
+    #[cfg(feature = "all-faults")]
     VmValidateMaxDevice(Box<VmValidateMaxDevice>),
+    #[cfg(feature = "all-faults")]
     VmWwnConflict(Box<VmWwnConflict>),
+    #[cfg(feature = "all-faults")]
     VmfsAlreadyMounted(Box<VmfsAlreadyMounted>),
+    #[cfg(feature = "all-faults")]
     VmfsAmbiguousMount(Box<VmfsAmbiguousMount>),
+    #[cfg(feature = "all-faults")]
     VmfsMountFault(Box<VmfsMountFault>),
+    #[cfg(feature = "all-faults")]
     VmotionInterfaceNotEnabled(Box<VmotionInterfaceNotEnabled>),
+    #[cfg(feature = "all-faults")]
     VolumeEditorError(Box<VolumeEditorError>),
+    #[cfg(feature = "all-faults")]
     VramLimitLicense(Box<VramLimitLicense>),
+    #[cfg(feature = "all-faults")]
     VsanClusterUuidMismatch(Box<VsanClusterUuidMismatch>),
+    #[cfg(feature = "all-faults")]
     VsanDiskFault(Box<VsanDiskFault>),
+    #[cfg(feature = "all-faults")]
     VsanFault(Box<VsanFault>),
+    #[cfg(feature = "all-faults")]
     VsanIncompatibleDiskMapping(Box<VsanIncompatibleDiskMapping>),
+    #[cfg(feature = "all-faults")]
     VspanDestPortConflict(Box<VspanDestPortConflict>),
+    #[cfg(feature = "all-faults")]
     VspanPortConflict(Box<VspanPortConflict>),
+    #[cfg(feature = "all-faults")]
     VspanPortMoveFault(Box<VspanPortMoveFault>),
+    #[cfg(feature = "all-faults")]
     VspanPortPromiscChangeFault(Box<VspanPortPromiscChangeFault>),
+    #[cfg(feature = "all-faults")]
     VspanPortgroupPromiscChangeFault(Box<VspanPortgroupPromiscChangeFault>),
+    #[cfg(feature = "all-faults")]
     VspanPortgroupTypeChangeFault(Box<VspanPortgroupTypeChangeFault>),
+    #[cfg(feature = "all-faults")]
     VspanPromiscuousPortNotSupported(Box<VspanPromiscuousPortNotSupported>),
+    #[cfg(feature = "all-faults")]
     VspanSameSessionPortConflict(Box<VspanSameSessionPortConflict>),
+    #[cfg(feature = "all-faults")]
     WakeOnLanNotSupported(Box<WakeOnLanNotSupported>),
+    #[cfg(feature = "all-faults")]
     WakeOnLanNotSupportedByVmotionNIC(Box<WakeOnLanNotSupportedByVmotionNIC>),
+    #[cfg(feature = "all-faults")]
     WillLoseHAProtection(Box<WillLoseHAProtection>),
+    #[cfg(feature = "all-faults")]
     WillModifyConfigCpuRequirements(Box<WillModifyConfigCpuRequirements>),
+    #[cfg(feature = "all-faults")]
     WillResetSnapshotDirectory(Box<WillResetSnapshotDirectory>),
+    #[cfg(feature = "all-faults")]
     WipeDiskFault(Box<WipeDiskFault>),
 }
 impl Default for AnyMethodFault {
@@ -738,853 +1386,1501 @@ impl AnyMethodFault {
     pub fn type_name(&self) -> &'static str {
         match self {
             Self::MethodFault(_) => "MethodFault",
+            #[cfg(feature = "all-faults")]
             Self::ActiveDirectoryFault(_) => "ActiveDirectoryFault",
+            #[cfg(feature = "all-faults")]
             Self::ActiveVMsBlockingEVC(_) => "ActiveVMsBlockingEVC",
+            #[cfg(feature = "all-faults")]
             Self::AdminDisabled(_) => "AdminDisabled",
+            #[cfg(feature = "all-faults")]
             Self::AdminNotDisabled(_) => "AdminNotDisabled",
+            #[cfg(feature = "all-faults")]
             Self::AffinityConfigured(_) => "AffinityConfigured",
+            #[cfg(feature = "all-faults")]
             Self::AgentInstallFailed(_) => "AgentInstallFailed",
+            #[cfg(feature = "all-faults")]
             Self::AlreadyBeingManaged(_) => "AlreadyBeingManaged",
+            #[cfg(feature = "all-faults")]
             Self::AlreadyConnected(_) => "AlreadyConnected",
             Self::AlreadyExists(_) => "AlreadyExists",
+            #[cfg(feature = "all-faults")]
             Self::AlreadyUpgraded(_) => "AlreadyUpgraded",
+            #[cfg(feature = "all-faults")]
             Self::AnswerFileUpdateFailed(_) => "AnswerFileUpdateFailed",
+            #[cfg(feature = "all-faults")]
             Self::ApplicationQuiesceFault(_) => "ApplicationQuiesceFault",
+            #[cfg(feature = "all-faults")]
             Self::AuthMinimumAdminPermission(_) => "AuthMinimumAdminPermission",
+            #[cfg(feature = "all-faults")]
             Self::AuthenticationRequired(_) => "AuthenticationRequired",
+            #[cfg(feature = "all-faults")]
             Self::BackupBlobReadFailure(_) => "BackupBlobReadFailure",
+            #[cfg(feature = "all-faults")]
             Self::BackupBlobWriteFailure(_) => "BackupBlobWriteFailure",
+            #[cfg(feature = "all-faults")]
             Self::BlockedByFirewall(_) => "BlockedByFirewall",
+            #[cfg(feature = "all-faults")]
             Self::CAMServerRefusedConnection(_) => "CAMServerRefusedConnection",
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessFile(_) => "CannotAccessFile",
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessLocalSource(_) => "CannotAccessLocalSource",
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessNetwork(_) => "CannotAccessNetwork",
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmComponent(_) => "CannotAccessVmComponent",
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmConfig(_) => "CannotAccessVmConfig",
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDevice(_) => "CannotAccessVmDevice",
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDisk(_) => "CannotAccessVmDisk",
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmAsStandalone(_) => {
                 "CannotAddHostWithFTVmAsStandalone"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToDifferentCluster(_) => {
                 "CannotAddHostWithFTVmToDifferentCluster"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToNonHACluster(_) => {
                 "CannotAddHostWithFTVmToNonHACluster"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeDrsBehaviorForFtSecondary(_) => {
                 "CannotChangeDrsBehaviorForFtSecondary"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeHaSettingsForFtSecondary(_) => {
                 "CannotChangeHaSettingsForFtSecondary"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanClusterUuid(_) => "CannotChangeVsanClusterUuid",
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanNodeUuid(_) => "CannotChangeVsanNodeUuid",
+            #[cfg(feature = "all-faults")]
             Self::CannotComputeFTCompatibleHosts(_) => "CannotComputeFTCompatibleHosts",
             Self::CannotCreateFile(_) => "CannotCreateFile",
+            #[cfg(feature = "all-faults")]
             Self::CannotDecryptPasswords(_) => "CannotDecryptPasswords",
+            #[cfg(feature = "all-faults")]
             Self::CannotDeleteFile(_) => "CannotDeleteFile",
+            #[cfg(feature = "all-faults")]
             Self::CannotDisableDrsOnClustersWithVApps(_) => {
                 "CannotDisableDrsOnClustersWithVApps"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDisableSnapshot(_) => "CannotDisableSnapshot",
+            #[cfg(feature = "all-faults")]
             Self::CannotDisconnectHostWithFaultToleranceVm(_) => {
                 "CannotDisconnectHostWithFaultToleranceVm"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotEnableVmcpForCluster(_) => "CannotEnableVmcpForCluster",
+            #[cfg(feature = "all-faults")]
             Self::CannotModifyConfigCpuRequirements(_) => {
                 "CannotModifyConfigCpuRequirements"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveFaultToleranceVm(_) => "CannotMoveFaultToleranceVm",
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveHostWithFaultToleranceVm(_) => {
                 "CannotMoveHostWithFaultToleranceVm"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithDeltaDisk(_) => "CannotMoveVmWithDeltaDisk",
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithNativeDeltaDisk(_) => "CannotMoveVmWithNativeDeltaDisk",
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVsanEnabledHost(_) => "CannotMoveVsanEnabledHost",
+            #[cfg(feature = "all-faults")]
             Self::CannotPlaceWithoutPrerequisiteMoves(_) => {
                 "CannotPlaceWithoutPrerequisiteMoves"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotPowerOffVmInCluster(_) => "CannotPowerOffVmInCluster",
+            #[cfg(feature = "all-faults")]
             Self::CannotReconfigureVsanWhenHaEnabled(_) => {
                 "CannotReconfigureVsanWhenHaEnabled"
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotUseNetwork(_) => "CannotUseNetwork",
+            #[cfg(feature = "all-faults")]
             Self::ClockSkew(_) => "ClockSkew",
+            #[cfg(feature = "all-faults")]
             Self::CloneFromSnapshotNotSupported(_) => "CloneFromSnapshotNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::CollectorAddressUnset(_) => "CollectorAddressUnset",
             Self::ConcurrentAccess(_) => "ConcurrentAccess",
+            #[cfg(feature = "all-faults")]
             Self::ConflictingConfiguration(_) => "ConflictingConfiguration",
+            #[cfg(feature = "all-faults")]
             Self::ConflictingDatastoreFound(_) => "ConflictingDatastoreFound",
+            #[cfg(feature = "all-faults")]
             Self::ConnectedIso(_) => "ConnectedIso",
+            #[cfg(feature = "all-faults")]
             Self::CpuCompatibilityUnknown(_) => "CpuCompatibilityUnknown",
+            #[cfg(feature = "all-faults")]
             Self::CpuHotPlugNotSupported(_) => "CpuHotPlugNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible(_) => "CpuIncompatible",
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible1ECX(_) => "CpuIncompatible1ECX",
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible81EDX(_) => "CpuIncompatible81EDX",
             Self::CustomizationFault(_) => "CustomizationFault",
+            #[cfg(feature = "all-faults")]
             Self::CustomizationPending(_) => "CustomizationPending",
+            #[cfg(feature = "all-faults")]
             Self::DVPortNotSupported(_) => "DVPortNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::DasConfigFault(_) => "DasConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::DatabaseError(_) => "DatabaseError",
+            #[cfg(feature = "all-faults")]
             Self::DatacenterMismatch(_) => "DatacenterMismatch",
+            #[cfg(feature = "all-faults")]
             Self::DatastoreNotWritableOnHost(_) => "DatastoreNotWritableOnHost",
+            #[cfg(feature = "all-faults")]
             Self::DeltaDiskFormatNotSupported(_) => "DeltaDiskFormatNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::DestinationSwitchFull(_) => "DestinationSwitchFull",
+            #[cfg(feature = "all-faults")]
             Self::DestinationVsanDisabled(_) => "DestinationVsanDisabled",
+            #[cfg(feature = "all-faults")]
             Self::DeviceBackingNotSupported(_) => "DeviceBackingNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::DeviceControllerNotSupported(_) => "DeviceControllerNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::DeviceHotPlugNotSupported(_) => "DeviceHotPlugNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::DeviceNotFound(_) => "DeviceNotFound",
+            #[cfg(feature = "all-faults")]
             Self::DeviceNotSupported(_) => "DeviceNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmPlatform(_) => "DeviceUnsupportedForVmPlatform",
+            #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmVersion(_) => "DeviceUnsupportedForVmVersion",
+            #[cfg(feature = "all-faults")]
             Self::DigestNotSupported(_) => "DigestNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::DirectoryNotEmpty(_) => "DirectoryNotEmpty",
+            #[cfg(feature = "all-faults")]
             Self::DisableAdminNotSupported(_) => "DisableAdminNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::DisallowedChangeByService(_) => "DisallowedChangeByService",
+            #[cfg(feature = "all-faults")]
             Self::DisallowedDiskModeChange(_) => "DisallowedDiskModeChange",
+            #[cfg(feature = "all-faults")]
             Self::DisallowedMigrationDeviceAttached(_) => {
                 "DisallowedMigrationDeviceAttached"
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedOperationOnFailoverHost(_) => {
                 "DisallowedOperationOnFailoverHost"
             }
+            #[cfg(feature = "all-faults")]
             Self::DisconnectedHostsBlockingEVC(_) => "DisconnectedHostsBlockingEVC",
+            #[cfg(feature = "all-faults")]
             Self::DiskHasPartitions(_) => "DiskHasPartitions",
+            #[cfg(feature = "all-faults")]
             Self::DiskIsLastRemainingNonSSD(_) => "DiskIsLastRemainingNonSSD",
+            #[cfg(feature = "all-faults")]
             Self::DiskIsNonLocal(_) => "DiskIsNonLocal",
+            #[cfg(feature = "all-faults")]
             Self::DiskIsUSB(_) => "DiskIsUSB",
+            #[cfg(feature = "all-faults")]
             Self::DiskMoveTypeNotSupported(_) => "DiskMoveTypeNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::DiskNotSupported(_) => "DiskNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::DiskTooSmall(_) => "DiskTooSmall",
+            #[cfg(feature = "all-faults")]
             Self::DomainNotFound(_) => "DomainNotFound",
+            #[cfg(feature = "all-faults")]
             Self::DrsDisabledOnVm(_) => "DrsDisabledOnVm",
+            #[cfg(feature = "all-faults")]
             Self::DrsVmotionIncompatibleFault(_) => "DrsVmotionIncompatibleFault",
+            #[cfg(feature = "all-faults")]
             Self::DuplicateDisks(_) => "DuplicateDisks",
             Self::DuplicateName(_) => "DuplicateName",
+            #[cfg(feature = "all-faults")]
             Self::DuplicateVsanNetworkInterface(_) => "DuplicateVsanNetworkInterface",
+            #[cfg(feature = "all-faults")]
             Self::DvsApplyOperationFault(_) => "DvsApplyOperationFault",
+            #[cfg(feature = "all-faults")]
             Self::DvsFault(_) => "DvsFault",
+            #[cfg(feature = "all-faults")]
             Self::DvsNotAuthorized(_) => "DvsNotAuthorized",
+            #[cfg(feature = "all-faults")]
             Self::DvsOperationBulkFault(_) => "DvsOperationBulkFault",
+            #[cfg(feature = "all-faults")]
             Self::DvsScopeViolated(_) => "DvsScopeViolated",
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailed(_) => "EVCAdmissionFailed",
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUFeaturesForMode(_) => {
                 "EVCAdmissionFailedCPUFeaturesForMode"
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModel(_) => "EVCAdmissionFailedCPUModel",
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModelForMode(_) => {
                 "EVCAdmissionFailedCPUModelForMode"
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendor(_) => "EVCAdmissionFailedCPUVendor",
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendorUnknown(_) => {
                 "EVCAdmissionFailedCPUVendorUnknown"
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostDisconnected(_) => {
                 "EVCAdmissionFailedHostDisconnected"
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftware(_) => "EVCAdmissionFailedHostSoftware",
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftwareForMode(_) => {
                 "EVCAdmissionFailedHostSoftwareForMode"
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedVmActive(_) => "EVCAdmissionFailedVmActive",
+            #[cfg(feature = "all-faults")]
             Self::EVCConfigFault(_) => "EVCConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::EVCModeIllegalByVendor(_) => "EVCModeIllegalByVendor",
+            #[cfg(feature = "all-faults")]
             Self::EVCModeUnsupportedByHosts(_) => "EVCModeUnsupportedByHosts",
+            #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostHardware(_) => "EVCUnsupportedByHostHardware",
+            #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostSoftware(_) => "EVCUnsupportedByHostSoftware",
+            #[cfg(feature = "all-faults")]
             Self::EightHostLimitViolated(_) => "EightHostLimitViolated",
+            #[cfg(feature = "all-faults")]
             Self::EncryptionKeyRequired(_) => "EncryptionKeyRequired",
+            #[cfg(feature = "all-faults")]
             Self::ExpiredAddonLicense(_) => "ExpiredAddonLicense",
+            #[cfg(feature = "all-faults")]
             Self::ExpiredEditionLicense(_) => "ExpiredEditionLicense",
+            #[cfg(feature = "all-faults")]
             Self::ExpiredFeatureLicense(_) => "ExpiredFeatureLicense",
+            #[cfg(feature = "all-faults")]
             Self::ExtendedFault(_) => "ExtendedFault",
+            #[cfg(feature = "all-faults")]
             Self::FailToEnableSPBM(_) => "FailToEnableSPBM",
+            #[cfg(feature = "all-faults")]
             Self::FailToLockFaultToleranceVMs(_) => "FailToLockFaultToleranceVMs",
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceAntiAffinityViolated(_) => {
                 "FaultToleranceAntiAffinityViolated"
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceCannotEditMem(_) => "FaultToleranceCannotEditMem",
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceCpuIncompatible(_) => "FaultToleranceCpuIncompatible",
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNeedsThickDisk(_) => "FaultToleranceNeedsThickDisk",
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotLicensed(_) => "FaultToleranceNotLicensed",
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotSameBuild(_) => "FaultToleranceNotSameBuild",
+            #[cfg(feature = "all-faults")]
             Self::FaultTolerancePrimaryPowerOnNotAttempted(_) => {
                 "FaultTolerancePrimaryPowerOnNotAttempted"
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceVmNotDasProtected(_) => "FaultToleranceVmNotDasProtected",
+            #[cfg(feature = "all-faults")]
             Self::FcoeFault(_) => "FcoeFault",
+            #[cfg(feature = "all-faults")]
             Self::FcoeFaultPnicHasNoPortSet(_) => "FcoeFaultPnicHasNoPortSet",
+            #[cfg(feature = "all-faults")]
             Self::FeatureRequirementsNotMet(_) => "FeatureRequirementsNotMet",
             Self::FileAlreadyExists(_) => "FileAlreadyExists",
+            #[cfg(feature = "all-faults")]
             Self::FileBackedPortNotSupported(_) => "FileBackedPortNotSupported",
             Self::FileFault(_) => "FileFault",
             Self::FileLocked(_) => "FileLocked",
+            #[cfg(feature = "all-faults")]
             Self::FileNameTooLong(_) => "FileNameTooLong",
             Self::FileNotFound(_) => "FileNotFound",
+            #[cfg(feature = "all-faults")]
             Self::FileNotWritable(_) => "FileNotWritable",
+            #[cfg(feature = "all-faults")]
             Self::FileTooLarge(_) => "FileTooLarge",
+            #[cfg(feature = "all-faults")]
             Self::FilesystemQuiesceFault(_) => "FilesystemQuiesceFault",
+            #[cfg(feature = "all-faults")]
             Self::FilterInUse(_) => "FilterInUse",
+            #[cfg(feature = "all-faults")]
             Self::FtIssuesOnHost(_) => "FtIssuesOnHost",
+            #[cfg(feature = "all-faults")]
             Self::FtVmHostRuleViolation(_) => "FtVmHostRuleViolation",
+            #[cfg(feature = "all-faults")]
             Self::FullStorageVMotionNotSupported(_) => "FullStorageVMotionNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::GatewayConnectFault(_) => "GatewayConnectFault",
+            #[cfg(feature = "all-faults")]
             Self::GatewayHostNotReachable(_) => "GatewayHostNotReachable",
+            #[cfg(feature = "all-faults")]
             Self::GatewayNotFound(_) => "GatewayNotFound",
+            #[cfg(feature = "all-faults")]
             Self::GatewayNotReachable(_) => "GatewayNotReachable",
+            #[cfg(feature = "all-faults")]
             Self::GatewayOperationRefused(_) => "GatewayOperationRefused",
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostAuthFault(_) => "GatewayToHostAuthFault",
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostConnectFault(_) => "GatewayToHostConnectFault",
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostTrustVerifyFault(_) => "GatewayToHostTrustVerifyFault",
+            #[cfg(feature = "all-faults")]
             Self::GenericDrsFault(_) => "GenericDrsFault",
+            #[cfg(feature = "all-faults")]
             Self::GenericVmConfigFault(_) => "GenericVmConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::GuestAuthenticationChallenge(_) => "GuestAuthenticationChallenge",
+            #[cfg(feature = "all-faults")]
             Self::GuestComponentsOutOfDate(_) => "GuestComponentsOutOfDate",
+            #[cfg(feature = "all-faults")]
             Self::GuestMultipleMappings(_) => "GuestMultipleMappings",
             Self::GuestOperationsFault(_) => "GuestOperationsFault",
             Self::GuestOperationsUnavailable(_) => "GuestOperationsUnavailable",
             Self::GuestPermissionDenied(_) => "GuestPermissionDenied",
+            #[cfg(feature = "all-faults")]
             Self::GuestProcessNotFound(_) => "GuestProcessNotFound",
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryFault(_) => "GuestRegistryFault",
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyAlreadyExists(_) => "GuestRegistryKeyAlreadyExists",
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyFault(_) => "GuestRegistryKeyFault",
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyHasSubkeys(_) => "GuestRegistryKeyHasSubkeys",
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyInvalid(_) => "GuestRegistryKeyInvalid",
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyParentVolatile(_) => "GuestRegistryKeyParentVolatile",
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueFault(_) => "GuestRegistryValueFault",
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueNotFound(_) => "GuestRegistryValueNotFound",
+            #[cfg(feature = "all-faults")]
             Self::HAErrorsAtDest(_) => "HAErrorsAtDest",
+            #[cfg(feature = "all-faults")]
             Self::HeterogenousHostsBlockingEVC(_) => "HeterogenousHostsBlockingEVC",
+            #[cfg(feature = "all-faults")]
             Self::HostAccessRestrictedToManagementServer(_) => {
                 "HostAccessRestrictedToManagementServer"
             }
             Self::HostCommunication(_) => "HostCommunication",
+            #[cfg(feature = "all-faults")]
             Self::HostConfigFailed(_) => "HostConfigFailed",
+            #[cfg(feature = "all-faults")]
             Self::HostConfigFault(_) => "HostConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::HostConnectFault(_) => "HostConnectFault",
+            #[cfg(feature = "all-faults")]
             Self::HostHasComponentFailure(_) => "HostHasComponentFailure",
+            #[cfg(feature = "all-faults")]
             Self::HostInDomain(_) => "HostInDomain",
+            #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForFaultTolerance(_) => {
                 "HostIncompatibleForFaultTolerance"
             }
+            #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForRecordReplay(_) => "HostIncompatibleForRecordReplay",
+            #[cfg(feature = "all-faults")]
             Self::HostInventoryFull(_) => "HostInventoryFull",
             Self::HostNotConnected(_) => "HostNotConnected",
+            #[cfg(feature = "all-faults")]
             Self::HostNotReachable(_) => "HostNotReachable",
+            #[cfg(feature = "all-faults")]
             Self::HostPowerOpFailed(_) => "HostPowerOpFailed",
+            #[cfg(feature = "all-faults")]
             Self::HostSpecificationOperationFailed(_) => {
                 "HostSpecificationOperationFailed"
             }
+            #[cfg(feature = "all-faults")]
             Self::HotSnapshotMoveNotSupported(_) => "HotSnapshotMoveNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::HttpFault(_) => "HttpFault",
+            #[cfg(feature = "all-faults")]
             Self::IDEDiskNotSupported(_) => "IDEDiskNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::IORMNotSupportedHostOnDatastore(_) => "IORMNotSupportedHostOnDatastore",
+            #[cfg(feature = "all-faults")]
             Self::ImportHostAddFailure(_) => "ImportHostAddFailure",
+            #[cfg(feature = "all-faults")]
             Self::ImportOperationBulkFault(_) => "ImportOperationBulkFault",
+            #[cfg(feature = "all-faults")]
             Self::InUseFeatureManipulationDisallowed(_) => {
                 "InUseFeatureManipulationDisallowed"
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleDatastore(_) => "InaccessibleDatastore",
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleFTMetadataDatastore(_) => "InaccessibleFTMetadataDatastore",
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleVFlashSource(_) => "InaccessibleVFlashSource",
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleDefaultDevice(_) => "IncompatibleDefaultDevice",
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForFtSecondary(_) => "IncompatibleHostForFtSecondary",
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForVmReplication(_) => {
                 "IncompatibleHostForVmReplication"
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleSetting(_) => "IncompatibleSetting",
+            #[cfg(feature = "all-faults")]
             Self::IncorrectFileType(_) => "IncorrectFileType",
+            #[cfg(feature = "all-faults")]
             Self::IncorrectHostInformation(_) => "IncorrectHostInformation",
+            #[cfg(feature = "all-faults")]
             Self::IndependentDiskVMotionNotSupported(_) => {
                 "IndependentDiskVMotionNotSupported"
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientAgentVmsDeployed(_) => "InsufficientAgentVmsDeployed",
+            #[cfg(feature = "all-faults")]
             Self::InsufficientCpuResourcesFault(_) => "InsufficientCpuResourcesFault",
+            #[cfg(feature = "all-faults")]
             Self::InsufficientDisks(_) => "InsufficientDisks",
+            #[cfg(feature = "all-faults")]
             Self::InsufficientFailoverResourcesFault(_) => {
                 "InsufficientFailoverResourcesFault"
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientGraphicsResourcesFault(_) => {
                 "InsufficientGraphicsResourcesFault"
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostCapacityFault(_) => "InsufficientHostCapacityFault",
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostCpuCapacityFault(_) => {
                 "InsufficientHostCpuCapacityFault"
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostMemoryCapacityFault(_) => {
                 "InsufficientHostMemoryCapacityFault"
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientMemoryResourcesFault(_) => {
                 "InsufficientMemoryResourcesFault"
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkCapacity(_) => "InsufficientNetworkCapacity",
+            #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkResourcePoolCapacity(_) => {
                 "InsufficientNetworkResourcePoolCapacity"
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientPerCpuCapacity(_) => "InsufficientPerCpuCapacity",
             Self::InsufficientResourcesFault(_) => "InsufficientResourcesFault",
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyCpuResource(_) => "InsufficientStandbyCpuResource",
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyMemoryResource(_) => {
                 "InsufficientStandbyMemoryResource"
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyResource(_) => "InsufficientStandbyResource",
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStorageIops(_) => "InsufficientStorageIops",
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStorageSpace(_) => "InsufficientStorageSpace",
+            #[cfg(feature = "all-faults")]
             Self::InsufficientVFlashResourcesFault(_) => {
                 "InsufficientVFlashResourcesFault"
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidAffinitySettingFault(_) => "InvalidAffinitySettingFault",
             Self::InvalidArgument(_) => "InvalidArgument",
+            #[cfg(feature = "all-faults")]
             Self::InvalidBmcRole(_) => "InvalidBmcRole",
+            #[cfg(feature = "all-faults")]
             Self::InvalidBundle(_) => "InvalidBundle",
+            #[cfg(feature = "all-faults")]
             Self::InvalidCAMCertificate(_) => "InvalidCAMCertificate",
+            #[cfg(feature = "all-faults")]
             Self::InvalidCAMServer(_) => "InvalidCAMServer",
+            #[cfg(feature = "all-faults")]
             Self::InvalidClientCertificate(_) => "InvalidClientCertificate",
             Self::InvalidCollectorVersion(_) => "InvalidCollectorVersion",
+            #[cfg(feature = "all-faults")]
             Self::InvalidController(_) => "InvalidController",
+            #[cfg(feature = "all-faults")]
             Self::InvalidDasConfigArgument(_) => "InvalidDasConfigArgument",
+            #[cfg(feature = "all-faults")]
             Self::InvalidDasRestartPriorityForFtVm(_) => {
                 "InvalidDasRestartPriorityForFtVm"
             }
             Self::InvalidDatastore(_) => "InvalidDatastore",
             Self::InvalidDatastorePath(_) => "InvalidDatastorePath",
+            #[cfg(feature = "all-faults")]
             Self::InvalidDatastoreState(_) => "InvalidDatastoreState",
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceBacking(_) => "InvalidDeviceBacking",
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceOperation(_) => "InvalidDeviceOperation",
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceSpec(_) => "InvalidDeviceSpec",
+            #[cfg(feature = "all-faults")]
             Self::InvalidDiskFormat(_) => "InvalidDiskFormat",
+            #[cfg(feature = "all-faults")]
             Self::InvalidDrsBehaviorForFtVm(_) => "InvalidDrsBehaviorForFtVm",
+            #[cfg(feature = "all-faults")]
             Self::InvalidEditionLicense(_) => "InvalidEditionLicense",
+            #[cfg(feature = "all-faults")]
             Self::InvalidEvent(_) => "InvalidEvent",
+            #[cfg(feature = "all-faults")]
             Self::InvalidFolder(_) => "InvalidFolder",
+            #[cfg(feature = "all-faults")]
             Self::InvalidFormat(_) => "InvalidFormat",
             Self::InvalidGuestLogin(_) => "InvalidGuestLogin",
+            #[cfg(feature = "all-faults")]
             Self::InvalidHostConnectionState(_) => "InvalidHostConnectionState",
+            #[cfg(feature = "all-faults")]
             Self::InvalidHostName(_) => "InvalidHostName",
             Self::InvalidHostState(_) => "InvalidHostState",
+            #[cfg(feature = "all-faults")]
             Self::InvalidIndexArgument(_) => "InvalidIndexArgument",
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpfixConfig(_) => "InvalidIpfixConfig",
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpmiLoginInfo(_) => "InvalidIpmiLoginInfo",
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpmiMacAddress(_) => "InvalidIpmiMacAddress",
+            #[cfg(feature = "all-faults")]
             Self::InvalidLicense(_) => "InvalidLicense",
+            #[cfg(feature = "all-faults")]
             Self::InvalidLocale(_) => "InvalidLocale",
             Self::InvalidLogin(_) => "InvalidLogin",
             Self::InvalidName(_) => "InvalidName",
+            #[cfg(feature = "all-faults")]
             Self::InvalidNasCredentials(_) => "InvalidNasCredentials",
+            #[cfg(feature = "all-faults")]
             Self::InvalidNetworkInType(_) => "InvalidNetworkInType",
+            #[cfg(feature = "all-faults")]
             Self::InvalidNetworkResource(_) => "InvalidNetworkResource",
+            #[cfg(feature = "all-faults")]
             Self::InvalidOperationOnSecondaryVm(_) => "InvalidOperationOnSecondaryVm",
             Self::InvalidPowerState(_) => "InvalidPowerState",
+            #[cfg(feature = "all-faults")]
             Self::InvalidPrivilege(_) => "InvalidPrivilege",
+            #[cfg(feature = "all-faults")]
             Self::InvalidProfileReferenceHost(_) => "InvalidProfileReferenceHost",
             Self::InvalidProperty(_) => "InvalidProperty",
+            #[cfg(feature = "all-faults")]
             Self::InvalidPropertyType(_) => "InvalidPropertyType",
+            #[cfg(feature = "all-faults")]
             Self::InvalidPropertyValue(_) => "InvalidPropertyValue",
             Self::InvalidRequest(_) => "InvalidRequest",
+            #[cfg(feature = "all-faults")]
             Self::InvalidResourcePoolStructureFault(_) => {
                 "InvalidResourcePoolStructureFault"
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidScheduledTask(_) => "InvalidScheduledTask",
+            #[cfg(feature = "all-faults")]
             Self::InvalidSnapshotFormat(_) => "InvalidSnapshotFormat",
             Self::InvalidState(_) => "InvalidState",
+            #[cfg(feature = "all-faults")]
             Self::InvalidToken(_) => "InvalidToken",
             Self::InvalidType(_) => "InvalidType",
             Self::InvalidVmConfig(_) => "InvalidVmConfig",
+            #[cfg(feature = "all-faults")]
             Self::InvalidVmState(_) => "InvalidVmState",
+            #[cfg(feature = "all-faults")]
             Self::InventoryHasStandardAloneHosts(_) => "InventoryHasStandardAloneHosts",
+            #[cfg(feature = "all-faults")]
             Self::IpHostnameGeneratorError(_) => "IpHostnameGeneratorError",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFault(_) => "IscsiFault",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultInvalidVnic(_) => "IscsiFaultInvalidVnic",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultPnicInUse(_) => "IscsiFaultPnicInUse",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicAlreadyBound(_) => "IscsiFaultVnicAlreadyBound",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasActivePaths(_) => "IscsiFaultVnicHasActivePaths",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasMultipleUplinks(_) => {
                 "IscsiFaultVnicHasMultipleUplinks"
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasNoUplinks(_) => "IscsiFaultVnicHasNoUplinks",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasWrongUplink(_) => "IscsiFaultVnicHasWrongUplink",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicInUse(_) => "IscsiFaultVnicInUse",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicIsLastPath(_) => "IscsiFaultVnicIsLastPath",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotBound(_) => "IscsiFaultVnicNotBound",
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotFound(_) => "IscsiFaultVnicNotFound",
+            #[cfg(feature = "all-faults")]
             Self::KeyNotFound(_) => "KeyNotFound",
+            #[cfg(feature = "all-faults")]
             Self::LargeRDMConversionNotSupported(_) => "LargeRDMConversionNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::LargeRDMNotSupportedOnDatastore(_) => "LargeRDMNotSupportedOnDatastore",
+            #[cfg(feature = "all-faults")]
             Self::LegacyNetworkInterfaceInUse(_) => "LegacyNetworkInterfaceInUse",
+            #[cfg(feature = "all-faults")]
             Self::LicenseAssignmentFailed(_) => "LicenseAssignmentFailed",
+            #[cfg(feature = "all-faults")]
             Self::LicenseDowngradeDisallowed(_) => "LicenseDowngradeDisallowed",
+            #[cfg(feature = "all-faults")]
             Self::LicenseEntityNotFound(_) => "LicenseEntityNotFound",
+            #[cfg(feature = "all-faults")]
             Self::LicenseExpired(_) => "LicenseExpired",
+            #[cfg(feature = "all-faults")]
             Self::LicenseKeyEntityMismatch(_) => "LicenseKeyEntityMismatch",
+            #[cfg(feature = "all-faults")]
             Self::LicenseRestricted(_) => "LicenseRestricted",
+            #[cfg(feature = "all-faults")]
             Self::LicenseServerUnavailable(_) => "LicenseServerUnavailable",
+            #[cfg(feature = "all-faults")]
             Self::LicenseSourceUnavailable(_) => "LicenseSourceUnavailable",
+            #[cfg(feature = "all-faults")]
             Self::LimitExceeded(_) => "LimitExceeded",
+            #[cfg(feature = "all-faults")]
             Self::LinuxVolumeNotClean(_) => "LinuxVolumeNotClean",
+            #[cfg(feature = "all-faults")]
             Self::LogBundlingFailed(_) => "LogBundlingFailed",
+            #[cfg(feature = "all-faults")]
             Self::MaintenanceModeFileMove(_) => "MaintenanceModeFileMove",
             Self::ManagedObjectNotFound(_) => "ManagedObjectNotFound",
+            #[cfg(feature = "all-faults")]
             Self::MemoryFileFormatNotSupportedByDatastore(_) => {
                 "MemoryFileFormatNotSupportedByDatastore"
             }
+            #[cfg(feature = "all-faults")]
             Self::MemoryHotPlugNotSupported(_) => "MemoryHotPlugNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotRecommended(_) => "MemorySizeNotRecommended",
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupported(_) => "MemorySizeNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupportedByDatastore(_) => {
                 "MemorySizeNotSupportedByDatastore"
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySnapshotOnIndependentDisk(_) => "MemorySnapshotOnIndependentDisk",
+            #[cfg(feature = "all-faults")]
             Self::MethodAlreadyDisabledFault(_) => "MethodAlreadyDisabledFault",
             Self::MethodDisabled(_) => "MethodDisabled",
+            #[cfg(feature = "all-faults")]
             Self::MethodNotFound(_) => "MethodNotFound",
+            #[cfg(feature = "all-faults")]
             Self::MigrationDisabled(_) => "MigrationDisabled",
+            #[cfg(feature = "all-faults")]
             Self::MigrationFault(_) => "MigrationFault",
+            #[cfg(feature = "all-faults")]
             Self::MigrationFeatureNotSupported(_) => "MigrationFeatureNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::MigrationNotReady(_) => "MigrationNotReady",
+            #[cfg(feature = "all-faults")]
             Self::MismatchedBundle(_) => "MismatchedBundle",
+            #[cfg(feature = "all-faults")]
             Self::MismatchedNetworkPolicies(_) => "MismatchedNetworkPolicies",
+            #[cfg(feature = "all-faults")]
             Self::MismatchedVMotionNetworkNames(_) => "MismatchedVMotionNetworkNames",
+            #[cfg(feature = "all-faults")]
             Self::MissingBmcSupport(_) => "MissingBmcSupport",
+            #[cfg(feature = "all-faults")]
             Self::MissingController(_) => "MissingController",
+            #[cfg(feature = "all-faults")]
             Self::MissingIpPool(_) => "MissingIpPool",
+            #[cfg(feature = "all-faults")]
             Self::MissingLinuxCustResources(_) => "MissingLinuxCustResources",
+            #[cfg(feature = "all-faults")]
             Self::MissingNetworkIpConfig(_) => "MissingNetworkIpConfig",
+            #[cfg(feature = "all-faults")]
             Self::MissingPowerOffConfiguration(_) => "MissingPowerOffConfiguration",
+            #[cfg(feature = "all-faults")]
             Self::MissingPowerOnConfiguration(_) => "MissingPowerOnConfiguration",
+            #[cfg(feature = "all-faults")]
             Self::MissingWindowsCustResources(_) => "MissingWindowsCustResources",
+            #[cfg(feature = "all-faults")]
             Self::MksConnectionLimitReached(_) => "MksConnectionLimitReached",
+            #[cfg(feature = "all-faults")]
             Self::MountError(_) => "MountError",
+            #[cfg(feature = "all-faults")]
             Self::MultiWriterNotSupported(_) => "MultiWriterNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::MultipleCertificatesVerifyFault(_) => "MultipleCertificatesVerifyFault",
+            #[cfg(feature = "all-faults")]
             Self::MultipleSnapshotsNotSupported(_) => "MultipleSnapshotsNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::NamespaceFull(_) => "NamespaceFull",
+            #[cfg(feature = "all-faults")]
             Self::NamespaceLimitReached(_) => "NamespaceLimitReached",
+            #[cfg(feature = "all-faults")]
             Self::NamespaceWriteProtected(_) => "NamespaceWriteProtected",
+            #[cfg(feature = "all-faults")]
             Self::NasConfigFault(_) => "NasConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::NasConnectionLimitReached(_) => "NasConnectionLimitReached",
+            #[cfg(feature = "all-faults")]
             Self::NasSessionCredentialConflict(_) => "NasSessionCredentialConflict",
+            #[cfg(feature = "all-faults")]
             Self::NasVolumeNotMounted(_) => "NasVolumeNotMounted",
+            #[cfg(feature = "all-faults")]
             Self::NetworkCopyFault(_) => "NetworkCopyFault",
+            #[cfg(feature = "all-faults")]
             Self::NetworkDisruptedAndConfigRolledBack(_) => {
                 "NetworkDisruptedAndConfigRolledBack"
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworkInaccessible(_) => "NetworkInaccessible",
+            #[cfg(feature = "all-faults")]
             Self::NetworksMayNotBeTheSame(_) => "NetworksMayNotBeTheSame",
+            #[cfg(feature = "all-faults")]
             Self::NicSettingMismatch(_) => "NicSettingMismatch",
+            #[cfg(feature = "all-faults")]
             Self::NoActiveHostInCluster(_) => "NoActiveHostInCluster",
+            #[cfg(feature = "all-faults")]
             Self::NoAvailableIp(_) => "NoAvailableIp",
+            #[cfg(feature = "all-faults")]
             Self::NoClientCertificate(_) => "NoClientCertificate",
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleDatastore(_) => "NoCompatibleDatastore",
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHardAffinityHost(_) => "NoCompatibleHardAffinityHost",
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHost(_) => "NoCompatibleHost",
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHostWithAccessToDevice(_) => {
                 "NoCompatibleHostWithAccessToDevice"
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleSoftAffinityHost(_) => "NoCompatibleSoftAffinityHost",
+            #[cfg(feature = "all-faults")]
             Self::NoConnectedDatastore(_) => "NoConnectedDatastore",
+            #[cfg(feature = "all-faults")]
             Self::NoDiskFound(_) => "NoDiskFound",
+            #[cfg(feature = "all-faults")]
             Self::NoDiskSpace(_) => "NoDiskSpace",
+            #[cfg(feature = "all-faults")]
             Self::NoDisksToCustomize(_) => "NoDisksToCustomize",
+            #[cfg(feature = "all-faults")]
             Self::NoGateway(_) => "NoGateway",
+            #[cfg(feature = "all-faults")]
             Self::NoGuestHeartbeat(_) => "NoGuestHeartbeat",
+            #[cfg(feature = "all-faults")]
             Self::NoHost(_) => "NoHost",
+            #[cfg(feature = "all-faults")]
             Self::NoHostSuitableForFtSecondary(_) => "NoHostSuitableForFtSecondary",
+            #[cfg(feature = "all-faults")]
             Self::NoLicenseServerConfigured(_) => "NoLicenseServerConfigured",
+            #[cfg(feature = "all-faults")]
             Self::NoPeerHostFound(_) => "NoPeerHostFound",
             Self::NoPermission(_) => "NoPermission",
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnAD(_) => "NoPermissionOnAD",
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnHost(_) => "NoPermissionOnHost",
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnNasVolume(_) => "NoPermissionOnNasVolume",
+            #[cfg(feature = "all-faults")]
             Self::NoSubjectName(_) => "NoSubjectName",
+            #[cfg(feature = "all-faults")]
             Self::NoVcManagedIpConfigured(_) => "NoVcManagedIpConfigured",
+            #[cfg(feature = "all-faults")]
             Self::NoVirtualNic(_) => "NoVirtualNic",
+            #[cfg(feature = "all-faults")]
             Self::NoVmInVApp(_) => "NoVmInVApp",
+            #[cfg(feature = "all-faults")]
             Self::NonADUserRequired(_) => "NonADUserRequired",
+            #[cfg(feature = "all-faults")]
             Self::NonHomeRDMVMotionNotSupported(_) => "NonHomeRDMVMotionNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::NonPersistentDisksNotSupported(_) => "NonPersistentDisksNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::NonVmwareOuiMacNotSupportedHost(_) => "NonVmwareOuiMacNotSupportedHost",
+            #[cfg(feature = "all-faults")]
             Self::NotADirectory(_) => "NotADirectory",
+            #[cfg(feature = "all-faults")]
             Self::NotAFile(_) => "NotAFile",
             Self::NotAuthenticated(_) => "NotAuthenticated",
+            #[cfg(feature = "all-faults")]
             Self::NotEnoughCpus(_) => "NotEnoughCpus",
             Self::NotEnoughLicenses(_) => "NotEnoughLicenses",
+            #[cfg(feature = "all-faults")]
             Self::NotEnoughLogicalCpus(_) => "NotEnoughLogicalCpus",
             Self::NotFound(_) => "NotFound",
             Self::NotImplemented(_) => "NotImplemented",
             Self::NotSupported(_) => "NotSupported",
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedDeviceForFT(_) => "NotSupportedDeviceForFT",
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHost(_) => "NotSupportedHost",
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForChecksum(_) => "NotSupportedHostForChecksum",
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVFlash(_) => "NotSupportedHostForVFlash",
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmcp(_) => "NotSupportedHostForVmcp",
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmemFile(_) => "NotSupportedHostForVmemFile",
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVsan(_) => "NotSupportedHostForVsan",
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInCluster(_) => "NotSupportedHostInCluster",
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInDvs(_) => "NotSupportedHostInDvs",
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInHACluster(_) => "NotSupportedHostInHACluster",
+            #[cfg(feature = "all-faults")]
             Self::NotUserConfigurableProperty(_) => "NotUserConfigurableProperty",
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCoresPerSocketNotSupported(_) => {
                 "NumVirtualCoresPerSocketNotSupported"
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusExceedsLimit(_) => "NumVirtualCpusExceedsLimit",
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusIncompatible(_) => "NumVirtualCpusIncompatible",
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusNotSupported(_) => "NumVirtualCpusNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::OperationDisabledByGuest(_) => "OperationDisabledByGuest",
+            #[cfg(feature = "all-faults")]
             Self::OperationDisallowedOnHost(_) => "OperationDisallowedOnHost",
+            #[cfg(feature = "all-faults")]
             Self::OperationNotSupportedByGuest(_) => "OperationNotSupportedByGuest",
+            #[cfg(feature = "all-faults")]
             Self::OutOfBounds(_) => "OutOfBounds",
+            #[cfg(feature = "all-faults")]
             Self::OvfAttribute(_) => "OvfAttribute",
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDevice(_) => "OvfConnectedDevice",
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceFloppy(_) => "OvfConnectedDeviceFloppy",
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceIso(_) => "OvfConnectedDeviceIso",
+            #[cfg(feature = "all-faults")]
             Self::OvfConstraint(_) => "OvfConstraint",
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerCallbackFault(_) => "OvfConsumerCallbackFault",
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerCommunicationError(_) => "OvfConsumerCommunicationError",
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerFault(_) => "OvfConsumerFault",
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerInvalidSection(_) => "OvfConsumerInvalidSection",
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerPowerOnFault(_) => "OvfConsumerPowerOnFault",
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndeclaredSection(_) => "OvfConsumerUndeclaredSection",
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndefinedPrefix(_) => "OvfConsumerUndefinedPrefix",
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerValidationFault(_) => "OvfConsumerValidationFault",
+            #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibility(_) => "OvfCpuCompatibility",
+            #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibilityCheckNotSupported(_) => {
                 "OvfCpuCompatibilityCheckNotSupported"
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDiskMappingNotFound(_) => "OvfDiskMappingNotFound",
+            #[cfg(feature = "all-faults")]
             Self::OvfDiskOrderConstraint(_) => "OvfDiskOrderConstraint",
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicateElement(_) => "OvfDuplicateElement",
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedElementBoundary(_) => "OvfDuplicatedElementBoundary",
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdExport(_) => "OvfDuplicatedPropertyIdExport",
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdImport(_) => "OvfDuplicatedPropertyIdImport",
+            #[cfg(feature = "all-faults")]
             Self::OvfElement(_) => "OvfElement",
+            #[cfg(feature = "all-faults")]
             Self::OvfElementInvalidValue(_) => "OvfElementInvalidValue",
+            #[cfg(feature = "all-faults")]
             Self::OvfExport(_) => "OvfExport",
+            #[cfg(feature = "all-faults")]
             Self::OvfExportFailed(_) => "OvfExportFailed",
+            #[cfg(feature = "all-faults")]
             Self::OvfFault(_) => "OvfFault",
+            #[cfg(feature = "all-faults")]
             Self::OvfHardwareCheck(_) => "OvfHardwareCheck",
+            #[cfg(feature = "all-faults")]
             Self::OvfHardwareExport(_) => "OvfHardwareExport",
+            #[cfg(feature = "all-faults")]
             Self::OvfHostResourceConstraint(_) => "OvfHostResourceConstraint",
+            #[cfg(feature = "all-faults")]
             Self::OvfHostValueNotParsed(_) => "OvfHostValueNotParsed",
+            #[cfg(feature = "all-faults")]
             Self::OvfImport(_) => "OvfImport",
+            #[cfg(feature = "all-faults")]
             Self::OvfImportFailed(_) => "OvfImportFailed",
+            #[cfg(feature = "all-faults")]
             Self::OvfInternalError(_) => "OvfInternalError",
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidPackage(_) => "OvfInvalidPackage",
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValue(_) => "OvfInvalidValue",
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueConfiguration(_) => "OvfInvalidValueConfiguration",
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueEmpty(_) => "OvfInvalidValueEmpty",
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueFormatMalformed(_) => "OvfInvalidValueFormatMalformed",
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueReference(_) => "OvfInvalidValueReference",
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidVmName(_) => "OvfInvalidVmName",
+            #[cfg(feature = "all-faults")]
             Self::OvfMappedOsId(_) => "OvfMappedOsId",
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingAttribute(_) => "OvfMissingAttribute",
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingElement(_) => "OvfMissingElement",
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingElementNormalBoundary(_) => "OvfMissingElementNormalBoundary",
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingHardware(_) => "OvfMissingHardware",
+            #[cfg(feature = "all-faults")]
             Self::OvfNetworkMappingNotSupported(_) => "OvfNetworkMappingNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::OvfNoHostNic(_) => "OvfNoHostNic",
+            #[cfg(feature = "all-faults")]
             Self::OvfNoSpaceOnController(_) => "OvfNoSpaceOnController",
+            #[cfg(feature = "all-faults")]
             Self::OvfNoSupportedHardwareFamily(_) => "OvfNoSupportedHardwareFamily",
+            #[cfg(feature = "all-faults")]
             Self::OvfProperty(_) => "OvfProperty",
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyExport(_) => "OvfPropertyExport",
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetwork(_) => "OvfPropertyNetwork",
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetworkExport(_) => "OvfPropertyNetworkExport",
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifier(_) => "OvfPropertyQualifier",
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierDuplicate(_) => "OvfPropertyQualifierDuplicate",
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierIgnored(_) => "OvfPropertyQualifierIgnored",
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyType(_) => "OvfPropertyType",
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyValue(_) => "OvfPropertyValue",
+            #[cfg(feature = "all-faults")]
             Self::OvfSystemFault(_) => "OvfSystemFault",
+            #[cfg(feature = "all-faults")]
             Self::OvfToXmlUnsupportedElement(_) => "OvfToXmlUnsupportedElement",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnableToExportDisk(_) => "OvfUnableToExportDisk",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnexpectedElement(_) => "OvfUnexpectedElement",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownDevice(_) => "OvfUnknownDevice",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownDeviceBacking(_) => "OvfUnknownDeviceBacking",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownEntity(_) => "OvfUnknownEntity",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttribute(_) => "OvfUnsupportedAttribute",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttributeValue(_) => "OvfUnsupportedAttributeValue",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingInfo(_) => "OvfUnsupportedDeviceBackingInfo",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingOption(_) => {
                 "OvfUnsupportedDeviceBackingOption"
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceExport(_) => "OvfUnsupportedDeviceExport",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDiskProvisioning(_) => "OvfUnsupportedDiskProvisioning",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElement(_) => "OvfUnsupportedElement",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElementValue(_) => "OvfUnsupportedElementValue",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedPackage(_) => "OvfUnsupportedPackage",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSection(_) => "OvfUnsupportedSection",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSubType(_) => "OvfUnsupportedSubType",
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedType(_) => "OvfUnsupportedType",
+            #[cfg(feature = "all-faults")]
             Self::OvfWrongElement(_) => "OvfWrongElement",
+            #[cfg(feature = "all-faults")]
             Self::OvfWrongNamespace(_) => "OvfWrongNamespace",
+            #[cfg(feature = "all-faults")]
             Self::OvfXmlFormat(_) => "OvfXmlFormat",
             Self::PasswordExpired(_) => "PasswordExpired",
+            #[cfg(feature = "all-faults")]
             Self::PatchAlreadyInstalled(_) => "PatchAlreadyInstalled",
+            #[cfg(feature = "all-faults")]
             Self::PatchBinariesNotFound(_) => "PatchBinariesNotFound",
+            #[cfg(feature = "all-faults")]
             Self::PatchInstallFailed(_) => "PatchInstallFailed",
+            #[cfg(feature = "all-faults")]
             Self::PatchIntegrityError(_) => "PatchIntegrityError",
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataCorrupted(_) => "PatchMetadataCorrupted",
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataInvalid(_) => "PatchMetadataInvalid",
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataNotFound(_) => "PatchMetadataNotFound",
+            #[cfg(feature = "all-faults")]
             Self::PatchMissingDependencies(_) => "PatchMissingDependencies",
+            #[cfg(feature = "all-faults")]
             Self::PatchNotApplicable(_) => "PatchNotApplicable",
+            #[cfg(feature = "all-faults")]
             Self::PatchSuperseded(_) => "PatchSuperseded",
+            #[cfg(feature = "all-faults")]
             Self::PhysCompatRDMNotSupported(_) => "PhysCompatRDMNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::PlatformConfigFault(_) => "PlatformConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryFailed(_) => "PowerOnFtSecondaryFailed",
+            #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryTimedout(_) => "PowerOnFtSecondaryTimedout",
+            #[cfg(feature = "all-faults")]
             Self::ProfileUpdateFailed(_) => "ProfileUpdateFailed",
+            #[cfg(feature = "all-faults")]
             Self::QuarantineModeFault(_) => "QuarantineModeFault",
+            #[cfg(feature = "all-faults")]
             Self::QuestionPending(_) => "QuestionPending",
+            #[cfg(feature = "all-faults")]
             Self::QuiesceDatastoreIOForHAFailed(_) => "QuiesceDatastoreIOForHAFailed",
+            #[cfg(feature = "all-faults")]
             Self::RDMConversionNotSupported(_) => "RDMConversionNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::RDMNotPreserved(_) => "RDMNotPreserved",
+            #[cfg(feature = "all-faults")]
             Self::RDMNotSupported(_) => "RDMNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::RDMNotSupportedOnDatastore(_) => "RDMNotSupportedOnDatastore",
+            #[cfg(feature = "all-faults")]
             Self::RDMPointsToInaccessibleDisk(_) => "RDMPointsToInaccessibleDisk",
+            #[cfg(feature = "all-faults")]
             Self::RawDiskNotSupported(_) => "RawDiskNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::ReadHostResourcePoolTreeFailed(_) => "ReadHostResourcePoolTreeFailed",
+            #[cfg(feature = "all-faults")]
             Self::ReadOnlyDisksWithLegacyDestination(_) => {
                 "ReadOnlyDisksWithLegacyDestination"
             }
+            #[cfg(feature = "all-faults")]
             Self::RebootRequired(_) => "RebootRequired",
+            #[cfg(feature = "all-faults")]
             Self::RecordReplayDisabled(_) => "RecordReplayDisabled",
+            #[cfg(feature = "all-faults")]
             Self::RemoteDeviceNotSupported(_) => "RemoteDeviceNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::RemoveFailed(_) => "RemoveFailed",
+            #[cfg(feature = "all-faults")]
             Self::ReplicationConfigFault(_) => "ReplicationConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::ReplicationDiskConfigFault(_) => "ReplicationDiskConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::ReplicationFault(_) => "ReplicationFault",
+            #[cfg(feature = "all-faults")]
             Self::ReplicationIncompatibleWithFT(_) => "ReplicationIncompatibleWithFT",
+            #[cfg(feature = "all-faults")]
             Self::ReplicationInvalidOptions(_) => "ReplicationInvalidOptions",
+            #[cfg(feature = "all-faults")]
             Self::ReplicationNotSupportedOnHost(_) => "ReplicationNotSupportedOnHost",
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmConfigFault(_) => "ReplicationVmConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmFault(_) => "ReplicationVmFault",
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmInProgressFault(_) => "ReplicationVmInProgressFault",
             Self::RequestCanceled(_) => "RequestCanceled",
             Self::ResourceInUse(_) => "ResourceInUse",
+            #[cfg(feature = "all-faults")]
             Self::ResourceNotAvailable(_) => "ResourceNotAvailable",
+            #[cfg(feature = "all-faults")]
             Self::RestrictedByAdministrator(_) => "RestrictedByAdministrator",
             Self::RestrictedVersion(_) => "RestrictedVersion",
+            #[cfg(feature = "all-faults")]
             Self::RollbackFailure(_) => "RollbackFailure",
+            #[cfg(feature = "all-faults")]
             Self::RuleViolation(_) => "RuleViolation",
             Self::RuntimeFault(_) => "RuntimeFault",
+            #[cfg(feature = "all-faults")]
             Self::SSLDisabledFault(_) => "SSLDisabledFault",
+            #[cfg(feature = "all-faults")]
             Self::SSLVerifyFault(_) => "SSLVerifyFault",
+            #[cfg(feature = "all-faults")]
             Self::SSPIChallenge(_) => "SSPIChallenge",
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyDisabled(_) => "SecondaryVmAlreadyDisabled",
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyEnabled(_) => "SecondaryVmAlreadyEnabled",
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyRegistered(_) => "SecondaryVmAlreadyRegistered",
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmNotRegistered(_) => "SecondaryVmNotRegistered",
             Self::SecurityError(_) => "SecurityError",
+            #[cfg(feature = "all-faults")]
             Self::SessionNotFound(_) => "SessionNotFound",
+            #[cfg(feature = "all-faults")]
             Self::SharedBusControllerNotSupported(_) => "SharedBusControllerNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::ShrinkDiskFault(_) => "ShrinkDiskFault",
+            #[cfg(feature = "all-faults")]
             Self::SnapshotCloneNotSupported(_) => "SnapshotCloneNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::SnapshotCopyNotSupported(_) => "SnapshotCopyNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::SnapshotDisabled(_) => "SnapshotDisabled",
             Self::SnapshotFault(_) => "SnapshotFault",
+            #[cfg(feature = "all-faults")]
             Self::SnapshotIncompatibleDeviceInVm(_) => "SnapshotIncompatibleDeviceInVm",
+            #[cfg(feature = "all-faults")]
             Self::SnapshotLocked(_) => "SnapshotLocked",
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveFromNonHomeNotSupported(_) => {
                 "SnapshotMoveFromNonHomeNotSupported"
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveNotSupported(_) => "SnapshotMoveNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveToNonHomeNotSupported(_) => {
                 "SnapshotMoveToNonHomeNotSupported"
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotNoChange(_) => "SnapshotNoChange",
+            #[cfg(feature = "all-faults")]
             Self::SnapshotRevertIssue(_) => "SnapshotRevertIssue",
+            #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionDisallowed(_) => "SoftRuleVioCorrectionDisallowed",
+            #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionImpact(_) => "SoftRuleVioCorrectionImpact",
+            #[cfg(feature = "all-faults")]
             Self::SolutionUserRequired(_) => "SolutionUserRequired",
+            #[cfg(feature = "all-faults")]
             Self::SsdDiskNotAvailable(_) => "SsdDiskNotAvailable",
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveDiskInMultiWriterMode(_) => {
                 "StorageDrsCannotMoveDiskInMultiWriterMode"
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveFTVm(_) => "StorageDrsCannotMoveFTVm",
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveIndependentDisk(_) => {
                 "StorageDrsCannotMoveIndependentDisk"
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedSwapFile(_) => {
                 "StorageDrsCannotMoveManuallyPlacedSwapFile"
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedVm(_) => {
                 "StorageDrsCannotMoveManuallyPlacedVm"
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveSharedDisk(_) => "StorageDrsCannotMoveSharedDisk",
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveTemplate(_) => "StorageDrsCannotMoveTemplate",
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmInUserFolder(_) => {
                 "StorageDrsCannotMoveVmInUserFolder"
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithMountedCDROM(_) => {
                 "StorageDrsCannotMoveVmWithMountedCDROM"
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithNoFilesInLayout(_) => {
                 "StorageDrsCannotMoveVmWithNoFilesInLayout"
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsDatacentersCannotShareDatastore(_) => {
                 "StorageDrsDatacentersCannotShareDatastore"
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsDisabledOnVm(_) => "StorageDrsDisabledOnVm",
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHbrDiskNotMovable(_) => "StorageDrsHbrDiskNotMovable",
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsMoveInProgress(_) => "StorageDrsHmsMoveInProgress",
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsUnreachable(_) => "StorageDrsHmsUnreachable",
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsIolbDisabledInternally(_) => {
                 "StorageDrsIolbDisabledInternally"
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsRelocateDisabled(_) => "StorageDrsRelocateDisabled",
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsStaleHmsCollection(_) => "StorageDrsStaleHmsCollection",
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsUnableToMoveFiles(_) => "StorageDrsUnableToMoveFiles",
+            #[cfg(feature = "all-faults")]
             Self::StorageVMotionNotSupported(_) => "StorageVMotionNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::StorageVmotionIncompatible(_) => "StorageVmotionIncompatible",
+            #[cfg(feature = "all-faults")]
             Self::SuspendedRelocateNotSupported(_) => "SuspendedRelocateNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::SwapDatastoreNotWritableOnHost(_) => "SwapDatastoreNotWritableOnHost",
+            #[cfg(feature = "all-faults")]
             Self::SwapDatastoreUnset(_) => "SwapDatastoreUnset",
+            #[cfg(feature = "all-faults")]
             Self::SwapPlacementOverrideNotSupported(_) => {
                 "SwapPlacementOverrideNotSupported"
             }
+            #[cfg(feature = "all-faults")]
             Self::SwitchIpUnset(_) => "SwitchIpUnset",
+            #[cfg(feature = "all-faults")]
             Self::SwitchNotInUpgradeMode(_) => "SwitchNotInUpgradeMode",
             Self::SystemError(_) => "SystemError",
             Self::TaskInProgress(_) => "TaskInProgress",
+            #[cfg(feature = "all-faults")]
             Self::ThirdPartyLicenseAssignmentFailed(_) => {
                 "ThirdPartyLicenseAssignmentFailed"
             }
             Self::Timedout(_) => "Timedout",
+            #[cfg(feature = "all-faults")]
             Self::TooManyConcurrentNativeClones(_) => "TooManyConcurrentNativeClones",
+            #[cfg(feature = "all-faults")]
             Self::TooManyConsecutiveOverrides(_) => "TooManyConsecutiveOverrides",
+            #[cfg(feature = "all-faults")]
             Self::TooManyDevices(_) => "TooManyDevices",
+            #[cfg(feature = "all-faults")]
             Self::TooManyDisksOnLegacyHost(_) => "TooManyDisksOnLegacyHost",
+            #[cfg(feature = "all-faults")]
             Self::TooManyGuestLogons(_) => "TooManyGuestLogons",
+            #[cfg(feature = "all-faults")]
             Self::TooManyHosts(_) => "TooManyHosts",
+            #[cfg(feature = "all-faults")]
             Self::TooManyNativeCloneLevels(_) => "TooManyNativeCloneLevels",
+            #[cfg(feature = "all-faults")]
             Self::TooManyNativeClonesOnFile(_) => "TooManyNativeClonesOnFile",
+            #[cfg(feature = "all-faults")]
             Self::TooManySnapshotLevels(_) => "TooManySnapshotLevels",
+            #[cfg(feature = "all-faults")]
             Self::ToolsAlreadyUpgraded(_) => "ToolsAlreadyUpgraded",
+            #[cfg(feature = "all-faults")]
             Self::ToolsAutoUpgradeNotSupported(_) => "ToolsAutoUpgradeNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageCopyFailed(_) => "ToolsImageCopyFailed",
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageNotAvailable(_) => "ToolsImageNotAvailable",
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageSignatureCheckFailed(_) => "ToolsImageSignatureCheckFailed",
+            #[cfg(feature = "all-faults")]
             Self::ToolsInstallationInProgress(_) => "ToolsInstallationInProgress",
             Self::ToolsUnavailable(_) => "ToolsUnavailable",
+            #[cfg(feature = "all-faults")]
             Self::ToolsUpgradeCancelled(_) => "ToolsUpgradeCancelled",
+            #[cfg(feature = "all-faults")]
             Self::UnSupportedDatastoreForVFlash(_) => "UnSupportedDatastoreForVFlash",
+            #[cfg(feature = "all-faults")]
             Self::UncommittedUndoableDisk(_) => "UncommittedUndoableDisk",
+            #[cfg(feature = "all-faults")]
             Self::UnconfiguredPropertyValue(_) => "UnconfiguredPropertyValue",
+            #[cfg(feature = "all-faults")]
             Self::UncustomizableGuest(_) => "UncustomizableGuest",
+            #[cfg(feature = "all-faults")]
             Self::UnexpectedCustomizationFault(_) => "UnexpectedCustomizationFault",
+            #[cfg(feature = "all-faults")]
             Self::UnexpectedFault(_) => "UnexpectedFault",
+            #[cfg(feature = "all-faults")]
             Self::UnrecognizedHost(_) => "UnrecognizedHost",
+            #[cfg(feature = "all-faults")]
             Self::UnsharedSwapVMotionNotSupported(_) => "UnsharedSwapVMotionNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedDatastore(_) => "UnsupportedDatastore",
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedGuest(_) => "UnsupportedGuest",
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedVimApiVersion(_) => "UnsupportedVimApiVersion",
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedVmxLocation(_) => "UnsupportedVmxLocation",
+            #[cfg(feature = "all-faults")]
             Self::UnusedVirtualDiskBlocksNotScrubbed(_) => {
                 "UnusedVirtualDiskBlocksNotScrubbed"
             }
+            #[cfg(feature = "all-faults")]
             Self::UserNotFound(_) => "UserNotFound",
+            #[cfg(feature = "all-faults")]
             Self::VAppConfigFault(_) => "VAppConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::VAppNotRunning(_) => "VAppNotRunning",
+            #[cfg(feature = "all-faults")]
             Self::VAppOperationInProgress(_) => "VAppOperationInProgress",
+            #[cfg(feature = "all-faults")]
             Self::VAppPropertyFault(_) => "VAppPropertyFault",
+            #[cfg(feature = "all-faults")]
             Self::VAppTaskInProgress(_) => "VAppTaskInProgress",
+            #[cfg(feature = "all-faults")]
             Self::VFlashCacheHotConfigNotSupported(_) => {
                 "VFlashCacheHotConfigNotSupported"
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashModuleNotSupported(_) => "VFlashModuleNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::VFlashModuleVersionIncompatible(_) => "VFlashModuleVersionIncompatible",
+            #[cfg(feature = "all-faults")]
             Self::VMINotSupported(_) => "VMINotSupported",
+            #[cfg(feature = "all-faults")]
             Self::VMOnConflictDVPort(_) => "VMOnConflictDVPort",
+            #[cfg(feature = "all-faults")]
             Self::VMOnVirtualIntranet(_) => "VMOnVirtualIntranet",
+            #[cfg(feature = "all-faults")]
             Self::VMotionAcrossNetworkNotSupported(_) => {
                 "VMotionAcrossNetworkNotSupported"
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionInterfaceIssue(_) => "VMotionInterfaceIssue",
+            #[cfg(feature = "all-faults")]
             Self::VMotionLinkCapacityLow(_) => "VMotionLinkCapacityLow",
+            #[cfg(feature = "all-faults")]
             Self::VMotionLinkDown(_) => "VMotionLinkDown",
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotConfigured(_) => "VMotionNotConfigured",
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotLicensed(_) => "VMotionNotLicensed",
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotSupported(_) => "VMotionNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::VMotionProtocolIncompatible(_) => "VMotionProtocolIncompatible",
             Self::VimFault(_) => "VimFault",
+            #[cfg(feature = "all-faults")]
             Self::VirtualDiskBlocksNotFullyProvisioned(_) => {
                 "VirtualDiskBlocksNotFullyProvisioned"
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualDiskModeNotSupported(_) => "VirtualDiskModeNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::VirtualEthernetCardNotSupported(_) => "VirtualEthernetCardNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::VirtualHardwareCompatibilityIssue(_) => {
                 "VirtualHardwareCompatibilityIssue"
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualHardwareVersionNotSupported(_) => {
                 "VirtualHardwareVersionNotSupported"
             }
+            #[cfg(feature = "all-faults")]
             Self::VmAlreadyExistsInDatacenter(_) => "VmAlreadyExistsInDatacenter",
             Self::VmConfigFault(_) => "VmConfigFault",
+            #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForFaultTolerance(_) => {
                 "VmConfigIncompatibleForFaultTolerance"
             }
+            #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForRecordReplay(_) => {
                 "VmConfigIncompatibleForRecordReplay"
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssue(_) => "VmFaultToleranceConfigIssue",
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssueWrapper(_) => {
                 "VmFaultToleranceConfigIssueWrapper"
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceInvalidFileBacking(_) => {
                 "VmFaultToleranceInvalidFileBacking"
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceIssue(_) => "VmFaultToleranceIssue",
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceOpIssuesList(_) => "VmFaultToleranceOpIssuesList",
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyFtVcpusOnHost(_) => {
                 "VmFaultToleranceTooManyFtVcpusOnHost"
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyVMsOnHost(_) => {
                 "VmFaultToleranceTooManyVMsOnHost"
             }
+            #[cfg(feature = "all-faults")]
             Self::VmHostAffinityRuleViolation(_) => "VmHostAffinityRuleViolation",
+            #[cfg(feature = "all-faults")]
             Self::VmLimitLicense(_) => "VmLimitLicense",
+            #[cfg(feature = "all-faults")]
             Self::VmMetadataManagerFault(_) => "VmMetadataManagerFault",
+            #[cfg(feature = "all-faults")]
             Self::VmMonitorIncompatibleForFaultTolerance(_) => {
                 "VmMonitorIncompatibleForFaultTolerance"
             }
+            #[cfg(feature = "all-faults")]
             Self::VmPowerOnDisabled(_) => "VmPowerOnDisabled",
+            #[cfg(feature = "all-faults")]
             Self::VmSmpFaultToleranceTooManyVMsOnHost(_) => {
                 "VmSmpFaultToleranceTooManyVMsOnHost"
             }
+            #[cfg(feature = "all-faults")]
             Self::VmToolsUpgradeFault(_) => "VmToolsUpgradeFault",
+            #[cfg(feature = "all-faults")]
             Self::VmValidateMaxDevice(_) => "VmValidateMaxDevice",
+            #[cfg(feature = "all-faults")]
             Self::VmWwnConflict(_) => "VmWwnConflict",
+            #[cfg(feature = "all-faults")]
             Self::VmfsAlreadyMounted(_) => "VmfsAlreadyMounted",
+            #[cfg(feature = "all-faults")]
             Self::VmfsAmbiguousMount(_) => "VmfsAmbiguousMount",
+            #[cfg(feature = "all-faults")]
             Self::VmfsMountFault(_) => "VmfsMountFault",
+            #[cfg(feature = "all-faults")]
             Self::VmotionInterfaceNotEnabled(_) => "VmotionInterfaceNotEnabled",
+            #[cfg(feature = "all-faults")]
             Self::VolumeEditorError(_) => "VolumeEditorError",
+            #[cfg(feature = "all-faults")]
             Self::VramLimitLicense(_) => "VramLimitLicense",
+            #[cfg(feature = "all-faults")]
             Self::VsanClusterUuidMismatch(_) => "VsanClusterUuidMismatch",
+            #[cfg(feature = "all-faults")]
             Self::VsanDiskFault(_) => "VsanDiskFault",
+            #[cfg(feature = "all-faults")]
             Self::VsanFault(_) => "VsanFault",
+            #[cfg(feature = "all-faults")]
             Self::VsanIncompatibleDiskMapping(_) => "VsanIncompatibleDiskMapping",
+            #[cfg(feature = "all-faults")]
             Self::VspanDestPortConflict(_) => "VspanDestPortConflict",
+            #[cfg(feature = "all-faults")]
             Self::VspanPortConflict(_) => "VspanPortConflict",
+            #[cfg(feature = "all-faults")]
             Self::VspanPortMoveFault(_) => "VspanPortMoveFault",
+            #[cfg(feature = "all-faults")]
             Self::VspanPortPromiscChangeFault(_) => "VspanPortPromiscChangeFault",
+            #[cfg(feature = "all-faults")]
             Self::VspanPortgroupPromiscChangeFault(_) => {
                 "VspanPortgroupPromiscChangeFault"
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortgroupTypeChangeFault(_) => "VspanPortgroupTypeChangeFault",
+            #[cfg(feature = "all-faults")]
             Self::VspanPromiscuousPortNotSupported(_) => {
                 "VspanPromiscuousPortNotSupported"
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanSameSessionPortConflict(_) => "VspanSameSessionPortConflict",
+            #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupported(_) => "WakeOnLanNotSupported",
+            #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupportedByVmotionNIC(_) => {
                 "WakeOnLanNotSupportedByVmotionNIC"
             }
+            #[cfg(feature = "all-faults")]
             Self::WillLoseHAProtection(_) => "WillLoseHAProtection",
+            #[cfg(feature = "all-faults")]
             Self::WillModifyConfigCpuRequirements(_) => "WillModifyConfigCpuRequirements",
+            #[cfg(feature = "all-faults")]
             Self::WillResetSnapshotDirectory(_) => "WillResetSnapshotDirectory",
+            #[cfg(feature = "all-faults")]
             Self::WipeDiskFault(_) => "WipeDiskFault",
         }
     }

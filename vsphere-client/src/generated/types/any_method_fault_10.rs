@@ -5,6 +5,1072 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NumVirtualCoresPerSocketNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::NumVirtualCoresPerSocketNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::NumVirtualCoresPerSocketNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NumVirtualCpusExceedsLimit {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::NumVirtualCpusExceedsLimit(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::NumVirtualCpusExceedsLimit(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NumVirtualCpusIncompatible {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::NumVirtualCpusIncompatible(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::NumVirtualCpusIncompatible(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NumVirtualCpusNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::NumVirtualCpusNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::NumVirtualCpusNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OperationDisabledByGuest {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OperationDisabledByGuest(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OperationDisabledByGuest(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OperationDisallowedOnHost {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OperationDisallowedOnHost(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OperationDisallowedOnHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OperationNotSupportedByGuest {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OperationNotSupportedByGuest(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OperationNotSupportedByGuest(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OutOfBounds {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OutOfBounds(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OutOfBounds(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfAttribute {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfAttribute(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfAttribute(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConnectedDevice {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConnectedDevice(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConnectedDevice(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConnectedDeviceFloppy {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConnectedDeviceFloppy(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConnectedDeviceFloppy(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConnectedDeviceIso {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConnectedDeviceIso(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConnectedDeviceIso(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConstraint {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConstraint(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConstraint(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConsumerCallbackFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConsumerCallbackFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConsumerCallbackFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConsumerCommunicationError {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConsumerCommunicationError(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConsumerCommunicationError(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConsumerFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConsumerFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConsumerFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConsumerInvalidSection {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConsumerInvalidSection(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConsumerInvalidSection(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConsumerPowerOnFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConsumerPowerOnFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConsumerPowerOnFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConsumerUndeclaredSection {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConsumerUndeclaredSection(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConsumerUndeclaredSection(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConsumerUndefinedPrefix {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConsumerUndefinedPrefix(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConsumerUndefinedPrefix(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfConsumerValidationFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfConsumerValidationFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfConsumerValidationFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfCpuCompatibility {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfCpuCompatibility(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfCpuCompatibility(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfCpuCompatibilityCheckNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfCpuCompatibilityCheckNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfCpuCompatibilityCheckNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfDiskMappingNotFound {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfDiskMappingNotFound(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfDiskMappingNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfDiskOrderConstraint {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfDiskOrderConstraint(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfDiskOrderConstraint(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfDuplicateElement {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfDuplicateElement(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfDuplicateElement(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfDuplicatedElementBoundary {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfDuplicatedElementBoundary(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfDuplicatedElementBoundary(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfDuplicatedPropertyIdExport {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfDuplicatedPropertyIdExport(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfDuplicatedPropertyIdExport(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfDuplicatedPropertyIdImport {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfDuplicatedPropertyIdImport(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfDuplicatedPropertyIdImport(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfElement {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfElement(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfElement(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfElementInvalidValue {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfElementInvalidValue(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfElementInvalidValue(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfExport {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfExport(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfExport(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfExportFailed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfExportFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfExportFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfHardwareCheck {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfHardwareCheck(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfHardwareCheck(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfHardwareExport {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfHardwareExport(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfHardwareExport(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfHostResourceConstraint {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfHostResourceConstraint(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfHostResourceConstraint(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfHostValueNotParsed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfHostValueNotParsed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfHostValueNotParsed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfImport {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfImport(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfImport(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfImportFailed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfImportFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfImportFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfInternalError {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfInternalError(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfInternalError(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfInvalidPackage {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfInvalidPackage(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfInvalidPackage(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfInvalidValue {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfInvalidValue(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfInvalidValue(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfInvalidValueConfiguration {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfInvalidValueConfiguration(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfInvalidValueConfiguration(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfInvalidValueEmpty {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfInvalidValueEmpty(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfInvalidValueEmpty(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfInvalidValueFormatMalformed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfInvalidValueFormatMalformed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfInvalidValueFormatMalformed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfInvalidValueReference {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfInvalidValueReference(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfInvalidValueReference(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfInvalidVmName {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfInvalidVmName(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfInvalidVmName(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfMappedOsId {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfMappedOsId(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfMappedOsId(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfMissingAttribute {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfMissingAttribute(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfMissingAttribute(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfMissingElement {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfMissingElement(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfMissingElement(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfMissingElementNormalBoundary {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfMissingElementNormalBoundary(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfMissingElementNormalBoundary(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfMissingHardware {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfMissingHardware(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfMissingHardware(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfNetworkMappingNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfNetworkMappingNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfNetworkMappingNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfNoHostNic {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfNoHostNic(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfNoHostNic(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfNoSpaceOnController {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfNoSpaceOnController(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfNoSpaceOnController(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfNoSupportedHardwareFamily {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfNoSupportedHardwareFamily(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfNoSupportedHardwareFamily(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfProperty {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfProperty(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfProperty(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyExport {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfPropertyExport(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfPropertyExport(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyNetwork {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfPropertyNetwork(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfPropertyNetwork(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyNetworkExport {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfPropertyNetworkExport(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfPropertyNetworkExport(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifier {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfPropertyQualifier(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfPropertyQualifier(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifierDuplicate {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfPropertyQualifierDuplicate(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfPropertyQualifierDuplicate(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifierIgnored {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfPropertyQualifierIgnored(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfPropertyQualifierIgnored(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyType {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfPropertyType(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfPropertyType(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyValue {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfPropertyValue(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfPropertyValue(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfSystemFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfSystemFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfSystemFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfToXmlUnsupportedElement {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfToXmlUnsupportedElement(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfToXmlUnsupportedElement(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfUnableToExportDisk {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfUnableToExportDisk(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfUnableToExportDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfUnexpectedElement {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfUnexpectedElement(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfUnexpectedElement(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfUnknownDevice {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::OvfUnknownDevice(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::OvfUnknownDevice(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnknownDeviceBacking {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -14,10 +1080,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnknownDeviceBacking {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnknownDeviceBacking(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnknownEntity {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -27,10 +1095,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnknownEntity {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnknownEntity(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedAttribute {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -40,10 +1110,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedAttribute {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedAttribute(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedAttributeValue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -53,10 +1125,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedAttributeValue {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedAttributeValue(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceBackingInfo {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -66,10 +1140,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceBackingInfo {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedDeviceBackingInfo(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceBackingOption {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -79,10 +1155,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceBackingOption {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedDeviceBackingOption(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceExport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -92,10 +1170,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceExport {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedDeviceExport(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDiskProvisioning {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -105,10 +1185,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDiskProvisioning {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedDiskProvisioning(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedElement {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -118,10 +1200,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedElement {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedElement(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedElementValue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -131,10 +1215,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedElementValue {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedElementValue(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedPackage {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -144,10 +1230,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedPackage {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedPackage(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSection {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -157,10 +1245,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSection {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedSection(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSubType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -170,10 +1260,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSubType {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedSubType(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfUnsupportedType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -183,10 +1275,12 @@ impl x::VariantOf<AnyMethodFault> for OvfUnsupportedType {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfUnsupportedType(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfWrongElement {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -196,10 +1290,12 @@ impl x::VariantOf<AnyMethodFault> for OvfWrongElement {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfWrongElement(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfWrongNamespace {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -209,10 +1305,12 @@ impl x::VariantOf<AnyMethodFault> for OvfWrongNamespace {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfWrongNamespace(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for OvfXmlFormat {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -222,6 +1320,7 @@ impl x::VariantOf<AnyMethodFault> for OvfXmlFormat {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::OvfXmlFormat(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -235,10 +1334,12 @@ impl x::VariantOf<AnyMethodFault> for PasswordExpired {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PasswordExpired(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PatchAlreadyInstalled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -248,10 +1349,12 @@ impl x::VariantOf<AnyMethodFault> for PatchAlreadyInstalled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PatchAlreadyInstalled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PatchBinariesNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -261,10 +1364,12 @@ impl x::VariantOf<AnyMethodFault> for PatchBinariesNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PatchBinariesNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PatchInstallFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -274,10 +1379,12 @@ impl x::VariantOf<AnyMethodFault> for PatchInstallFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PatchInstallFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PatchIntegrityError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -287,10 +1394,12 @@ impl x::VariantOf<AnyMethodFault> for PatchIntegrityError {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PatchIntegrityError(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PatchMetadataCorrupted {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -300,10 +1409,12 @@ impl x::VariantOf<AnyMethodFault> for PatchMetadataCorrupted {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PatchMetadataCorrupted(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PatchMetadataInvalid {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -313,10 +1424,12 @@ impl x::VariantOf<AnyMethodFault> for PatchMetadataInvalid {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PatchMetadataInvalid(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PatchMetadataNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -326,10 +1439,12 @@ impl x::VariantOf<AnyMethodFault> for PatchMetadataNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PatchMetadataNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PatchMissingDependencies {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -339,10 +1454,12 @@ impl x::VariantOf<AnyMethodFault> for PatchMissingDependencies {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PatchMissingDependencies(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PatchNotApplicable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -352,10 +1469,12 @@ impl x::VariantOf<AnyMethodFault> for PatchNotApplicable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PatchNotApplicable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PatchSuperseded {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -365,10 +1484,12 @@ impl x::VariantOf<AnyMethodFault> for PatchSuperseded {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PatchSuperseded(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PhysCompatRDMNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -378,10 +1499,12 @@ impl x::VariantOf<AnyMethodFault> for PhysCompatRDMNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PhysCompatRDMNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PlatformConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -391,10 +1514,12 @@ impl x::VariantOf<AnyMethodFault> for PlatformConfigFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PlatformConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PowerOnFtSecondaryFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -404,10 +1529,12 @@ impl x::VariantOf<AnyMethodFault> for PowerOnFtSecondaryFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PowerOnFtSecondaryFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for PowerOnFtSecondaryTimedout {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -417,10 +1544,12 @@ impl x::VariantOf<AnyMethodFault> for PowerOnFtSecondaryTimedout {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::PowerOnFtSecondaryTimedout(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ProfileUpdateFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -430,10 +1559,12 @@ impl x::VariantOf<AnyMethodFault> for ProfileUpdateFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ProfileUpdateFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for QuarantineModeFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -443,10 +1574,12 @@ impl x::VariantOf<AnyMethodFault> for QuarantineModeFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::QuarantineModeFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for QuestionPending {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -456,10 +1589,12 @@ impl x::VariantOf<AnyMethodFault> for QuestionPending {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::QuestionPending(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for QuiesceDatastoreIOForHAFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -469,10 +1604,12 @@ impl x::VariantOf<AnyMethodFault> for QuiesceDatastoreIOForHAFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::QuiesceDatastoreIOForHAFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RDMConversionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -482,10 +1619,12 @@ impl x::VariantOf<AnyMethodFault> for RDMConversionNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RDMConversionNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RDMNotPreserved {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -495,10 +1634,12 @@ impl x::VariantOf<AnyMethodFault> for RDMNotPreserved {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RDMNotPreserved(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RDMNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -508,10 +1649,12 @@ impl x::VariantOf<AnyMethodFault> for RDMNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RDMNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RDMNotSupportedOnDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -521,10 +1664,12 @@ impl x::VariantOf<AnyMethodFault> for RDMNotSupportedOnDatastore {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RDMNotSupportedOnDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RDMPointsToInaccessibleDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -534,10 +1679,12 @@ impl x::VariantOf<AnyMethodFault> for RDMPointsToInaccessibleDisk {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RDMPointsToInaccessibleDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RawDiskNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -547,10 +1694,12 @@ impl x::VariantOf<AnyMethodFault> for RawDiskNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RawDiskNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReadHostResourcePoolTreeFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -560,10 +1709,12 @@ impl x::VariantOf<AnyMethodFault> for ReadHostResourcePoolTreeFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReadHostResourcePoolTreeFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReadOnlyDisksWithLegacyDestination {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -573,10 +1724,12 @@ impl x::VariantOf<AnyMethodFault> for ReadOnlyDisksWithLegacyDestination {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReadOnlyDisksWithLegacyDestination(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RebootRequired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -586,10 +1739,12 @@ impl x::VariantOf<AnyMethodFault> for RebootRequired {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RebootRequired(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RecordReplayDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -599,10 +1754,12 @@ impl x::VariantOf<AnyMethodFault> for RecordReplayDisabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RecordReplayDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RemoteDeviceNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -612,10 +1769,12 @@ impl x::VariantOf<AnyMethodFault> for RemoteDeviceNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RemoteDeviceNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RemoveFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -625,10 +1784,12 @@ impl x::VariantOf<AnyMethodFault> for RemoveFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RemoveFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReplicationConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -638,10 +1799,12 @@ impl x::VariantOf<AnyMethodFault> for ReplicationConfigFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReplicationConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReplicationDiskConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -651,10 +1814,12 @@ impl x::VariantOf<AnyMethodFault> for ReplicationDiskConfigFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReplicationDiskConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReplicationFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -664,10 +1829,12 @@ impl x::VariantOf<AnyMethodFault> for ReplicationFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReplicationFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReplicationIncompatibleWithFT {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -677,10 +1844,12 @@ impl x::VariantOf<AnyMethodFault> for ReplicationIncompatibleWithFT {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReplicationIncompatibleWithFT(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReplicationInvalidOptions {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -690,10 +1859,12 @@ impl x::VariantOf<AnyMethodFault> for ReplicationInvalidOptions {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReplicationInvalidOptions(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReplicationNotSupportedOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -703,10 +1874,12 @@ impl x::VariantOf<AnyMethodFault> for ReplicationNotSupportedOnHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReplicationNotSupportedOnHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReplicationVmConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -716,10 +1889,12 @@ impl x::VariantOf<AnyMethodFault> for ReplicationVmConfigFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReplicationVmConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReplicationVmFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -729,10 +1904,12 @@ impl x::VariantOf<AnyMethodFault> for ReplicationVmFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReplicationVmFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ReplicationVmInProgressFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -742,6 +1919,7 @@ impl x::VariantOf<AnyMethodFault> for ReplicationVmInProgressFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ReplicationVmInProgressFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -755,6 +1933,7 @@ impl x::VariantOf<AnyMethodFault> for RequestCanceled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RequestCanceled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -768,10 +1947,12 @@ impl x::VariantOf<AnyMethodFault> for ResourceInUse {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ResourceInUse(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ResourceNotAvailable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -781,10 +1962,12 @@ impl x::VariantOf<AnyMethodFault> for ResourceNotAvailable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ResourceNotAvailable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RestrictedByAdministrator {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -794,6 +1977,7 @@ impl x::VariantOf<AnyMethodFault> for RestrictedByAdministrator {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RestrictedByAdministrator(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -807,10 +1991,12 @@ impl x::VariantOf<AnyMethodFault> for RestrictedVersion {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RestrictedVersion(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RollbackFailure {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -820,10 +2006,12 @@ impl x::VariantOf<AnyMethodFault> for RollbackFailure {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RollbackFailure(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for RuleViolation {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -833,6 +2021,7 @@ impl x::VariantOf<AnyMethodFault> for RuleViolation {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RuleViolation(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -846,10 +2035,12 @@ impl x::VariantOf<AnyMethodFault> for RuntimeFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::RuntimeFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SSLDisabledFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -859,10 +2050,12 @@ impl x::VariantOf<AnyMethodFault> for SSLDisabledFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SSLDisabledFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SSLVerifyFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -872,10 +2065,12 @@ impl x::VariantOf<AnyMethodFault> for SSLVerifyFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SSLVerifyFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SSPIChallenge {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -885,10 +2080,12 @@ impl x::VariantOf<AnyMethodFault> for SSPIChallenge {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SSPIChallenge(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -898,10 +2095,12 @@ impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyDisabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SecondaryVmAlreadyDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyEnabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -911,10 +2110,12 @@ impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyEnabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SecondaryVmAlreadyEnabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyRegistered {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -924,10 +2125,12 @@ impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyRegistered {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SecondaryVmAlreadyRegistered(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SecondaryVmNotRegistered {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -937,6 +2140,7 @@ impl x::VariantOf<AnyMethodFault> for SecondaryVmNotRegistered {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SecondaryVmNotRegistered(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -950,10 +2154,12 @@ impl x::VariantOf<AnyMethodFault> for SecurityError {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SecurityError(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SessionNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -963,10 +2169,12 @@ impl x::VariantOf<AnyMethodFault> for SessionNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SessionNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SharedBusControllerNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -976,10 +2184,12 @@ impl x::VariantOf<AnyMethodFault> for SharedBusControllerNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SharedBusControllerNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ShrinkDiskFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -989,10 +2199,12 @@ impl x::VariantOf<AnyMethodFault> for ShrinkDiskFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ShrinkDiskFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SnapshotCloneNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1002,10 +2214,12 @@ impl x::VariantOf<AnyMethodFault> for SnapshotCloneNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotCloneNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SnapshotCopyNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1015,10 +2229,12 @@ impl x::VariantOf<AnyMethodFault> for SnapshotCopyNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotCopyNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SnapshotDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1028,6 +2244,7 @@ impl x::VariantOf<AnyMethodFault> for SnapshotDisabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1041,10 +2258,12 @@ impl x::VariantOf<AnyMethodFault> for SnapshotFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SnapshotIncompatibleDeviceInVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1054,10 +2273,12 @@ impl x::VariantOf<AnyMethodFault> for SnapshotIncompatibleDeviceInVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotIncompatibleDeviceInVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SnapshotLocked {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1067,10 +2288,12 @@ impl x::VariantOf<AnyMethodFault> for SnapshotLocked {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotLocked(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SnapshotMoveFromNonHomeNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1080,10 +2303,12 @@ impl x::VariantOf<AnyMethodFault> for SnapshotMoveFromNonHomeNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotMoveFromNonHomeNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SnapshotMoveNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1093,10 +2318,12 @@ impl x::VariantOf<AnyMethodFault> for SnapshotMoveNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotMoveNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SnapshotMoveToNonHomeNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1106,10 +2333,12 @@ impl x::VariantOf<AnyMethodFault> for SnapshotMoveToNonHomeNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotMoveToNonHomeNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SnapshotNoChange {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1119,10 +2348,12 @@ impl x::VariantOf<AnyMethodFault> for SnapshotNoChange {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotNoChange(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SnapshotRevertIssue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1132,10 +2363,12 @@ impl x::VariantOf<AnyMethodFault> for SnapshotRevertIssue {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SnapshotRevertIssue(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SoftRuleVioCorrectionDisallowed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1145,10 +2378,12 @@ impl x::VariantOf<AnyMethodFault> for SoftRuleVioCorrectionDisallowed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SoftRuleVioCorrectionDisallowed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SoftRuleVioCorrectionImpact {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1158,10 +2393,12 @@ impl x::VariantOf<AnyMethodFault> for SoftRuleVioCorrectionImpact {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SoftRuleVioCorrectionImpact(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SolutionUserRequired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1171,10 +2408,12 @@ impl x::VariantOf<AnyMethodFault> for SolutionUserRequired {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SolutionUserRequired(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SsdDiskNotAvailable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1184,10 +2423,12 @@ impl x::VariantOf<AnyMethodFault> for SsdDiskNotAvailable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SsdDiskNotAvailable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveDiskInMultiWriterMode {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1197,10 +2438,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveDiskInMultiWriterMode 
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveFTVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1210,10 +2453,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveFTVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsCannotMoveFTVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveIndependentDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1223,10 +2468,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveIndependentDisk {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsCannotMoveIndependentDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveManuallyPlacedSwapFile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1236,10 +2483,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveManuallyPlacedSwapFile
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveManuallyPlacedVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1249,10 +2498,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveManuallyPlacedVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsCannotMoveManuallyPlacedVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveSharedDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1262,10 +2513,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveSharedDisk {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsCannotMoveSharedDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveTemplate {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1275,10 +2528,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveTemplate {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsCannotMoveTemplate(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmInUserFolder {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1288,10 +2543,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmInUserFolder {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsCannotMoveVmInUserFolder(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmWithMountedCDROM {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1301,10 +2558,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmWithMountedCDROM {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsCannotMoveVmWithMountedCDROM(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmWithNoFilesInLayout {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1314,10 +2573,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmWithNoFilesInLayout 
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsDatacentersCannotShareDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1327,10 +2588,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsDatacentersCannotShareDatastore 
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsDatacentersCannotShareDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsDisabledOnVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1340,10 +2603,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsDisabledOnVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsDisabledOnVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsHbrDiskNotMovable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1353,10 +2618,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsHbrDiskNotMovable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsHbrDiskNotMovable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsHmsMoveInProgress {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1366,10 +2633,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsHmsMoveInProgress {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsHmsMoveInProgress(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsHmsUnreachable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1379,10 +2648,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsHmsUnreachable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsHmsUnreachable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsIolbDisabledInternally {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1392,10 +2663,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsIolbDisabledInternally {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsIolbDisabledInternally(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsRelocateDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1405,10 +2678,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsRelocateDisabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsRelocateDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsStaleHmsCollection {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1418,10 +2693,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsStaleHmsCollection {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsStaleHmsCollection(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageDrsUnableToMoveFiles {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1431,10 +2708,12 @@ impl x::VariantOf<AnyMethodFault> for StorageDrsUnableToMoveFiles {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageDrsUnableToMoveFiles(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageVMotionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1444,10 +2723,12 @@ impl x::VariantOf<AnyMethodFault> for StorageVMotionNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageVMotionNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for StorageVmotionIncompatible {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1457,10 +2738,12 @@ impl x::VariantOf<AnyMethodFault> for StorageVmotionIncompatible {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::StorageVmotionIncompatible(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SuspendedRelocateNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1470,10 +2753,12 @@ impl x::VariantOf<AnyMethodFault> for SuspendedRelocateNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SuspendedRelocateNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SwapDatastoreNotWritableOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1483,10 +2768,12 @@ impl x::VariantOf<AnyMethodFault> for SwapDatastoreNotWritableOnHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SwapDatastoreNotWritableOnHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SwapDatastoreUnset {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1496,10 +2783,12 @@ impl x::VariantOf<AnyMethodFault> for SwapDatastoreUnset {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SwapDatastoreUnset(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SwapPlacementOverrideNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1509,10 +2798,12 @@ impl x::VariantOf<AnyMethodFault> for SwapPlacementOverrideNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SwapPlacementOverrideNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SwitchIpUnset {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1522,10 +2813,12 @@ impl x::VariantOf<AnyMethodFault> for SwitchIpUnset {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SwitchIpUnset(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for SwitchNotInUpgradeMode {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1535,6 +2828,7 @@ impl x::VariantOf<AnyMethodFault> for SwitchNotInUpgradeMode {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SwitchNotInUpgradeMode(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1548,6 +2842,7 @@ impl x::VariantOf<AnyMethodFault> for SystemError {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::SystemError(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1561,10 +2856,12 @@ impl x::VariantOf<AnyMethodFault> for TaskInProgress {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::TaskInProgress(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ThirdPartyLicenseAssignmentFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1574,6 +2871,7 @@ impl x::VariantOf<AnyMethodFault> for ThirdPartyLicenseAssignmentFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ThirdPartyLicenseAssignmentFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1587,10 +2885,12 @@ impl x::VariantOf<AnyMethodFault> for Timedout {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::Timedout(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for TooManyConcurrentNativeClones {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1600,10 +2900,12 @@ impl x::VariantOf<AnyMethodFault> for TooManyConcurrentNativeClones {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::TooManyConcurrentNativeClones(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for TooManyConsecutiveOverrides {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1613,10 +2915,12 @@ impl x::VariantOf<AnyMethodFault> for TooManyConsecutiveOverrides {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::TooManyConsecutiveOverrides(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for TooManyDevices {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1626,10 +2930,12 @@ impl x::VariantOf<AnyMethodFault> for TooManyDevices {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::TooManyDevices(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for TooManyDisksOnLegacyHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1639,10 +2945,12 @@ impl x::VariantOf<AnyMethodFault> for TooManyDisksOnLegacyHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::TooManyDisksOnLegacyHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for TooManyGuestLogons {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1652,10 +2960,12 @@ impl x::VariantOf<AnyMethodFault> for TooManyGuestLogons {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::TooManyGuestLogons(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for TooManyHosts {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1665,10 +2975,12 @@ impl x::VariantOf<AnyMethodFault> for TooManyHosts {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::TooManyHosts(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for TooManyNativeCloneLevels {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1678,10 +2990,12 @@ impl x::VariantOf<AnyMethodFault> for TooManyNativeCloneLevels {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::TooManyNativeCloneLevels(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for TooManyNativeClonesOnFile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1691,10 +3005,12 @@ impl x::VariantOf<AnyMethodFault> for TooManyNativeClonesOnFile {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::TooManyNativeClonesOnFile(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for TooManySnapshotLevels {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1704,1189 +3020,7 @@ impl x::VariantOf<AnyMethodFault> for TooManySnapshotLevels {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::TooManySnapshotLevels(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ToolsAlreadyUpgraded {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ToolsAlreadyUpgraded(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ToolsAlreadyUpgraded(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ToolsAutoUpgradeNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ToolsAutoUpgradeNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ToolsAutoUpgradeNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ToolsImageCopyFailed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ToolsImageCopyFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ToolsImageCopyFailed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ToolsImageNotAvailable {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ToolsImageNotAvailable(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ToolsImageNotAvailable(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ToolsImageSignatureCheckFailed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ToolsImageSignatureCheckFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ToolsImageSignatureCheckFailed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ToolsInstallationInProgress {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ToolsInstallationInProgress(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ToolsInstallationInProgress(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ToolsUnavailable {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ToolsUnavailable(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ToolsUnavailable(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ToolsUpgradeCancelled {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ToolsUpgradeCancelled(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ToolsUpgradeCancelled(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnSupportedDatastoreForVFlash {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnSupportedDatastoreForVFlash(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnSupportedDatastoreForVFlash(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UncommittedUndoableDisk {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UncommittedUndoableDisk(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UncommittedUndoableDisk(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnconfiguredPropertyValue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnconfiguredPropertyValue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnconfiguredPropertyValue(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UncustomizableGuest {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UncustomizableGuest(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UncustomizableGuest(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnexpectedCustomizationFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnexpectedCustomizationFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnexpectedCustomizationFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnexpectedFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnexpectedFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnexpectedFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnrecognizedHost {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnrecognizedHost(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnrecognizedHost(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnsharedSwapVMotionNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnsharedSwapVMotionNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnsharedSwapVMotionNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnsupportedDatastore {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnsupportedDatastore(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnsupportedDatastore(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnsupportedGuest {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnsupportedGuest(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnsupportedGuest(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnsupportedVimApiVersion {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnsupportedVimApiVersion(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnsupportedVimApiVersion(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnsupportedVmxLocation {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnsupportedVmxLocation(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnsupportedVmxLocation(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UnusedVirtualDiskBlocksNotScrubbed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UnusedVirtualDiskBlocksNotScrubbed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UnusedVirtualDiskBlocksNotScrubbed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for UserNotFound {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::UserNotFound(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::UserNotFound(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VAppConfigFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VAppConfigFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VAppConfigFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VAppNotRunning {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VAppNotRunning(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VAppNotRunning(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VAppOperationInProgress {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VAppOperationInProgress(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VAppOperationInProgress(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VAppPropertyFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VAppPropertyFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VAppPropertyFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VAppTaskInProgress {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VAppTaskInProgress(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VAppTaskInProgress(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VFlashCacheHotConfigNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VFlashCacheHotConfigNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VFlashCacheHotConfigNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VFlashModuleNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VFlashModuleNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VFlashModuleNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VFlashModuleVersionIncompatible {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VFlashModuleVersionIncompatible(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VFlashModuleVersionIncompatible(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMINotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMINotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMINotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMOnConflictDVPort {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMOnConflictDVPort(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMOnConflictDVPort(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMOnVirtualIntranet {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMOnVirtualIntranet(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMOnVirtualIntranet(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMotionAcrossNetworkNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMotionAcrossNetworkNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMotionAcrossNetworkNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMotionInterfaceIssue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMotionInterfaceIssue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMotionInterfaceIssue(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMotionLinkCapacityLow {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMotionLinkCapacityLow(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMotionLinkCapacityLow(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMotionLinkDown {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMotionLinkDown(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMotionLinkDown(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMotionNotConfigured {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMotionNotConfigured(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMotionNotConfigured(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMotionNotLicensed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMotionNotLicensed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMotionNotLicensed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMotionNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMotionNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMotionNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VMotionProtocolIncompatible {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VMotionProtocolIncompatible(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VMotionProtocolIncompatible(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VimFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VimFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VimFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VirtualDiskBlocksNotFullyProvisioned {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VirtualDiskBlocksNotFullyProvisioned(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VirtualDiskBlocksNotFullyProvisioned(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VirtualDiskModeNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VirtualDiskModeNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VirtualDiskModeNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VirtualEthernetCardNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VirtualEthernetCardNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VirtualEthernetCardNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VirtualHardwareCompatibilityIssue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VirtualHardwareCompatibilityIssue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VirtualHardwareCompatibilityIssue(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VirtualHardwareVersionNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VirtualHardwareVersionNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VirtualHardwareVersionNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmAlreadyExistsInDatacenter {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmAlreadyExistsInDatacenter(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmAlreadyExistsInDatacenter(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmConfigFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmConfigFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmConfigFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmConfigIncompatibleForFaultTolerance {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmConfigIncompatibleForFaultTolerance(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmConfigIncompatibleForFaultTolerance(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmConfigIncompatibleForRecordReplay {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmConfigIncompatibleForRecordReplay(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmConfigIncompatibleForRecordReplay(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmFaultToleranceConfigIssue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmFaultToleranceConfigIssue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmFaultToleranceConfigIssue(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmFaultToleranceConfigIssueWrapper {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmFaultToleranceConfigIssueWrapper(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmFaultToleranceConfigIssueWrapper(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmFaultToleranceInvalidFileBacking {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmFaultToleranceInvalidFileBacking(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmFaultToleranceInvalidFileBacking(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmFaultToleranceIssue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmFaultToleranceIssue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmFaultToleranceIssue(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmFaultToleranceOpIssuesList {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmFaultToleranceOpIssuesList(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmFaultToleranceOpIssuesList(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmFaultToleranceTooManyFtVcpusOnHost {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmFaultToleranceTooManyFtVcpusOnHost(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmFaultToleranceTooManyFtVcpusOnHost(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmFaultToleranceTooManyVMsOnHost {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmFaultToleranceTooManyVMsOnHost(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmFaultToleranceTooManyVMsOnHost(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmHostAffinityRuleViolation {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmHostAffinityRuleViolation(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmHostAffinityRuleViolation(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmLimitLicense {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmLimitLicense(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmLimitLicense(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmMetadataManagerFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmMetadataManagerFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmMetadataManagerFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmMonitorIncompatibleForFaultTolerance {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmMonitorIncompatibleForFaultTolerance(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmMonitorIncompatibleForFaultTolerance(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmPowerOnDisabled {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmPowerOnDisabled(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmPowerOnDisabled(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmSmpFaultToleranceTooManyVMsOnHost {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmSmpFaultToleranceTooManyVMsOnHost(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmSmpFaultToleranceTooManyVMsOnHost(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmToolsUpgradeFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmToolsUpgradeFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmToolsUpgradeFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmValidateMaxDevice {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmValidateMaxDevice(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmValidateMaxDevice(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmWwnConflict {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmWwnConflict(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmWwnConflict(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmfsAlreadyMounted {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmfsAlreadyMounted(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmfsAlreadyMounted(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmfsAmbiguousMount {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmfsAmbiguousMount(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmfsAmbiguousMount(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmfsMountFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmfsMountFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmfsMountFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VmotionInterfaceNotEnabled {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VmotionInterfaceNotEnabled(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VmotionInterfaceNotEnabled(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VolumeEditorError {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VolumeEditorError(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VolumeEditorError(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VramLimitLicense {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VramLimitLicense(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VramLimitLicense(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VsanClusterUuidMismatch {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VsanClusterUuidMismatch(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VsanClusterUuidMismatch(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VsanDiskFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VsanDiskFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VsanDiskFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VsanFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VsanFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VsanFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VsanIncompatibleDiskMapping {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VsanIncompatibleDiskMapping(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VsanIncompatibleDiskMapping(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VspanDestPortConflict {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VspanDestPortConflict(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VspanDestPortConflict(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VspanPortConflict {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VspanPortConflict(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VspanPortConflict(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VspanPortMoveFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VspanPortMoveFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VspanPortMoveFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VspanPortPromiscChangeFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VspanPortPromiscChangeFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VspanPortPromiscChangeFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VspanPortgroupPromiscChangeFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VspanPortgroupPromiscChangeFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VspanPortgroupPromiscChangeFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VspanPortgroupTypeChangeFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VspanPortgroupTypeChangeFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VspanPortgroupTypeChangeFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VspanPromiscuousPortNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VspanPromiscuousPortNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VspanPromiscuousPortNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for VspanSameSessionPortConflict {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::VspanSameSessionPortConflict(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::VspanSameSessionPortConflict(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for WakeOnLanNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::WakeOnLanNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::WakeOnLanNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for WakeOnLanNotSupportedByVmotionNIC {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::WakeOnLanNotSupportedByVmotionNIC(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::WakeOnLanNotSupportedByVmotionNIC(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for WillLoseHAProtection {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::WillLoseHAProtection(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::WillLoseHAProtection(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for WillModifyConfigCpuRequirements {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::WillModifyConfigCpuRequirements(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::WillModifyConfigCpuRequirements(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for WillResetSnapshotDirectory {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::WillResetSnapshotDirectory(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::WillResetSnapshotDirectory(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for WipeDiskFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::WipeDiskFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::WipeDiskFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }

@@ -9,416 +9,572 @@ impl PartialEq for AnyMethodFault {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::MethodFault(a), Self::MethodFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ActiveDirectoryFault(a), Self::ActiveDirectoryFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ActiveVMsBlockingEVC(a), Self::ActiveVMsBlockingEVC(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::AdminDisabled(a), Self::AdminDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::AdminNotDisabled(a), Self::AdminNotDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::AffinityConfigured(a), Self::AffinityConfigured(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::AgentInstallFailed(a), Self::AgentInstallFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::AlreadyBeingManaged(a), Self::AlreadyBeingManaged(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::AlreadyConnected(a), Self::AlreadyConnected(b)) => **a == **b,
             (Self::AlreadyExists(a), Self::AlreadyExists(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::AlreadyUpgraded(a), Self::AlreadyUpgraded(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::AnswerFileUpdateFailed(a), Self::AnswerFileUpdateFailed(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::ApplicationQuiesceFault(a), Self::ApplicationQuiesceFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::AuthMinimumAdminPermission(a),
                 Self::AuthMinimumAdminPermission(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::AuthenticationRequired(a), Self::AuthenticationRequired(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::BackupBlobReadFailure(a), Self::BackupBlobReadFailure(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::BackupBlobWriteFailure(a), Self::BackupBlobWriteFailure(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::BlockedByFirewall(a), Self::BlockedByFirewall(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CAMServerRefusedConnection(a),
                 Self::CAMServerRefusedConnection(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotAccessFile(a), Self::CannotAccessFile(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotAccessLocalSource(a), Self::CannotAccessLocalSource(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::CannotAccessNetwork(a), Self::CannotAccessNetwork(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotAccessVmComponent(a), Self::CannotAccessVmComponent(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::CannotAccessVmConfig(a), Self::CannotAccessVmConfig(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotAccessVmDevice(a), Self::CannotAccessVmDevice(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotAccessVmDisk(a), Self::CannotAccessVmDisk(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotAddHostWithFTVmAsStandalone(a),
                 Self::CannotAddHostWithFTVmAsStandalone(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotAddHostWithFTVmToDifferentCluster(a),
                 Self::CannotAddHostWithFTVmToDifferentCluster(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotAddHostWithFTVmToNonHACluster(a),
                 Self::CannotAddHostWithFTVmToNonHACluster(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotChangeDrsBehaviorForFtSecondary(a),
                 Self::CannotChangeDrsBehaviorForFtSecondary(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotChangeHaSettingsForFtSecondary(a),
                 Self::CannotChangeHaSettingsForFtSecondary(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotChangeVsanClusterUuid(a),
                 Self::CannotChangeVsanClusterUuid(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotChangeVsanNodeUuid(a), Self::CannotChangeVsanNodeUuid(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotComputeFTCompatibleHosts(a),
                 Self::CannotComputeFTCompatibleHosts(b),
             ) => **a == **b,
             (Self::CannotCreateFile(a), Self::CannotCreateFile(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotDecryptPasswords(a), Self::CannotDecryptPasswords(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::CannotDeleteFile(a), Self::CannotDeleteFile(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotDisableDrsOnClustersWithVApps(a),
                 Self::CannotDisableDrsOnClustersWithVApps(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotDisableSnapshot(a), Self::CannotDisableSnapshot(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotDisconnectHostWithFaultToleranceVm(a),
                 Self::CannotDisconnectHostWithFaultToleranceVm(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotEnableVmcpForCluster(a),
                 Self::CannotEnableVmcpForCluster(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotModifyConfigCpuRequirements(a),
                 Self::CannotModifyConfigCpuRequirements(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotMoveFaultToleranceVm(a),
                 Self::CannotMoveFaultToleranceVm(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotMoveHostWithFaultToleranceVm(a),
                 Self::CannotMoveHostWithFaultToleranceVm(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotMoveVmWithDeltaDisk(a), Self::CannotMoveVmWithDeltaDisk(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotMoveVmWithNativeDeltaDisk(a),
                 Self::CannotMoveVmWithNativeDeltaDisk(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotMoveVsanEnabledHost(a), Self::CannotMoveVsanEnabledHost(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotPlaceWithoutPrerequisiteMoves(a),
                 Self::CannotPlaceWithoutPrerequisiteMoves(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotPowerOffVmInCluster(a), Self::CannotPowerOffVmInCluster(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::CannotReconfigureVsanWhenHaEnabled(a),
                 Self::CannotReconfigureVsanWhenHaEnabled(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CannotUseNetwork(a), Self::CannotUseNetwork(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ClockSkew(a), Self::ClockSkew(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::CloneFromSnapshotNotSupported(a),
                 Self::CloneFromSnapshotNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CollectorAddressUnset(a), Self::CollectorAddressUnset(b)) => {
                 **a == **b
             }
             (Self::ConcurrentAccess(a), Self::ConcurrentAccess(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ConflictingConfiguration(a), Self::ConflictingConfiguration(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::ConflictingDatastoreFound(a), Self::ConflictingDatastoreFound(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::ConnectedIso(a), Self::ConnectedIso(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CpuCompatibilityUnknown(a), Self::CpuCompatibilityUnknown(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::CpuHotPlugNotSupported(a), Self::CpuHotPlugNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::CpuIncompatible(a), Self::CpuIncompatible(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CpuIncompatible1ECX(a), Self::CpuIncompatible1ECX(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CpuIncompatible81EDX(a), Self::CpuIncompatible81EDX(b)) => **a == **b,
             (Self::CustomizationFault(a), Self::CustomizationFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::CustomizationPending(a), Self::CustomizationPending(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DVPortNotSupported(a), Self::DVPortNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DasConfigFault(a), Self::DasConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DatabaseError(a), Self::DatabaseError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DatacenterMismatch(a), Self::DatacenterMismatch(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::DatastoreNotWritableOnHost(a),
                 Self::DatastoreNotWritableOnHost(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::DeltaDiskFormatNotSupported(a),
                 Self::DeltaDiskFormatNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DestinationSwitchFull(a), Self::DestinationSwitchFull(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::DestinationVsanDisabled(a), Self::DestinationVsanDisabled(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::DeviceBackingNotSupported(a), Self::DeviceBackingNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::DeviceControllerNotSupported(a),
                 Self::DeviceControllerNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DeviceHotPlugNotSupported(a), Self::DeviceHotPlugNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::DeviceNotFound(a), Self::DeviceNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DeviceNotSupported(a), Self::DeviceNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::DeviceUnsupportedForVmPlatform(a),
                 Self::DeviceUnsupportedForVmPlatform(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::DeviceUnsupportedForVmVersion(a),
                 Self::DeviceUnsupportedForVmVersion(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DigestNotSupported(a), Self::DigestNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DirectoryNotEmpty(a), Self::DirectoryNotEmpty(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DisableAdminNotSupported(a), Self::DisableAdminNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::DisallowedChangeByService(a), Self::DisallowedChangeByService(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::DisallowedDiskModeChange(a), Self::DisallowedDiskModeChange(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::DisallowedMigrationDeviceAttached(a),
                 Self::DisallowedMigrationDeviceAttached(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::DisallowedOperationOnFailoverHost(a),
                 Self::DisallowedOperationOnFailoverHost(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::DisconnectedHostsBlockingEVC(a),
                 Self::DisconnectedHostsBlockingEVC(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DiskHasPartitions(a), Self::DiskHasPartitions(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DiskIsLastRemainingNonSSD(a), Self::DiskIsLastRemainingNonSSD(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::DiskIsNonLocal(a), Self::DiskIsNonLocal(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DiskIsUSB(a), Self::DiskIsUSB(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DiskMoveTypeNotSupported(a), Self::DiskMoveTypeNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::DiskNotSupported(a), Self::DiskNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DiskTooSmall(a), Self::DiskTooSmall(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DomainNotFound(a), Self::DomainNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DrsDisabledOnVm(a), Self::DrsDisabledOnVm(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::DrsVmotionIncompatibleFault(a),
                 Self::DrsVmotionIncompatibleFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DuplicateDisks(a), Self::DuplicateDisks(b)) => **a == **b,
             (Self::DuplicateName(a), Self::DuplicateName(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::DuplicateVsanNetworkInterface(a),
                 Self::DuplicateVsanNetworkInterface(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DvsApplyOperationFault(a), Self::DvsApplyOperationFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::DvsFault(a), Self::DvsFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DvsNotAuthorized(a), Self::DvsNotAuthorized(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::DvsOperationBulkFault(a), Self::DvsOperationBulkFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::DvsScopeViolated(a), Self::DvsScopeViolated(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::EVCAdmissionFailed(a), Self::EVCAdmissionFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCAdmissionFailedCPUFeaturesForMode(a),
                 Self::EVCAdmissionFailedCPUFeaturesForMode(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCAdmissionFailedCPUModel(a),
                 Self::EVCAdmissionFailedCPUModel(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCAdmissionFailedCPUModelForMode(a),
                 Self::EVCAdmissionFailedCPUModelForMode(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCAdmissionFailedCPUVendor(a),
                 Self::EVCAdmissionFailedCPUVendor(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCAdmissionFailedCPUVendorUnknown(a),
                 Self::EVCAdmissionFailedCPUVendorUnknown(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCAdmissionFailedHostDisconnected(a),
                 Self::EVCAdmissionFailedHostDisconnected(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCAdmissionFailedHostSoftware(a),
                 Self::EVCAdmissionFailedHostSoftware(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCAdmissionFailedHostSoftwareForMode(a),
                 Self::EVCAdmissionFailedHostSoftwareForMode(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCAdmissionFailedVmActive(a),
                 Self::EVCAdmissionFailedVmActive(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::EVCConfigFault(a), Self::EVCConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::EVCModeIllegalByVendor(a), Self::EVCModeIllegalByVendor(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::EVCModeUnsupportedByHosts(a), Self::EVCModeUnsupportedByHosts(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCUnsupportedByHostHardware(a),
                 Self::EVCUnsupportedByHostHardware(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::EVCUnsupportedByHostSoftware(a),
                 Self::EVCUnsupportedByHostSoftware(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::EightHostLimitViolated(a), Self::EightHostLimitViolated(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::EncryptionKeyRequired(a), Self::EncryptionKeyRequired(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::ExpiredAddonLicense(a), Self::ExpiredAddonLicense(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ExpiredEditionLicense(a), Self::ExpiredEditionLicense(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::ExpiredFeatureLicense(a), Self::ExpiredFeatureLicense(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::ExtendedFault(a), Self::ExtendedFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::FailToEnableSPBM(a), Self::FailToEnableSPBM(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::FailToLockFaultToleranceVMs(a),
                 Self::FailToLockFaultToleranceVMs(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::FaultToleranceAntiAffinityViolated(a),
                 Self::FaultToleranceAntiAffinityViolated(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::FaultToleranceCannotEditMem(a),
                 Self::FaultToleranceCannotEditMem(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::FaultToleranceCpuIncompatible(a),
                 Self::FaultToleranceCpuIncompatible(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::FaultToleranceNeedsThickDisk(a),
                 Self::FaultToleranceNeedsThickDisk(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::FaultToleranceNotLicensed(a), Self::FaultToleranceNotLicensed(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::FaultToleranceNotSameBuild(a),
                 Self::FaultToleranceNotSameBuild(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::FaultTolerancePrimaryPowerOnNotAttempted(a),
                 Self::FaultTolerancePrimaryPowerOnNotAttempted(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::FaultToleranceVmNotDasProtected(a),
                 Self::FaultToleranceVmNotDasProtected(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::FcoeFault(a), Self::FcoeFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::FcoeFaultPnicHasNoPortSet(a), Self::FcoeFaultPnicHasNoPortSet(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::FeatureRequirementsNotMet(a), Self::FeatureRequirementsNotMet(b)) => {
                 **a == **b
             }
             (Self::FileAlreadyExists(a), Self::FileAlreadyExists(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::FileBackedPortNotSupported(a),
                 Self::FileBackedPortNotSupported(b),
             ) => **a == **b,
             (Self::FileFault(a), Self::FileFault(b)) => **a == **b,
             (Self::FileLocked(a), Self::FileLocked(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::FileNameTooLong(a), Self::FileNameTooLong(b)) => **a == **b,
             (Self::FileNotFound(a), Self::FileNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::FileNotWritable(a), Self::FileNotWritable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::FileTooLarge(a), Self::FileTooLarge(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::FilesystemQuiesceFault(a), Self::FilesystemQuiesceFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::FilterInUse(a), Self::FilterInUse(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::FtIssuesOnHost(a), Self::FtIssuesOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::FtVmHostRuleViolation(a), Self::FtVmHostRuleViolation(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::FullStorageVMotionNotSupported(a),
                 Self::FullStorageVMotionNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GatewayConnectFault(a), Self::GatewayConnectFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GatewayHostNotReachable(a), Self::GatewayHostNotReachable(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::GatewayNotFound(a), Self::GatewayNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GatewayNotReachable(a), Self::GatewayNotReachable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GatewayOperationRefused(a), Self::GatewayOperationRefused(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::GatewayToHostAuthFault(a), Self::GatewayToHostAuthFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::GatewayToHostConnectFault(a), Self::GatewayToHostConnectFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::GatewayToHostTrustVerifyFault(a),
                 Self::GatewayToHostTrustVerifyFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GenericDrsFault(a), Self::GenericDrsFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GenericVmConfigFault(a), Self::GenericVmConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::GuestAuthenticationChallenge(a),
                 Self::GuestAuthenticationChallenge(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GuestComponentsOutOfDate(a), Self::GuestComponentsOutOfDate(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::GuestMultipleMappings(a), Self::GuestMultipleMappings(b)) => {
                 **a == **b
             }
@@ -430,155 +586,207 @@ impl PartialEq for AnyMethodFault {
             (Self::GuestPermissionDenied(a), Self::GuestPermissionDenied(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::GuestProcessNotFound(a), Self::GuestProcessNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GuestRegistryFault(a), Self::GuestRegistryFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::GuestRegistryKeyAlreadyExists(a),
                 Self::GuestRegistryKeyAlreadyExists(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GuestRegistryKeyFault(a), Self::GuestRegistryKeyFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::GuestRegistryKeyHasSubkeys(a),
                 Self::GuestRegistryKeyHasSubkeys(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GuestRegistryKeyInvalid(a), Self::GuestRegistryKeyInvalid(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::GuestRegistryKeyParentVolatile(a),
                 Self::GuestRegistryKeyParentVolatile(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::GuestRegistryValueFault(a), Self::GuestRegistryValueFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::GuestRegistryValueNotFound(a),
                 Self::GuestRegistryValueNotFound(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::HAErrorsAtDest(a), Self::HAErrorsAtDest(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::HeterogenousHostsBlockingEVC(a),
                 Self::HeterogenousHostsBlockingEVC(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::HostAccessRestrictedToManagementServer(a),
                 Self::HostAccessRestrictedToManagementServer(b),
             ) => **a == **b,
             (Self::HostCommunication(a), Self::HostCommunication(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::HostConfigFailed(a), Self::HostConfigFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::HostConfigFault(a), Self::HostConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::HostConnectFault(a), Self::HostConnectFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::HostHasComponentFailure(a), Self::HostHasComponentFailure(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::HostInDomain(a), Self::HostInDomain(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::HostIncompatibleForFaultTolerance(a),
                 Self::HostIncompatibleForFaultTolerance(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::HostIncompatibleForRecordReplay(a),
                 Self::HostIncompatibleForRecordReplay(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::HostInventoryFull(a), Self::HostInventoryFull(b)) => **a == **b,
             (Self::HostNotConnected(a), Self::HostNotConnected(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::HostNotReachable(a), Self::HostNotReachable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::HostPowerOpFailed(a), Self::HostPowerOpFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::HostSpecificationOperationFailed(a),
                 Self::HostSpecificationOperationFailed(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::HotSnapshotMoveNotSupported(a),
                 Self::HotSnapshotMoveNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::HttpFault(a), Self::HttpFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::IDEDiskNotSupported(a), Self::IDEDiskNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::IORMNotSupportedHostOnDatastore(a),
                 Self::IORMNotSupportedHostOnDatastore(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ImportHostAddFailure(a), Self::ImportHostAddFailure(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ImportOperationBulkFault(a), Self::ImportOperationBulkFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::InUseFeatureManipulationDisallowed(a),
                 Self::InUseFeatureManipulationDisallowed(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InaccessibleDatastore(a), Self::InaccessibleDatastore(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::InaccessibleFTMetadataDatastore(a),
                 Self::InaccessibleFTMetadataDatastore(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InaccessibleVFlashSource(a), Self::InaccessibleVFlashSource(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::IncompatibleDefaultDevice(a), Self::IncompatibleDefaultDevice(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::IncompatibleHostForFtSecondary(a),
                 Self::IncompatibleHostForFtSecondary(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::IncompatibleHostForVmReplication(a),
                 Self::IncompatibleHostForVmReplication(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::IncompatibleSetting(a), Self::IncompatibleSetting(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::IncorrectFileType(a), Self::IncorrectFileType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::IncorrectHostInformation(a), Self::IncorrectHostInformation(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::IndependentDiskVMotionNotSupported(a),
                 Self::IndependentDiskVMotionNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientAgentVmsDeployed(a),
                 Self::InsufficientAgentVmsDeployed(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientCpuResourcesFault(a),
                 Self::InsufficientCpuResourcesFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InsufficientDisks(a), Self::InsufficientDisks(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientFailoverResourcesFault(a),
                 Self::InsufficientFailoverResourcesFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientGraphicsResourcesFault(a),
                 Self::InsufficientGraphicsResourcesFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientHostCapacityFault(a),
                 Self::InsufficientHostCapacityFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientHostCpuCapacityFault(a),
                 Self::InsufficientHostCpuCapacityFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientHostMemoryCapacityFault(a),
                 Self::InsufficientHostMemoryCapacityFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientMemoryResourcesFault(a),
                 Self::InsufficientMemoryResourcesFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientNetworkCapacity(a),
                 Self::InsufficientNetworkCapacity(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientNetworkResourcePoolCapacity(a),
                 Self::InsufficientNetworkResourcePoolCapacity(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientPerCpuCapacity(a),
                 Self::InsufficientPerCpuCapacity(b),
@@ -587,1158 +795,1599 @@ impl PartialEq for AnyMethodFault {
                 Self::InsufficientResourcesFault(a),
                 Self::InsufficientResourcesFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientStandbyCpuResource(a),
                 Self::InsufficientStandbyCpuResource(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientStandbyMemoryResource(a),
                 Self::InsufficientStandbyMemoryResource(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientStandbyResource(a),
                 Self::InsufficientStandbyResource(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InsufficientStorageIops(a), Self::InsufficientStorageIops(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::InsufficientStorageSpace(a), Self::InsufficientStorageSpace(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::InsufficientVFlashResourcesFault(a),
                 Self::InsufficientVFlashResourcesFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InvalidAffinitySettingFault(a),
                 Self::InvalidAffinitySettingFault(b),
             ) => **a == **b,
             (Self::InvalidArgument(a), Self::InvalidArgument(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidBmcRole(a), Self::InvalidBmcRole(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidBundle(a), Self::InvalidBundle(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidCAMCertificate(a), Self::InvalidCAMCertificate(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::InvalidCAMServer(a), Self::InvalidCAMServer(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidClientCertificate(a), Self::InvalidClientCertificate(b)) => {
                 **a == **b
             }
             (Self::InvalidCollectorVersion(a), Self::InvalidCollectorVersion(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::InvalidController(a), Self::InvalidController(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidDasConfigArgument(a), Self::InvalidDasConfigArgument(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::InvalidDasRestartPriorityForFtVm(a),
                 Self::InvalidDasRestartPriorityForFtVm(b),
             ) => **a == **b,
             (Self::InvalidDatastore(a), Self::InvalidDatastore(b)) => **a == **b,
             (Self::InvalidDatastorePath(a), Self::InvalidDatastorePath(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidDatastoreState(a), Self::InvalidDatastoreState(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::InvalidDeviceBacking(a), Self::InvalidDeviceBacking(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidDeviceOperation(a), Self::InvalidDeviceOperation(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::InvalidDeviceSpec(a), Self::InvalidDeviceSpec(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidDiskFormat(a), Self::InvalidDiskFormat(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidDrsBehaviorForFtVm(a), Self::InvalidDrsBehaviorForFtVm(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::InvalidEditionLicense(a), Self::InvalidEditionLicense(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::InvalidEvent(a), Self::InvalidEvent(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidFolder(a), Self::InvalidFolder(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidFormat(a), Self::InvalidFormat(b)) => **a == **b,
             (Self::InvalidGuestLogin(a), Self::InvalidGuestLogin(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InvalidHostConnectionState(a),
                 Self::InvalidHostConnectionState(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidHostName(a), Self::InvalidHostName(b)) => **a == **b,
             (Self::InvalidHostState(a), Self::InvalidHostState(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidIndexArgument(a), Self::InvalidIndexArgument(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidIpfixConfig(a), Self::InvalidIpfixConfig(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidIpmiLoginInfo(a), Self::InvalidIpmiLoginInfo(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidIpmiMacAddress(a), Self::InvalidIpmiMacAddress(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::InvalidLicense(a), Self::InvalidLicense(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidLocale(a), Self::InvalidLocale(b)) => **a == **b,
             (Self::InvalidLogin(a), Self::InvalidLogin(b)) => **a == **b,
             (Self::InvalidName(a), Self::InvalidName(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidNasCredentials(a), Self::InvalidNasCredentials(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::InvalidNetworkInType(a), Self::InvalidNetworkInType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidNetworkResource(a), Self::InvalidNetworkResource(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::InvalidOperationOnSecondaryVm(a),
                 Self::InvalidOperationOnSecondaryVm(b),
             ) => **a == **b,
             (Self::InvalidPowerState(a), Self::InvalidPowerState(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidPrivilege(a), Self::InvalidPrivilege(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InvalidProfileReferenceHost(a),
                 Self::InvalidProfileReferenceHost(b),
             ) => **a == **b,
             (Self::InvalidProperty(a), Self::InvalidProperty(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidPropertyType(a), Self::InvalidPropertyType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidPropertyValue(a), Self::InvalidPropertyValue(b)) => **a == **b,
             (Self::InvalidRequest(a), Self::InvalidRequest(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InvalidResourcePoolStructureFault(a),
                 Self::InvalidResourcePoolStructureFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidScheduledTask(a), Self::InvalidScheduledTask(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidSnapshotFormat(a), Self::InvalidSnapshotFormat(b)) => {
                 **a == **b
             }
             (Self::InvalidState(a), Self::InvalidState(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidToken(a), Self::InvalidToken(b)) => **a == **b,
             (Self::InvalidType(a), Self::InvalidType(b)) => **a == **b,
             (Self::InvalidVmConfig(a), Self::InvalidVmConfig(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::InvalidVmState(a), Self::InvalidVmState(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::InventoryHasStandardAloneHosts(a),
                 Self::InventoryHasStandardAloneHosts(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::IpHostnameGeneratorError(a), Self::IpHostnameGeneratorError(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::IscsiFault(a), Self::IscsiFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::IscsiFaultInvalidVnic(a), Self::IscsiFaultInvalidVnic(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::IscsiFaultPnicInUse(a), Self::IscsiFaultPnicInUse(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::IscsiFaultVnicAlreadyBound(a),
                 Self::IscsiFaultVnicAlreadyBound(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::IscsiFaultVnicHasActivePaths(a),
                 Self::IscsiFaultVnicHasActivePaths(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::IscsiFaultVnicHasMultipleUplinks(a),
                 Self::IscsiFaultVnicHasMultipleUplinks(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::IscsiFaultVnicHasNoUplinks(a),
                 Self::IscsiFaultVnicHasNoUplinks(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::IscsiFaultVnicHasWrongUplink(a),
                 Self::IscsiFaultVnicHasWrongUplink(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::IscsiFaultVnicInUse(a), Self::IscsiFaultVnicInUse(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::IscsiFaultVnicIsLastPath(a), Self::IscsiFaultVnicIsLastPath(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::IscsiFaultVnicNotBound(a), Self::IscsiFaultVnicNotBound(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::IscsiFaultVnicNotFound(a), Self::IscsiFaultVnicNotFound(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::KeyNotFound(a), Self::KeyNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::LargeRDMConversionNotSupported(a),
                 Self::LargeRDMConversionNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::LargeRDMNotSupportedOnDatastore(a),
                 Self::LargeRDMNotSupportedOnDatastore(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::LegacyNetworkInterfaceInUse(a),
                 Self::LegacyNetworkInterfaceInUse(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::LicenseAssignmentFailed(a), Self::LicenseAssignmentFailed(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::LicenseDowngradeDisallowed(a),
                 Self::LicenseDowngradeDisallowed(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::LicenseEntityNotFound(a), Self::LicenseEntityNotFound(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::LicenseExpired(a), Self::LicenseExpired(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::LicenseKeyEntityMismatch(a), Self::LicenseKeyEntityMismatch(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::LicenseRestricted(a), Self::LicenseRestricted(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::LicenseServerUnavailable(a), Self::LicenseServerUnavailable(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::LicenseSourceUnavailable(a), Self::LicenseSourceUnavailable(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::LimitExceeded(a), Self::LimitExceeded(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::LinuxVolumeNotClean(a), Self::LinuxVolumeNotClean(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::LogBundlingFailed(a), Self::LogBundlingFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MaintenanceModeFileMove(a), Self::MaintenanceModeFileMove(b)) => {
                 **a == **b
             }
             (Self::ManagedObjectNotFound(a), Self::ManagedObjectNotFound(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::MemoryFileFormatNotSupportedByDatastore(a),
                 Self::MemoryFileFormatNotSupportedByDatastore(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MemoryHotPlugNotSupported(a), Self::MemoryHotPlugNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::MemorySizeNotRecommended(a), Self::MemorySizeNotRecommended(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::MemorySizeNotSupported(a), Self::MemorySizeNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::MemorySizeNotSupportedByDatastore(a),
                 Self::MemorySizeNotSupportedByDatastore(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::MemorySnapshotOnIndependentDisk(a),
                 Self::MemorySnapshotOnIndependentDisk(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::MethodAlreadyDisabledFault(a),
                 Self::MethodAlreadyDisabledFault(b),
             ) => **a == **b,
             (Self::MethodDisabled(a), Self::MethodDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MethodNotFound(a), Self::MethodNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MigrationDisabled(a), Self::MigrationDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MigrationFault(a), Self::MigrationFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::MigrationFeatureNotSupported(a),
                 Self::MigrationFeatureNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MigrationNotReady(a), Self::MigrationNotReady(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MismatchedBundle(a), Self::MismatchedBundle(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MismatchedNetworkPolicies(a), Self::MismatchedNetworkPolicies(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::MismatchedVMotionNetworkNames(a),
                 Self::MismatchedVMotionNetworkNames(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MissingBmcSupport(a), Self::MissingBmcSupport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MissingController(a), Self::MissingController(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MissingIpPool(a), Self::MissingIpPool(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MissingLinuxCustResources(a), Self::MissingLinuxCustResources(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::MissingNetworkIpConfig(a), Self::MissingNetworkIpConfig(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::MissingPowerOffConfiguration(a),
                 Self::MissingPowerOffConfiguration(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::MissingPowerOnConfiguration(a),
                 Self::MissingPowerOnConfiguration(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::MissingWindowsCustResources(a),
                 Self::MissingWindowsCustResources(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MksConnectionLimitReached(a), Self::MksConnectionLimitReached(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::MountError(a), Self::MountError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::MultiWriterNotSupported(a), Self::MultiWriterNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::MultipleCertificatesVerifyFault(a),
                 Self::MultipleCertificatesVerifyFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::MultipleSnapshotsNotSupported(a),
                 Self::MultipleSnapshotsNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NamespaceFull(a), Self::NamespaceFull(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NamespaceLimitReached(a), Self::NamespaceLimitReached(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NamespaceWriteProtected(a), Self::NamespaceWriteProtected(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NasConfigFault(a), Self::NasConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NasConnectionLimitReached(a), Self::NasConnectionLimitReached(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::NasSessionCredentialConflict(a),
                 Self::NasSessionCredentialConflict(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NasVolumeNotMounted(a), Self::NasVolumeNotMounted(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NetworkCopyFault(a), Self::NetworkCopyFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NetworkDisruptedAndConfigRolledBack(a),
                 Self::NetworkDisruptedAndConfigRolledBack(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NetworkInaccessible(a), Self::NetworkInaccessible(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NetworksMayNotBeTheSame(a), Self::NetworksMayNotBeTheSame(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NicSettingMismatch(a), Self::NicSettingMismatch(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoActiveHostInCluster(a), Self::NoActiveHostInCluster(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NoAvailableIp(a), Self::NoAvailableIp(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoClientCertificate(a), Self::NoClientCertificate(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoCompatibleDatastore(a), Self::NoCompatibleDatastore(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::NoCompatibleHardAffinityHost(a),
                 Self::NoCompatibleHardAffinityHost(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoCompatibleHost(a), Self::NoCompatibleHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NoCompatibleHostWithAccessToDevice(a),
                 Self::NoCompatibleHostWithAccessToDevice(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NoCompatibleSoftAffinityHost(a),
                 Self::NoCompatibleSoftAffinityHost(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoConnectedDatastore(a), Self::NoConnectedDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoDiskFound(a), Self::NoDiskFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoDiskSpace(a), Self::NoDiskSpace(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoDisksToCustomize(a), Self::NoDisksToCustomize(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoGateway(a), Self::NoGateway(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoGuestHeartbeat(a), Self::NoGuestHeartbeat(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoHost(a), Self::NoHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NoHostSuitableForFtSecondary(a),
                 Self::NoHostSuitableForFtSecondary(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoLicenseServerConfigured(a), Self::NoLicenseServerConfigured(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NoPeerHostFound(a), Self::NoPeerHostFound(b)) => **a == **b,
             (Self::NoPermission(a), Self::NoPermission(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoPermissionOnAD(a), Self::NoPermissionOnAD(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoPermissionOnHost(a), Self::NoPermissionOnHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoPermissionOnNasVolume(a), Self::NoPermissionOnNasVolume(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NoSubjectName(a), Self::NoSubjectName(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoVcManagedIpConfigured(a), Self::NoVcManagedIpConfigured(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NoVirtualNic(a), Self::NoVirtualNic(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NoVmInVApp(a), Self::NoVmInVApp(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NonADUserRequired(a), Self::NonADUserRequired(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NonHomeRDMVMotionNotSupported(a),
                 Self::NonHomeRDMVMotionNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NonPersistentDisksNotSupported(a),
                 Self::NonPersistentDisksNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NonVmwareOuiMacNotSupportedHost(a),
                 Self::NonVmwareOuiMacNotSupportedHost(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NotADirectory(a), Self::NotADirectory(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NotAFile(a), Self::NotAFile(b)) => **a == **b,
             (Self::NotAuthenticated(a), Self::NotAuthenticated(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NotEnoughCpus(a), Self::NotEnoughCpus(b)) => **a == **b,
             (Self::NotEnoughLicenses(a), Self::NotEnoughLicenses(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NotEnoughLogicalCpus(a), Self::NotEnoughLogicalCpus(b)) => **a == **b,
             (Self::NotFound(a), Self::NotFound(b)) => **a == **b,
             (Self::NotImplemented(a), Self::NotImplemented(b)) => **a == **b,
             (Self::NotSupported(a), Self::NotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NotSupportedDeviceForFT(a), Self::NotSupportedDeviceForFT(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NotSupportedHost(a), Self::NotSupportedHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NotSupportedHostForChecksum(a),
                 Self::NotSupportedHostForChecksum(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NotSupportedHostForVFlash(a), Self::NotSupportedHostForVFlash(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NotSupportedHostForVmcp(a), Self::NotSupportedHostForVmcp(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::NotSupportedHostForVmemFile(a),
                 Self::NotSupportedHostForVmemFile(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::NotSupportedHostForVsan(a), Self::NotSupportedHostForVsan(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NotSupportedHostInCluster(a), Self::NotSupportedHostInCluster(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::NotSupportedHostInDvs(a), Self::NotSupportedHostInDvs(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::NotSupportedHostInHACluster(a),
                 Self::NotSupportedHostInHACluster(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NotUserConfigurableProperty(a),
                 Self::NotUserConfigurableProperty(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NumVirtualCoresPerSocketNotSupported(a),
                 Self::NumVirtualCoresPerSocketNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NumVirtualCpusExceedsLimit(a),
                 Self::NumVirtualCpusExceedsLimit(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NumVirtualCpusIncompatible(a),
                 Self::NumVirtualCpusIncompatible(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::NumVirtualCpusNotSupported(a),
                 Self::NumVirtualCpusNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OperationDisabledByGuest(a), Self::OperationDisabledByGuest(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OperationDisallowedOnHost(a), Self::OperationDisallowedOnHost(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::OperationNotSupportedByGuest(a),
                 Self::OperationNotSupportedByGuest(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OutOfBounds(a), Self::OutOfBounds(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfAttribute(a), Self::OvfAttribute(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfConnectedDevice(a), Self::OvfConnectedDevice(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfConnectedDeviceFloppy(a), Self::OvfConnectedDeviceFloppy(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfConnectedDeviceIso(a), Self::OvfConnectedDeviceIso(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfConstraint(a), Self::OvfConstraint(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfConsumerCallbackFault(a), Self::OvfConsumerCallbackFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfConsumerCommunicationError(a),
                 Self::OvfConsumerCommunicationError(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfConsumerFault(a), Self::OvfConsumerFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfConsumerInvalidSection(a), Self::OvfConsumerInvalidSection(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfConsumerPowerOnFault(a), Self::OvfConsumerPowerOnFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfConsumerUndeclaredSection(a),
                 Self::OvfConsumerUndeclaredSection(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfConsumerUndefinedPrefix(a),
                 Self::OvfConsumerUndefinedPrefix(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfConsumerValidationFault(a),
                 Self::OvfConsumerValidationFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfCpuCompatibility(a), Self::OvfCpuCompatibility(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfCpuCompatibilityCheckNotSupported(a),
                 Self::OvfCpuCompatibilityCheckNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfDiskMappingNotFound(a), Self::OvfDiskMappingNotFound(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfDiskOrderConstraint(a), Self::OvfDiskOrderConstraint(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfDuplicateElement(a), Self::OvfDuplicateElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfDuplicatedElementBoundary(a),
                 Self::OvfDuplicatedElementBoundary(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfDuplicatedPropertyIdExport(a),
                 Self::OvfDuplicatedPropertyIdExport(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfDuplicatedPropertyIdImport(a),
                 Self::OvfDuplicatedPropertyIdImport(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfElement(a), Self::OvfElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfElementInvalidValue(a), Self::OvfElementInvalidValue(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfExport(a), Self::OvfExport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfExportFailed(a), Self::OvfExportFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfFault(a), Self::OvfFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfHardwareCheck(a), Self::OvfHardwareCheck(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfHardwareExport(a), Self::OvfHardwareExport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfHostResourceConstraint(a), Self::OvfHostResourceConstraint(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfHostValueNotParsed(a), Self::OvfHostValueNotParsed(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfImport(a), Self::OvfImport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfImportFailed(a), Self::OvfImportFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfInternalError(a), Self::OvfInternalError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfInvalidPackage(a), Self::OvfInvalidPackage(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfInvalidValue(a), Self::OvfInvalidValue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfInvalidValueConfiguration(a),
                 Self::OvfInvalidValueConfiguration(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfInvalidValueEmpty(a), Self::OvfInvalidValueEmpty(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfInvalidValueFormatMalformed(a),
                 Self::OvfInvalidValueFormatMalformed(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfInvalidValueReference(a), Self::OvfInvalidValueReference(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfInvalidVmName(a), Self::OvfInvalidVmName(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfMappedOsId(a), Self::OvfMappedOsId(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfMissingAttribute(a), Self::OvfMissingAttribute(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfMissingElement(a), Self::OvfMissingElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfMissingElementNormalBoundary(a),
                 Self::OvfMissingElementNormalBoundary(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfMissingHardware(a), Self::OvfMissingHardware(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfNetworkMappingNotSupported(a),
                 Self::OvfNetworkMappingNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfNoHostNic(a), Self::OvfNoHostNic(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfNoSpaceOnController(a), Self::OvfNoSpaceOnController(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfNoSupportedHardwareFamily(a),
                 Self::OvfNoSupportedHardwareFamily(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfProperty(a), Self::OvfProperty(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfPropertyExport(a), Self::OvfPropertyExport(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfPropertyNetwork(a), Self::OvfPropertyNetwork(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfPropertyNetworkExport(a), Self::OvfPropertyNetworkExport(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfPropertyQualifier(a), Self::OvfPropertyQualifier(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfPropertyQualifierDuplicate(a),
                 Self::OvfPropertyQualifierDuplicate(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfPropertyQualifierIgnored(a),
                 Self::OvfPropertyQualifierIgnored(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfPropertyType(a), Self::OvfPropertyType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfPropertyValue(a), Self::OvfPropertyValue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfSystemFault(a), Self::OvfSystemFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfToXmlUnsupportedElement(a),
                 Self::OvfToXmlUnsupportedElement(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnableToExportDisk(a), Self::OvfUnableToExportDisk(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnexpectedElement(a), Self::OvfUnexpectedElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnknownDevice(a), Self::OvfUnknownDevice(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnknownDeviceBacking(a), Self::OvfUnknownDeviceBacking(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnknownEntity(a), Self::OvfUnknownEntity(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnsupportedAttribute(a), Self::OvfUnsupportedAttribute(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfUnsupportedAttributeValue(a),
                 Self::OvfUnsupportedAttributeValue(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfUnsupportedDeviceBackingInfo(a),
                 Self::OvfUnsupportedDeviceBackingInfo(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfUnsupportedDeviceBackingOption(a),
                 Self::OvfUnsupportedDeviceBackingOption(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfUnsupportedDeviceExport(a),
                 Self::OvfUnsupportedDeviceExport(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfUnsupportedDiskProvisioning(a),
                 Self::OvfUnsupportedDiskProvisioning(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnsupportedElement(a), Self::OvfUnsupportedElement(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::OvfUnsupportedElementValue(a),
                 Self::OvfUnsupportedElementValue(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnsupportedPackage(a), Self::OvfUnsupportedPackage(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnsupportedSection(a), Self::OvfUnsupportedSection(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnsupportedSubType(a), Self::OvfUnsupportedSubType(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::OvfUnsupportedType(a), Self::OvfUnsupportedType(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfWrongElement(a), Self::OvfWrongElement(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfWrongNamespace(a), Self::OvfWrongNamespace(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::OvfXmlFormat(a), Self::OvfXmlFormat(b)) => **a == **b,
             (Self::PasswordExpired(a), Self::PasswordExpired(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::PatchAlreadyInstalled(a), Self::PatchAlreadyInstalled(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::PatchBinariesNotFound(a), Self::PatchBinariesNotFound(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::PatchInstallFailed(a), Self::PatchInstallFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::PatchIntegrityError(a), Self::PatchIntegrityError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::PatchMetadataCorrupted(a), Self::PatchMetadataCorrupted(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::PatchMetadataInvalid(a), Self::PatchMetadataInvalid(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::PatchMetadataNotFound(a), Self::PatchMetadataNotFound(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::PatchMissingDependencies(a), Self::PatchMissingDependencies(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::PatchNotApplicable(a), Self::PatchNotApplicable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::PatchSuperseded(a), Self::PatchSuperseded(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::PhysCompatRDMNotSupported(a), Self::PhysCompatRDMNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::PlatformConfigFault(a), Self::PlatformConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::PowerOnFtSecondaryFailed(a), Self::PowerOnFtSecondaryFailed(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::PowerOnFtSecondaryTimedout(a),
                 Self::PowerOnFtSecondaryTimedout(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ProfileUpdateFailed(a), Self::ProfileUpdateFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::QuarantineModeFault(a), Self::QuarantineModeFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::QuestionPending(a), Self::QuestionPending(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::QuiesceDatastoreIOForHAFailed(a),
                 Self::QuiesceDatastoreIOForHAFailed(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::RDMConversionNotSupported(a), Self::RDMConversionNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::RDMNotPreserved(a), Self::RDMNotPreserved(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::RDMNotSupported(a), Self::RDMNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::RDMNotSupportedOnDatastore(a),
                 Self::RDMNotSupportedOnDatastore(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::RDMPointsToInaccessibleDisk(a),
                 Self::RDMPointsToInaccessibleDisk(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::RawDiskNotSupported(a), Self::RawDiskNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::ReadHostResourcePoolTreeFailed(a),
                 Self::ReadHostResourcePoolTreeFailed(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::ReadOnlyDisksWithLegacyDestination(a),
                 Self::ReadOnlyDisksWithLegacyDestination(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::RebootRequired(a), Self::RebootRequired(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::RecordReplayDisabled(a), Self::RecordReplayDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::RemoteDeviceNotSupported(a), Self::RemoteDeviceNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::RemoveFailed(a), Self::RemoveFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ReplicationConfigFault(a), Self::ReplicationConfigFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::ReplicationDiskConfigFault(a),
                 Self::ReplicationDiskConfigFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ReplicationFault(a), Self::ReplicationFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::ReplicationIncompatibleWithFT(a),
                 Self::ReplicationIncompatibleWithFT(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ReplicationInvalidOptions(a), Self::ReplicationInvalidOptions(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::ReplicationNotSupportedOnHost(a),
                 Self::ReplicationNotSupportedOnHost(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ReplicationVmConfigFault(a), Self::ReplicationVmConfigFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::ReplicationVmFault(a), Self::ReplicationVmFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::ReplicationVmInProgressFault(a),
                 Self::ReplicationVmInProgressFault(b),
             ) => **a == **b,
             (Self::RequestCanceled(a), Self::RequestCanceled(b)) => **a == **b,
             (Self::ResourceInUse(a), Self::ResourceInUse(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ResourceNotAvailable(a), Self::ResourceNotAvailable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::RestrictedByAdministrator(a), Self::RestrictedByAdministrator(b)) => {
                 **a == **b
             }
             (Self::RestrictedVersion(a), Self::RestrictedVersion(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::RollbackFailure(a), Self::RollbackFailure(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::RuleViolation(a), Self::RuleViolation(b)) => **a == **b,
             (Self::RuntimeFault(a), Self::RuntimeFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SSLDisabledFault(a), Self::SSLDisabledFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SSLVerifyFault(a), Self::SSLVerifyFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SSPIChallenge(a), Self::SSPIChallenge(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::SecondaryVmAlreadyDisabled(a),
                 Self::SecondaryVmAlreadyDisabled(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SecondaryVmAlreadyEnabled(a), Self::SecondaryVmAlreadyEnabled(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::SecondaryVmAlreadyRegistered(a),
                 Self::SecondaryVmAlreadyRegistered(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SecondaryVmNotRegistered(a), Self::SecondaryVmNotRegistered(b)) => {
                 **a == **b
             }
             (Self::SecurityError(a), Self::SecurityError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SessionNotFound(a), Self::SessionNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::SharedBusControllerNotSupported(a),
                 Self::SharedBusControllerNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ShrinkDiskFault(a), Self::ShrinkDiskFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SnapshotCloneNotSupported(a), Self::SnapshotCloneNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::SnapshotCopyNotSupported(a), Self::SnapshotCopyNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::SnapshotDisabled(a), Self::SnapshotDisabled(b)) => **a == **b,
             (Self::SnapshotFault(a), Self::SnapshotFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::SnapshotIncompatibleDeviceInVm(a),
                 Self::SnapshotIncompatibleDeviceInVm(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SnapshotLocked(a), Self::SnapshotLocked(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::SnapshotMoveFromNonHomeNotSupported(a),
                 Self::SnapshotMoveFromNonHomeNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SnapshotMoveNotSupported(a), Self::SnapshotMoveNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::SnapshotMoveToNonHomeNotSupported(a),
                 Self::SnapshotMoveToNonHomeNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SnapshotNoChange(a), Self::SnapshotNoChange(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SnapshotRevertIssue(a), Self::SnapshotRevertIssue(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::SoftRuleVioCorrectionDisallowed(a),
                 Self::SoftRuleVioCorrectionDisallowed(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::SoftRuleVioCorrectionImpact(a),
                 Self::SoftRuleVioCorrectionImpact(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SolutionUserRequired(a), Self::SolutionUserRequired(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SsdDiskNotAvailable(a), Self::SsdDiskNotAvailable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsCannotMoveDiskInMultiWriterMode(a),
                 Self::StorageDrsCannotMoveDiskInMultiWriterMode(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::StorageDrsCannotMoveFTVm(a), Self::StorageDrsCannotMoveFTVm(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsCannotMoveIndependentDisk(a),
                 Self::StorageDrsCannotMoveIndependentDisk(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsCannotMoveManuallyPlacedSwapFile(a),
                 Self::StorageDrsCannotMoveManuallyPlacedSwapFile(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsCannotMoveManuallyPlacedVm(a),
                 Self::StorageDrsCannotMoveManuallyPlacedVm(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsCannotMoveSharedDisk(a),
                 Self::StorageDrsCannotMoveSharedDisk(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsCannotMoveTemplate(a),
                 Self::StorageDrsCannotMoveTemplate(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsCannotMoveVmInUserFolder(a),
                 Self::StorageDrsCannotMoveVmInUserFolder(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsCannotMoveVmWithMountedCDROM(a),
                 Self::StorageDrsCannotMoveVmWithMountedCDROM(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsCannotMoveVmWithNoFilesInLayout(a),
                 Self::StorageDrsCannotMoveVmWithNoFilesInLayout(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsDatacentersCannotShareDatastore(a),
                 Self::StorageDrsDatacentersCannotShareDatastore(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::StorageDrsDisabledOnVm(a), Self::StorageDrsDisabledOnVm(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsHbrDiskNotMovable(a),
                 Self::StorageDrsHbrDiskNotMovable(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsHmsMoveInProgress(a),
                 Self::StorageDrsHmsMoveInProgress(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::StorageDrsHmsUnreachable(a), Self::StorageDrsHmsUnreachable(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsIolbDisabledInternally(a),
                 Self::StorageDrsIolbDisabledInternally(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsRelocateDisabled(a),
                 Self::StorageDrsRelocateDisabled(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsStaleHmsCollection(a),
                 Self::StorageDrsStaleHmsCollection(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageDrsUnableToMoveFiles(a),
                 Self::StorageDrsUnableToMoveFiles(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageVMotionNotSupported(a),
                 Self::StorageVMotionNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::StorageVmotionIncompatible(a),
                 Self::StorageVmotionIncompatible(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::SuspendedRelocateNotSupported(a),
                 Self::SuspendedRelocateNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::SwapDatastoreNotWritableOnHost(a),
                 Self::SwapDatastoreNotWritableOnHost(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SwapDatastoreUnset(a), Self::SwapDatastoreUnset(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::SwapPlacementOverrideNotSupported(a),
                 Self::SwapPlacementOverrideNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SwitchIpUnset(a), Self::SwitchIpUnset(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::SwitchNotInUpgradeMode(a), Self::SwitchNotInUpgradeMode(b)) => {
                 **a == **b
             }
             (Self::SystemError(a), Self::SystemError(b)) => **a == **b,
             (Self::TaskInProgress(a), Self::TaskInProgress(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::ThirdPartyLicenseAssignmentFailed(a),
                 Self::ThirdPartyLicenseAssignmentFailed(b),
             ) => **a == **b,
             (Self::Timedout(a), Self::Timedout(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::TooManyConcurrentNativeClones(a),
                 Self::TooManyConcurrentNativeClones(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::TooManyConsecutiveOverrides(a),
                 Self::TooManyConsecutiveOverrides(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::TooManyDevices(a), Self::TooManyDevices(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::TooManyDisksOnLegacyHost(a), Self::TooManyDisksOnLegacyHost(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::TooManyGuestLogons(a), Self::TooManyGuestLogons(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::TooManyHosts(a), Self::TooManyHosts(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::TooManyNativeCloneLevels(a), Self::TooManyNativeCloneLevels(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::TooManyNativeClonesOnFile(a), Self::TooManyNativeClonesOnFile(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::TooManySnapshotLevels(a), Self::TooManySnapshotLevels(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::ToolsAlreadyUpgraded(a), Self::ToolsAlreadyUpgraded(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::ToolsAutoUpgradeNotSupported(a),
                 Self::ToolsAutoUpgradeNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ToolsImageCopyFailed(a), Self::ToolsImageCopyFailed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ToolsImageNotAvailable(a), Self::ToolsImageNotAvailable(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::ToolsImageSignatureCheckFailed(a),
                 Self::ToolsImageSignatureCheckFailed(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::ToolsInstallationInProgress(a),
                 Self::ToolsInstallationInProgress(b),
             ) => **a == **b,
             (Self::ToolsUnavailable(a), Self::ToolsUnavailable(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::ToolsUpgradeCancelled(a), Self::ToolsUpgradeCancelled(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::UnSupportedDatastoreForVFlash(a),
                 Self::UnSupportedDatastoreForVFlash(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::UncommittedUndoableDisk(a), Self::UncommittedUndoableDisk(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::UnconfiguredPropertyValue(a), Self::UnconfiguredPropertyValue(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::UncustomizableGuest(a), Self::UncustomizableGuest(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::UnexpectedCustomizationFault(a),
                 Self::UnexpectedCustomizationFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::UnexpectedFault(a), Self::UnexpectedFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::UnrecognizedHost(a), Self::UnrecognizedHost(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::UnsharedSwapVMotionNotSupported(a),
                 Self::UnsharedSwapVMotionNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::UnsupportedDatastore(a), Self::UnsupportedDatastore(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::UnsupportedGuest(a), Self::UnsupportedGuest(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::UnsupportedVimApiVersion(a), Self::UnsupportedVimApiVersion(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::UnsupportedVmxLocation(a), Self::UnsupportedVmxLocation(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::UnusedVirtualDiskBlocksNotScrubbed(a),
                 Self::UnusedVirtualDiskBlocksNotScrubbed(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::UserNotFound(a), Self::UserNotFound(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VAppConfigFault(a), Self::VAppConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VAppNotRunning(a), Self::VAppNotRunning(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VAppOperationInProgress(a), Self::VAppOperationInProgress(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::VAppPropertyFault(a), Self::VAppPropertyFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VAppTaskInProgress(a), Self::VAppTaskInProgress(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VFlashCacheHotConfigNotSupported(a),
                 Self::VFlashCacheHotConfigNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VFlashModuleNotSupported(a), Self::VFlashModuleNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::VFlashModuleVersionIncompatible(a),
                 Self::VFlashModuleVersionIncompatible(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VMINotSupported(a), Self::VMINotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VMOnConflictDVPort(a), Self::VMOnConflictDVPort(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VMOnVirtualIntranet(a), Self::VMOnVirtualIntranet(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VMotionAcrossNetworkNotSupported(a),
                 Self::VMotionAcrossNetworkNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VMotionInterfaceIssue(a), Self::VMotionInterfaceIssue(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::VMotionLinkCapacityLow(a), Self::VMotionLinkCapacityLow(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::VMotionLinkDown(a), Self::VMotionLinkDown(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VMotionNotConfigured(a), Self::VMotionNotConfigured(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VMotionNotLicensed(a), Self::VMotionNotLicensed(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VMotionNotSupported(a), Self::VMotionNotSupported(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VMotionProtocolIncompatible(a),
                 Self::VMotionProtocolIncompatible(b),
             ) => **a == **b,
             (Self::VimFault(a), Self::VimFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VirtualDiskBlocksNotFullyProvisioned(a),
                 Self::VirtualDiskBlocksNotFullyProvisioned(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VirtualDiskModeNotSupported(a),
                 Self::VirtualDiskModeNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VirtualEthernetCardNotSupported(a),
                 Self::VirtualEthernetCardNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VirtualHardwareCompatibilityIssue(a),
                 Self::VirtualHardwareCompatibilityIssue(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VirtualHardwareVersionNotSupported(a),
                 Self::VirtualHardwareVersionNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmAlreadyExistsInDatacenter(a),
                 Self::VmAlreadyExistsInDatacenter(b),
             ) => **a == **b,
             (Self::VmConfigFault(a), Self::VmConfigFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmConfigIncompatibleForFaultTolerance(a),
                 Self::VmConfigIncompatibleForFaultTolerance(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmConfigIncompatibleForRecordReplay(a),
                 Self::VmConfigIncompatibleForRecordReplay(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmFaultToleranceConfigIssue(a),
                 Self::VmFaultToleranceConfigIssue(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmFaultToleranceConfigIssueWrapper(a),
                 Self::VmFaultToleranceConfigIssueWrapper(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmFaultToleranceInvalidFileBacking(a),
                 Self::VmFaultToleranceInvalidFileBacking(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VmFaultToleranceIssue(a), Self::VmFaultToleranceIssue(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmFaultToleranceOpIssuesList(a),
                 Self::VmFaultToleranceOpIssuesList(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmFaultToleranceTooManyFtVcpusOnHost(a),
                 Self::VmFaultToleranceTooManyFtVcpusOnHost(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmFaultToleranceTooManyVMsOnHost(a),
                 Self::VmFaultToleranceTooManyVMsOnHost(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmHostAffinityRuleViolation(a),
                 Self::VmHostAffinityRuleViolation(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VmLimitLicense(a), Self::VmLimitLicense(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VmMetadataManagerFault(a), Self::VmMetadataManagerFault(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmMonitorIncompatibleForFaultTolerance(a),
                 Self::VmMonitorIncompatibleForFaultTolerance(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VmPowerOnDisabled(a), Self::VmPowerOnDisabled(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmSmpFaultToleranceTooManyVMsOnHost(a),
                 Self::VmSmpFaultToleranceTooManyVMsOnHost(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VmToolsUpgradeFault(a), Self::VmToolsUpgradeFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VmValidateMaxDevice(a), Self::VmValidateMaxDevice(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VmWwnConflict(a), Self::VmWwnConflict(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VmfsAlreadyMounted(a), Self::VmfsAlreadyMounted(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VmfsAmbiguousMount(a), Self::VmfsAmbiguousMount(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VmfsMountFault(a), Self::VmfsMountFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VmotionInterfaceNotEnabled(a),
                 Self::VmotionInterfaceNotEnabled(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VolumeEditorError(a), Self::VolumeEditorError(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VramLimitLicense(a), Self::VramLimitLicense(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VsanClusterUuidMismatch(a), Self::VsanClusterUuidMismatch(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::VsanDiskFault(a), Self::VsanDiskFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VsanFault(a), Self::VsanFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VsanIncompatibleDiskMapping(a),
                 Self::VsanIncompatibleDiskMapping(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VspanDestPortConflict(a), Self::VspanDestPortConflict(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (Self::VspanPortConflict(a), Self::VspanPortConflict(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::VspanPortMoveFault(a), Self::VspanPortMoveFault(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VspanPortPromiscChangeFault(a),
                 Self::VspanPortPromiscChangeFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VspanPortgroupPromiscChangeFault(a),
                 Self::VspanPortgroupPromiscChangeFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VspanPortgroupTypeChangeFault(a),
                 Self::VspanPortgroupTypeChangeFault(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VspanPromiscuousPortNotSupported(a),
                 Self::VspanPromiscuousPortNotSupported(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::VspanSameSessionPortConflict(a),
                 Self::VspanSameSessionPortConflict(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::WakeOnLanNotSupported(a), Self::WakeOnLanNotSupported(b)) => {
                 **a == **b
             }
+            #[cfg(feature = "all-faults")]
             (
                 Self::WakeOnLanNotSupportedByVmotionNIC(a),
                 Self::WakeOnLanNotSupportedByVmotionNIC(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::WillLoseHAProtection(a), Self::WillLoseHAProtection(b)) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::WillModifyConfigCpuRequirements(a),
                 Self::WillModifyConfigCpuRequirements(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (
                 Self::WillResetSnapshotDirectory(a),
                 Self::WillResetSnapshotDirectory(b),
             ) => **a == **b,
+            #[cfg(feature = "all-faults")]
             (Self::WipeDiskFault(a), Self::WipeDiskFault(b)) => **a == **b,
+            #[allow(unreachable_patterns)]
             _ => false,
         }
     }

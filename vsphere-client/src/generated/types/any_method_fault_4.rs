@@ -9,416 +9,572 @@ impl Clone for AnyMethodFault {
     fn clone(&self) -> Self {
         match self {
             Self::MethodFault(v) => Self::MethodFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::ActiveDirectoryFault(v) => {
                 Self::ActiveDirectoryFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ActiveVMsBlockingEVC(v) => {
                 Self::ActiveVMsBlockingEVC(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::AdminDisabled(v) => Self::AdminDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::AdminNotDisabled(v) => Self::AdminNotDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::AffinityConfigured(v) => {
                 Self::AffinityConfigured(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::AgentInstallFailed(v) => {
                 Self::AgentInstallFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::AlreadyBeingManaged(v) => {
                 Self::AlreadyBeingManaged(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::AlreadyConnected(v) => Self::AlreadyConnected(Box::new((**v).clone())),
             Self::AlreadyExists(v) => Self::AlreadyExists(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::AlreadyUpgraded(v) => Self::AlreadyUpgraded(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::AnswerFileUpdateFailed(v) => {
                 Self::AnswerFileUpdateFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ApplicationQuiesceFault(v) => {
                 Self::ApplicationQuiesceFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::AuthMinimumAdminPermission(v) => {
                 Self::AuthMinimumAdminPermission(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::AuthenticationRequired(v) => {
                 Self::AuthenticationRequired(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::BackupBlobReadFailure(v) => {
                 Self::BackupBlobReadFailure(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::BackupBlobWriteFailure(v) => {
                 Self::BackupBlobWriteFailure(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::BlockedByFirewall(v) => {
                 Self::BlockedByFirewall(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CAMServerRefusedConnection(v) => {
                 Self::CAMServerRefusedConnection(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessFile(v) => Self::CannotAccessFile(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessLocalSource(v) => {
                 Self::CannotAccessLocalSource(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessNetwork(v) => {
                 Self::CannotAccessNetwork(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmComponent(v) => {
                 Self::CannotAccessVmComponent(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmConfig(v) => {
                 Self::CannotAccessVmConfig(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDevice(v) => {
                 Self::CannotAccessVmDevice(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDisk(v) => {
                 Self::CannotAccessVmDisk(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmAsStandalone(v) => {
                 Self::CannotAddHostWithFTVmAsStandalone(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToDifferentCluster(v) => {
                 Self::CannotAddHostWithFTVmToDifferentCluster(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToNonHACluster(v) => {
                 Self::CannotAddHostWithFTVmToNonHACluster(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeDrsBehaviorForFtSecondary(v) => {
                 Self::CannotChangeDrsBehaviorForFtSecondary(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeHaSettingsForFtSecondary(v) => {
                 Self::CannotChangeHaSettingsForFtSecondary(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanClusterUuid(v) => {
                 Self::CannotChangeVsanClusterUuid(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanNodeUuid(v) => {
                 Self::CannotChangeVsanNodeUuid(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotComputeFTCompatibleHosts(v) => {
                 Self::CannotComputeFTCompatibleHosts(Box::new((**v).clone()))
             }
             Self::CannotCreateFile(v) => Self::CannotCreateFile(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::CannotDecryptPasswords(v) => {
                 Self::CannotDecryptPasswords(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDeleteFile(v) => Self::CannotDeleteFile(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::CannotDisableDrsOnClustersWithVApps(v) => {
                 Self::CannotDisableDrsOnClustersWithVApps(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDisableSnapshot(v) => {
                 Self::CannotDisableSnapshot(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDisconnectHostWithFaultToleranceVm(v) => {
                 Self::CannotDisconnectHostWithFaultToleranceVm(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotEnableVmcpForCluster(v) => {
                 Self::CannotEnableVmcpForCluster(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotModifyConfigCpuRequirements(v) => {
                 Self::CannotModifyConfigCpuRequirements(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveFaultToleranceVm(v) => {
                 Self::CannotMoveFaultToleranceVm(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveHostWithFaultToleranceVm(v) => {
                 Self::CannotMoveHostWithFaultToleranceVm(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithDeltaDisk(v) => {
                 Self::CannotMoveVmWithDeltaDisk(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithNativeDeltaDisk(v) => {
                 Self::CannotMoveVmWithNativeDeltaDisk(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVsanEnabledHost(v) => {
                 Self::CannotMoveVsanEnabledHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotPlaceWithoutPrerequisiteMoves(v) => {
                 Self::CannotPlaceWithoutPrerequisiteMoves(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotPowerOffVmInCluster(v) => {
                 Self::CannotPowerOffVmInCluster(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotReconfigureVsanWhenHaEnabled(v) => {
                 Self::CannotReconfigureVsanWhenHaEnabled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotUseNetwork(v) => Self::CannotUseNetwork(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::ClockSkew(v) => Self::ClockSkew(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::CloneFromSnapshotNotSupported(v) => {
                 Self::CloneFromSnapshotNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CollectorAddressUnset(v) => {
                 Self::CollectorAddressUnset(Box::new((**v).clone()))
             }
             Self::ConcurrentAccess(v) => Self::ConcurrentAccess(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::ConflictingConfiguration(v) => {
                 Self::ConflictingConfiguration(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ConflictingDatastoreFound(v) => {
                 Self::ConflictingDatastoreFound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ConnectedIso(v) => Self::ConnectedIso(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::CpuCompatibilityUnknown(v) => {
                 Self::CpuCompatibilityUnknown(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuHotPlugNotSupported(v) => {
                 Self::CpuHotPlugNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible(v) => Self::CpuIncompatible(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible1ECX(v) => {
                 Self::CpuIncompatible1ECX(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible81EDX(v) => {
                 Self::CpuIncompatible81EDX(Box::new((**v).clone()))
             }
             Self::CustomizationFault(v) => {
                 Self::CustomizationFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::CustomizationPending(v) => {
                 Self::CustomizationPending(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DVPortNotSupported(v) => {
                 Self::DVPortNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DasConfigFault(v) => Self::DasConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DatabaseError(v) => Self::DatabaseError(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DatacenterMismatch(v) => {
                 Self::DatacenterMismatch(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DatastoreNotWritableOnHost(v) => {
                 Self::DatastoreNotWritableOnHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeltaDiskFormatNotSupported(v) => {
                 Self::DeltaDiskFormatNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DestinationSwitchFull(v) => {
                 Self::DestinationSwitchFull(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DestinationVsanDisabled(v) => {
                 Self::DestinationVsanDisabled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceBackingNotSupported(v) => {
                 Self::DeviceBackingNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceControllerNotSupported(v) => {
                 Self::DeviceControllerNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceHotPlugNotSupported(v) => {
                 Self::DeviceHotPlugNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceNotFound(v) => Self::DeviceNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DeviceNotSupported(v) => {
                 Self::DeviceNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmPlatform(v) => {
                 Self::DeviceUnsupportedForVmPlatform(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmVersion(v) => {
                 Self::DeviceUnsupportedForVmVersion(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DigestNotSupported(v) => {
                 Self::DigestNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DirectoryNotEmpty(v) => {
                 Self::DirectoryNotEmpty(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DisableAdminNotSupported(v) => {
                 Self::DisableAdminNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedChangeByService(v) => {
                 Self::DisallowedChangeByService(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedDiskModeChange(v) => {
                 Self::DisallowedDiskModeChange(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedMigrationDeviceAttached(v) => {
                 Self::DisallowedMigrationDeviceAttached(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedOperationOnFailoverHost(v) => {
                 Self::DisallowedOperationOnFailoverHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DisconnectedHostsBlockingEVC(v) => {
                 Self::DisconnectedHostsBlockingEVC(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskHasPartitions(v) => {
                 Self::DiskHasPartitions(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsLastRemainingNonSSD(v) => {
                 Self::DiskIsLastRemainingNonSSD(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsNonLocal(v) => Self::DiskIsNonLocal(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DiskIsUSB(v) => Self::DiskIsUSB(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DiskMoveTypeNotSupported(v) => {
                 Self::DiskMoveTypeNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskNotSupported(v) => Self::DiskNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DiskTooSmall(v) => Self::DiskTooSmall(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DomainNotFound(v) => Self::DomainNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DrsDisabledOnVm(v) => Self::DrsDisabledOnVm(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DrsVmotionIncompatibleFault(v) => {
                 Self::DrsVmotionIncompatibleFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DuplicateDisks(v) => Self::DuplicateDisks(Box::new((**v).clone())),
             Self::DuplicateName(v) => Self::DuplicateName(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DuplicateVsanNetworkInterface(v) => {
                 Self::DuplicateVsanNetworkInterface(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsApplyOperationFault(v) => {
                 Self::DvsApplyOperationFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsFault(v) => Self::DvsFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DvsNotAuthorized(v) => Self::DvsNotAuthorized(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::DvsOperationBulkFault(v) => {
                 Self::DvsOperationBulkFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsScopeViolated(v) => Self::DvsScopeViolated(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailed(v) => {
                 Self::EVCAdmissionFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUFeaturesForMode(v) => {
                 Self::EVCAdmissionFailedCPUFeaturesForMode(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModel(v) => {
                 Self::EVCAdmissionFailedCPUModel(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModelForMode(v) => {
                 Self::EVCAdmissionFailedCPUModelForMode(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendor(v) => {
                 Self::EVCAdmissionFailedCPUVendor(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendorUnknown(v) => {
                 Self::EVCAdmissionFailedCPUVendorUnknown(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostDisconnected(v) => {
                 Self::EVCAdmissionFailedHostDisconnected(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftware(v) => {
                 Self::EVCAdmissionFailedHostSoftware(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftwareForMode(v) => {
                 Self::EVCAdmissionFailedHostSoftwareForMode(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedVmActive(v) => {
                 Self::EVCAdmissionFailedVmActive(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCConfigFault(v) => Self::EVCConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::EVCModeIllegalByVendor(v) => {
                 Self::EVCModeIllegalByVendor(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCModeUnsupportedByHosts(v) => {
                 Self::EVCModeUnsupportedByHosts(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostHardware(v) => {
                 Self::EVCUnsupportedByHostHardware(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostSoftware(v) => {
                 Self::EVCUnsupportedByHostSoftware(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EightHostLimitViolated(v) => {
                 Self::EightHostLimitViolated(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::EncryptionKeyRequired(v) => {
                 Self::EncryptionKeyRequired(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredAddonLicense(v) => {
                 Self::ExpiredAddonLicense(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredEditionLicense(v) => {
                 Self::ExpiredEditionLicense(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredFeatureLicense(v) => {
                 Self::ExpiredFeatureLicense(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ExtendedFault(v) => Self::ExtendedFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::FailToEnableSPBM(v) => Self::FailToEnableSPBM(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::FailToLockFaultToleranceVMs(v) => {
                 Self::FailToLockFaultToleranceVMs(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceAntiAffinityViolated(v) => {
                 Self::FaultToleranceAntiAffinityViolated(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceCannotEditMem(v) => {
                 Self::FaultToleranceCannotEditMem(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceCpuIncompatible(v) => {
                 Self::FaultToleranceCpuIncompatible(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNeedsThickDisk(v) => {
                 Self::FaultToleranceNeedsThickDisk(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotLicensed(v) => {
                 Self::FaultToleranceNotLicensed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotSameBuild(v) => {
                 Self::FaultToleranceNotSameBuild(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultTolerancePrimaryPowerOnNotAttempted(v) => {
                 Self::FaultTolerancePrimaryPowerOnNotAttempted(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceVmNotDasProtected(v) => {
                 Self::FaultToleranceVmNotDasProtected(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FcoeFault(v) => Self::FcoeFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::FcoeFaultPnicHasNoPortSet(v) => {
                 Self::FcoeFaultPnicHasNoPortSet(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FeatureRequirementsNotMet(v) => {
                 Self::FeatureRequirementsNotMet(Box::new((**v).clone()))
             }
             Self::FileAlreadyExists(v) => {
                 Self::FileAlreadyExists(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FileBackedPortNotSupported(v) => {
                 Self::FileBackedPortNotSupported(Box::new((**v).clone()))
             }
             Self::FileFault(v) => Self::FileFault(Box::new((**v).clone())),
             Self::FileLocked(v) => Self::FileLocked(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::FileNameTooLong(v) => Self::FileNameTooLong(Box::new((**v).clone())),
             Self::FileNotFound(v) => Self::FileNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::FileNotWritable(v) => Self::FileNotWritable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::FileTooLarge(v) => Self::FileTooLarge(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::FilesystemQuiesceFault(v) => {
                 Self::FilesystemQuiesceFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FilterInUse(v) => Self::FilterInUse(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::FtIssuesOnHost(v) => Self::FtIssuesOnHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::FtVmHostRuleViolation(v) => {
                 Self::FtVmHostRuleViolation(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::FullStorageVMotionNotSupported(v) => {
                 Self::FullStorageVMotionNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayConnectFault(v) => {
                 Self::GatewayConnectFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayHostNotReachable(v) => {
                 Self::GatewayHostNotReachable(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayNotFound(v) => Self::GatewayNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::GatewayNotReachable(v) => {
                 Self::GatewayNotReachable(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayOperationRefused(v) => {
                 Self::GatewayOperationRefused(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostAuthFault(v) => {
                 Self::GatewayToHostAuthFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostConnectFault(v) => {
                 Self::GatewayToHostConnectFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostTrustVerifyFault(v) => {
                 Self::GatewayToHostTrustVerifyFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GenericDrsFault(v) => Self::GenericDrsFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::GenericVmConfigFault(v) => {
                 Self::GenericVmConfigFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestAuthenticationChallenge(v) => {
                 Self::GuestAuthenticationChallenge(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestComponentsOutOfDate(v) => {
                 Self::GuestComponentsOutOfDate(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestMultipleMappings(v) => {
                 Self::GuestMultipleMappings(Box::new((**v).clone()))
             }
@@ -431,195 +587,262 @@ impl Clone for AnyMethodFault {
             Self::GuestPermissionDenied(v) => {
                 Self::GuestPermissionDenied(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestProcessNotFound(v) => {
                 Self::GuestProcessNotFound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryFault(v) => {
                 Self::GuestRegistryFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyAlreadyExists(v) => {
                 Self::GuestRegistryKeyAlreadyExists(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyFault(v) => {
                 Self::GuestRegistryKeyFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyHasSubkeys(v) => {
                 Self::GuestRegistryKeyHasSubkeys(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyInvalid(v) => {
                 Self::GuestRegistryKeyInvalid(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyParentVolatile(v) => {
                 Self::GuestRegistryKeyParentVolatile(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueFault(v) => {
                 Self::GuestRegistryValueFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueNotFound(v) => {
                 Self::GuestRegistryValueNotFound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::HAErrorsAtDest(v) => Self::HAErrorsAtDest(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::HeterogenousHostsBlockingEVC(v) => {
                 Self::HeterogenousHostsBlockingEVC(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostAccessRestrictedToManagementServer(v) => {
                 Self::HostAccessRestrictedToManagementServer(Box::new((**v).clone()))
             }
             Self::HostCommunication(v) => {
                 Self::HostCommunication(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostConfigFailed(v) => Self::HostConfigFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::HostConfigFault(v) => Self::HostConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::HostConnectFault(v) => Self::HostConnectFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::HostHasComponentFailure(v) => {
                 Self::HostHasComponentFailure(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostInDomain(v) => Self::HostInDomain(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForFaultTolerance(v) => {
                 Self::HostIncompatibleForFaultTolerance(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForRecordReplay(v) => {
                 Self::HostIncompatibleForRecordReplay(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostInventoryFull(v) => {
                 Self::HostInventoryFull(Box::new((**v).clone()))
             }
             Self::HostNotConnected(v) => Self::HostNotConnected(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::HostNotReachable(v) => Self::HostNotReachable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::HostPowerOpFailed(v) => {
                 Self::HostPowerOpFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostSpecificationOperationFailed(v) => {
                 Self::HostSpecificationOperationFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::HotSnapshotMoveNotSupported(v) => {
                 Self::HotSnapshotMoveNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::HttpFault(v) => Self::HttpFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::IDEDiskNotSupported(v) => {
                 Self::IDEDiskNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IORMNotSupportedHostOnDatastore(v) => {
                 Self::IORMNotSupportedHostOnDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ImportHostAddFailure(v) => {
                 Self::ImportHostAddFailure(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ImportOperationBulkFault(v) => {
                 Self::ImportOperationBulkFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InUseFeatureManipulationDisallowed(v) => {
                 Self::InUseFeatureManipulationDisallowed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleDatastore(v) => {
                 Self::InaccessibleDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleFTMetadataDatastore(v) => {
                 Self::InaccessibleFTMetadataDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleVFlashSource(v) => {
                 Self::InaccessibleVFlashSource(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleDefaultDevice(v) => {
                 Self::IncompatibleDefaultDevice(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForFtSecondary(v) => {
                 Self::IncompatibleHostForFtSecondary(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForVmReplication(v) => {
                 Self::IncompatibleHostForVmReplication(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleSetting(v) => {
                 Self::IncompatibleSetting(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IncorrectFileType(v) => {
                 Self::IncorrectFileType(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IncorrectHostInformation(v) => {
                 Self::IncorrectHostInformation(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IndependentDiskVMotionNotSupported(v) => {
                 Self::IndependentDiskVMotionNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientAgentVmsDeployed(v) => {
                 Self::InsufficientAgentVmsDeployed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientCpuResourcesFault(v) => {
                 Self::InsufficientCpuResourcesFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientDisks(v) => {
                 Self::InsufficientDisks(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientFailoverResourcesFault(v) => {
                 Self::InsufficientFailoverResourcesFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientGraphicsResourcesFault(v) => {
                 Self::InsufficientGraphicsResourcesFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostCapacityFault(v) => {
                 Self::InsufficientHostCapacityFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostCpuCapacityFault(v) => {
                 Self::InsufficientHostCpuCapacityFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostMemoryCapacityFault(v) => {
                 Self::InsufficientHostMemoryCapacityFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientMemoryResourcesFault(v) => {
                 Self::InsufficientMemoryResourcesFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkCapacity(v) => {
                 Self::InsufficientNetworkCapacity(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkResourcePoolCapacity(v) => {
                 Self::InsufficientNetworkResourcePoolCapacity(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientPerCpuCapacity(v) => {
                 Self::InsufficientPerCpuCapacity(Box::new((**v).clone()))
             }
             Self::InsufficientResourcesFault(v) => {
                 Self::InsufficientResourcesFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyCpuResource(v) => {
                 Self::InsufficientStandbyCpuResource(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyMemoryResource(v) => {
                 Self::InsufficientStandbyMemoryResource(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyResource(v) => {
                 Self::InsufficientStandbyResource(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStorageIops(v) => {
                 Self::InsufficientStorageIops(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStorageSpace(v) => {
                 Self::InsufficientStorageSpace(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientVFlashResourcesFault(v) => {
                 Self::InsufficientVFlashResourcesFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidAffinitySettingFault(v) => {
                 Self::InvalidAffinitySettingFault(Box::new((**v).clone()))
             }
             Self::InvalidArgument(v) => Self::InvalidArgument(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidBmcRole(v) => Self::InvalidBmcRole(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidBundle(v) => Self::InvalidBundle(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidCAMCertificate(v) => {
                 Self::InvalidCAMCertificate(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidCAMServer(v) => Self::InvalidCAMServer(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidClientCertificate(v) => {
                 Self::InvalidClientCertificate(Box::new((**v).clone()))
             }
             Self::InvalidCollectorVersion(v) => {
                 Self::InvalidCollectorVersion(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidController(v) => {
                 Self::InvalidController(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDasConfigArgument(v) => {
                 Self::InvalidDasConfigArgument(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDasRestartPriorityForFtVm(v) => {
                 Self::InvalidDasRestartPriorityForFtVm(Box::new((**v).clone()))
             }
@@ -627,1129 +850,1554 @@ impl Clone for AnyMethodFault {
             Self::InvalidDatastorePath(v) => {
                 Self::InvalidDatastorePath(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDatastoreState(v) => {
                 Self::InvalidDatastoreState(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceBacking(v) => {
                 Self::InvalidDeviceBacking(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceOperation(v) => {
                 Self::InvalidDeviceOperation(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceSpec(v) => {
                 Self::InvalidDeviceSpec(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDiskFormat(v) => {
                 Self::InvalidDiskFormat(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDrsBehaviorForFtVm(v) => {
                 Self::InvalidDrsBehaviorForFtVm(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidEditionLicense(v) => {
                 Self::InvalidEditionLicense(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidEvent(v) => Self::InvalidEvent(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidFolder(v) => Self::InvalidFolder(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidFormat(v) => Self::InvalidFormat(Box::new((**v).clone())),
             Self::InvalidGuestLogin(v) => {
                 Self::InvalidGuestLogin(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidHostConnectionState(v) => {
                 Self::InvalidHostConnectionState(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidHostName(v) => Self::InvalidHostName(Box::new((**v).clone())),
             Self::InvalidHostState(v) => Self::InvalidHostState(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidIndexArgument(v) => {
                 Self::InvalidIndexArgument(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpfixConfig(v) => {
                 Self::InvalidIpfixConfig(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpmiLoginInfo(v) => {
                 Self::InvalidIpmiLoginInfo(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpmiMacAddress(v) => {
                 Self::InvalidIpmiMacAddress(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidLicense(v) => Self::InvalidLicense(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidLocale(v) => Self::InvalidLocale(Box::new((**v).clone())),
             Self::InvalidLogin(v) => Self::InvalidLogin(Box::new((**v).clone())),
             Self::InvalidName(v) => Self::InvalidName(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidNasCredentials(v) => {
                 Self::InvalidNasCredentials(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidNetworkInType(v) => {
                 Self::InvalidNetworkInType(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidNetworkResource(v) => {
                 Self::InvalidNetworkResource(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidOperationOnSecondaryVm(v) => {
                 Self::InvalidOperationOnSecondaryVm(Box::new((**v).clone()))
             }
             Self::InvalidPowerState(v) => {
                 Self::InvalidPowerState(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidPrivilege(v) => Self::InvalidPrivilege(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidProfileReferenceHost(v) => {
                 Self::InvalidProfileReferenceHost(Box::new((**v).clone()))
             }
             Self::InvalidProperty(v) => Self::InvalidProperty(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidPropertyType(v) => {
                 Self::InvalidPropertyType(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidPropertyValue(v) => {
                 Self::InvalidPropertyValue(Box::new((**v).clone()))
             }
             Self::InvalidRequest(v) => Self::InvalidRequest(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidResourcePoolStructureFault(v) => {
                 Self::InvalidResourcePoolStructureFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidScheduledTask(v) => {
                 Self::InvalidScheduledTask(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidSnapshotFormat(v) => {
                 Self::InvalidSnapshotFormat(Box::new((**v).clone()))
             }
             Self::InvalidState(v) => Self::InvalidState(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidToken(v) => Self::InvalidToken(Box::new((**v).clone())),
             Self::InvalidType(v) => Self::InvalidType(Box::new((**v).clone())),
             Self::InvalidVmConfig(v) => Self::InvalidVmConfig(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InvalidVmState(v) => Self::InvalidVmState(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::InventoryHasStandardAloneHosts(v) => {
                 Self::InventoryHasStandardAloneHosts(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IpHostnameGeneratorError(v) => {
                 Self::IpHostnameGeneratorError(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFault(v) => Self::IscsiFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultInvalidVnic(v) => {
                 Self::IscsiFaultInvalidVnic(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultPnicInUse(v) => {
                 Self::IscsiFaultPnicInUse(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicAlreadyBound(v) => {
                 Self::IscsiFaultVnicAlreadyBound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasActivePaths(v) => {
                 Self::IscsiFaultVnicHasActivePaths(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasMultipleUplinks(v) => {
                 Self::IscsiFaultVnicHasMultipleUplinks(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasNoUplinks(v) => {
                 Self::IscsiFaultVnicHasNoUplinks(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasWrongUplink(v) => {
                 Self::IscsiFaultVnicHasWrongUplink(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicInUse(v) => {
                 Self::IscsiFaultVnicInUse(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicIsLastPath(v) => {
                 Self::IscsiFaultVnicIsLastPath(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotBound(v) => {
                 Self::IscsiFaultVnicNotBound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotFound(v) => {
                 Self::IscsiFaultVnicNotFound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::KeyNotFound(v) => Self::KeyNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::LargeRDMConversionNotSupported(v) => {
                 Self::LargeRDMConversionNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LargeRDMNotSupportedOnDatastore(v) => {
                 Self::LargeRDMNotSupportedOnDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LegacyNetworkInterfaceInUse(v) => {
                 Self::LegacyNetworkInterfaceInUse(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseAssignmentFailed(v) => {
                 Self::LicenseAssignmentFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseDowngradeDisallowed(v) => {
                 Self::LicenseDowngradeDisallowed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseEntityNotFound(v) => {
                 Self::LicenseEntityNotFound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseExpired(v) => Self::LicenseExpired(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::LicenseKeyEntityMismatch(v) => {
                 Self::LicenseKeyEntityMismatch(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseRestricted(v) => {
                 Self::LicenseRestricted(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseServerUnavailable(v) => {
                 Self::LicenseServerUnavailable(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseSourceUnavailable(v) => {
                 Self::LicenseSourceUnavailable(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LimitExceeded(v) => Self::LimitExceeded(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::LinuxVolumeNotClean(v) => {
                 Self::LinuxVolumeNotClean(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::LogBundlingFailed(v) => {
                 Self::LogBundlingFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MaintenanceModeFileMove(v) => {
                 Self::MaintenanceModeFileMove(Box::new((**v).clone()))
             }
             Self::ManagedObjectNotFound(v) => {
                 Self::ManagedObjectNotFound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MemoryFileFormatNotSupportedByDatastore(v) => {
                 Self::MemoryFileFormatNotSupportedByDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MemoryHotPlugNotSupported(v) => {
                 Self::MemoryHotPlugNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotRecommended(v) => {
                 Self::MemorySizeNotRecommended(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupported(v) => {
                 Self::MemorySizeNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupportedByDatastore(v) => {
                 Self::MemorySizeNotSupportedByDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySnapshotOnIndependentDisk(v) => {
                 Self::MemorySnapshotOnIndependentDisk(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MethodAlreadyDisabledFault(v) => {
                 Self::MethodAlreadyDisabledFault(Box::new((**v).clone()))
             }
             Self::MethodDisabled(v) => Self::MethodDisabled(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::MethodNotFound(v) => Self::MethodNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::MigrationDisabled(v) => {
                 Self::MigrationDisabled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationFault(v) => Self::MigrationFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::MigrationFeatureNotSupported(v) => {
                 Self::MigrationFeatureNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationNotReady(v) => {
                 Self::MigrationNotReady(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MismatchedBundle(v) => Self::MismatchedBundle(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::MismatchedNetworkPolicies(v) => {
                 Self::MismatchedNetworkPolicies(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MismatchedVMotionNetworkNames(v) => {
                 Self::MismatchedVMotionNetworkNames(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingBmcSupport(v) => {
                 Self::MissingBmcSupport(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingController(v) => {
                 Self::MissingController(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingIpPool(v) => Self::MissingIpPool(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::MissingLinuxCustResources(v) => {
                 Self::MissingLinuxCustResources(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingNetworkIpConfig(v) => {
                 Self::MissingNetworkIpConfig(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingPowerOffConfiguration(v) => {
                 Self::MissingPowerOffConfiguration(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingPowerOnConfiguration(v) => {
                 Self::MissingPowerOnConfiguration(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingWindowsCustResources(v) => {
                 Self::MissingWindowsCustResources(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MksConnectionLimitReached(v) => {
                 Self::MksConnectionLimitReached(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MountError(v) => Self::MountError(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::MultiWriterNotSupported(v) => {
                 Self::MultiWriterNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MultipleCertificatesVerifyFault(v) => {
                 Self::MultipleCertificatesVerifyFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::MultipleSnapshotsNotSupported(v) => {
                 Self::MultipleSnapshotsNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NamespaceFull(v) => Self::NamespaceFull(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NamespaceLimitReached(v) => {
                 Self::NamespaceLimitReached(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NamespaceWriteProtected(v) => {
                 Self::NamespaceWriteProtected(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NasConfigFault(v) => Self::NasConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NasConnectionLimitReached(v) => {
                 Self::NasConnectionLimitReached(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NasSessionCredentialConflict(v) => {
                 Self::NasSessionCredentialConflict(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NasVolumeNotMounted(v) => {
                 Self::NasVolumeNotMounted(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworkCopyFault(v) => Self::NetworkCopyFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NetworkDisruptedAndConfigRolledBack(v) => {
                 Self::NetworkDisruptedAndConfigRolledBack(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworkInaccessible(v) => {
                 Self::NetworkInaccessible(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworksMayNotBeTheSame(v) => {
                 Self::NetworksMayNotBeTheSame(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NicSettingMismatch(v) => {
                 Self::NicSettingMismatch(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoActiveHostInCluster(v) => {
                 Self::NoActiveHostInCluster(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoAvailableIp(v) => Self::NoAvailableIp(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoClientCertificate(v) => {
                 Self::NoClientCertificate(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleDatastore(v) => {
                 Self::NoCompatibleDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHardAffinityHost(v) => {
                 Self::NoCompatibleHardAffinityHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHost(v) => Self::NoCompatibleHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHostWithAccessToDevice(v) => {
                 Self::NoCompatibleHostWithAccessToDevice(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleSoftAffinityHost(v) => {
                 Self::NoCompatibleSoftAffinityHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoConnectedDatastore(v) => {
                 Self::NoConnectedDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoDiskFound(v) => Self::NoDiskFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoDiskSpace(v) => Self::NoDiskSpace(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoDisksToCustomize(v) => {
                 Self::NoDisksToCustomize(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoGateway(v) => Self::NoGateway(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoGuestHeartbeat(v) => Self::NoGuestHeartbeat(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoHost(v) => Self::NoHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoHostSuitableForFtSecondary(v) => {
                 Self::NoHostSuitableForFtSecondary(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoLicenseServerConfigured(v) => {
                 Self::NoLicenseServerConfigured(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPeerHostFound(v) => Self::NoPeerHostFound(Box::new((**v).clone())),
             Self::NoPermission(v) => Self::NoPermission(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnAD(v) => Self::NoPermissionOnAD(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnHost(v) => {
                 Self::NoPermissionOnHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnNasVolume(v) => {
                 Self::NoPermissionOnNasVolume(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoSubjectName(v) => Self::NoSubjectName(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoVcManagedIpConfigured(v) => {
                 Self::NoVcManagedIpConfigured(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoVirtualNic(v) => Self::NoVirtualNic(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NoVmInVApp(v) => Self::NoVmInVApp(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NonADUserRequired(v) => {
                 Self::NonADUserRequired(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NonHomeRDMVMotionNotSupported(v) => {
                 Self::NonHomeRDMVMotionNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NonPersistentDisksNotSupported(v) => {
                 Self::NonPersistentDisksNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NonVmwareOuiMacNotSupportedHost(v) => {
                 Self::NonVmwareOuiMacNotSupportedHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotADirectory(v) => Self::NotADirectory(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NotAFile(v) => Self::NotAFile(Box::new((**v).clone())),
             Self::NotAuthenticated(v) => Self::NotAuthenticated(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NotEnoughCpus(v) => Self::NotEnoughCpus(Box::new((**v).clone())),
             Self::NotEnoughLicenses(v) => {
                 Self::NotEnoughLicenses(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotEnoughLogicalCpus(v) => {
                 Self::NotEnoughLogicalCpus(Box::new((**v).clone()))
             }
             Self::NotFound(v) => Self::NotFound(Box::new((**v).clone())),
             Self::NotImplemented(v) => Self::NotImplemented(Box::new((**v).clone())),
             Self::NotSupported(v) => Self::NotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedDeviceForFT(v) => {
                 Self::NotSupportedDeviceForFT(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHost(v) => Self::NotSupportedHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForChecksum(v) => {
                 Self::NotSupportedHostForChecksum(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVFlash(v) => {
                 Self::NotSupportedHostForVFlash(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmcp(v) => {
                 Self::NotSupportedHostForVmcp(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmemFile(v) => {
                 Self::NotSupportedHostForVmemFile(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVsan(v) => {
                 Self::NotSupportedHostForVsan(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInCluster(v) => {
                 Self::NotSupportedHostInCluster(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInDvs(v) => {
                 Self::NotSupportedHostInDvs(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInHACluster(v) => {
                 Self::NotSupportedHostInHACluster(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotUserConfigurableProperty(v) => {
                 Self::NotUserConfigurableProperty(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCoresPerSocketNotSupported(v) => {
                 Self::NumVirtualCoresPerSocketNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusExceedsLimit(v) => {
                 Self::NumVirtualCpusExceedsLimit(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusIncompatible(v) => {
                 Self::NumVirtualCpusIncompatible(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusNotSupported(v) => {
                 Self::NumVirtualCpusNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationDisabledByGuest(v) => {
                 Self::OperationDisabledByGuest(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationDisallowedOnHost(v) => {
                 Self::OperationDisallowedOnHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationNotSupportedByGuest(v) => {
                 Self::OperationNotSupportedByGuest(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OutOfBounds(v) => Self::OutOfBounds(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfAttribute(v) => Self::OvfAttribute(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDevice(v) => {
                 Self::OvfConnectedDevice(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceFloppy(v) => {
                 Self::OvfConnectedDeviceFloppy(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceIso(v) => {
                 Self::OvfConnectedDeviceIso(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConstraint(v) => Self::OvfConstraint(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerCallbackFault(v) => {
                 Self::OvfConsumerCallbackFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerCommunicationError(v) => {
                 Self::OvfConsumerCommunicationError(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerFault(v) => Self::OvfConsumerFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerInvalidSection(v) => {
                 Self::OvfConsumerInvalidSection(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerPowerOnFault(v) => {
                 Self::OvfConsumerPowerOnFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndeclaredSection(v) => {
                 Self::OvfConsumerUndeclaredSection(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndefinedPrefix(v) => {
                 Self::OvfConsumerUndefinedPrefix(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerValidationFault(v) => {
                 Self::OvfConsumerValidationFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibility(v) => {
                 Self::OvfCpuCompatibility(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibilityCheckNotSupported(v) => {
                 Self::OvfCpuCompatibilityCheckNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDiskMappingNotFound(v) => {
                 Self::OvfDiskMappingNotFound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDiskOrderConstraint(v) => {
                 Self::OvfDiskOrderConstraint(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicateElement(v) => {
                 Self::OvfDuplicateElement(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedElementBoundary(v) => {
                 Self::OvfDuplicatedElementBoundary(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdExport(v) => {
                 Self::OvfDuplicatedPropertyIdExport(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdImport(v) => {
                 Self::OvfDuplicatedPropertyIdImport(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfElement(v) => Self::OvfElement(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfElementInvalidValue(v) => {
                 Self::OvfElementInvalidValue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfExport(v) => Self::OvfExport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfExportFailed(v) => Self::OvfExportFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfFault(v) => Self::OvfFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfHardwareCheck(v) => Self::OvfHardwareCheck(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfHardwareExport(v) => {
                 Self::OvfHardwareExport(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHostResourceConstraint(v) => {
                 Self::OvfHostResourceConstraint(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHostValueNotParsed(v) => {
                 Self::OvfHostValueNotParsed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfImport(v) => Self::OvfImport(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfImportFailed(v) => Self::OvfImportFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfInternalError(v) => Self::OvfInternalError(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidPackage(v) => {
                 Self::OvfInvalidPackage(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValue(v) => Self::OvfInvalidValue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueConfiguration(v) => {
                 Self::OvfInvalidValueConfiguration(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueEmpty(v) => {
                 Self::OvfInvalidValueEmpty(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueFormatMalformed(v) => {
                 Self::OvfInvalidValueFormatMalformed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueReference(v) => {
                 Self::OvfInvalidValueReference(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidVmName(v) => Self::OvfInvalidVmName(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfMappedOsId(v) => Self::OvfMappedOsId(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingAttribute(v) => {
                 Self::OvfMissingAttribute(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingElement(v) => {
                 Self::OvfMissingElement(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingElementNormalBoundary(v) => {
                 Self::OvfMissingElementNormalBoundary(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingHardware(v) => {
                 Self::OvfMissingHardware(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNetworkMappingNotSupported(v) => {
                 Self::OvfNetworkMappingNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoHostNic(v) => Self::OvfNoHostNic(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfNoSpaceOnController(v) => {
                 Self::OvfNoSpaceOnController(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoSupportedHardwareFamily(v) => {
                 Self::OvfNoSupportedHardwareFamily(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfProperty(v) => Self::OvfProperty(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyExport(v) => {
                 Self::OvfPropertyExport(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetwork(v) => {
                 Self::OvfPropertyNetwork(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetworkExport(v) => {
                 Self::OvfPropertyNetworkExport(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifier(v) => {
                 Self::OvfPropertyQualifier(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierDuplicate(v) => {
                 Self::OvfPropertyQualifierDuplicate(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierIgnored(v) => {
                 Self::OvfPropertyQualifierIgnored(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyType(v) => Self::OvfPropertyType(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyValue(v) => Self::OvfPropertyValue(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfSystemFault(v) => Self::OvfSystemFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfToXmlUnsupportedElement(v) => {
                 Self::OvfToXmlUnsupportedElement(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnableToExportDisk(v) => {
                 Self::OvfUnableToExportDisk(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnexpectedElement(v) => {
                 Self::OvfUnexpectedElement(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownDevice(v) => Self::OvfUnknownDevice(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownDeviceBacking(v) => {
                 Self::OvfUnknownDeviceBacking(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownEntity(v) => Self::OvfUnknownEntity(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttribute(v) => {
                 Self::OvfUnsupportedAttribute(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttributeValue(v) => {
                 Self::OvfUnsupportedAttributeValue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingInfo(v) => {
                 Self::OvfUnsupportedDeviceBackingInfo(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingOption(v) => {
                 Self::OvfUnsupportedDeviceBackingOption(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceExport(v) => {
                 Self::OvfUnsupportedDeviceExport(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDiskProvisioning(v) => {
                 Self::OvfUnsupportedDiskProvisioning(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElement(v) => {
                 Self::OvfUnsupportedElement(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElementValue(v) => {
                 Self::OvfUnsupportedElementValue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedPackage(v) => {
                 Self::OvfUnsupportedPackage(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSection(v) => {
                 Self::OvfUnsupportedSection(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSubType(v) => {
                 Self::OvfUnsupportedSubType(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedType(v) => {
                 Self::OvfUnsupportedType(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfWrongElement(v) => Self::OvfWrongElement(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::OvfWrongNamespace(v) => {
                 Self::OvfWrongNamespace(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfXmlFormat(v) => Self::OvfXmlFormat(Box::new((**v).clone())),
             Self::PasswordExpired(v) => Self::PasswordExpired(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::PatchAlreadyInstalled(v) => {
                 Self::PatchAlreadyInstalled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchBinariesNotFound(v) => {
                 Self::PatchBinariesNotFound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchInstallFailed(v) => {
                 Self::PatchInstallFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchIntegrityError(v) => {
                 Self::PatchIntegrityError(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataCorrupted(v) => {
                 Self::PatchMetadataCorrupted(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataInvalid(v) => {
                 Self::PatchMetadataInvalid(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataNotFound(v) => {
                 Self::PatchMetadataNotFound(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMissingDependencies(v) => {
                 Self::PatchMissingDependencies(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchNotApplicable(v) => {
                 Self::PatchNotApplicable(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchSuperseded(v) => Self::PatchSuperseded(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::PhysCompatRDMNotSupported(v) => {
                 Self::PhysCompatRDMNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PlatformConfigFault(v) => {
                 Self::PlatformConfigFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryFailed(v) => {
                 Self::PowerOnFtSecondaryFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryTimedout(v) => {
                 Self::PowerOnFtSecondaryTimedout(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ProfileUpdateFailed(v) => {
                 Self::ProfileUpdateFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::QuarantineModeFault(v) => {
                 Self::QuarantineModeFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::QuestionPending(v) => Self::QuestionPending(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::QuiesceDatastoreIOForHAFailed(v) => {
                 Self::QuiesceDatastoreIOForHAFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMConversionNotSupported(v) => {
                 Self::RDMConversionNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMNotPreserved(v) => Self::RDMNotPreserved(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::RDMNotSupported(v) => Self::RDMNotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::RDMNotSupportedOnDatastore(v) => {
                 Self::RDMNotSupportedOnDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMPointsToInaccessibleDisk(v) => {
                 Self::RDMPointsToInaccessibleDisk(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::RawDiskNotSupported(v) => {
                 Self::RawDiskNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReadHostResourcePoolTreeFailed(v) => {
                 Self::ReadHostResourcePoolTreeFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReadOnlyDisksWithLegacyDestination(v) => {
                 Self::ReadOnlyDisksWithLegacyDestination(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::RebootRequired(v) => Self::RebootRequired(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::RecordReplayDisabled(v) => {
                 Self::RecordReplayDisabled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::RemoteDeviceNotSupported(v) => {
                 Self::RemoteDeviceNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::RemoveFailed(v) => Self::RemoveFailed(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::ReplicationConfigFault(v) => {
                 Self::ReplicationConfigFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationDiskConfigFault(v) => {
                 Self::ReplicationDiskConfigFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationFault(v) => Self::ReplicationFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::ReplicationIncompatibleWithFT(v) => {
                 Self::ReplicationIncompatibleWithFT(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationInvalidOptions(v) => {
                 Self::ReplicationInvalidOptions(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationNotSupportedOnHost(v) => {
                 Self::ReplicationNotSupportedOnHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmConfigFault(v) => {
                 Self::ReplicationVmConfigFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmFault(v) => {
                 Self::ReplicationVmFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmInProgressFault(v) => {
                 Self::ReplicationVmInProgressFault(Box::new((**v).clone()))
             }
             Self::RequestCanceled(v) => Self::RequestCanceled(Box::new((**v).clone())),
             Self::ResourceInUse(v) => Self::ResourceInUse(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::ResourceNotAvailable(v) => {
                 Self::ResourceNotAvailable(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::RestrictedByAdministrator(v) => {
                 Self::RestrictedByAdministrator(Box::new((**v).clone()))
             }
             Self::RestrictedVersion(v) => {
                 Self::RestrictedVersion(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::RollbackFailure(v) => Self::RollbackFailure(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::RuleViolation(v) => Self::RuleViolation(Box::new((**v).clone())),
             Self::RuntimeFault(v) => Self::RuntimeFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SSLDisabledFault(v) => Self::SSLDisabledFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SSLVerifyFault(v) => Self::SSLVerifyFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SSPIChallenge(v) => Self::SSPIChallenge(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyDisabled(v) => {
                 Self::SecondaryVmAlreadyDisabled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyEnabled(v) => {
                 Self::SecondaryVmAlreadyEnabled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyRegistered(v) => {
                 Self::SecondaryVmAlreadyRegistered(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmNotRegistered(v) => {
                 Self::SecondaryVmNotRegistered(Box::new((**v).clone()))
             }
             Self::SecurityError(v) => Self::SecurityError(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SessionNotFound(v) => Self::SessionNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SharedBusControllerNotSupported(v) => {
                 Self::SharedBusControllerNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ShrinkDiskFault(v) => Self::ShrinkDiskFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SnapshotCloneNotSupported(v) => {
                 Self::SnapshotCloneNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotCopyNotSupported(v) => {
                 Self::SnapshotCopyNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotDisabled(v) => Self::SnapshotDisabled(Box::new((**v).clone())),
             Self::SnapshotFault(v) => Self::SnapshotFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SnapshotIncompatibleDeviceInVm(v) => {
                 Self::SnapshotIncompatibleDeviceInVm(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotLocked(v) => Self::SnapshotLocked(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveFromNonHomeNotSupported(v) => {
                 Self::SnapshotMoveFromNonHomeNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveNotSupported(v) => {
                 Self::SnapshotMoveNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveToNonHomeNotSupported(v) => {
                 Self::SnapshotMoveToNonHomeNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotNoChange(v) => Self::SnapshotNoChange(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SnapshotRevertIssue(v) => {
                 Self::SnapshotRevertIssue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionDisallowed(v) => {
                 Self::SoftRuleVioCorrectionDisallowed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionImpact(v) => {
                 Self::SoftRuleVioCorrectionImpact(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SolutionUserRequired(v) => {
                 Self::SolutionUserRequired(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SsdDiskNotAvailable(v) => {
                 Self::SsdDiskNotAvailable(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveDiskInMultiWriterMode(v) => {
                 Self::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveFTVm(v) => {
                 Self::StorageDrsCannotMoveFTVm(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveIndependentDisk(v) => {
                 Self::StorageDrsCannotMoveIndependentDisk(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => {
                 Self::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedVm(v) => {
                 Self::StorageDrsCannotMoveManuallyPlacedVm(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveSharedDisk(v) => {
                 Self::StorageDrsCannotMoveSharedDisk(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveTemplate(v) => {
                 Self::StorageDrsCannotMoveTemplate(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmInUserFolder(v) => {
                 Self::StorageDrsCannotMoveVmInUserFolder(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithMountedCDROM(v) => {
                 Self::StorageDrsCannotMoveVmWithMountedCDROM(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => {
                 Self::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsDatacentersCannotShareDatastore(v) => {
                 Self::StorageDrsDatacentersCannotShareDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsDisabledOnVm(v) => {
                 Self::StorageDrsDisabledOnVm(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHbrDiskNotMovable(v) => {
                 Self::StorageDrsHbrDiskNotMovable(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsMoveInProgress(v) => {
                 Self::StorageDrsHmsMoveInProgress(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsUnreachable(v) => {
                 Self::StorageDrsHmsUnreachable(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsIolbDisabledInternally(v) => {
                 Self::StorageDrsIolbDisabledInternally(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsRelocateDisabled(v) => {
                 Self::StorageDrsRelocateDisabled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsStaleHmsCollection(v) => {
                 Self::StorageDrsStaleHmsCollection(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsUnableToMoveFiles(v) => {
                 Self::StorageDrsUnableToMoveFiles(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageVMotionNotSupported(v) => {
                 Self::StorageVMotionNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageVmotionIncompatible(v) => {
                 Self::StorageVmotionIncompatible(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SuspendedRelocateNotSupported(v) => {
                 Self::SuspendedRelocateNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SwapDatastoreNotWritableOnHost(v) => {
                 Self::SwapDatastoreNotWritableOnHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SwapDatastoreUnset(v) => {
                 Self::SwapDatastoreUnset(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SwapPlacementOverrideNotSupported(v) => {
                 Self::SwapPlacementOverrideNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::SwitchIpUnset(v) => Self::SwitchIpUnset(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::SwitchNotInUpgradeMode(v) => {
                 Self::SwitchNotInUpgradeMode(Box::new((**v).clone()))
             }
             Self::SystemError(v) => Self::SystemError(Box::new((**v).clone())),
             Self::TaskInProgress(v) => Self::TaskInProgress(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::ThirdPartyLicenseAssignmentFailed(v) => {
                 Self::ThirdPartyLicenseAssignmentFailed(Box::new((**v).clone()))
             }
             Self::Timedout(v) => Self::Timedout(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::TooManyConcurrentNativeClones(v) => {
                 Self::TooManyConcurrentNativeClones(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyConsecutiveOverrides(v) => {
                 Self::TooManyConsecutiveOverrides(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyDevices(v) => Self::TooManyDevices(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::TooManyDisksOnLegacyHost(v) => {
                 Self::TooManyDisksOnLegacyHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyGuestLogons(v) => {
                 Self::TooManyGuestLogons(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyHosts(v) => Self::TooManyHosts(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::TooManyNativeCloneLevels(v) => {
                 Self::TooManyNativeCloneLevels(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyNativeClonesOnFile(v) => {
                 Self::TooManyNativeClonesOnFile(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManySnapshotLevels(v) => {
                 Self::TooManySnapshotLevels(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsAlreadyUpgraded(v) => {
                 Self::ToolsAlreadyUpgraded(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsAutoUpgradeNotSupported(v) => {
                 Self::ToolsAutoUpgradeNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageCopyFailed(v) => {
                 Self::ToolsImageCopyFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageNotAvailable(v) => {
                 Self::ToolsImageNotAvailable(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageSignatureCheckFailed(v) => {
                 Self::ToolsImageSignatureCheckFailed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsInstallationInProgress(v) => {
                 Self::ToolsInstallationInProgress(Box::new((**v).clone()))
             }
             Self::ToolsUnavailable(v) => Self::ToolsUnavailable(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::ToolsUpgradeCancelled(v) => {
                 Self::ToolsUpgradeCancelled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnSupportedDatastoreForVFlash(v) => {
                 Self::UnSupportedDatastoreForVFlash(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UncommittedUndoableDisk(v) => {
                 Self::UncommittedUndoableDisk(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnconfiguredPropertyValue(v) => {
                 Self::UnconfiguredPropertyValue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UncustomizableGuest(v) => {
                 Self::UncustomizableGuest(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnexpectedCustomizationFault(v) => {
                 Self::UnexpectedCustomizationFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnexpectedFault(v) => Self::UnexpectedFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::UnrecognizedHost(v) => Self::UnrecognizedHost(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::UnsharedSwapVMotionNotSupported(v) => {
                 Self::UnsharedSwapVMotionNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedDatastore(v) => {
                 Self::UnsupportedDatastore(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedGuest(v) => Self::UnsupportedGuest(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedVimApiVersion(v) => {
                 Self::UnsupportedVimApiVersion(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedVmxLocation(v) => {
                 Self::UnsupportedVmxLocation(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnusedVirtualDiskBlocksNotScrubbed(v) => {
                 Self::UnusedVirtualDiskBlocksNotScrubbed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::UserNotFound(v) => Self::UserNotFound(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VAppConfigFault(v) => Self::VAppConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VAppNotRunning(v) => Self::VAppNotRunning(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VAppOperationInProgress(v) => {
                 Self::VAppOperationInProgress(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VAppPropertyFault(v) => {
                 Self::VAppPropertyFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VAppTaskInProgress(v) => {
                 Self::VAppTaskInProgress(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashCacheHotConfigNotSupported(v) => {
                 Self::VFlashCacheHotConfigNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashModuleNotSupported(v) => {
                 Self::VFlashModuleNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashModuleVersionIncompatible(v) => {
                 Self::VFlashModuleVersionIncompatible(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMINotSupported(v) => Self::VMINotSupported(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VMOnConflictDVPort(v) => {
                 Self::VMOnConflictDVPort(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMOnVirtualIntranet(v) => {
                 Self::VMOnVirtualIntranet(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionAcrossNetworkNotSupported(v) => {
                 Self::VMotionAcrossNetworkNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionInterfaceIssue(v) => {
                 Self::VMotionInterfaceIssue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionLinkCapacityLow(v) => {
                 Self::VMotionLinkCapacityLow(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionLinkDown(v) => Self::VMotionLinkDown(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotConfigured(v) => {
                 Self::VMotionNotConfigured(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotLicensed(v) => {
                 Self::VMotionNotLicensed(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotSupported(v) => {
                 Self::VMotionNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionProtocolIncompatible(v) => {
                 Self::VMotionProtocolIncompatible(Box::new((**v).clone()))
             }
             Self::VimFault(v) => Self::VimFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VirtualDiskBlocksNotFullyProvisioned(v) => {
                 Self::VirtualDiskBlocksNotFullyProvisioned(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualDiskModeNotSupported(v) => {
                 Self::VirtualDiskModeNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualEthernetCardNotSupported(v) => {
                 Self::VirtualEthernetCardNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualHardwareCompatibilityIssue(v) => {
                 Self::VirtualHardwareCompatibilityIssue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualHardwareVersionNotSupported(v) => {
                 Self::VirtualHardwareVersionNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmAlreadyExistsInDatacenter(v) => {
                 Self::VmAlreadyExistsInDatacenter(Box::new((**v).clone()))
             }
             Self::VmConfigFault(v) => Self::VmConfigFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForFaultTolerance(v) => {
                 Self::VmConfigIncompatibleForFaultTolerance(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForRecordReplay(v) => {
                 Self::VmConfigIncompatibleForRecordReplay(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssue(v) => {
                 Self::VmFaultToleranceConfigIssue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssueWrapper(v) => {
                 Self::VmFaultToleranceConfigIssueWrapper(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceInvalidFileBacking(v) => {
                 Self::VmFaultToleranceInvalidFileBacking(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceIssue(v) => {
                 Self::VmFaultToleranceIssue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceOpIssuesList(v) => {
                 Self::VmFaultToleranceOpIssuesList(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyFtVcpusOnHost(v) => {
                 Self::VmFaultToleranceTooManyFtVcpusOnHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyVMsOnHost(v) => {
                 Self::VmFaultToleranceTooManyVMsOnHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmHostAffinityRuleViolation(v) => {
                 Self::VmHostAffinityRuleViolation(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmLimitLicense(v) => Self::VmLimitLicense(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VmMetadataManagerFault(v) => {
                 Self::VmMetadataManagerFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmMonitorIncompatibleForFaultTolerance(v) => {
                 Self::VmMonitorIncompatibleForFaultTolerance(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmPowerOnDisabled(v) => {
                 Self::VmPowerOnDisabled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmSmpFaultToleranceTooManyVMsOnHost(v) => {
                 Self::VmSmpFaultToleranceTooManyVMsOnHost(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmToolsUpgradeFault(v) => {
                 Self::VmToolsUpgradeFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmValidateMaxDevice(v) => {
                 Self::VmValidateMaxDevice(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmWwnConflict(v) => Self::VmWwnConflict(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VmfsAlreadyMounted(v) => {
                 Self::VmfsAlreadyMounted(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsAmbiguousMount(v) => {
                 Self::VmfsAmbiguousMount(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsMountFault(v) => Self::VmfsMountFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VmotionInterfaceNotEnabled(v) => {
                 Self::VmotionInterfaceNotEnabled(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VolumeEditorError(v) => {
                 Self::VolumeEditorError(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VramLimitLicense(v) => Self::VramLimitLicense(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VsanClusterUuidMismatch(v) => {
                 Self::VsanClusterUuidMismatch(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VsanDiskFault(v) => Self::VsanDiskFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VsanFault(v) => Self::VsanFault(Box::new((**v).clone())),
+            #[cfg(feature = "all-faults")]
             Self::VsanIncompatibleDiskMapping(v) => {
                 Self::VsanIncompatibleDiskMapping(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanDestPortConflict(v) => {
                 Self::VspanDestPortConflict(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortConflict(v) => {
                 Self::VspanPortConflict(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortMoveFault(v) => {
                 Self::VspanPortMoveFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortPromiscChangeFault(v) => {
                 Self::VspanPortPromiscChangeFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortgroupPromiscChangeFault(v) => {
                 Self::VspanPortgroupPromiscChangeFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortgroupTypeChangeFault(v) => {
                 Self::VspanPortgroupTypeChangeFault(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPromiscuousPortNotSupported(v) => {
                 Self::VspanPromiscuousPortNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanSameSessionPortConflict(v) => {
                 Self::VspanSameSessionPortConflict(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupported(v) => {
                 Self::WakeOnLanNotSupported(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupportedByVmotionNIC(v) => {
                 Self::WakeOnLanNotSupportedByVmotionNIC(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::WillLoseHAProtection(v) => {
                 Self::WillLoseHAProtection(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::WillModifyConfigCpuRequirements(v) => {
                 Self::WillModifyConfigCpuRequirements(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::WillResetSnapshotDirectory(v) => {
                 Self::WillResetSnapshotDirectory(Box::new((**v).clone()))
             }
+            #[cfg(feature = "all-faults")]
             Self::WipeDiskFault(v) => Self::WipeDiskFault(Box::new((**v).clone())),
         }
     }

@@ -9,81 +9,106 @@ impl x::Encode for AnyMethodFault {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
             Self::MethodFault(v) => x::Encode::encode_as(&**v, w, tag, None),
+            #[cfg(feature = "all-faults")]
             Self::ActiveDirectoryFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ActiveDirectoryFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ActiveVMsBlockingEVC(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ActiveVMsBlockingEVC"))
             }
+            #[cfg(feature = "all-faults")]
             Self::AdminDisabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AdminDisabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::AdminNotDisabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AdminNotDisabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::AffinityConfigured(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AffinityConfigured"))
             }
+            #[cfg(feature = "all-faults")]
             Self::AgentInstallFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AgentInstallFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::AlreadyBeingManaged(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AlreadyBeingManaged"))
             }
+            #[cfg(feature = "all-faults")]
             Self::AlreadyConnected(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AlreadyConnected"))
             }
             Self::AlreadyExists(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AlreadyExists"))
             }
+            #[cfg(feature = "all-faults")]
             Self::AlreadyUpgraded(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AlreadyUpgraded"))
             }
+            #[cfg(feature = "all-faults")]
             Self::AnswerFileUpdateFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AnswerFileUpdateFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ApplicationQuiesceFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ApplicationQuiesceFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::AuthMinimumAdminPermission(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AuthMinimumAdminPermission"))
             }
+            #[cfg(feature = "all-faults")]
             Self::AuthenticationRequired(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("AuthenticationRequired"))
             }
+            #[cfg(feature = "all-faults")]
             Self::BackupBlobReadFailure(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("BackupBlobReadFailure"))
             }
+            #[cfg(feature = "all-faults")]
             Self::BackupBlobWriteFailure(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("BackupBlobWriteFailure"))
             }
+            #[cfg(feature = "all-faults")]
             Self::BlockedByFirewall(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("BlockedByFirewall"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CAMServerRefusedConnection(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CAMServerRefusedConnection"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessFile(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotAccessFile"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessLocalSource(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotAccessLocalSource"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessNetwork(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotAccessNetwork"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmComponent(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmComponent"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmConfig(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmConfig"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDevice(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmDevice"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDisk(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmDisk"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmAsStandalone(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -92,6 +117,7 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotAddHostWithFTVmAsStandalone"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToDifferentCluster(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -100,6 +126,7 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotAddHostWithFTVmToDifferentCluster"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToNonHACluster(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -108,6 +135,7 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotAddHostWithFTVmToNonHACluster"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeDrsBehaviorForFtSecondary(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -116,6 +144,7 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotChangeDrsBehaviorForFtSecondary"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeHaSettingsForFtSecondary(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -124,12 +153,15 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotChangeHaSettingsForFtSecondary"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanClusterUuid(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotChangeVsanClusterUuid"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanNodeUuid(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotChangeVsanNodeUuid"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotComputeFTCompatibleHosts(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -141,12 +173,15 @@ impl x::Encode for AnyMethodFault {
             Self::CannotCreateFile(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotCreateFile"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDecryptPasswords(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotDecryptPasswords"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDeleteFile(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotDeleteFile"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDisableDrsOnClustersWithVApps(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -155,9 +190,11 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotDisableDrsOnClustersWithVApps"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDisableSnapshot(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotDisableSnapshot"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDisconnectHostWithFaultToleranceVm(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -166,9 +203,11 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotDisconnectHostWithFaultToleranceVm"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotEnableVmcpForCluster(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotEnableVmcpForCluster"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotModifyConfigCpuRequirements(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -177,9 +216,11 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotModifyConfigCpuRequirements"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveFaultToleranceVm(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotMoveFaultToleranceVm"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveHostWithFaultToleranceVm(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -188,9 +229,11 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotMoveHostWithFaultToleranceVm"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithDeltaDisk(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotMoveVmWithDeltaDisk"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithNativeDeltaDisk(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -199,9 +242,11 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotMoveVmWithNativeDeltaDisk"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVsanEnabledHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotMoveVsanEnabledHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotPlaceWithoutPrerequisiteMoves(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -210,9 +255,11 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotPlaceWithoutPrerequisiteMoves"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotPowerOffVmInCluster(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotPowerOffVmInCluster"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotReconfigureVsanWhenHaEnabled(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -221,88 +268,115 @@ impl x::Encode for AnyMethodFault {
                     Some("CannotReconfigureVsanWhenHaEnabled"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotUseNetwork(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CannotUseNetwork"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ClockSkew(v) => x::Encode::encode_as(&**v, w, tag, Some("ClockSkew")),
+            #[cfg(feature = "all-faults")]
             Self::CloneFromSnapshotNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CloneFromSnapshotNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CollectorAddressUnset(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CollectorAddressUnset"))
             }
             Self::ConcurrentAccess(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ConcurrentAccess"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ConflictingConfiguration(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ConflictingConfiguration"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ConflictingDatastoreFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ConflictingDatastoreFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ConnectedIso(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ConnectedIso"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuCompatibilityUnknown(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CpuCompatibilityUnknown"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuHotPlugNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CpuHotPlugNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CpuIncompatible"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible1ECX(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CpuIncompatible1ECX"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible81EDX(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CpuIncompatible81EDX"))
             }
             Self::CustomizationFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CustomizationFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::CustomizationPending(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("CustomizationPending"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DVPortNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DVPortNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DasConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DasConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DatabaseError(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DatabaseError"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DatacenterMismatch(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DatacenterMismatch"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DatastoreNotWritableOnHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DatastoreNotWritableOnHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeltaDiskFormatNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DeltaDiskFormatNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DestinationSwitchFull(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DestinationSwitchFull"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DestinationVsanDisabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DestinationVsanDisabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceBackingNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DeviceBackingNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceControllerNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DeviceControllerNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceHotPlugNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DeviceHotPlugNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DeviceNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DeviceNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmPlatform(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -311,24 +385,31 @@ impl x::Encode for AnyMethodFault {
                     Some("DeviceUnsupportedForVmPlatform"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmVersion(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DeviceUnsupportedForVmVersion"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DigestNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DigestNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DirectoryNotEmpty(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DirectoryNotEmpty"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DisableAdminNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DisableAdminNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedChangeByService(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DisallowedChangeByService"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedDiskModeChange(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DisallowedDiskModeChange"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedMigrationDeviceAttached(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -337,6 +418,7 @@ impl x::Encode for AnyMethodFault {
                     Some("DisallowedMigrationDeviceAttached"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedOperationOnFailoverHost(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -345,62 +427,82 @@ impl x::Encode for AnyMethodFault {
                     Some("DisallowedOperationOnFailoverHost"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::DisconnectedHostsBlockingEVC(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DisconnectedHostsBlockingEVC"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskHasPartitions(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DiskHasPartitions"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsLastRemainingNonSSD(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DiskIsLastRemainingNonSSD"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsNonLocal(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DiskIsNonLocal"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsUSB(v) => x::Encode::encode_as(&**v, w, tag, Some("DiskIsUSB")),
+            #[cfg(feature = "all-faults")]
             Self::DiskMoveTypeNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DiskMoveTypeNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DiskNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskTooSmall(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DiskTooSmall"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DomainNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DomainNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DrsDisabledOnVm(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DrsDisabledOnVm"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DrsVmotionIncompatibleFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DrsVmotionIncompatibleFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DuplicateDisks(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DuplicateDisks"))
             }
             Self::DuplicateName(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DuplicateName"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DuplicateVsanNetworkInterface(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DuplicateVsanNetworkInterface"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsApplyOperationFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DvsApplyOperationFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsFault(v) => x::Encode::encode_as(&**v, w, tag, Some("DvsFault")),
+            #[cfg(feature = "all-faults")]
             Self::DvsNotAuthorized(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DvsNotAuthorized"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsOperationBulkFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DvsOperationBulkFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsScopeViolated(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("DvsScopeViolated"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUFeaturesForMode(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -409,9 +511,11 @@ impl x::Encode for AnyMethodFault {
                     Some("EVCAdmissionFailedCPUFeaturesForMode"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModel(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailedCPUModel"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModelForMode(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -420,9 +524,11 @@ impl x::Encode for AnyMethodFault {
                     Some("EVCAdmissionFailedCPUModelForMode"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendor(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailedCPUVendor"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendorUnknown(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -431,6 +537,7 @@ impl x::Encode for AnyMethodFault {
                     Some("EVCAdmissionFailedCPUVendorUnknown"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostDisconnected(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -439,6 +546,7 @@ impl x::Encode for AnyMethodFault {
                     Some("EVCAdmissionFailedHostDisconnected"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftware(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -447,6 +555,7 @@ impl x::Encode for AnyMethodFault {
                     Some("EVCAdmissionFailedHostSoftware"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftwareForMode(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -455,48 +564,63 @@ impl x::Encode for AnyMethodFault {
                     Some("EVCAdmissionFailedHostSoftwareForMode"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedVmActive(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailedVmActive"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EVCConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCModeIllegalByVendor(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EVCModeIllegalByVendor"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCModeUnsupportedByHosts(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EVCModeUnsupportedByHosts"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostHardware(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EVCUnsupportedByHostHardware"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostSoftware(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EVCUnsupportedByHostSoftware"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EightHostLimitViolated(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EightHostLimitViolated"))
             }
+            #[cfg(feature = "all-faults")]
             Self::EncryptionKeyRequired(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("EncryptionKeyRequired"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredAddonLicense(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ExpiredAddonLicense"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredEditionLicense(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ExpiredEditionLicense"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredFeatureLicense(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ExpiredFeatureLicense"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ExtendedFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ExtendedFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FailToEnableSPBM(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FailToEnableSPBM"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FailToLockFaultToleranceVMs(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FailToLockFaultToleranceVMs"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceAntiAffinityViolated(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -505,21 +629,27 @@ impl x::Encode for AnyMethodFault {
                     Some("FaultToleranceAntiAffinityViolated"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceCannotEditMem(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceCannotEditMem"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceCpuIncompatible(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceCpuIncompatible"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNeedsThickDisk(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceNeedsThickDisk"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotLicensed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceNotLicensed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotSameBuild(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceNotSameBuild"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultTolerancePrimaryPowerOnNotAttempted(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -528,6 +658,7 @@ impl x::Encode for AnyMethodFault {
                     Some("FaultTolerancePrimaryPowerOnNotAttempted"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceVmNotDasProtected(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -536,45 +667,57 @@ impl x::Encode for AnyMethodFault {
                     Some("FaultToleranceVmNotDasProtected"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::FcoeFault(v) => x::Encode::encode_as(&**v, w, tag, Some("FcoeFault")),
+            #[cfg(feature = "all-faults")]
             Self::FcoeFaultPnicHasNoPortSet(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FcoeFaultPnicHasNoPortSet"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FeatureRequirementsNotMet(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FeatureRequirementsNotMet"))
             }
             Self::FileAlreadyExists(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FileAlreadyExists"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FileBackedPortNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FileBackedPortNotSupported"))
             }
             Self::FileFault(v) => x::Encode::encode_as(&**v, w, tag, Some("FileFault")),
             Self::FileLocked(v) => x::Encode::encode_as(&**v, w, tag, Some("FileLocked")),
+            #[cfg(feature = "all-faults")]
             Self::FileNameTooLong(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FileNameTooLong"))
             }
             Self::FileNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FileNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FileNotWritable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FileNotWritable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FileTooLarge(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FileTooLarge"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FilesystemQuiesceFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FilesystemQuiesceFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FilterInUse(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FilterInUse"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FtIssuesOnHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FtIssuesOnHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FtVmHostRuleViolation(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("FtVmHostRuleViolation"))
             }
+            #[cfg(feature = "all-faults")]
             Self::FullStorageVMotionNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -583,42 +726,55 @@ impl x::Encode for AnyMethodFault {
                     Some("FullStorageVMotionNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayConnectFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GatewayConnectFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayHostNotReachable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GatewayHostNotReachable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GatewayNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayNotReachable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GatewayNotReachable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayOperationRefused(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GatewayOperationRefused"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostAuthFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GatewayToHostAuthFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostConnectFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GatewayToHostConnectFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostTrustVerifyFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GatewayToHostTrustVerifyFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GenericDrsFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GenericDrsFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GenericVmConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GenericVmConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestAuthenticationChallenge(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestAuthenticationChallenge"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestComponentsOutOfDate(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestComponentsOutOfDate"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestMultipleMappings(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestMultipleMappings"))
             }
@@ -631,24 +787,31 @@ impl x::Encode for AnyMethodFault {
             Self::GuestPermissionDenied(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestPermissionDenied"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestProcessNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestProcessNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyAlreadyExists(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyAlreadyExists"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyHasSubkeys(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyHasSubkeys"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyInvalid(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyInvalid"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyParentVolatile(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -657,18 +820,23 @@ impl x::Encode for AnyMethodFault {
                     Some("GuestRegistryKeyParentVolatile"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryValueFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryValueNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HAErrorsAtDest(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HAErrorsAtDest"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HeterogenousHostsBlockingEVC(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HeterogenousHostsBlockingEVC"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostAccessRestrictedToManagementServer(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -680,21 +848,27 @@ impl x::Encode for AnyMethodFault {
             Self::HostCommunication(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostCommunication"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostConfigFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostConfigFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostConnectFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostConnectFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostHasComponentFailure(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostHasComponentFailure"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostInDomain(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostInDomain"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForFaultTolerance(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -703,6 +877,7 @@ impl x::Encode for AnyMethodFault {
                     Some("HostIncompatibleForFaultTolerance"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForRecordReplay(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -711,18 +886,22 @@ impl x::Encode for AnyMethodFault {
                     Some("HostIncompatibleForRecordReplay"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::HostInventoryFull(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostInventoryFull"))
             }
             Self::HostNotConnected(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostNotConnected"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostNotReachable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostNotReachable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostPowerOpFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostPowerOpFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HostSpecificationOperationFailed(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -731,13 +910,17 @@ impl x::Encode for AnyMethodFault {
                     Some("HostSpecificationOperationFailed"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::HotSnapshotMoveNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HotSnapshotMoveNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::HttpFault(v) => x::Encode::encode_as(&**v, w, tag, Some("HttpFault")),
+            #[cfg(feature = "all-faults")]
             Self::IDEDiskNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IDEDiskNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IORMNotSupportedHostOnDatastore(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -746,12 +929,15 @@ impl x::Encode for AnyMethodFault {
                     Some("IORMNotSupportedHostOnDatastore"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::ImportHostAddFailure(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ImportHostAddFailure"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ImportOperationBulkFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ImportOperationBulkFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InUseFeatureManipulationDisallowed(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -760,9 +946,11 @@ impl x::Encode for AnyMethodFault {
                     Some("InUseFeatureManipulationDisallowed"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleDatastore(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InaccessibleDatastore"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleFTMetadataDatastore(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -771,12 +959,15 @@ impl x::Encode for AnyMethodFault {
                     Some("InaccessibleFTMetadataDatastore"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleVFlashSource(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InaccessibleVFlashSource"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleDefaultDevice(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IncompatibleDefaultDevice"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForFtSecondary(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -785,6 +976,7 @@ impl x::Encode for AnyMethodFault {
                     Some("IncompatibleHostForFtSecondary"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForVmReplication(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -793,15 +985,19 @@ impl x::Encode for AnyMethodFault {
                     Some("IncompatibleHostForVmReplication"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleSetting(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IncompatibleSetting"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IncorrectFileType(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IncorrectFileType"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IncorrectHostInformation(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IncorrectHostInformation"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IndependentDiskVMotionNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -810,15 +1006,19 @@ impl x::Encode for AnyMethodFault {
                     Some("IndependentDiskVMotionNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientAgentVmsDeployed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InsufficientAgentVmsDeployed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientCpuResourcesFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InsufficientCpuResourcesFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientDisks(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InsufficientDisks"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientFailoverResourcesFault(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -827,6 +1027,7 @@ impl x::Encode for AnyMethodFault {
                     Some("InsufficientFailoverResourcesFault"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientGraphicsResourcesFault(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -835,9 +1036,11 @@ impl x::Encode for AnyMethodFault {
                     Some("InsufficientGraphicsResourcesFault"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostCapacityFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InsufficientHostCapacityFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostCpuCapacityFault(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -846,6 +1049,7 @@ impl x::Encode for AnyMethodFault {
                     Some("InsufficientHostCpuCapacityFault"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostMemoryCapacityFault(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -854,6 +1058,7 @@ impl x::Encode for AnyMethodFault {
                     Some("InsufficientHostMemoryCapacityFault"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientMemoryResourcesFault(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -862,9 +1067,11 @@ impl x::Encode for AnyMethodFault {
                     Some("InsufficientMemoryResourcesFault"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkCapacity(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InsufficientNetworkCapacity"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkResourcePoolCapacity(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -873,12 +1080,14 @@ impl x::Encode for AnyMethodFault {
                     Some("InsufficientNetworkResourcePoolCapacity"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientPerCpuCapacity(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InsufficientPerCpuCapacity"))
             }
             Self::InsufficientResourcesFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InsufficientResourcesFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyCpuResource(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -887,6 +1096,7 @@ impl x::Encode for AnyMethodFault {
                     Some("InsufficientStandbyCpuResource"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyMemoryResource(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -895,15 +1105,19 @@ impl x::Encode for AnyMethodFault {
                     Some("InsufficientStandbyMemoryResource"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyResource(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InsufficientStandbyResource"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStorageIops(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InsufficientStorageIops"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStorageSpace(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InsufficientStorageSpace"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientVFlashResourcesFault(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -912,36 +1126,45 @@ impl x::Encode for AnyMethodFault {
                     Some("InsufficientVFlashResourcesFault"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidAffinitySettingFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidAffinitySettingFault"))
             }
             Self::InvalidArgument(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidArgument"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidBmcRole(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidBmcRole"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidBundle(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidBundle"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidCAMCertificate(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidCAMCertificate"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidCAMServer(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidCAMServer"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidClientCertificate(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidClientCertificate"))
             }
             Self::InvalidCollectorVersion(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidCollectorVersion"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidController(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidController"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDasConfigArgument(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidDasConfigArgument"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDasRestartPriorityForFtVm(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -956,63 +1179,81 @@ impl x::Encode for AnyMethodFault {
             Self::InvalidDatastorePath(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidDatastorePath"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDatastoreState(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidDatastoreState"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceBacking(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidDeviceBacking"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceOperation(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidDeviceOperation"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceSpec(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidDeviceSpec"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDiskFormat(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidDiskFormat"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDrsBehaviorForFtVm(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidDrsBehaviorForFtVm"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidEditionLicense(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidEditionLicense"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidEvent(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidEvent"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidFolder(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidFolder"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidFormat(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidFormat"))
             }
             Self::InvalidGuestLogin(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidGuestLogin"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidHostConnectionState(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidHostConnectionState"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidHostName(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidHostName"))
             }
             Self::InvalidHostState(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidHostState"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIndexArgument(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidIndexArgument"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpfixConfig(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidIpfixConfig"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpmiLoginInfo(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidIpmiLoginInfo"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpmiMacAddress(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidIpmiMacAddress"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidLicense(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidLicense"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidLocale(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidLocale"))
             }
@@ -1022,39 +1263,48 @@ impl x::Encode for AnyMethodFault {
             Self::InvalidName(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidName"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidNasCredentials(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidNasCredentials"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidNetworkInType(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidNetworkInType"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidNetworkResource(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidNetworkResource"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidOperationOnSecondaryVm(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidOperationOnSecondaryVm"))
             }
             Self::InvalidPowerState(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidPowerState"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidPrivilege(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidPrivilege"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidProfileReferenceHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidProfileReferenceHost"))
             }
             Self::InvalidProperty(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidProperty"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidPropertyType(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidPropertyType"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidPropertyValue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidPropertyValue"))
             }
             Self::InvalidRequest(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidRequest"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidResourcePoolStructureFault(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1063,15 +1313,18 @@ impl x::Encode for AnyMethodFault {
                     Some("InvalidResourcePoolStructureFault"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidScheduledTask(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidScheduledTask"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidSnapshotFormat(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidSnapshotFormat"))
             }
             Self::InvalidState(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidState"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidToken(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidToken"))
             }
@@ -1081,9 +1334,11 @@ impl x::Encode for AnyMethodFault {
             Self::InvalidVmConfig(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidVmConfig"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidVmState(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("InvalidVmState"))
             }
+            #[cfg(feature = "all-faults")]
             Self::InventoryHasStandardAloneHosts(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1092,22 +1347,29 @@ impl x::Encode for AnyMethodFault {
                     Some("InventoryHasStandardAloneHosts"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::IpHostnameGeneratorError(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IpHostnameGeneratorError"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFault(v) => x::Encode::encode_as(&**v, w, tag, Some("IscsiFault")),
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultInvalidVnic(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultInvalidVnic"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultPnicInUse(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultPnicInUse"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicAlreadyBound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicAlreadyBound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasActivePaths(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicHasActivePaths"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasMultipleUplinks(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1116,27 +1378,35 @@ impl x::Encode for AnyMethodFault {
                     Some("IscsiFaultVnicHasMultipleUplinks"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasNoUplinks(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicHasNoUplinks"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasWrongUplink(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicHasWrongUplink"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicInUse(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicInUse"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicIsLastPath(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicIsLastPath"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotBound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicNotBound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::KeyNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("KeyNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LargeRDMConversionNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1145,6 +1415,7 @@ impl x::Encode for AnyMethodFault {
                     Some("LargeRDMConversionNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::LargeRDMNotSupportedOnDatastore(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1153,48 +1424,62 @@ impl x::Encode for AnyMethodFault {
                     Some("LargeRDMNotSupportedOnDatastore"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::LegacyNetworkInterfaceInUse(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LegacyNetworkInterfaceInUse"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseAssignmentFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LicenseAssignmentFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseDowngradeDisallowed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LicenseDowngradeDisallowed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseEntityNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LicenseEntityNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseExpired(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LicenseExpired"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseKeyEntityMismatch(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LicenseKeyEntityMismatch"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseRestricted(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LicenseRestricted"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseServerUnavailable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LicenseServerUnavailable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseSourceUnavailable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LicenseSourceUnavailable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LimitExceeded(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LimitExceeded"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LinuxVolumeNotClean(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LinuxVolumeNotClean"))
             }
+            #[cfg(feature = "all-faults")]
             Self::LogBundlingFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("LogBundlingFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MaintenanceModeFileMove(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MaintenanceModeFileMove"))
             }
             Self::ManagedObjectNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ManagedObjectNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MemoryFileFormatNotSupportedByDatastore(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1203,15 +1488,19 @@ impl x::Encode for AnyMethodFault {
                     Some("MemoryFileFormatNotSupportedByDatastore"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::MemoryHotPlugNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MemoryHotPlugNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotRecommended(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MemorySizeNotRecommended"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MemorySizeNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupportedByDatastore(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1220,6 +1509,7 @@ impl x::Encode for AnyMethodFault {
                     Some("MemorySizeNotSupportedByDatastore"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySnapshotOnIndependentDisk(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1228,67 +1518,88 @@ impl x::Encode for AnyMethodFault {
                     Some("MemorySnapshotOnIndependentDisk"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::MethodAlreadyDisabledFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MethodAlreadyDisabledFault"))
             }
             Self::MethodDisabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MethodDisabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MethodNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MethodNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationDisabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MigrationDisabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MigrationFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationFeatureNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MigrationFeatureNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationNotReady(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MigrationNotReady"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MismatchedBundle(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MismatchedBundle"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MismatchedNetworkPolicies(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MismatchedNetworkPolicies"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MismatchedVMotionNetworkNames(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MismatchedVMotionNetworkNames"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingBmcSupport(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MissingBmcSupport"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingController(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MissingController"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingIpPool(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MissingIpPool"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingLinuxCustResources(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MissingLinuxCustResources"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingNetworkIpConfig(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MissingNetworkIpConfig"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingPowerOffConfiguration(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MissingPowerOffConfiguration"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingPowerOnConfiguration(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MissingPowerOnConfiguration"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingWindowsCustResources(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MissingWindowsCustResources"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MksConnectionLimitReached(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MksConnectionLimitReached"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MountError(v) => x::Encode::encode_as(&**v, w, tag, Some("MountError")),
+            #[cfg(feature = "all-faults")]
             Self::MultiWriterNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MultiWriterNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::MultipleCertificatesVerifyFault(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1297,33 +1608,43 @@ impl x::Encode for AnyMethodFault {
                     Some("MultipleCertificatesVerifyFault"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::MultipleSnapshotsNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("MultipleSnapshotsNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NamespaceFull(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NamespaceFull"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NamespaceLimitReached(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NamespaceLimitReached"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NamespaceWriteProtected(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NamespaceWriteProtected"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NasConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NasConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NasConnectionLimitReached(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NasConnectionLimitReached"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NasSessionCredentialConflict(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NasSessionCredentialConflict"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NasVolumeNotMounted(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NasVolumeNotMounted"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworkCopyFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NetworkCopyFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworkDisruptedAndConfigRolledBack(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1332,33 +1653,43 @@ impl x::Encode for AnyMethodFault {
                     Some("NetworkDisruptedAndConfigRolledBack"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworkInaccessible(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NetworkInaccessible"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworksMayNotBeTheSame(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NetworksMayNotBeTheSame"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NicSettingMismatch(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NicSettingMismatch"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoActiveHostInCluster(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoActiveHostInCluster"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoAvailableIp(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoAvailableIp"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoClientCertificate(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoClientCertificate"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleDatastore(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleDatastore"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHardAffinityHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleHardAffinityHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHostWithAccessToDevice(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1367,63 +1698,84 @@ impl x::Encode for AnyMethodFault {
                     Some("NoCompatibleHostWithAccessToDevice"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleSoftAffinityHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleSoftAffinityHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoConnectedDatastore(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoConnectedDatastore"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoDiskFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoDiskFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoDiskSpace(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoDiskSpace"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoDisksToCustomize(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoDisksToCustomize"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoGateway(v) => x::Encode::encode_as(&**v, w, tag, Some("NoGateway")),
+            #[cfg(feature = "all-faults")]
             Self::NoGuestHeartbeat(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoGuestHeartbeat"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoHost(v) => x::Encode::encode_as(&**v, w, tag, Some("NoHost")),
+            #[cfg(feature = "all-faults")]
             Self::NoHostSuitableForFtSecondary(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoHostSuitableForFtSecondary"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoLicenseServerConfigured(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoLicenseServerConfigured"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPeerHostFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoPeerHostFound"))
             }
             Self::NoPermission(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoPermission"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnAD(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoPermissionOnAD"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoPermissionOnHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnNasVolume(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoPermissionOnNasVolume"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoSubjectName(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoSubjectName"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoVcManagedIpConfigured(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoVcManagedIpConfigured"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoVirtualNic(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NoVirtualNic"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NoVmInVApp(v) => x::Encode::encode_as(&**v, w, tag, Some("NoVmInVApp")),
+            #[cfg(feature = "all-faults")]
             Self::NonADUserRequired(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NonADUserRequired"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NonHomeRDMVMotionNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NonHomeRDMVMotionNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NonPersistentDisksNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1432,6 +1784,7 @@ impl x::Encode for AnyMethodFault {
                     Some("NonPersistentDisksNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::NonVmwareOuiMacNotSupportedHost(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1440,19 +1793,23 @@ impl x::Encode for AnyMethodFault {
                     Some("NonVmwareOuiMacNotSupportedHost"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::NotADirectory(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotADirectory"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotAFile(v) => x::Encode::encode_as(&**v, w, tag, Some("NotAFile")),
             Self::NotAuthenticated(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotAuthenticated"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotEnoughCpus(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotEnoughCpus"))
             }
             Self::NotEnoughLicenses(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotEnoughLicenses"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotEnoughLogicalCpus(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotEnoughLogicalCpus"))
             }
@@ -1463,39 +1820,51 @@ impl x::Encode for AnyMethodFault {
             Self::NotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedDeviceForFT(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupportedDeviceForFT"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForChecksum(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForChecksum"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVFlash(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVFlash"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmcp(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVmcp"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmemFile(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVmemFile"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVsan(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVsan"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInCluster(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostInCluster"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInDvs(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostInDvs"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInHACluster(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostInHACluster"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NotUserConfigurableProperty(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NotUserConfigurableProperty"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCoresPerSocketNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1504,69 +1873,91 @@ impl x::Encode for AnyMethodFault {
                     Some("NumVirtualCoresPerSocketNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusExceedsLimit(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NumVirtualCpusExceedsLimit"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusIncompatible(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NumVirtualCpusIncompatible"))
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("NumVirtualCpusNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationDisabledByGuest(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OperationDisabledByGuest"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationDisallowedOnHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OperationDisallowedOnHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationNotSupportedByGuest(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OperationNotSupportedByGuest"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OutOfBounds(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OutOfBounds"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfAttribute(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfAttribute"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDevice(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConnectedDevice"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceFloppy(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConnectedDeviceFloppy"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceIso(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConnectedDeviceIso"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConstraint(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConstraint"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerCallbackFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerCallbackFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerCommunicationError(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerCommunicationError"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerInvalidSection(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerInvalidSection"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerPowerOnFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerPowerOnFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndeclaredSection(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerUndeclaredSection"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndefinedPrefix(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerUndefinedPrefix"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerValidationFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerValidationFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibility(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfCpuCompatibility"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibilityCheckNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1575,64 +1966,87 @@ impl x::Encode for AnyMethodFault {
                     Some("OvfCpuCompatibilityCheckNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDiskMappingNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfDiskMappingNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDiskOrderConstraint(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfDiskOrderConstraint"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicateElement(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicateElement"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedElementBoundary(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicatedElementBoundary"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdExport(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicatedPropertyIdExport"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdImport(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicatedPropertyIdImport"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfElement(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfElement")),
+            #[cfg(feature = "all-faults")]
             Self::OvfElementInvalidValue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfElementInvalidValue"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfExport(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfExport")),
+            #[cfg(feature = "all-faults")]
             Self::OvfExportFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfExportFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfFault(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfFault")),
+            #[cfg(feature = "all-faults")]
             Self::OvfHardwareCheck(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfHardwareCheck"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHardwareExport(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfHardwareExport"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHostResourceConstraint(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfHostResourceConstraint"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHostValueNotParsed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfHostValueNotParsed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfImport(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfImport")),
+            #[cfg(feature = "all-faults")]
             Self::OvfImportFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfImportFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInternalError(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfInternalError"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidPackage(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidPackage"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValue"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueConfiguration(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValueConfiguration"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueEmpty(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValueEmpty"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueFormatMalformed(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1641,21 +2055,27 @@ impl x::Encode for AnyMethodFault {
                     Some("OvfInvalidValueFormatMalformed"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueReference(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValueReference"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidVmName(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidVmName"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMappedOsId(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfMappedOsId"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingAttribute(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfMissingAttribute"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingElement(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfMissingElement"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingElementNormalBoundary(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1664,75 +2084,99 @@ impl x::Encode for AnyMethodFault {
                     Some("OvfMissingElementNormalBoundary"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingHardware(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfMissingHardware"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNetworkMappingNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfNetworkMappingNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoHostNic(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfNoHostNic"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoSpaceOnController(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfNoSpaceOnController"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoSupportedHardwareFamily(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfNoSupportedHardwareFamily"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfProperty(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfProperty"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyExport(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyExport"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetwork(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyNetwork"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetworkExport(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyNetworkExport"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifier(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyQualifier"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierDuplicate(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyQualifierDuplicate"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierIgnored(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyQualifierIgnored"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyType(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyType"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyValue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyValue"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfSystemFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfSystemFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfToXmlUnsupportedElement(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfToXmlUnsupportedElement"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnableToExportDisk(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnableToExportDisk"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnexpectedElement(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnexpectedElement"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownDevice(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnknownDevice"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownDeviceBacking(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnknownDeviceBacking"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownEntity(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnknownEntity"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttribute(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedAttribute"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttributeValue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedAttributeValue"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingInfo(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1741,6 +2185,7 @@ impl x::Encode for AnyMethodFault {
                     Some("OvfUnsupportedDeviceBackingInfo"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingOption(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1749,9 +2194,11 @@ impl x::Encode for AnyMethodFault {
                     Some("OvfUnsupportedDeviceBackingOption"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceExport(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedDeviceExport"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDiskProvisioning(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1760,108 +2207,142 @@ impl x::Encode for AnyMethodFault {
                     Some("OvfUnsupportedDiskProvisioning"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElement(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedElement"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElementValue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedElementValue"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedPackage(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedPackage"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSection(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedSection"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSubType(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedSubType"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedType(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedType"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfWrongElement(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfWrongElement"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfWrongNamespace(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfWrongNamespace"))
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfXmlFormat(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("OvfXmlFormat"))
             }
             Self::PasswordExpired(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PasswordExpired"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchAlreadyInstalled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PatchAlreadyInstalled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchBinariesNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PatchBinariesNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchInstallFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PatchInstallFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchIntegrityError(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PatchIntegrityError"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataCorrupted(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PatchMetadataCorrupted"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataInvalid(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PatchMetadataInvalid"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PatchMetadataNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMissingDependencies(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PatchMissingDependencies"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchNotApplicable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PatchNotApplicable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchSuperseded(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PatchSuperseded"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PhysCompatRDMNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PhysCompatRDMNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PlatformConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PlatformConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PowerOnFtSecondaryFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryTimedout(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PowerOnFtSecondaryTimedout"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ProfileUpdateFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ProfileUpdateFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::QuarantineModeFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("QuarantineModeFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::QuestionPending(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("QuestionPending"))
             }
+            #[cfg(feature = "all-faults")]
             Self::QuiesceDatastoreIOForHAFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("QuiesceDatastoreIOForHAFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMConversionNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RDMConversionNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMNotPreserved(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RDMNotPreserved"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RDMNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMNotSupportedOnDatastore(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RDMNotSupportedOnDatastore"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMPointsToInaccessibleDisk(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RDMPointsToInaccessibleDisk"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RawDiskNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RawDiskNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReadHostResourcePoolTreeFailed(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1870,6 +2351,7 @@ impl x::Encode for AnyMethodFault {
                     Some("ReadHostResourcePoolTreeFailed"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::ReadOnlyDisksWithLegacyDestination(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1878,42 +2360,55 @@ impl x::Encode for AnyMethodFault {
                     Some("ReadOnlyDisksWithLegacyDestination"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::RebootRequired(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RebootRequired"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RecordReplayDisabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RecordReplayDisabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RemoteDeviceNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RemoteDeviceNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RemoveFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RemoveFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ReplicationConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationDiskConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ReplicationDiskConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ReplicationFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationIncompatibleWithFT(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ReplicationIncompatibleWithFT"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationInvalidOptions(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ReplicationInvalidOptions"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationNotSupportedOnHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ReplicationNotSupportedOnHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ReplicationVmConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ReplicationVmFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmInProgressFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ReplicationVmInProgressFault"))
             }
@@ -1923,51 +2418,64 @@ impl x::Encode for AnyMethodFault {
             Self::ResourceInUse(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ResourceInUse"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ResourceNotAvailable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ResourceNotAvailable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RestrictedByAdministrator(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RestrictedByAdministrator"))
             }
             Self::RestrictedVersion(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RestrictedVersion"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RollbackFailure(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RollbackFailure"))
             }
+            #[cfg(feature = "all-faults")]
             Self::RuleViolation(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RuleViolation"))
             }
             Self::RuntimeFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("RuntimeFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SSLDisabledFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SSLDisabledFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SSLVerifyFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SSLVerifyFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SSPIChallenge(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SSPIChallenge"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyDisabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmAlreadyDisabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyEnabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmAlreadyEnabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyRegistered(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmAlreadyRegistered"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmNotRegistered(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmNotRegistered"))
             }
             Self::SecurityError(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SecurityError"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SessionNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SessionNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SharedBusControllerNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1976,21 +2484,26 @@ impl x::Encode for AnyMethodFault {
                     Some("SharedBusControllerNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::ShrinkDiskFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ShrinkDiskFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotCloneNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SnapshotCloneNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotCopyNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SnapshotCopyNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotDisabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SnapshotDisabled"))
             }
             Self::SnapshotFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SnapshotFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotIncompatibleDeviceInVm(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1999,9 +2512,11 @@ impl x::Encode for AnyMethodFault {
                     Some("SnapshotIncompatibleDeviceInVm"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotLocked(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SnapshotLocked"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveFromNonHomeNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2010,9 +2525,11 @@ impl x::Encode for AnyMethodFault {
                     Some("SnapshotMoveFromNonHomeNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SnapshotMoveNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveToNonHomeNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2021,12 +2538,15 @@ impl x::Encode for AnyMethodFault {
                     Some("SnapshotMoveToNonHomeNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotNoChange(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SnapshotNoChange"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotRevertIssue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SnapshotRevertIssue"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionDisallowed(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2035,15 +2555,19 @@ impl x::Encode for AnyMethodFault {
                     Some("SoftRuleVioCorrectionDisallowed"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionImpact(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SoftRuleVioCorrectionImpact"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SolutionUserRequired(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SolutionUserRequired"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SsdDiskNotAvailable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SsdDiskNotAvailable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveDiskInMultiWriterMode(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2052,9 +2576,11 @@ impl x::Encode for AnyMethodFault {
                     Some("StorageDrsCannotMoveDiskInMultiWriterMode"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveFTVm(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageDrsCannotMoveFTVm"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveIndependentDisk(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2063,6 +2589,7 @@ impl x::Encode for AnyMethodFault {
                     Some("StorageDrsCannotMoveIndependentDisk"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2071,6 +2598,7 @@ impl x::Encode for AnyMethodFault {
                     Some("StorageDrsCannotMoveManuallyPlacedSwapFile"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedVm(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2079,6 +2607,7 @@ impl x::Encode for AnyMethodFault {
                     Some("StorageDrsCannotMoveManuallyPlacedVm"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveSharedDisk(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2087,9 +2616,11 @@ impl x::Encode for AnyMethodFault {
                     Some("StorageDrsCannotMoveSharedDisk"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveTemplate(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageDrsCannotMoveTemplate"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmInUserFolder(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2098,6 +2629,7 @@ impl x::Encode for AnyMethodFault {
                     Some("StorageDrsCannotMoveVmInUserFolder"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithMountedCDROM(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2106,6 +2638,7 @@ impl x::Encode for AnyMethodFault {
                     Some("StorageDrsCannotMoveVmWithMountedCDROM"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2114,6 +2647,7 @@ impl x::Encode for AnyMethodFault {
                     Some("StorageDrsCannotMoveVmWithNoFilesInLayout"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsDatacentersCannotShareDatastore(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2122,18 +2656,23 @@ impl x::Encode for AnyMethodFault {
                     Some("StorageDrsDatacentersCannotShareDatastore"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsDisabledOnVm(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageDrsDisabledOnVm"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHbrDiskNotMovable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageDrsHbrDiskNotMovable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsMoveInProgress(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageDrsHmsMoveInProgress"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsUnreachable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageDrsHmsUnreachable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsIolbDisabledInternally(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2142,24 +2681,31 @@ impl x::Encode for AnyMethodFault {
                     Some("StorageDrsIolbDisabledInternally"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsRelocateDisabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageDrsRelocateDisabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsStaleHmsCollection(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageDrsStaleHmsCollection"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsUnableToMoveFiles(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageDrsUnableToMoveFiles"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageVMotionNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageVMotionNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageVmotionIncompatible(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("StorageVmotionIncompatible"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SuspendedRelocateNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SuspendedRelocateNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SwapDatastoreNotWritableOnHost(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2168,9 +2714,11 @@ impl x::Encode for AnyMethodFault {
                     Some("SwapDatastoreNotWritableOnHost"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::SwapDatastoreUnset(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SwapDatastoreUnset"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SwapPlacementOverrideNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2179,9 +2727,11 @@ impl x::Encode for AnyMethodFault {
                     Some("SwapPlacementOverrideNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::SwitchIpUnset(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SwitchIpUnset"))
             }
+            #[cfg(feature = "all-faults")]
             Self::SwitchNotInUpgradeMode(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("SwitchNotInUpgradeMode"))
             }
@@ -2191,6 +2741,7 @@ impl x::Encode for AnyMethodFault {
             Self::TaskInProgress(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("TaskInProgress"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ThirdPartyLicenseAssignmentFailed(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2200,45 +2751,59 @@ impl x::Encode for AnyMethodFault {
                 )
             }
             Self::Timedout(v) => x::Encode::encode_as(&**v, w, tag, Some("Timedout")),
+            #[cfg(feature = "all-faults")]
             Self::TooManyConcurrentNativeClones(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("TooManyConcurrentNativeClones"))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyConsecutiveOverrides(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("TooManyConsecutiveOverrides"))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyDevices(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("TooManyDevices"))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyDisksOnLegacyHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("TooManyDisksOnLegacyHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyGuestLogons(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("TooManyGuestLogons"))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyHosts(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("TooManyHosts"))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyNativeCloneLevels(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("TooManyNativeCloneLevels"))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyNativeClonesOnFile(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("TooManyNativeClonesOnFile"))
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManySnapshotLevels(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("TooManySnapshotLevels"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsAlreadyUpgraded(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ToolsAlreadyUpgraded"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsAutoUpgradeNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ToolsAutoUpgradeNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageCopyFailed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ToolsImageCopyFailed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageNotAvailable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ToolsImageNotAvailable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageSignatureCheckFailed(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2247,36 +2812,46 @@ impl x::Encode for AnyMethodFault {
                     Some("ToolsImageSignatureCheckFailed"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsInstallationInProgress(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ToolsInstallationInProgress"))
             }
             Self::ToolsUnavailable(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ToolsUnavailable"))
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsUpgradeCancelled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ToolsUpgradeCancelled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnSupportedDatastoreForVFlash(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UnSupportedDatastoreForVFlash"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UncommittedUndoableDisk(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UncommittedUndoableDisk"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnconfiguredPropertyValue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UnconfiguredPropertyValue"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UncustomizableGuest(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UncustomizableGuest"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnexpectedCustomizationFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UnexpectedCustomizationFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnexpectedFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UnexpectedFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnrecognizedHost(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UnrecognizedHost"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsharedSwapVMotionNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2285,18 +2860,23 @@ impl x::Encode for AnyMethodFault {
                     Some("UnsharedSwapVMotionNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedDatastore(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UnsupportedDatastore"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedGuest(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UnsupportedGuest"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedVimApiVersion(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UnsupportedVimApiVersion"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedVmxLocation(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UnsupportedVmxLocation"))
             }
+            #[cfg(feature = "all-faults")]
             Self::UnusedVirtualDiskBlocksNotScrubbed(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2305,24 +2885,31 @@ impl x::Encode for AnyMethodFault {
                     Some("UnusedVirtualDiskBlocksNotScrubbed"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::UserNotFound(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("UserNotFound"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VAppConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VAppConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VAppNotRunning(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VAppNotRunning"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VAppOperationInProgress(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VAppOperationInProgress"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VAppPropertyFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VAppPropertyFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VAppTaskInProgress(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VAppTaskInProgress"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashCacheHotConfigNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2331,9 +2918,11 @@ impl x::Encode for AnyMethodFault {
                     Some("VFlashCacheHotConfigNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashModuleNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VFlashModuleNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashModuleVersionIncompatible(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2342,15 +2931,19 @@ impl x::Encode for AnyMethodFault {
                     Some("VFlashModuleVersionIncompatible"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VMINotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VMINotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMOnConflictDVPort(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VMOnConflictDVPort"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMOnVirtualIntranet(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VMOnVirtualIntranet"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionAcrossNetworkNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2359,28 +2952,36 @@ impl x::Encode for AnyMethodFault {
                     Some("VMotionAcrossNetworkNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionInterfaceIssue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VMotionInterfaceIssue"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionLinkCapacityLow(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VMotionLinkCapacityLow"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionLinkDown(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VMotionLinkDown"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotConfigured(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VMotionNotConfigured"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotLicensed(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VMotionNotLicensed"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VMotionNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionProtocolIncompatible(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VMotionProtocolIncompatible"))
             }
             Self::VimFault(v) => x::Encode::encode_as(&**v, w, tag, Some("VimFault")),
+            #[cfg(feature = "all-faults")]
             Self::VirtualDiskBlocksNotFullyProvisioned(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2389,9 +2990,11 @@ impl x::Encode for AnyMethodFault {
                     Some("VirtualDiskBlocksNotFullyProvisioned"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualDiskModeNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VirtualDiskModeNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualEthernetCardNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2400,6 +3003,7 @@ impl x::Encode for AnyMethodFault {
                     Some("VirtualEthernetCardNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualHardwareCompatibilityIssue(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2408,6 +3012,7 @@ impl x::Encode for AnyMethodFault {
                     Some("VirtualHardwareCompatibilityIssue"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualHardwareVersionNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2416,12 +3021,14 @@ impl x::Encode for AnyMethodFault {
                     Some("VirtualHardwareVersionNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VmAlreadyExistsInDatacenter(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmAlreadyExistsInDatacenter"))
             }
             Self::VmConfigFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmConfigFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForFaultTolerance(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2430,6 +3037,7 @@ impl x::Encode for AnyMethodFault {
                     Some("VmConfigIncompatibleForFaultTolerance"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForRecordReplay(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2438,9 +3046,11 @@ impl x::Encode for AnyMethodFault {
                     Some("VmConfigIncompatibleForRecordReplay"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmFaultToleranceConfigIssue"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssueWrapper(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2449,6 +3059,7 @@ impl x::Encode for AnyMethodFault {
                     Some("VmFaultToleranceConfigIssueWrapper"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceInvalidFileBacking(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2457,12 +3068,15 @@ impl x::Encode for AnyMethodFault {
                     Some("VmFaultToleranceInvalidFileBacking"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceIssue(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmFaultToleranceIssue"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceOpIssuesList(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmFaultToleranceOpIssuesList"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyFtVcpusOnHost(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2471,6 +3085,7 @@ impl x::Encode for AnyMethodFault {
                     Some("VmFaultToleranceTooManyFtVcpusOnHost"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyVMsOnHost(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2479,15 +3094,19 @@ impl x::Encode for AnyMethodFault {
                     Some("VmFaultToleranceTooManyVMsOnHost"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VmHostAffinityRuleViolation(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmHostAffinityRuleViolation"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmLimitLicense(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmLimitLicense"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmMetadataManagerFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmMetadataManagerFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmMonitorIncompatibleForFaultTolerance(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2496,9 +3115,11 @@ impl x::Encode for AnyMethodFault {
                     Some("VmMonitorIncompatibleForFaultTolerance"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VmPowerOnDisabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmPowerOnDisabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmSmpFaultToleranceTooManyVMsOnHost(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2507,55 +3128,73 @@ impl x::Encode for AnyMethodFault {
                     Some("VmSmpFaultToleranceTooManyVMsOnHost"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VmToolsUpgradeFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmToolsUpgradeFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmValidateMaxDevice(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmValidateMaxDevice"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmWwnConflict(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmWwnConflict"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsAlreadyMounted(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmfsAlreadyMounted"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsAmbiguousMount(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmfsAmbiguousMount"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsMountFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmfsMountFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VmotionInterfaceNotEnabled(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VmotionInterfaceNotEnabled"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VolumeEditorError(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VolumeEditorError"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VramLimitLicense(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VramLimitLicense"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VsanClusterUuidMismatch(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VsanClusterUuidMismatch"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VsanDiskFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VsanDiskFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VsanFault(v) => x::Encode::encode_as(&**v, w, tag, Some("VsanFault")),
+            #[cfg(feature = "all-faults")]
             Self::VsanIncompatibleDiskMapping(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VsanIncompatibleDiskMapping"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanDestPortConflict(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VspanDestPortConflict"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortConflict(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VspanPortConflict"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortMoveFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VspanPortMoveFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortPromiscChangeFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VspanPortPromiscChangeFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortgroupPromiscChangeFault(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2564,9 +3203,11 @@ impl x::Encode for AnyMethodFault {
                     Some("VspanPortgroupPromiscChangeFault"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortgroupTypeChangeFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VspanPortgroupTypeChangeFault"))
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPromiscuousPortNotSupported(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2575,12 +3216,15 @@ impl x::Encode for AnyMethodFault {
                     Some("VspanPromiscuousPortNotSupported"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanSameSessionPortConflict(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("VspanSameSessionPortConflict"))
             }
+            #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupported(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("WakeOnLanNotSupported"))
             }
+            #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupportedByVmotionNIC(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2589,9 +3233,11 @@ impl x::Encode for AnyMethodFault {
                     Some("WakeOnLanNotSupportedByVmotionNIC"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::WillLoseHAProtection(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("WillLoseHAProtection"))
             }
+            #[cfg(feature = "all-faults")]
             Self::WillModifyConfigCpuRequirements(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -2600,9 +3246,11 @@ impl x::Encode for AnyMethodFault {
                     Some("WillModifyConfigCpuRequirements"),
                 )
             }
+            #[cfg(feature = "all-faults")]
             Self::WillResetSnapshotDirectory(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("WillResetSnapshotDirectory"))
             }
+            #[cfg(feature = "all-faults")]
             Self::WipeDiskFault(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("WipeDiskFault"))
             }

@@ -13,175 +13,230 @@ impl AnyMethodFault {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::ActiveDirectoryFault(v)) => {
                 return Ok(Self::ActiveDirectoryFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::ActiveVMsBlockingEVC(v)) => {
                 return Ok(Self::ActiveVMsBlockingEVC(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::AdminDisabled(v)) => {
                 return Ok(Self::AdminDisabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::AdminNotDisabled(v)) => {
                 return Ok(Self::AdminNotDisabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::AffinityConfigured(v)) => {
                 return Ok(Self::AffinityConfigured(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::AgentInstallFailed(v)) => {
                 return Ok(Self::AgentInstallFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::AlreadyBeingManaged(v)) => {
                 return Ok(Self::AlreadyBeingManaged(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::AlreadyConnected(v)) => {
                 return Ok(Self::AlreadyConnected(v));
             }
             Ok(chunks::a_1::Object::AlreadyExists(v)) => {
                 return Ok(Self::AlreadyExists(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::AlreadyUpgraded(v)) => {
                 return Ok(Self::AlreadyUpgraded(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::AnswerFileUpdateFailed(v)) => {
                 return Ok(Self::AnswerFileUpdateFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_1::Object::ApplicationQuiesceFault(v)) => {
                 return Ok(Self::ApplicationQuiesceFault(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::a_9::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_9::Object::AuthMinimumAdminPermission(v)) => {
                 return Ok(Self::AuthMinimumAdminPermission(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::a_9::Object::AuthenticationRequired(v)) => {
                 return Ok(Self::AuthenticationRequired(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::BackupBlobReadFailure(v)) => {
                 return Ok(Self::BackupBlobReadFailure(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::BackupBlobWriteFailure(v)) => {
                 return Ok(Self::BackupBlobWriteFailure(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::BlockedByFirewall(v)) => {
                 return Ok(Self::BlockedByFirewall(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CAMServerRefusedConnection(v)) => {
                 return Ok(Self::CAMServerRefusedConnection(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotAccessFile(v)) => {
                 return Ok(Self::CannotAccessFile(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotAccessLocalSource(v)) => {
                 return Ok(Self::CannotAccessLocalSource(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotAccessNetwork(v)) => {
                 return Ok(Self::CannotAccessNetwork(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotAccessVmComponent(v)) => {
                 return Ok(Self::CannotAccessVmComponent(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotAccessVmConfig(v)) => {
                 return Ok(Self::CannotAccessVmConfig(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotAccessVmDevice(v)) => {
                 return Ok(Self::CannotAccessVmDevice(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotAccessVmDisk(v)) => {
                 return Ok(Self::CannotAccessVmDisk(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmAsStandalone(v)) => {
                 return Ok(Self::CannotAddHostWithFTVmAsStandalone(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmToDifferentCluster(v)) => {
                 return Ok(Self::CannotAddHostWithFTVmToDifferentCluster(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmToNonHACluster(v)) => {
                 return Ok(Self::CannotAddHostWithFTVmToNonHACluster(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotChangeDrsBehaviorForFtSecondary(v)) => {
                 return Ok(Self::CannotChangeDrsBehaviorForFtSecondary(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotChangeHaSettingsForFtSecondary(v)) => {
                 return Ok(Self::CannotChangeHaSettingsForFtSecondary(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotChangeVsanClusterUuid(v)) => {
                 return Ok(Self::CannotChangeVsanClusterUuid(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotChangeVsanNodeUuid(v)) => {
                 return Ok(Self::CannotChangeVsanNodeUuid(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotComputeFTCompatibleHosts(v)) => {
                 return Ok(Self::CannotComputeFTCompatibleHosts(v));
             }
             Ok(chunks::b_to_c::Object::CannotCreateFile(v)) => {
                 return Ok(Self::CannotCreateFile(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotDecryptPasswords(v)) => {
                 return Ok(Self::CannotDecryptPasswords(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotDeleteFile(v)) => {
                 return Ok(Self::CannotDeleteFile(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotDisableDrsOnClustersWithVApps(v)) => {
                 return Ok(Self::CannotDisableDrsOnClustersWithVApps(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotDisableSnapshot(v)) => {
                 return Ok(Self::CannotDisableSnapshot(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotDisconnectHostWithFaultToleranceVm(v)) => {
                 return Ok(Self::CannotDisconnectHostWithFaultToleranceVm(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotEnableVmcpForCluster(v)) => {
                 return Ok(Self::CannotEnableVmcpForCluster(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotModifyConfigCpuRequirements(v)) => {
                 return Ok(Self::CannotModifyConfigCpuRequirements(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotMoveFaultToleranceVm(v)) => {
                 return Ok(Self::CannotMoveFaultToleranceVm(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotMoveHostWithFaultToleranceVm(v)) => {
                 return Ok(Self::CannotMoveHostWithFaultToleranceVm(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotMoveVmWithDeltaDisk(v)) => {
                 return Ok(Self::CannotMoveVmWithDeltaDisk(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotMoveVmWithNativeDeltaDisk(v)) => {
                 return Ok(Self::CannotMoveVmWithNativeDeltaDisk(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotMoveVsanEnabledHost(v)) => {
                 return Ok(Self::CannotMoveVsanEnabledHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotPlaceWithoutPrerequisiteMoves(v)) => {
                 return Ok(Self::CannotPlaceWithoutPrerequisiteMoves(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotPowerOffVmInCluster(v)) => {
                 return Ok(Self::CannotPowerOffVmInCluster(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotReconfigureVsanWhenHaEnabled(v)) => {
                 return Ok(Self::CannotReconfigureVsanWhenHaEnabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CannotUseNetwork(v)) => {
                 return Ok(Self::CannotUseNetwork(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::ClockSkew(v)) => return Ok(Self::ClockSkew(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::b_to_c::Object::CloneFromSnapshotNotSupported(v)) => {
                 return Ok(Self::CloneFromSnapshotNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::c_2::Object::CollectorAddressUnset(v)) => {
                 return Ok(Self::CollectorAddressUnset(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -189,28 +244,37 @@ impl AnyMethodFault {
             Ok(chunks::c_3::Object::ConcurrentAccess(v)) => {
                 return Ok(Self::ConcurrentAccess(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::c_3::Object::ConflictingConfiguration(v)) => {
                 return Ok(Self::ConflictingConfiguration(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::c_3::Object::ConflictingDatastoreFound(v)) => {
                 return Ok(Self::ConflictingDatastoreFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::c_3::Object::ConnectedIso(v)) => return Ok(Self::ConnectedIso(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::c_3::Object::CpuCompatibilityUnknown(v)) => {
                 return Ok(Self::CpuCompatibilityUnknown(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::c_3::Object::CpuHotPlugNotSupported(v)) => {
                 return Ok(Self::CpuHotPlugNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::c_3::Object::CpuIncompatible(v)) => {
                 return Ok(Self::CpuIncompatible(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::c_3::Object::CpuIncompatible1ECX(v)) => {
                 return Ok(Self::CpuIncompatible1ECX(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::c_3::Object::CpuIncompatible81EDX(v)) => {
                 return Ok(Self::CpuIncompatible81EDX(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -218,327 +282,432 @@ impl AnyMethodFault {
             Ok(chunks::c_4::Object::CustomizationFault(v)) => {
                 return Ok(Self::CustomizationFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::c_4::Object::CustomizationPending(v)) => {
                 return Ok(Self::CustomizationPending(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_1::Object::DVPortNotSupported(v)) => {
                 return Ok(Self::DVPortNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::d_2::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DasConfigFault(v)) => {
                 return Ok(Self::DasConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DatabaseError(v)) => {
                 return Ok(Self::DatabaseError(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DatacenterMismatch(v)) => {
                 return Ok(Self::DatacenterMismatch(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DatastoreNotWritableOnHost(v)) => {
                 return Ok(Self::DatastoreNotWritableOnHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DeltaDiskFormatNotSupported(v)) => {
                 return Ok(Self::DeltaDiskFormatNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DestinationSwitchFull(v)) => {
                 return Ok(Self::DestinationSwitchFull(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DestinationVsanDisabled(v)) => {
                 return Ok(Self::DestinationVsanDisabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DeviceBackingNotSupported(v)) => {
                 return Ok(Self::DeviceBackingNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DeviceControllerNotSupported(v)) => {
                 return Ok(Self::DeviceControllerNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DeviceHotPlugNotSupported(v)) => {
                 return Ok(Self::DeviceHotPlugNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DeviceNotFound(v)) => {
                 return Ok(Self::DeviceNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_2::Object::DeviceNotSupported(v)) => {
                 return Ok(Self::DeviceNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::d_3::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DeviceUnsupportedForVmPlatform(v)) => {
                 return Ok(Self::DeviceUnsupportedForVmPlatform(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DeviceUnsupportedForVmVersion(v)) => {
                 return Ok(Self::DeviceUnsupportedForVmVersion(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DigestNotSupported(v)) => {
                 return Ok(Self::DigestNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DirectoryNotEmpty(v)) => {
                 return Ok(Self::DirectoryNotEmpty(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DisableAdminNotSupported(v)) => {
                 return Ok(Self::DisableAdminNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DisallowedChangeByService(v)) => {
                 return Ok(Self::DisallowedChangeByService(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DisallowedDiskModeChange(v)) => {
                 return Ok(Self::DisallowedDiskModeChange(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DisallowedMigrationDeviceAttached(v)) => {
                 return Ok(Self::DisallowedMigrationDeviceAttached(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DisallowedOperationOnFailoverHost(v)) => {
                 return Ok(Self::DisallowedOperationOnFailoverHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DisconnectedHostsBlockingEVC(v)) => {
                 return Ok(Self::DisconnectedHostsBlockingEVC(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DiskHasPartitions(v)) => {
                 return Ok(Self::DiskHasPartitions(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DiskIsLastRemainingNonSSD(v)) => {
                 return Ok(Self::DiskIsLastRemainingNonSSD(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DiskIsNonLocal(v)) => {
                 return Ok(Self::DiskIsNonLocal(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DiskIsUSB(v)) => return Ok(Self::DiskIsUSB(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DiskMoveTypeNotSupported(v)) => {
                 return Ok(Self::DiskMoveTypeNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DiskNotSupported(v)) => {
                 return Ok(Self::DiskNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_3::Object::DiskTooSmall(v)) => return Ok(Self::DiskTooSmall(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::d_4::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_4::Object::DomainNotFound(v)) => {
                 return Ok(Self::DomainNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_4::Object::DrsDisabledOnVm(v)) => {
                 return Ok(Self::DrsDisabledOnVm(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_4::Object::DrsVmotionIncompatibleFault(v)) => {
                 return Ok(Self::DrsVmotionIncompatibleFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_4::Object::DuplicateDisks(v)) => {
                 return Ok(Self::DuplicateDisks(v));
             }
             Ok(chunks::d_4::Object::DuplicateName(v)) => {
                 return Ok(Self::DuplicateName(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_4::Object::DuplicateVsanNetworkInterface(v)) => {
                 return Ok(Self::DuplicateVsanNetworkInterface(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_4::Object::DvsApplyOperationFault(v)) => {
                 return Ok(Self::DvsApplyOperationFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_4::Object::DvsFault(v)) => return Ok(Self::DvsFault(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::d_5::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_5::Object::DvsNotAuthorized(v)) => {
                 return Ok(Self::DvsNotAuthorized(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_5::Object::DvsOperationBulkFault(v)) => {
                 return Ok(Self::DvsOperationBulkFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::d_5::Object::DvsScopeViolated(v)) => {
                 return Ok(Self::DvsScopeViolated(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::e::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCAdmissionFailed(v)) => {
                 return Ok(Self::EVCAdmissionFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCAdmissionFailedCPUFeaturesForMode(v)) => {
                 return Ok(Self::EVCAdmissionFailedCPUFeaturesForMode(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCAdmissionFailedCPUModel(v)) => {
                 return Ok(Self::EVCAdmissionFailedCPUModel(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCAdmissionFailedCPUModelForMode(v)) => {
                 return Ok(Self::EVCAdmissionFailedCPUModelForMode(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCAdmissionFailedCPUVendor(v)) => {
                 return Ok(Self::EVCAdmissionFailedCPUVendor(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCAdmissionFailedCPUVendorUnknown(v)) => {
                 return Ok(Self::EVCAdmissionFailedCPUVendorUnknown(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCAdmissionFailedHostDisconnected(v)) => {
                 return Ok(Self::EVCAdmissionFailedHostDisconnected(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCAdmissionFailedHostSoftware(v)) => {
                 return Ok(Self::EVCAdmissionFailedHostSoftware(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCAdmissionFailedHostSoftwareForMode(v)) => {
                 return Ok(Self::EVCAdmissionFailedHostSoftwareForMode(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCAdmissionFailedVmActive(v)) => {
                 return Ok(Self::EVCAdmissionFailedVmActive(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCConfigFault(v)) => {
                 return Ok(Self::EVCConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCModeIllegalByVendor(v)) => {
                 return Ok(Self::EVCModeIllegalByVendor(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCModeUnsupportedByHosts(v)) => {
                 return Ok(Self::EVCModeUnsupportedByHosts(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCUnsupportedByHostHardware(v)) => {
                 return Ok(Self::EVCUnsupportedByHostHardware(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EVCUnsupportedByHostSoftware(v)) => {
                 return Ok(Self::EVCUnsupportedByHostSoftware(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EightHostLimitViolated(v)) => {
                 return Ok(Self::EightHostLimitViolated(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::EncryptionKeyRequired(v)) => {
                 return Ok(Self::EncryptionKeyRequired(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::ExpiredAddonLicense(v)) => {
                 return Ok(Self::ExpiredAddonLicense(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::ExpiredEditionLicense(v)) => {
                 return Ok(Self::ExpiredEditionLicense(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e::Object::ExpiredFeatureLicense(v)) => {
                 return Ok(Self::ExpiredFeatureLicense(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::ExtendedFault(v)) => {
                 return Ok(Self::ExtendedFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FailToEnableSPBM(v)) => {
                 return Ok(Self::FailToEnableSPBM(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FailToLockFaultToleranceVMs(v)) => {
                 return Ok(Self::FailToLockFaultToleranceVMs(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FaultToleranceAntiAffinityViolated(v)) => {
                 return Ok(Self::FaultToleranceAntiAffinityViolated(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FaultToleranceCannotEditMem(v)) => {
                 return Ok(Self::FaultToleranceCannotEditMem(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FaultToleranceCpuIncompatible(v)) => {
                 return Ok(Self::FaultToleranceCpuIncompatible(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FaultToleranceNeedsThickDisk(v)) => {
                 return Ok(Self::FaultToleranceNeedsThickDisk(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FaultToleranceNotLicensed(v)) => {
                 return Ok(Self::FaultToleranceNotLicensed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FaultToleranceNotSameBuild(v)) => {
                 return Ok(Self::FaultToleranceNotSameBuild(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FaultTolerancePrimaryPowerOnNotAttempted(v)) => {
                 return Ok(Self::FaultTolerancePrimaryPowerOnNotAttempted(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FaultToleranceVmNotDasProtected(v)) => {
                 return Ok(Self::FaultToleranceVmNotDasProtected(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FcoeFault(v)) => return Ok(Self::FcoeFault(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FcoeFaultPnicHasNoPortSet(v)) => {
                 return Ok(Self::FcoeFaultPnicHasNoPortSet(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FeatureRequirementsNotMet(v)) => {
                 return Ok(Self::FeatureRequirementsNotMet(v));
             }
             Ok(chunks::e_to_f::Object::FileAlreadyExists(v)) => {
                 return Ok(Self::FileAlreadyExists(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FileBackedPortNotSupported(v)) => {
                 return Ok(Self::FileBackedPortNotSupported(v));
             }
             Ok(chunks::e_to_f::Object::FileFault(v)) => return Ok(Self::FileFault(v)),
             Ok(chunks::e_to_f::Object::FileLocked(v)) => return Ok(Self::FileLocked(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FileNameTooLong(v)) => {
                 return Ok(Self::FileNameTooLong(v));
             }
             Ok(chunks::e_to_f::Object::FileNotFound(v)) => {
                 return Ok(Self::FileNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FileNotWritable(v)) => {
                 return Ok(Self::FileNotWritable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FileTooLarge(v)) => {
                 return Ok(Self::FileTooLarge(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FilesystemQuiesceFault(v)) => {
                 return Ok(Self::FilesystemQuiesceFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::e_to_f::Object::FilterInUse(v)) => return Ok(Self::FilterInUse(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::FtIssuesOnHost(v)) => {
                 return Ok(Self::FtIssuesOnHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::FtVmHostRuleViolation(v)) => {
                 return Ok(Self::FtVmHostRuleViolation(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::FullStorageVMotionNotSupported(v)) => {
                 return Ok(Self::FullStorageVMotionNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GatewayConnectFault(v)) => {
                 return Ok(Self::GatewayConnectFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GatewayHostNotReachable(v)) => {
                 return Ok(Self::GatewayHostNotReachable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GatewayNotFound(v)) => {
                 return Ok(Self::GatewayNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GatewayNotReachable(v)) => {
                 return Ok(Self::GatewayNotReachable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GatewayOperationRefused(v)) => {
                 return Ok(Self::GatewayOperationRefused(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GatewayToHostAuthFault(v)) => {
                 return Ok(Self::GatewayToHostAuthFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GatewayToHostConnectFault(v)) => {
                 return Ok(Self::GatewayToHostConnectFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GatewayToHostTrustVerifyFault(v)) => {
                 return Ok(Self::GatewayToHostTrustVerifyFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GenericDrsFault(v)) => {
                 return Ok(Self::GenericDrsFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GenericVmConfigFault(v)) => {
                 return Ok(Self::GenericVmConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GuestAuthenticationChallenge(v)) => {
                 return Ok(Self::GuestAuthenticationChallenge(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GuestComponentsOutOfDate(v)) => {
                 return Ok(Self::GuestComponentsOutOfDate(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::f_to_g::Object::GuestMultipleMappings(v)) => {
                 return Ok(Self::GuestMultipleMappings(v));
             }
@@ -548,6 +717,7 @@ impl AnyMethodFault {
             Ok(chunks::f_to_g::Object::GuestOperationsUnavailable(v)) => {
                 return Ok(Self::GuestOperationsUnavailable(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -555,54 +725,71 @@ impl AnyMethodFault {
             Ok(chunks::g::Object::GuestPermissionDenied(v)) => {
                 return Ok(Self::GuestPermissionDenied(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::g::Object::GuestProcessNotFound(v)) => {
                 return Ok(Self::GuestProcessNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::g::Object::GuestRegistryFault(v)) => {
                 return Ok(Self::GuestRegistryFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::g::Object::GuestRegistryKeyAlreadyExists(v)) => {
                 return Ok(Self::GuestRegistryKeyAlreadyExists(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::g::Object::GuestRegistryKeyFault(v)) => {
                 return Ok(Self::GuestRegistryKeyFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::g::Object::GuestRegistryKeyHasSubkeys(v)) => {
                 return Ok(Self::GuestRegistryKeyHasSubkeys(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::g::Object::GuestRegistryKeyInvalid(v)) => {
                 return Ok(Self::GuestRegistryKeyInvalid(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::g::Object::GuestRegistryKeyParentVolatile(v)) => {
                 return Ok(Self::GuestRegistryKeyParentVolatile(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::g::Object::GuestRegistryValueFault(v)) => {
                 return Ok(Self::GuestRegistryValueFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::g::Object::GuestRegistryValueNotFound(v)) => {
                 return Ok(Self::GuestRegistryValueNotFound(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_1::Object::HAErrorsAtDest(v)) => {
                 return Ok(Self::HAErrorsAtDest(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_1::Object::HeterogenousHostsBlockingEVC(v)) => {
                 return Ok(Self::HeterogenousHostsBlockingEVC(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_1::Object::HostAccessRestrictedToManagementServer(v)) => {
                 return Ok(Self::HostAccessRestrictedToManagementServer(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_10::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_10::Object::HotSnapshotMoveNotSupported(v)) => {
                 return Ok(Self::HotSnapshotMoveNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_10::Object::HttpFault(v)) => return Ok(Self::HttpFault(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -610,32 +797,42 @@ impl AnyMethodFault {
             Ok(chunks::h_2::Object::HostCommunication(v)) => {
                 return Ok(Self::HostCommunication(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_2::Object::HostConfigFailed(v)) => {
                 return Ok(Self::HostConfigFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_2::Object::HostConfigFault(v)) => {
                 return Ok(Self::HostConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_2::Object::HostConnectFault(v)) => {
                 return Ok(Self::HostConnectFault(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_4::Object::HostHasComponentFailure(v)) => {
                 return Ok(Self::HostHasComponentFailure(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_4::Object::HostInDomain(v)) => return Ok(Self::HostInDomain(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_4::Object::HostIncompatibleForFaultTolerance(v)) => {
                 return Ok(Self::HostIncompatibleForFaultTolerance(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_4::Object::HostIncompatibleForRecordReplay(v)) => {
                 return Ok(Self::HostIncompatibleForRecordReplay(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_4::Object::HostInventoryFull(v)) => {
                 return Ok(Self::HostInventoryFull(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -643,159 +840,207 @@ impl AnyMethodFault {
             Ok(chunks::h_6::Object::HostNotConnected(v)) => {
                 return Ok(Self::HostNotConnected(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_6::Object::HostNotReachable(v)) => {
                 return Ok(Self::HostNotReachable(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_7::Object::HostPowerOpFailed(v)) => {
                 return Ok(Self::HostPowerOpFailed(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::h_8::Object::HostSpecificationOperationFailed(v)) => {
                 return Ok(Self::HostSpecificationOperationFailed(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::i_1::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::IDEDiskNotSupported(v)) => {
                 return Ok(Self::IDEDiskNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::IORMNotSupportedHostOnDatastore(v)) => {
                 return Ok(Self::IORMNotSupportedHostOnDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::ImportHostAddFailure(v)) => {
                 return Ok(Self::ImportHostAddFailure(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::ImportOperationBulkFault(v)) => {
                 return Ok(Self::ImportOperationBulkFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InUseFeatureManipulationDisallowed(v)) => {
                 return Ok(Self::InUseFeatureManipulationDisallowed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InaccessibleDatastore(v)) => {
                 return Ok(Self::InaccessibleDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InaccessibleFTMetadataDatastore(v)) => {
                 return Ok(Self::InaccessibleFTMetadataDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InaccessibleVFlashSource(v)) => {
                 return Ok(Self::InaccessibleVFlashSource(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::IncompatibleDefaultDevice(v)) => {
                 return Ok(Self::IncompatibleDefaultDevice(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::IncompatibleHostForFtSecondary(v)) => {
                 return Ok(Self::IncompatibleHostForFtSecondary(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::IncompatibleHostForVmReplication(v)) => {
                 return Ok(Self::IncompatibleHostForVmReplication(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::IncompatibleSetting(v)) => {
                 return Ok(Self::IncompatibleSetting(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::IncorrectFileType(v)) => {
                 return Ok(Self::IncorrectFileType(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::IncorrectHostInformation(v)) => {
                 return Ok(Self::IncorrectHostInformation(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::IndependentDiskVMotionNotSupported(v)) => {
                 return Ok(Self::IndependentDiskVMotionNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientAgentVmsDeployed(v)) => {
                 return Ok(Self::InsufficientAgentVmsDeployed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientCpuResourcesFault(v)) => {
                 return Ok(Self::InsufficientCpuResourcesFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientDisks(v)) => {
                 return Ok(Self::InsufficientDisks(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientFailoverResourcesFault(v)) => {
                 return Ok(Self::InsufficientFailoverResourcesFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientGraphicsResourcesFault(v)) => {
                 return Ok(Self::InsufficientGraphicsResourcesFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientHostCapacityFault(v)) => {
                 return Ok(Self::InsufficientHostCapacityFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientHostCpuCapacityFault(v)) => {
                 return Ok(Self::InsufficientHostCpuCapacityFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientHostMemoryCapacityFault(v)) => {
                 return Ok(Self::InsufficientHostMemoryCapacityFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientMemoryResourcesFault(v)) => {
                 return Ok(Self::InsufficientMemoryResourcesFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientNetworkCapacity(v)) => {
                 return Ok(Self::InsufficientNetworkCapacity(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientNetworkResourcePoolCapacity(v)) => {
                 return Ok(Self::InsufficientNetworkResourcePoolCapacity(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientPerCpuCapacity(v)) => {
                 return Ok(Self::InsufficientPerCpuCapacity(v));
             }
             Ok(chunks::i_1::Object::InsufficientResourcesFault(v)) => {
                 return Ok(Self::InsufficientResourcesFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientStandbyCpuResource(v)) => {
                 return Ok(Self::InsufficientStandbyCpuResource(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientStandbyMemoryResource(v)) => {
                 return Ok(Self::InsufficientStandbyMemoryResource(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientStandbyResource(v)) => {
                 return Ok(Self::InsufficientStandbyResource(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientStorageIops(v)) => {
                 return Ok(Self::InsufficientStorageIops(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientStorageSpace(v)) => {
                 return Ok(Self::InsufficientStorageSpace(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InsufficientVFlashResourcesFault(v)) => {
                 return Ok(Self::InsufficientVFlashResourcesFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidAffinitySettingFault(v)) => {
                 return Ok(Self::InvalidAffinitySettingFault(v));
             }
             Ok(chunks::i_1::Object::InvalidArgument(v)) => {
                 return Ok(Self::InvalidArgument(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidBmcRole(v)) => {
                 return Ok(Self::InvalidBmcRole(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidBundle(v)) => {
                 return Ok(Self::InvalidBundle(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidCAMCertificate(v)) => {
                 return Ok(Self::InvalidCAMCertificate(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidCAMServer(v)) => {
                 return Ok(Self::InvalidCAMServer(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidClientCertificate(v)) => {
                 return Ok(Self::InvalidClientCertificate(v));
             }
             Ok(chunks::i_1::Object::InvalidCollectorVersion(v)) => {
                 return Ok(Self::InvalidCollectorVersion(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidController(v)) => {
                 return Ok(Self::InvalidController(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidDasConfigArgument(v)) => {
                 return Ok(Self::InvalidDasConfigArgument(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidDasRestartPriorityForFtVm(v)) => {
                 return Ok(Self::InvalidDasRestartPriorityForFtVm(v));
             }
@@ -805,437 +1050,576 @@ impl AnyMethodFault {
             Ok(chunks::i_1::Object::InvalidDatastorePath(v)) => {
                 return Ok(Self::InvalidDatastorePath(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidDatastoreState(v)) => {
                 return Ok(Self::InvalidDatastoreState(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidDeviceBacking(v)) => {
                 return Ok(Self::InvalidDeviceBacking(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidDeviceOperation(v)) => {
                 return Ok(Self::InvalidDeviceOperation(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidDeviceSpec(v)) => {
                 return Ok(Self::InvalidDeviceSpec(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidDiskFormat(v)) => {
                 return Ok(Self::InvalidDiskFormat(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidDrsBehaviorForFtVm(v)) => {
                 return Ok(Self::InvalidDrsBehaviorForFtVm(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidEditionLicense(v)) => {
                 return Ok(Self::InvalidEditionLicense(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidEvent(v)) => return Ok(Self::InvalidEvent(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidFolder(v)) => {
                 return Ok(Self::InvalidFolder(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidFormat(v)) => {
                 return Ok(Self::InvalidFormat(v));
             }
             Ok(chunks::i_1::Object::InvalidGuestLogin(v)) => {
                 return Ok(Self::InvalidGuestLogin(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_1::Object::InvalidHostConnectionState(v)) => {
                 return Ok(Self::InvalidHostConnectionState(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::i_2::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidHostName(v)) => {
                 return Ok(Self::InvalidHostName(v));
             }
             Ok(chunks::i_2::Object::InvalidHostState(v)) => {
                 return Ok(Self::InvalidHostState(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidIndexArgument(v)) => {
                 return Ok(Self::InvalidIndexArgument(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidIpfixConfig(v)) => {
                 return Ok(Self::InvalidIpfixConfig(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidIpmiLoginInfo(v)) => {
                 return Ok(Self::InvalidIpmiLoginInfo(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidIpmiMacAddress(v)) => {
                 return Ok(Self::InvalidIpmiMacAddress(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidLicense(v)) => {
                 return Ok(Self::InvalidLicense(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidLocale(v)) => {
                 return Ok(Self::InvalidLocale(v));
             }
             Ok(chunks::i_2::Object::InvalidLogin(v)) => return Ok(Self::InvalidLogin(v)),
             Ok(chunks::i_2::Object::InvalidName(v)) => return Ok(Self::InvalidName(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidNasCredentials(v)) => {
                 return Ok(Self::InvalidNasCredentials(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidNetworkInType(v)) => {
                 return Ok(Self::InvalidNetworkInType(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidNetworkResource(v)) => {
                 return Ok(Self::InvalidNetworkResource(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidOperationOnSecondaryVm(v)) => {
                 return Ok(Self::InvalidOperationOnSecondaryVm(v));
             }
             Ok(chunks::i_2::Object::InvalidPowerState(v)) => {
                 return Ok(Self::InvalidPowerState(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidPrivilege(v)) => {
                 return Ok(Self::InvalidPrivilege(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidProfileReferenceHost(v)) => {
                 return Ok(Self::InvalidProfileReferenceHost(v));
             }
             Ok(chunks::i_2::Object::InvalidProperty(v)) => {
                 return Ok(Self::InvalidProperty(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidPropertyType(v)) => {
                 return Ok(Self::InvalidPropertyType(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidPropertyValue(v)) => {
                 return Ok(Self::InvalidPropertyValue(v));
             }
             Ok(chunks::i_2::Object::InvalidRequest(v)) => {
                 return Ok(Self::InvalidRequest(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidResourcePoolStructureFault(v)) => {
                 return Ok(Self::InvalidResourcePoolStructureFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidScheduledTask(v)) => {
                 return Ok(Self::InvalidScheduledTask(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidSnapshotFormat(v)) => {
                 return Ok(Self::InvalidSnapshotFormat(v));
             }
             Ok(chunks::i_2::Object::InvalidState(v)) => return Ok(Self::InvalidState(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidToken(v)) => return Ok(Self::InvalidToken(v)),
             Ok(chunks::i_2::Object::InvalidType(v)) => return Ok(Self::InvalidType(v)),
             Ok(chunks::i_2::Object::InvalidVmConfig(v)) => {
                 return Ok(Self::InvalidVmConfig(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InvalidVmState(v)) => {
                 return Ok(Self::InvalidVmState(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::InventoryHasStandardAloneHosts(v)) => {
                 return Ok(Self::InventoryHasStandardAloneHosts(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IpHostnameGeneratorError(v)) => {
                 return Ok(Self::IpHostnameGeneratorError(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFault(v)) => return Ok(Self::IscsiFault(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultInvalidVnic(v)) => {
                 return Ok(Self::IscsiFaultInvalidVnic(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultPnicInUse(v)) => {
                 return Ok(Self::IscsiFaultPnicInUse(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultVnicAlreadyBound(v)) => {
                 return Ok(Self::IscsiFaultVnicAlreadyBound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultVnicHasActivePaths(v)) => {
                 return Ok(Self::IscsiFaultVnicHasActivePaths(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultVnicHasMultipleUplinks(v)) => {
                 return Ok(Self::IscsiFaultVnicHasMultipleUplinks(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultVnicHasNoUplinks(v)) => {
                 return Ok(Self::IscsiFaultVnicHasNoUplinks(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultVnicHasWrongUplink(v)) => {
                 return Ok(Self::IscsiFaultVnicHasWrongUplink(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultVnicInUse(v)) => {
                 return Ok(Self::IscsiFaultVnicInUse(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultVnicIsLastPath(v)) => {
                 return Ok(Self::IscsiFaultVnicIsLastPath(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultVnicNotBound(v)) => {
                 return Ok(Self::IscsiFaultVnicNotBound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::i_2::Object::IscsiFaultVnicNotFound(v)) => {
                 return Ok(Self::IscsiFaultVnicNotFound(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::KeyNotFound(v)) => return Ok(Self::KeyNotFound(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LargeRDMConversionNotSupported(v)) => {
                 return Ok(Self::LargeRDMConversionNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LargeRDMNotSupportedOnDatastore(v)) => {
                 return Ok(Self::LargeRDMNotSupportedOnDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LegacyNetworkInterfaceInUse(v)) => {
                 return Ok(Self::LegacyNetworkInterfaceInUse(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LicenseAssignmentFailed(v)) => {
                 return Ok(Self::LicenseAssignmentFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LicenseDowngradeDisallowed(v)) => {
                 return Ok(Self::LicenseDowngradeDisallowed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LicenseEntityNotFound(v)) => {
                 return Ok(Self::LicenseEntityNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LicenseExpired(v)) => {
                 return Ok(Self::LicenseExpired(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LicenseKeyEntityMismatch(v)) => {
                 return Ok(Self::LicenseKeyEntityMismatch(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LicenseRestricted(v)) => {
                 return Ok(Self::LicenseRestricted(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LicenseServerUnavailable(v)) => {
                 return Ok(Self::LicenseServerUnavailable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LicenseSourceUnavailable(v)) => {
                 return Ok(Self::LicenseSourceUnavailable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LimitExceeded(v)) => {
                 return Ok(Self::LimitExceeded(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::j_to_l::Object::LinuxVolumeNotClean(v)) => {
                 return Ok(Self::LinuxVolumeNotClean(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
             Ok(chunks::l_to_m::Object::MethodFault(v)) => return Ok(Self::MethodFault(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::LogBundlingFailed(v)) => {
                 return Ok(Self::LogBundlingFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MaintenanceModeFileMove(v)) => {
                 return Ok(Self::MaintenanceModeFileMove(v));
             }
             Ok(chunks::l_to_m::Object::ManagedObjectNotFound(v)) => {
                 return Ok(Self::ManagedObjectNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MemoryFileFormatNotSupportedByDatastore(v)) => {
                 return Ok(Self::MemoryFileFormatNotSupportedByDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MemoryHotPlugNotSupported(v)) => {
                 return Ok(Self::MemoryHotPlugNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MemorySizeNotRecommended(v)) => {
                 return Ok(Self::MemorySizeNotRecommended(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MemorySizeNotSupported(v)) => {
                 return Ok(Self::MemorySizeNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MemorySizeNotSupportedByDatastore(v)) => {
                 return Ok(Self::MemorySizeNotSupportedByDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MemorySnapshotOnIndependentDisk(v)) => {
                 return Ok(Self::MemorySnapshotOnIndependentDisk(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MethodAlreadyDisabledFault(v)) => {
                 return Ok(Self::MethodAlreadyDisabledFault(v));
             }
             Ok(chunks::l_to_m::Object::MethodDisabled(v)) => {
                 return Ok(Self::MethodDisabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MethodNotFound(v)) => {
                 return Ok(Self::MethodNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MigrationDisabled(v)) => {
                 return Ok(Self::MigrationDisabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MigrationFault(v)) => {
                 return Ok(Self::MigrationFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MigrationFeatureNotSupported(v)) => {
                 return Ok(Self::MigrationFeatureNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MigrationNotReady(v)) => {
                 return Ok(Self::MigrationNotReady(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MismatchedBundle(v)) => {
                 return Ok(Self::MismatchedBundle(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MismatchedNetworkPolicies(v)) => {
                 return Ok(Self::MismatchedNetworkPolicies(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MismatchedVMotionNetworkNames(v)) => {
                 return Ok(Self::MismatchedVMotionNetworkNames(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MissingBmcSupport(v)) => {
                 return Ok(Self::MissingBmcSupport(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MissingController(v)) => {
                 return Ok(Self::MissingController(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MissingIpPool(v)) => {
                 return Ok(Self::MissingIpPool(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MissingLinuxCustResources(v)) => {
                 return Ok(Self::MissingLinuxCustResources(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MissingNetworkIpConfig(v)) => {
                 return Ok(Self::MissingNetworkIpConfig(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MissingPowerOffConfiguration(v)) => {
                 return Ok(Self::MissingPowerOffConfiguration(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MissingPowerOnConfiguration(v)) => {
                 return Ok(Self::MissingPowerOnConfiguration(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MissingWindowsCustResources(v)) => {
                 return Ok(Self::MissingWindowsCustResources(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MksConnectionLimitReached(v)) => {
                 return Ok(Self::MksConnectionLimitReached(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MountError(v)) => return Ok(Self::MountError(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MultiWriterNotSupported(v)) => {
                 return Ok(Self::MultiWriterNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MultipleCertificatesVerifyFault(v)) => {
                 return Ok(Self::MultipleCertificatesVerifyFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::l_to_m::Object::MultipleSnapshotsNotSupported(v)) => {
                 return Ok(Self::MultipleSnapshotsNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::n_1::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NamespaceFull(v)) => {
                 return Ok(Self::NamespaceFull(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NamespaceLimitReached(v)) => {
                 return Ok(Self::NamespaceLimitReached(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NamespaceWriteProtected(v)) => {
                 return Ok(Self::NamespaceWriteProtected(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NasConfigFault(v)) => {
                 return Ok(Self::NasConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NasConnectionLimitReached(v)) => {
                 return Ok(Self::NasConnectionLimitReached(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NasSessionCredentialConflict(v)) => {
                 return Ok(Self::NasSessionCredentialConflict(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NasVolumeNotMounted(v)) => {
                 return Ok(Self::NasVolumeNotMounted(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NetworkCopyFault(v)) => {
                 return Ok(Self::NetworkCopyFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NetworkDisruptedAndConfigRolledBack(v)) => {
                 return Ok(Self::NetworkDisruptedAndConfigRolledBack(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NetworkInaccessible(v)) => {
                 return Ok(Self::NetworkInaccessible(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NetworksMayNotBeTheSame(v)) => {
                 return Ok(Self::NetworksMayNotBeTheSame(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NicSettingMismatch(v)) => {
                 return Ok(Self::NicSettingMismatch(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoActiveHostInCluster(v)) => {
                 return Ok(Self::NoActiveHostInCluster(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoAvailableIp(v)) => {
                 return Ok(Self::NoAvailableIp(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoClientCertificate(v)) => {
                 return Ok(Self::NoClientCertificate(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoCompatibleDatastore(v)) => {
                 return Ok(Self::NoCompatibleDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoCompatibleHardAffinityHost(v)) => {
                 return Ok(Self::NoCompatibleHardAffinityHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoCompatibleHost(v)) => {
                 return Ok(Self::NoCompatibleHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoCompatibleHostWithAccessToDevice(v)) => {
                 return Ok(Self::NoCompatibleHostWithAccessToDevice(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoCompatibleSoftAffinityHost(v)) => {
                 return Ok(Self::NoCompatibleSoftAffinityHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoConnectedDatastore(v)) => {
                 return Ok(Self::NoConnectedDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoDiskFound(v)) => return Ok(Self::NoDiskFound(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoDiskSpace(v)) => return Ok(Self::NoDiskSpace(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoDisksToCustomize(v)) => {
                 return Ok(Self::NoDisksToCustomize(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoGateway(v)) => return Ok(Self::NoGateway(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoGuestHeartbeat(v)) => {
                 return Ok(Self::NoGuestHeartbeat(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoHost(v)) => return Ok(Self::NoHost(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoHostSuitableForFtSecondary(v)) => {
                 return Ok(Self::NoHostSuitableForFtSecondary(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoLicenseServerConfigured(v)) => {
                 return Ok(Self::NoLicenseServerConfigured(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoPeerHostFound(v)) => {
                 return Ok(Self::NoPeerHostFound(v));
             }
             Ok(chunks::n_1::Object::NoPermission(v)) => return Ok(Self::NoPermission(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoPermissionOnAD(v)) => {
                 return Ok(Self::NoPermissionOnAD(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoPermissionOnHost(v)) => {
                 return Ok(Self::NoPermissionOnHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_1::Object::NoPermissionOnNasVolume(v)) => {
                 return Ok(Self::NoPermissionOnNasVolume(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::n_2::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NoSubjectName(v)) => {
                 return Ok(Self::NoSubjectName(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NoVcManagedIpConfigured(v)) => {
                 return Ok(Self::NoVcManagedIpConfigured(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NoVirtualNic(v)) => return Ok(Self::NoVirtualNic(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NoVmInVApp(v)) => return Ok(Self::NoVmInVApp(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NonADUserRequired(v)) => {
                 return Ok(Self::NonADUserRequired(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NonHomeRDMVMotionNotSupported(v)) => {
                 return Ok(Self::NonHomeRDMVMotionNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NonPersistentDisksNotSupported(v)) => {
                 return Ok(Self::NonPersistentDisksNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NonVmwareOuiMacNotSupportedHost(v)) => {
                 return Ok(Self::NonVmwareOuiMacNotSupportedHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotADirectory(v)) => {
                 return Ok(Self::NotADirectory(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotAFile(v)) => return Ok(Self::NotAFile(v)),
             Ok(chunks::n_2::Object::NotAuthenticated(v)) => {
                 return Ok(Self::NotAuthenticated(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotEnoughCpus(v)) => {
                 return Ok(Self::NotEnoughCpus(v));
             }
             Ok(chunks::n_2::Object::NotEnoughLicenses(v)) => {
                 return Ok(Self::NotEnoughLicenses(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotEnoughLogicalCpus(v)) => {
                 return Ok(Self::NotEnoughLogicalCpus(v));
             }
@@ -1244,293 +1628,395 @@ impl AnyMethodFault {
                 return Ok(Self::NotImplemented(v));
             }
             Ok(chunks::n_2::Object::NotSupported(v)) => return Ok(Self::NotSupported(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotSupportedDeviceForFT(v)) => {
                 return Ok(Self::NotSupportedDeviceForFT(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotSupportedHost(v)) => {
                 return Ok(Self::NotSupportedHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotSupportedHostForChecksum(v)) => {
                 return Ok(Self::NotSupportedHostForChecksum(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotSupportedHostForVFlash(v)) => {
                 return Ok(Self::NotSupportedHostForVFlash(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotSupportedHostForVmcp(v)) => {
                 return Ok(Self::NotSupportedHostForVmcp(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotSupportedHostForVmemFile(v)) => {
                 return Ok(Self::NotSupportedHostForVmemFile(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotSupportedHostForVsan(v)) => {
                 return Ok(Self::NotSupportedHostForVsan(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotSupportedHostInCluster(v)) => {
                 return Ok(Self::NotSupportedHostInCluster(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotSupportedHostInDvs(v)) => {
                 return Ok(Self::NotSupportedHostInDvs(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotSupportedHostInHACluster(v)) => {
                 return Ok(Self::NotSupportedHostInHACluster(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NotUserConfigurableProperty(v)) => {
                 return Ok(Self::NotUserConfigurableProperty(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NumVirtualCoresPerSocketNotSupported(v)) => {
                 return Ok(Self::NumVirtualCoresPerSocketNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NumVirtualCpusExceedsLimit(v)) => {
                 return Ok(Self::NumVirtualCpusExceedsLimit(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NumVirtualCpusIncompatible(v)) => {
                 return Ok(Self::NumVirtualCpusIncompatible(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::n_2::Object::NumVirtualCpusNotSupported(v)) => {
                 return Ok(Self::NumVirtualCpusNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OperationDisabledByGuest(v)) => {
                 return Ok(Self::OperationDisabledByGuest(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OperationDisallowedOnHost(v)) => {
                 return Ok(Self::OperationDisallowedOnHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OperationNotSupportedByGuest(v)) => {
                 return Ok(Self::OperationNotSupportedByGuest(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OutOfBounds(v)) => return Ok(Self::OutOfBounds(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfAttribute(v)) => return Ok(Self::OvfAttribute(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConnectedDevice(v)) => {
                 return Ok(Self::OvfConnectedDevice(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConnectedDeviceFloppy(v)) => {
                 return Ok(Self::OvfConnectedDeviceFloppy(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConnectedDeviceIso(v)) => {
                 return Ok(Self::OvfConnectedDeviceIso(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConstraint(v)) => {
                 return Ok(Self::OvfConstraint(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConsumerCallbackFault(v)) => {
                 return Ok(Self::OvfConsumerCallbackFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConsumerCommunicationError(v)) => {
                 return Ok(Self::OvfConsumerCommunicationError(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConsumerFault(v)) => {
                 return Ok(Self::OvfConsumerFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConsumerInvalidSection(v)) => {
                 return Ok(Self::OvfConsumerInvalidSection(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConsumerPowerOnFault(v)) => {
                 return Ok(Self::OvfConsumerPowerOnFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConsumerUndeclaredSection(v)) => {
                 return Ok(Self::OvfConsumerUndeclaredSection(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConsumerUndefinedPrefix(v)) => {
                 return Ok(Self::OvfConsumerUndefinedPrefix(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfConsumerValidationFault(v)) => {
                 return Ok(Self::OvfConsumerValidationFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfCpuCompatibility(v)) => {
                 return Ok(Self::OvfCpuCompatibility(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfCpuCompatibilityCheckNotSupported(v)) => {
                 return Ok(Self::OvfCpuCompatibilityCheckNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfDiskMappingNotFound(v)) => {
                 return Ok(Self::OvfDiskMappingNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfDiskOrderConstraint(v)) => {
                 return Ok(Self::OvfDiskOrderConstraint(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfDuplicateElement(v)) => {
                 return Ok(Self::OvfDuplicateElement(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfDuplicatedElementBoundary(v)) => {
                 return Ok(Self::OvfDuplicatedElementBoundary(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfDuplicatedPropertyIdExport(v)) => {
                 return Ok(Self::OvfDuplicatedPropertyIdExport(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfDuplicatedPropertyIdImport(v)) => {
                 return Ok(Self::OvfDuplicatedPropertyIdImport(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfElement(v)) => return Ok(Self::OvfElement(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfElementInvalidValue(v)) => {
                 return Ok(Self::OvfElementInvalidValue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfExport(v)) => return Ok(Self::OvfExport(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfExportFailed(v)) => {
                 return Ok(Self::OvfExportFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfFault(v)) => return Ok(Self::OvfFault(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfHardwareCheck(v)) => {
                 return Ok(Self::OvfHardwareCheck(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfHardwareExport(v)) => {
                 return Ok(Self::OvfHardwareExport(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfHostResourceConstraint(v)) => {
                 return Ok(Self::OvfHostResourceConstraint(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfHostValueNotParsed(v)) => {
                 return Ok(Self::OvfHostValueNotParsed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfImport(v)) => return Ok(Self::OvfImport(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfImportFailed(v)) => {
                 return Ok(Self::OvfImportFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfInternalError(v)) => {
                 return Ok(Self::OvfInternalError(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfInvalidPackage(v)) => {
                 return Ok(Self::OvfInvalidPackage(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfInvalidValue(v)) => {
                 return Ok(Self::OvfInvalidValue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfInvalidValueConfiguration(v)) => {
                 return Ok(Self::OvfInvalidValueConfiguration(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfInvalidValueEmpty(v)) => {
                 return Ok(Self::OvfInvalidValueEmpty(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfInvalidValueFormatMalformed(v)) => {
                 return Ok(Self::OvfInvalidValueFormatMalformed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfInvalidValueReference(v)) => {
                 return Ok(Self::OvfInvalidValueReference(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfInvalidVmName(v)) => {
                 return Ok(Self::OvfInvalidVmName(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfMappedOsId(v)) => {
                 return Ok(Self::OvfMappedOsId(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfMissingAttribute(v)) => {
                 return Ok(Self::OvfMissingAttribute(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_1::Object::OvfMissingElement(v)) => {
                 return Ok(Self::OvfMissingElement(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::o_2::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfMissingElementNormalBoundary(v)) => {
                 return Ok(Self::OvfMissingElementNormalBoundary(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfMissingHardware(v)) => {
                 return Ok(Self::OvfMissingHardware(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfNetworkMappingNotSupported(v)) => {
                 return Ok(Self::OvfNetworkMappingNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfNoHostNic(v)) => return Ok(Self::OvfNoHostNic(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfNoSpaceOnController(v)) => {
                 return Ok(Self::OvfNoSpaceOnController(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfNoSupportedHardwareFamily(v)) => {
                 return Ok(Self::OvfNoSupportedHardwareFamily(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfProperty(v)) => return Ok(Self::OvfProperty(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfPropertyExport(v)) => {
                 return Ok(Self::OvfPropertyExport(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfPropertyNetwork(v)) => {
                 return Ok(Self::OvfPropertyNetwork(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfPropertyNetworkExport(v)) => {
                 return Ok(Self::OvfPropertyNetworkExport(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfPropertyQualifier(v)) => {
                 return Ok(Self::OvfPropertyQualifier(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfPropertyQualifierDuplicate(v)) => {
                 return Ok(Self::OvfPropertyQualifierDuplicate(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfPropertyQualifierIgnored(v)) => {
                 return Ok(Self::OvfPropertyQualifierIgnored(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfPropertyType(v)) => {
                 return Ok(Self::OvfPropertyType(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfPropertyValue(v)) => {
                 return Ok(Self::OvfPropertyValue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfSystemFault(v)) => {
                 return Ok(Self::OvfSystemFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfToXmlUnsupportedElement(v)) => {
                 return Ok(Self::OvfToXmlUnsupportedElement(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnableToExportDisk(v)) => {
                 return Ok(Self::OvfUnableToExportDisk(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnexpectedElement(v)) => {
                 return Ok(Self::OvfUnexpectedElement(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnknownDevice(v)) => {
                 return Ok(Self::OvfUnknownDevice(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnknownDeviceBacking(v)) => {
                 return Ok(Self::OvfUnknownDeviceBacking(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnknownEntity(v)) => {
                 return Ok(Self::OvfUnknownEntity(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedAttribute(v)) => {
                 return Ok(Self::OvfUnsupportedAttribute(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedAttributeValue(v)) => {
                 return Ok(Self::OvfUnsupportedAttributeValue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedDeviceBackingInfo(v)) => {
                 return Ok(Self::OvfUnsupportedDeviceBackingInfo(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedDeviceBackingOption(v)) => {
                 return Ok(Self::OvfUnsupportedDeviceBackingOption(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedDeviceExport(v)) => {
                 return Ok(Self::OvfUnsupportedDeviceExport(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedDiskProvisioning(v)) => {
                 return Ok(Self::OvfUnsupportedDiskProvisioning(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedElement(v)) => {
                 return Ok(Self::OvfUnsupportedElement(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedElementValue(v)) => {
                 return Ok(Self::OvfUnsupportedElementValue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedPackage(v)) => {
                 return Ok(Self::OvfUnsupportedPackage(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedSection(v)) => {
                 return Ok(Self::OvfUnsupportedSection(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedSubType(v)) => {
                 return Ok(Self::OvfUnsupportedSubType(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfUnsupportedType(v)) => {
                 return Ok(Self::OvfUnsupportedType(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfWrongElement(v)) => {
                 return Ok(Self::OvfWrongElement(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfWrongNamespace(v)) => {
                 return Ok(Self::OvfWrongNamespace(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::o_2::Object::OvfXmlFormat(v)) => return Ok(Self::OvfXmlFormat(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -1538,136 +2024,179 @@ impl AnyMethodFault {
             Ok(chunks::p_1::Object::PasswordExpired(v)) => {
                 return Ok(Self::PasswordExpired(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PatchAlreadyInstalled(v)) => {
                 return Ok(Self::PatchAlreadyInstalled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PatchBinariesNotFound(v)) => {
                 return Ok(Self::PatchBinariesNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PatchInstallFailed(v)) => {
                 return Ok(Self::PatchInstallFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PatchIntegrityError(v)) => {
                 return Ok(Self::PatchIntegrityError(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PatchMetadataCorrupted(v)) => {
                 return Ok(Self::PatchMetadataCorrupted(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PatchMetadataInvalid(v)) => {
                 return Ok(Self::PatchMetadataInvalid(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PatchMetadataNotFound(v)) => {
                 return Ok(Self::PatchMetadataNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PatchMissingDependencies(v)) => {
                 return Ok(Self::PatchMissingDependencies(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PatchNotApplicable(v)) => {
                 return Ok(Self::PatchNotApplicable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PatchSuperseded(v)) => {
                 return Ok(Self::PatchSuperseded(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_1::Object::PhysCompatRDMNotSupported(v)) => {
                 return Ok(Self::PhysCompatRDMNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_2::Object::PlatformConfigFault(v)) => {
                 return Ok(Self::PlatformConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_2::Object::PowerOnFtSecondaryFailed(v)) => {
                 return Ok(Self::PowerOnFtSecondaryFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_2::Object::PowerOnFtSecondaryTimedout(v)) => {
                 return Ok(Self::PowerOnFtSecondaryTimedout(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::p_2::Object::ProfileUpdateFailed(v)) => {
                 return Ok(Self::ProfileUpdateFailed(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::q::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::q::Object::QuarantineModeFault(v)) => {
                 return Ok(Self::QuarantineModeFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::q::Object::QuestionPending(v)) => {
                 return Ok(Self::QuestionPending(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::q::Object::QuiesceDatastoreIOForHAFailed(v)) => {
                 return Ok(Self::QuiesceDatastoreIOForHAFailed(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::r_1::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::RDMConversionNotSupported(v)) => {
                 return Ok(Self::RDMConversionNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::RDMNotPreserved(v)) => {
                 return Ok(Self::RDMNotPreserved(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::RDMNotSupported(v)) => {
                 return Ok(Self::RDMNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::RDMNotSupportedOnDatastore(v)) => {
                 return Ok(Self::RDMNotSupportedOnDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::RDMPointsToInaccessibleDisk(v)) => {
                 return Ok(Self::RDMPointsToInaccessibleDisk(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::RawDiskNotSupported(v)) => {
                 return Ok(Self::RawDiskNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReadHostResourcePoolTreeFailed(v)) => {
                 return Ok(Self::ReadHostResourcePoolTreeFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReadOnlyDisksWithLegacyDestination(v)) => {
                 return Ok(Self::ReadOnlyDisksWithLegacyDestination(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::RebootRequired(v)) => {
                 return Ok(Self::RebootRequired(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::RecordReplayDisabled(v)) => {
                 return Ok(Self::RecordReplayDisabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::RemoteDeviceNotSupported(v)) => {
                 return Ok(Self::RemoteDeviceNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::RemoveFailed(v)) => return Ok(Self::RemoveFailed(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReplicationConfigFault(v)) => {
                 return Ok(Self::ReplicationConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReplicationDiskConfigFault(v)) => {
                 return Ok(Self::ReplicationDiskConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReplicationFault(v)) => {
                 return Ok(Self::ReplicationFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReplicationIncompatibleWithFT(v)) => {
                 return Ok(Self::ReplicationIncompatibleWithFT(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReplicationInvalidOptions(v)) => {
                 return Ok(Self::ReplicationInvalidOptions(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReplicationNotSupportedOnHost(v)) => {
                 return Ok(Self::ReplicationNotSupportedOnHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReplicationVmConfigFault(v)) => {
                 return Ok(Self::ReplicationVmConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReplicationVmFault(v)) => {
                 return Ok(Self::ReplicationVmFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_1::Object::ReplicationVmInProgressFault(v)) => {
                 return Ok(Self::ReplicationVmInProgressFault(v));
             }
             Ok(chunks::r_1::Object::RequestCanceled(v)) => {
                 return Ok(Self::RequestCanceled(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -1675,194 +2204,253 @@ impl AnyMethodFault {
             Ok(chunks::r_2::Object::ResourceInUse(v)) => {
                 return Ok(Self::ResourceInUse(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_2::Object::ResourceNotAvailable(v)) => {
                 return Ok(Self::ResourceNotAvailable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_2::Object::RestrictedByAdministrator(v)) => {
                 return Ok(Self::RestrictedByAdministrator(v));
             }
             Ok(chunks::r_2::Object::RestrictedVersion(v)) => {
                 return Ok(Self::RestrictedVersion(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_2::Object::RollbackFailure(v)) => {
                 return Ok(Self::RollbackFailure(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::r_2::Object::RuleViolation(v)) => {
                 return Ok(Self::RuleViolation(v));
             }
             Ok(chunks::r_2::Object::RuntimeFault(v)) => return Ok(Self::RuntimeFault(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_1::Object::SSLDisabledFault(v)) => {
                 return Ok(Self::SSLDisabledFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_1::Object::SSLVerifyFault(v)) => {
                 return Ok(Self::SSLVerifyFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_1::Object::SSPIChallenge(v)) => {
                 return Ok(Self::SSPIChallenge(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_1::Object::SecondaryVmAlreadyDisabled(v)) => {
                 return Ok(Self::SecondaryVmAlreadyDisabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_1::Object::SecondaryVmAlreadyEnabled(v)) => {
                 return Ok(Self::SecondaryVmAlreadyEnabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_1::Object::SecondaryVmAlreadyRegistered(v)) => {
                 return Ok(Self::SecondaryVmAlreadyRegistered(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_1::Object::SecondaryVmNotRegistered(v)) => {
                 return Ok(Self::SecondaryVmNotRegistered(v));
             }
             Ok(chunks::s_1::Object::SecurityError(v)) => {
                 return Ok(Self::SecurityError(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SessionNotFound(v)) => {
                 return Ok(Self::SessionNotFound(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SharedBusControllerNotSupported(v)) => {
                 return Ok(Self::SharedBusControllerNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::ShrinkDiskFault(v)) => {
                 return Ok(Self::ShrinkDiskFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SnapshotCloneNotSupported(v)) => {
                 return Ok(Self::SnapshotCloneNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SnapshotCopyNotSupported(v)) => {
                 return Ok(Self::SnapshotCopyNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SnapshotDisabled(v)) => {
                 return Ok(Self::SnapshotDisabled(v));
             }
             Ok(chunks::s_2::Object::SnapshotFault(v)) => {
                 return Ok(Self::SnapshotFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SnapshotIncompatibleDeviceInVm(v)) => {
                 return Ok(Self::SnapshotIncompatibleDeviceInVm(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SnapshotLocked(v)) => {
                 return Ok(Self::SnapshotLocked(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SnapshotMoveFromNonHomeNotSupported(v)) => {
                 return Ok(Self::SnapshotMoveFromNonHomeNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SnapshotMoveNotSupported(v)) => {
                 return Ok(Self::SnapshotMoveNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SnapshotMoveToNonHomeNotSupported(v)) => {
                 return Ok(Self::SnapshotMoveToNonHomeNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SnapshotNoChange(v)) => {
                 return Ok(Self::SnapshotNoChange(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SnapshotRevertIssue(v)) => {
                 return Ok(Self::SnapshotRevertIssue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SoftRuleVioCorrectionDisallowed(v)) => {
                 return Ok(Self::SoftRuleVioCorrectionDisallowed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SoftRuleVioCorrectionImpact(v)) => {
                 return Ok(Self::SoftRuleVioCorrectionImpact(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SolutionUserRequired(v)) => {
                 return Ok(Self::SolutionUserRequired(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::SsdDiskNotAvailable(v)) => {
                 return Ok(Self::SsdDiskNotAvailable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsCannotMoveDiskInMultiWriterMode(v)) => {
                 return Ok(Self::StorageDrsCannotMoveDiskInMultiWriterMode(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsCannotMoveFTVm(v)) => {
                 return Ok(Self::StorageDrsCannotMoveFTVm(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsCannotMoveIndependentDisk(v)) => {
                 return Ok(Self::StorageDrsCannotMoveIndependentDisk(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v)) => {
                 return Ok(Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsCannotMoveManuallyPlacedVm(v)) => {
                 return Ok(Self::StorageDrsCannotMoveManuallyPlacedVm(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsCannotMoveSharedDisk(v)) => {
                 return Ok(Self::StorageDrsCannotMoveSharedDisk(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsCannotMoveTemplate(v)) => {
                 return Ok(Self::StorageDrsCannotMoveTemplate(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsCannotMoveVmInUserFolder(v)) => {
                 return Ok(Self::StorageDrsCannotMoveVmInUserFolder(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsCannotMoveVmWithMountedCDROM(v)) => {
                 return Ok(Self::StorageDrsCannotMoveVmWithMountedCDROM(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v)) => {
                 return Ok(Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsDatacentersCannotShareDatastore(v)) => {
                 return Ok(Self::StorageDrsDatacentersCannotShareDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsDisabledOnVm(v)) => {
                 return Ok(Self::StorageDrsDisabledOnVm(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsHbrDiskNotMovable(v)) => {
                 return Ok(Self::StorageDrsHbrDiskNotMovable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsHmsMoveInProgress(v)) => {
                 return Ok(Self::StorageDrsHmsMoveInProgress(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsHmsUnreachable(v)) => {
                 return Ok(Self::StorageDrsHmsUnreachable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_2::Object::StorageDrsIolbDisabledInternally(v)) => {
                 return Ok(Self::StorageDrsIolbDisabledInternally(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::s_3::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::StorageDrsRelocateDisabled(v)) => {
                 return Ok(Self::StorageDrsRelocateDisabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::StorageDrsStaleHmsCollection(v)) => {
                 return Ok(Self::StorageDrsStaleHmsCollection(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::StorageDrsUnableToMoveFiles(v)) => {
                 return Ok(Self::StorageDrsUnableToMoveFiles(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::StorageVMotionNotSupported(v)) => {
                 return Ok(Self::StorageVMotionNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::StorageVmotionIncompatible(v)) => {
                 return Ok(Self::StorageVmotionIncompatible(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::SuspendedRelocateNotSupported(v)) => {
                 return Ok(Self::SuspendedRelocateNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::SwapDatastoreNotWritableOnHost(v)) => {
                 return Ok(Self::SwapDatastoreNotWritableOnHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::SwapDatastoreUnset(v)) => {
                 return Ok(Self::SwapDatastoreUnset(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::SwapPlacementOverrideNotSupported(v)) => {
                 return Ok(Self::SwapPlacementOverrideNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::SwitchIpUnset(v)) => {
                 return Ok(Self::SwitchIpUnset(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::s_3::Object::SwitchNotInUpgradeMode(v)) => {
                 return Ok(Self::SwitchNotInUpgradeMode(v));
             }
             Ok(chunks::s_3::Object::SystemError(v)) => return Ok(Self::SystemError(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -1870,342 +2458,451 @@ impl AnyMethodFault {
             Ok(chunks::t::Object::TaskInProgress(v)) => {
                 return Ok(Self::TaskInProgress(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::ThirdPartyLicenseAssignmentFailed(v)) => {
                 return Ok(Self::ThirdPartyLicenseAssignmentFailed(v));
             }
             Ok(chunks::t::Object::Timedout(v)) => return Ok(Self::Timedout(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::TooManyConcurrentNativeClones(v)) => {
                 return Ok(Self::TooManyConcurrentNativeClones(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::TooManyConsecutiveOverrides(v)) => {
                 return Ok(Self::TooManyConsecutiveOverrides(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::TooManyDevices(v)) => {
                 return Ok(Self::TooManyDevices(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::TooManyDisksOnLegacyHost(v)) => {
                 return Ok(Self::TooManyDisksOnLegacyHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::TooManyGuestLogons(v)) => {
                 return Ok(Self::TooManyGuestLogons(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::TooManyHosts(v)) => return Ok(Self::TooManyHosts(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::TooManyNativeCloneLevels(v)) => {
                 return Ok(Self::TooManyNativeCloneLevels(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::TooManyNativeClonesOnFile(v)) => {
                 return Ok(Self::TooManyNativeClonesOnFile(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::TooManySnapshotLevels(v)) => {
                 return Ok(Self::TooManySnapshotLevels(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::ToolsAlreadyUpgraded(v)) => {
                 return Ok(Self::ToolsAlreadyUpgraded(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::ToolsAutoUpgradeNotSupported(v)) => {
                 return Ok(Self::ToolsAutoUpgradeNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::ToolsImageCopyFailed(v)) => {
                 return Ok(Self::ToolsImageCopyFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::ToolsImageNotAvailable(v)) => {
                 return Ok(Self::ToolsImageNotAvailable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::ToolsImageSignatureCheckFailed(v)) => {
                 return Ok(Self::ToolsImageSignatureCheckFailed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::ToolsInstallationInProgress(v)) => {
                 return Ok(Self::ToolsInstallationInProgress(v));
             }
             Ok(chunks::t::Object::ToolsUnavailable(v)) => {
                 return Ok(Self::ToolsUnavailable(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::t::Object::ToolsUpgradeCancelled(v)) => {
                 return Ok(Self::ToolsUpgradeCancelled(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::u::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnSupportedDatastoreForVFlash(v)) => {
                 return Ok(Self::UnSupportedDatastoreForVFlash(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UncommittedUndoableDisk(v)) => {
                 return Ok(Self::UncommittedUndoableDisk(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnconfiguredPropertyValue(v)) => {
                 return Ok(Self::UnconfiguredPropertyValue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UncustomizableGuest(v)) => {
                 return Ok(Self::UncustomizableGuest(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnexpectedCustomizationFault(v)) => {
                 return Ok(Self::UnexpectedCustomizationFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnexpectedFault(v)) => {
                 return Ok(Self::UnexpectedFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnrecognizedHost(v)) => {
                 return Ok(Self::UnrecognizedHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnsharedSwapVMotionNotSupported(v)) => {
                 return Ok(Self::UnsharedSwapVMotionNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnsupportedDatastore(v)) => {
                 return Ok(Self::UnsupportedDatastore(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnsupportedGuest(v)) => {
                 return Ok(Self::UnsupportedGuest(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnsupportedVimApiVersion(v)) => {
                 return Ok(Self::UnsupportedVimApiVersion(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnsupportedVmxLocation(v)) => {
                 return Ok(Self::UnsupportedVmxLocation(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UnusedVirtualDiskBlocksNotScrubbed(v)) => {
                 return Ok(Self::UnusedVirtualDiskBlocksNotScrubbed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::u::Object::UserNotFound(v)) => return Ok(Self::UserNotFound(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VAppConfigFault(v)) => {
                 return Ok(Self::VAppConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VAppNotRunning(v)) => {
                 return Ok(Self::VAppNotRunning(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VAppOperationInProgress(v)) => {
                 return Ok(Self::VAppOperationInProgress(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VAppPropertyFault(v)) => {
                 return Ok(Self::VAppPropertyFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VAppTaskInProgress(v)) => {
                 return Ok(Self::VAppTaskInProgress(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VFlashCacheHotConfigNotSupported(v)) => {
                 return Ok(Self::VFlashCacheHotConfigNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VFlashModuleNotSupported(v)) => {
                 return Ok(Self::VFlashModuleNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VFlashModuleVersionIncompatible(v)) => {
                 return Ok(Self::VFlashModuleVersionIncompatible(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMINotSupported(v)) => {
                 return Ok(Self::VMINotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMOnConflictDVPort(v)) => {
                 return Ok(Self::VMOnConflictDVPort(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMOnVirtualIntranet(v)) => {
                 return Ok(Self::VMOnVirtualIntranet(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMotionAcrossNetworkNotSupported(v)) => {
                 return Ok(Self::VMotionAcrossNetworkNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMotionInterfaceIssue(v)) => {
                 return Ok(Self::VMotionInterfaceIssue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMotionLinkCapacityLow(v)) => {
                 return Ok(Self::VMotionLinkCapacityLow(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMotionLinkDown(v)) => {
                 return Ok(Self::VMotionLinkDown(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMotionNotConfigured(v)) => {
                 return Ok(Self::VMotionNotConfigured(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMotionNotLicensed(v)) => {
                 return Ok(Self::VMotionNotLicensed(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMotionNotSupported(v)) => {
                 return Ok(Self::VMotionNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_1::Object::VMotionProtocolIncompatible(v)) => {
                 return Ok(Self::VMotionProtocolIncompatible(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::v_10::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmFaultToleranceConfigIssue(v)) => {
                 return Ok(Self::VmFaultToleranceConfigIssue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmFaultToleranceConfigIssueWrapper(v)) => {
                 return Ok(Self::VmFaultToleranceConfigIssueWrapper(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmFaultToleranceInvalidFileBacking(v)) => {
                 return Ok(Self::VmFaultToleranceInvalidFileBacking(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmFaultToleranceIssue(v)) => {
                 return Ok(Self::VmFaultToleranceIssue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmFaultToleranceOpIssuesList(v)) => {
                 return Ok(Self::VmFaultToleranceOpIssuesList(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmFaultToleranceTooManyFtVcpusOnHost(v)) => {
                 return Ok(Self::VmFaultToleranceTooManyFtVcpusOnHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmFaultToleranceTooManyVMsOnHost(v)) => {
                 return Ok(Self::VmFaultToleranceTooManyVMsOnHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmHostAffinityRuleViolation(v)) => {
                 return Ok(Self::VmHostAffinityRuleViolation(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmLimitLicense(v)) => {
                 return Ok(Self::VmLimitLicense(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmMetadataManagerFault(v)) => {
                 return Ok(Self::VmMetadataManagerFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmMonitorIncompatibleForFaultTolerance(v)) => {
                 return Ok(Self::VmMonitorIncompatibleForFaultTolerance(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_10::Object::VmPowerOnDisabled(v)) => {
                 return Ok(Self::VmPowerOnDisabled(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_11::Object::VmSmpFaultToleranceTooManyVMsOnHost(v)) => {
                 return Ok(Self::VmSmpFaultToleranceTooManyVMsOnHost(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_11::Object::VmToolsUpgradeFault(v)) => {
                 return Ok(Self::VmToolsUpgradeFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_11::Object::VmValidateMaxDevice(v)) => {
                 return Ok(Self::VmValidateMaxDevice(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_11::Object::VmWwnConflict(v)) => {
                 return Ok(Self::VmWwnConflict(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_11::Object::VmfsAlreadyMounted(v)) => {
                 return Ok(Self::VmfsAlreadyMounted(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_11::Object::VmfsAmbiguousMount(v)) => {
                 return Ok(Self::VmfsAmbiguousMount(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_11::Object::VmfsMountFault(v)) => {
                 return Ok(Self::VmfsMountFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_11::Object::VmotionInterfaceNotEnabled(v)) => {
                 return Ok(Self::VmotionInterfaceNotEnabled(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_11::Object::VolumeEditorError(v)) => {
                 return Ok(Self::VolumeEditorError(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_11::Object::VramLimitLicense(v)) => {
                 return Ok(Self::VramLimitLicense(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::v_12::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VsanClusterUuidMismatch(v)) => {
                 return Ok(Self::VsanClusterUuidMismatch(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VsanDiskFault(v)) => {
                 return Ok(Self::VsanDiskFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VsanFault(v)) => return Ok(Self::VsanFault(v)),
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VsanIncompatibleDiskMapping(v)) => {
                 return Ok(Self::VsanIncompatibleDiskMapping(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VspanDestPortConflict(v)) => {
                 return Ok(Self::VspanDestPortConflict(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VspanPortConflict(v)) => {
                 return Ok(Self::VspanPortConflict(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VspanPortMoveFault(v)) => {
                 return Ok(Self::VspanPortMoveFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VspanPortPromiscChangeFault(v)) => {
                 return Ok(Self::VspanPortPromiscChangeFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VspanPortgroupPromiscChangeFault(v)) => {
                 return Ok(Self::VspanPortgroupPromiscChangeFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VspanPortgroupTypeChangeFault(v)) => {
                 return Ok(Self::VspanPortgroupTypeChangeFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VspanPromiscuousPortNotSupported(v)) => {
                 return Ok(Self::VspanPromiscuousPortNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_12::Object::VspanSameSessionPortConflict(v)) => {
                 return Ok(Self::VspanSameSessionPortConflict(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::v_2::Object>(object) {
             Ok(chunks::v_2::Object::VimFault(v)) => return Ok(Self::VimFault(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::v_3::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_3::Object::VirtualDiskBlocksNotFullyProvisioned(v)) => {
                 return Ok(Self::VirtualDiskBlocksNotFullyProvisioned(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_3::Object::VirtualDiskModeNotSupported(v)) => {
                 return Ok(Self::VirtualDiskModeNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_4::Object::VirtualEthernetCardNotSupported(v)) => {
                 return Ok(Self::VirtualEthernetCardNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_4::Object::VirtualHardwareCompatibilityIssue(v)) => {
                 return Ok(Self::VirtualHardwareCompatibilityIssue(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_4::Object::VirtualHardwareVersionNotSupported(v)) => {
                 return Ok(Self::VirtualHardwareVersionNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_9::Object::VmAlreadyExistsInDatacenter(v)) => {
                 return Ok(Self::VmAlreadyExistsInDatacenter(v));
             }
             Ok(chunks::v_9::Object::VmConfigFault(v)) => {
                 return Ok(Self::VmConfigFault(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_9::Object::VmConfigIncompatibleForFaultTolerance(v)) => {
                 return Ok(Self::VmConfigIncompatibleForFaultTolerance(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::v_9::Object::VmConfigIncompatibleForRecordReplay(v)) => {
                 return Ok(Self::VmConfigIncompatibleForRecordReplay(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
+            #[cfg(feature = "all-faults")]
             Ok(chunks::w_to_v::Object::WakeOnLanNotSupported(v)) => {
                 return Ok(Self::WakeOnLanNotSupported(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::w_to_v::Object::WakeOnLanNotSupportedByVmotionNIC(v)) => {
                 return Ok(Self::WakeOnLanNotSupportedByVmotionNIC(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::w_to_v::Object::WillLoseHAProtection(v)) => {
                 return Ok(Self::WillLoseHAProtection(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::w_to_v::Object::WillModifyConfigCpuRequirements(v)) => {
                 return Ok(Self::WillModifyConfigCpuRequirements(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::w_to_v::Object::WillResetSnapshotDirectory(v)) => {
                 return Ok(Self::WillResetSnapshotDirectory(v));
             }
+            #[cfg(feature = "all-faults")]
             Ok(chunks::w_to_v::Object::WipeDiskFault(v)) => {
                 return Ok(Self::WipeDiskFault(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };

@@ -19,10 +19,12 @@ impl x::VariantOf<AnyMethodFault> for MethodFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MethodFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ActiveDirectoryFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -32,10 +34,12 @@ impl x::VariantOf<AnyMethodFault> for ActiveDirectoryFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ActiveDirectoryFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ActiveVMsBlockingEVC {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -45,10 +49,12 @@ impl x::VariantOf<AnyMethodFault> for ActiveVMsBlockingEVC {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ActiveVMsBlockingEVC(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for AdminDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -58,10 +64,12 @@ impl x::VariantOf<AnyMethodFault> for AdminDisabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AdminDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for AdminNotDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -71,10 +79,12 @@ impl x::VariantOf<AnyMethodFault> for AdminNotDisabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AdminNotDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for AffinityConfigured {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -84,10 +94,12 @@ impl x::VariantOf<AnyMethodFault> for AffinityConfigured {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AffinityConfigured(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for AgentInstallFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -97,10 +109,12 @@ impl x::VariantOf<AnyMethodFault> for AgentInstallFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AgentInstallFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for AlreadyBeingManaged {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -110,10 +124,12 @@ impl x::VariantOf<AnyMethodFault> for AlreadyBeingManaged {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AlreadyBeingManaged(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for AlreadyConnected {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -123,6 +139,7 @@ impl x::VariantOf<AnyMethodFault> for AlreadyConnected {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AlreadyConnected(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -136,10 +153,12 @@ impl x::VariantOf<AnyMethodFault> for AlreadyExists {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AlreadyExists(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for AlreadyUpgraded {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -149,10 +168,12 @@ impl x::VariantOf<AnyMethodFault> for AlreadyUpgraded {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AlreadyUpgraded(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for AnswerFileUpdateFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -162,10 +183,12 @@ impl x::VariantOf<AnyMethodFault> for AnswerFileUpdateFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AnswerFileUpdateFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ApplicationQuiesceFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -175,10 +198,12 @@ impl x::VariantOf<AnyMethodFault> for ApplicationQuiesceFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ApplicationQuiesceFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for AuthMinimumAdminPermission {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -188,10 +213,12 @@ impl x::VariantOf<AnyMethodFault> for AuthMinimumAdminPermission {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AuthMinimumAdminPermission(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for AuthenticationRequired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -201,10 +228,12 @@ impl x::VariantOf<AnyMethodFault> for AuthenticationRequired {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::AuthenticationRequired(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for BackupBlobReadFailure {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -214,10 +243,12 @@ impl x::VariantOf<AnyMethodFault> for BackupBlobReadFailure {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::BackupBlobReadFailure(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for BackupBlobWriteFailure {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -227,10 +258,12 @@ impl x::VariantOf<AnyMethodFault> for BackupBlobWriteFailure {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::BackupBlobWriteFailure(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for BlockedByFirewall {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -240,10 +273,12 @@ impl x::VariantOf<AnyMethodFault> for BlockedByFirewall {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::BlockedByFirewall(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CAMServerRefusedConnection {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -253,10 +288,12 @@ impl x::VariantOf<AnyMethodFault> for CAMServerRefusedConnection {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CAMServerRefusedConnection(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotAccessFile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -266,10 +303,12 @@ impl x::VariantOf<AnyMethodFault> for CannotAccessFile {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotAccessFile(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotAccessLocalSource {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -279,10 +318,12 @@ impl x::VariantOf<AnyMethodFault> for CannotAccessLocalSource {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotAccessLocalSource(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotAccessNetwork {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -292,10 +333,12 @@ impl x::VariantOf<AnyMethodFault> for CannotAccessNetwork {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotAccessNetwork(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotAccessVmComponent {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -305,10 +348,12 @@ impl x::VariantOf<AnyMethodFault> for CannotAccessVmComponent {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotAccessVmComponent(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotAccessVmConfig {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -318,10 +363,12 @@ impl x::VariantOf<AnyMethodFault> for CannotAccessVmConfig {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotAccessVmConfig(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotAccessVmDevice {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -331,10 +378,12 @@ impl x::VariantOf<AnyMethodFault> for CannotAccessVmDevice {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotAccessVmDevice(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotAccessVmDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -344,10 +393,12 @@ impl x::VariantOf<AnyMethodFault> for CannotAccessVmDisk {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotAccessVmDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmAsStandalone {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -357,10 +408,12 @@ impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmAsStandalone {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotAddHostWithFTVmAsStandalone(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmToDifferentCluster {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -370,10 +423,12 @@ impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmToDifferentCluster {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotAddHostWithFTVmToDifferentCluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmToNonHACluster {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -383,10 +438,12 @@ impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmToNonHACluster {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotAddHostWithFTVmToNonHACluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotChangeDrsBehaviorForFtSecondary {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -396,10 +453,12 @@ impl x::VariantOf<AnyMethodFault> for CannotChangeDrsBehaviorForFtSecondary {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotChangeDrsBehaviorForFtSecondary(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotChangeHaSettingsForFtSecondary {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -409,10 +468,12 @@ impl x::VariantOf<AnyMethodFault> for CannotChangeHaSettingsForFtSecondary {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotChangeHaSettingsForFtSecondary(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotChangeVsanClusterUuid {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -422,10 +483,12 @@ impl x::VariantOf<AnyMethodFault> for CannotChangeVsanClusterUuid {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotChangeVsanClusterUuid(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotChangeVsanNodeUuid {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -435,10 +498,12 @@ impl x::VariantOf<AnyMethodFault> for CannotChangeVsanNodeUuid {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotChangeVsanNodeUuid(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotComputeFTCompatibleHosts {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -448,6 +513,7 @@ impl x::VariantOf<AnyMethodFault> for CannotComputeFTCompatibleHosts {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotComputeFTCompatibleHosts(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -461,10 +527,12 @@ impl x::VariantOf<AnyMethodFault> for CannotCreateFile {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotCreateFile(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotDecryptPasswords {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -474,10 +542,12 @@ impl x::VariantOf<AnyMethodFault> for CannotDecryptPasswords {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotDecryptPasswords(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotDeleteFile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -487,10 +557,12 @@ impl x::VariantOf<AnyMethodFault> for CannotDeleteFile {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotDeleteFile(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotDisableDrsOnClustersWithVApps {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -500,10 +572,12 @@ impl x::VariantOf<AnyMethodFault> for CannotDisableDrsOnClustersWithVApps {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotDisableDrsOnClustersWithVApps(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotDisableSnapshot {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -513,10 +587,12 @@ impl x::VariantOf<AnyMethodFault> for CannotDisableSnapshot {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotDisableSnapshot(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotDisconnectHostWithFaultToleranceVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -526,10 +602,12 @@ impl x::VariantOf<AnyMethodFault> for CannotDisconnectHostWithFaultToleranceVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotDisconnectHostWithFaultToleranceVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotEnableVmcpForCluster {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -539,10 +617,12 @@ impl x::VariantOf<AnyMethodFault> for CannotEnableVmcpForCluster {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotEnableVmcpForCluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotModifyConfigCpuRequirements {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -552,10 +632,12 @@ impl x::VariantOf<AnyMethodFault> for CannotModifyConfigCpuRequirements {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotModifyConfigCpuRequirements(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotMoveFaultToleranceVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -565,10 +647,12 @@ impl x::VariantOf<AnyMethodFault> for CannotMoveFaultToleranceVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotMoveFaultToleranceVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotMoveHostWithFaultToleranceVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -578,10 +662,12 @@ impl x::VariantOf<AnyMethodFault> for CannotMoveHostWithFaultToleranceVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotMoveHostWithFaultToleranceVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotMoveVmWithDeltaDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -591,10 +677,12 @@ impl x::VariantOf<AnyMethodFault> for CannotMoveVmWithDeltaDisk {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotMoveVmWithDeltaDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotMoveVmWithNativeDeltaDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -604,10 +692,12 @@ impl x::VariantOf<AnyMethodFault> for CannotMoveVmWithNativeDeltaDisk {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotMoveVmWithNativeDeltaDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotMoveVsanEnabledHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -617,10 +707,12 @@ impl x::VariantOf<AnyMethodFault> for CannotMoveVsanEnabledHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotMoveVsanEnabledHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotPlaceWithoutPrerequisiteMoves {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -630,10 +722,12 @@ impl x::VariantOf<AnyMethodFault> for CannotPlaceWithoutPrerequisiteMoves {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotPlaceWithoutPrerequisiteMoves(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotPowerOffVmInCluster {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -643,10 +737,12 @@ impl x::VariantOf<AnyMethodFault> for CannotPowerOffVmInCluster {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotPowerOffVmInCluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotReconfigureVsanWhenHaEnabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -656,10 +752,12 @@ impl x::VariantOf<AnyMethodFault> for CannotReconfigureVsanWhenHaEnabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotReconfigureVsanWhenHaEnabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CannotUseNetwork {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -669,10 +767,12 @@ impl x::VariantOf<AnyMethodFault> for CannotUseNetwork {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CannotUseNetwork(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ClockSkew {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -682,10 +782,12 @@ impl x::VariantOf<AnyMethodFault> for ClockSkew {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ClockSkew(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CloneFromSnapshotNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -695,10 +797,12 @@ impl x::VariantOf<AnyMethodFault> for CloneFromSnapshotNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CloneFromSnapshotNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CollectorAddressUnset {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -708,6 +812,7 @@ impl x::VariantOf<AnyMethodFault> for CollectorAddressUnset {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CollectorAddressUnset(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -721,10 +826,12 @@ impl x::VariantOf<AnyMethodFault> for ConcurrentAccess {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ConcurrentAccess(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ConflictingConfiguration {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -734,10 +841,12 @@ impl x::VariantOf<AnyMethodFault> for ConflictingConfiguration {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ConflictingConfiguration(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ConflictingDatastoreFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -747,10 +856,12 @@ impl x::VariantOf<AnyMethodFault> for ConflictingDatastoreFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ConflictingDatastoreFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ConnectedIso {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -760,10 +871,12 @@ impl x::VariantOf<AnyMethodFault> for ConnectedIso {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ConnectedIso(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CpuCompatibilityUnknown {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -773,10 +886,12 @@ impl x::VariantOf<AnyMethodFault> for CpuCompatibilityUnknown {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CpuCompatibilityUnknown(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CpuHotPlugNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -786,10 +901,12 @@ impl x::VariantOf<AnyMethodFault> for CpuHotPlugNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CpuHotPlugNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CpuIncompatible {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -799,10 +916,12 @@ impl x::VariantOf<AnyMethodFault> for CpuIncompatible {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CpuIncompatible(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CpuIncompatible1ECX {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -812,10 +931,12 @@ impl x::VariantOf<AnyMethodFault> for CpuIncompatible1ECX {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CpuIncompatible1ECX(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CpuIncompatible81EDX {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -825,6 +946,7 @@ impl x::VariantOf<AnyMethodFault> for CpuIncompatible81EDX {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CpuIncompatible81EDX(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -838,10 +960,12 @@ impl x::VariantOf<AnyMethodFault> for CustomizationFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CustomizationFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for CustomizationPending {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -851,10 +975,12 @@ impl x::VariantOf<AnyMethodFault> for CustomizationPending {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::CustomizationPending(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DVPortNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -864,10 +990,12 @@ impl x::VariantOf<AnyMethodFault> for DVPortNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DVPortNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DasConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -877,10 +1005,12 @@ impl x::VariantOf<AnyMethodFault> for DasConfigFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DasConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DatabaseError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -890,10 +1020,12 @@ impl x::VariantOf<AnyMethodFault> for DatabaseError {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DatabaseError(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DatacenterMismatch {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -903,10 +1035,12 @@ impl x::VariantOf<AnyMethodFault> for DatacenterMismatch {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DatacenterMismatch(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DatastoreNotWritableOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -916,10 +1050,12 @@ impl x::VariantOf<AnyMethodFault> for DatastoreNotWritableOnHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DatastoreNotWritableOnHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DeltaDiskFormatNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -929,10 +1065,12 @@ impl x::VariantOf<AnyMethodFault> for DeltaDiskFormatNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DeltaDiskFormatNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DestinationSwitchFull {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -942,10 +1080,12 @@ impl x::VariantOf<AnyMethodFault> for DestinationSwitchFull {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DestinationSwitchFull(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DestinationVsanDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -955,10 +1095,12 @@ impl x::VariantOf<AnyMethodFault> for DestinationVsanDisabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DestinationVsanDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DeviceBackingNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -968,10 +1110,12 @@ impl x::VariantOf<AnyMethodFault> for DeviceBackingNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DeviceBackingNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DeviceControllerNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -981,10 +1125,12 @@ impl x::VariantOf<AnyMethodFault> for DeviceControllerNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DeviceControllerNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DeviceHotPlugNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -994,10 +1140,12 @@ impl x::VariantOf<AnyMethodFault> for DeviceHotPlugNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DeviceHotPlugNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DeviceNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1007,10 +1155,12 @@ impl x::VariantOf<AnyMethodFault> for DeviceNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DeviceNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DeviceNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1020,10 +1170,12 @@ impl x::VariantOf<AnyMethodFault> for DeviceNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DeviceNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DeviceUnsupportedForVmPlatform {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1033,10 +1185,12 @@ impl x::VariantOf<AnyMethodFault> for DeviceUnsupportedForVmPlatform {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DeviceUnsupportedForVmPlatform(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DeviceUnsupportedForVmVersion {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1046,10 +1200,12 @@ impl x::VariantOf<AnyMethodFault> for DeviceUnsupportedForVmVersion {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DeviceUnsupportedForVmVersion(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DigestNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1059,10 +1215,12 @@ impl x::VariantOf<AnyMethodFault> for DigestNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DigestNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DirectoryNotEmpty {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1072,10 +1230,12 @@ impl x::VariantOf<AnyMethodFault> for DirectoryNotEmpty {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DirectoryNotEmpty(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DisableAdminNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1085,10 +1245,12 @@ impl x::VariantOf<AnyMethodFault> for DisableAdminNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DisableAdminNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DisallowedChangeByService {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1098,10 +1260,12 @@ impl x::VariantOf<AnyMethodFault> for DisallowedChangeByService {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DisallowedChangeByService(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DisallowedDiskModeChange {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1111,10 +1275,12 @@ impl x::VariantOf<AnyMethodFault> for DisallowedDiskModeChange {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DisallowedDiskModeChange(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DisallowedMigrationDeviceAttached {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1124,10 +1290,12 @@ impl x::VariantOf<AnyMethodFault> for DisallowedMigrationDeviceAttached {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DisallowedMigrationDeviceAttached(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DisallowedOperationOnFailoverHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1137,10 +1305,12 @@ impl x::VariantOf<AnyMethodFault> for DisallowedOperationOnFailoverHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DisallowedOperationOnFailoverHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DisconnectedHostsBlockingEVC {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1150,10 +1320,12 @@ impl x::VariantOf<AnyMethodFault> for DisconnectedHostsBlockingEVC {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DisconnectedHostsBlockingEVC(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DiskHasPartitions {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1163,10 +1335,12 @@ impl x::VariantOf<AnyMethodFault> for DiskHasPartitions {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DiskHasPartitions(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DiskIsLastRemainingNonSSD {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1176,10 +1350,12 @@ impl x::VariantOf<AnyMethodFault> for DiskIsLastRemainingNonSSD {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DiskIsLastRemainingNonSSD(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DiskIsNonLocal {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1189,10 +1365,12 @@ impl x::VariantOf<AnyMethodFault> for DiskIsNonLocal {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DiskIsNonLocal(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DiskIsUSB {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1202,10 +1380,12 @@ impl x::VariantOf<AnyMethodFault> for DiskIsUSB {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DiskIsUSB(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DiskMoveTypeNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1215,10 +1395,12 @@ impl x::VariantOf<AnyMethodFault> for DiskMoveTypeNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DiskMoveTypeNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DiskNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1228,10 +1410,12 @@ impl x::VariantOf<AnyMethodFault> for DiskNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DiskNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DiskTooSmall {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1241,10 +1425,12 @@ impl x::VariantOf<AnyMethodFault> for DiskTooSmall {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DiskTooSmall(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DomainNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1254,10 +1440,12 @@ impl x::VariantOf<AnyMethodFault> for DomainNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DomainNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DrsDisabledOnVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1267,10 +1455,12 @@ impl x::VariantOf<AnyMethodFault> for DrsDisabledOnVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DrsDisabledOnVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DrsVmotionIncompatibleFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1280,10 +1470,12 @@ impl x::VariantOf<AnyMethodFault> for DrsVmotionIncompatibleFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DrsVmotionIncompatibleFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DuplicateDisks {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1293,6 +1485,7 @@ impl x::VariantOf<AnyMethodFault> for DuplicateDisks {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DuplicateDisks(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1306,10 +1499,12 @@ impl x::VariantOf<AnyMethodFault> for DuplicateName {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DuplicateName(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DuplicateVsanNetworkInterface {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1319,10 +1514,12 @@ impl x::VariantOf<AnyMethodFault> for DuplicateVsanNetworkInterface {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DuplicateVsanNetworkInterface(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DvsApplyOperationFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1332,10 +1529,12 @@ impl x::VariantOf<AnyMethodFault> for DvsApplyOperationFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DvsApplyOperationFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DvsFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1345,10 +1544,12 @@ impl x::VariantOf<AnyMethodFault> for DvsFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DvsFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DvsNotAuthorized {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1358,10 +1559,12 @@ impl x::VariantOf<AnyMethodFault> for DvsNotAuthorized {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DvsNotAuthorized(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DvsOperationBulkFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1371,10 +1574,12 @@ impl x::VariantOf<AnyMethodFault> for DvsOperationBulkFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DvsOperationBulkFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for DvsScopeViolated {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1384,10 +1589,12 @@ impl x::VariantOf<AnyMethodFault> for DvsScopeViolated {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::DvsScopeViolated(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1397,10 +1604,12 @@ impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCAdmissionFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUFeaturesForMode {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1410,10 +1619,12 @@ impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUFeaturesForMode {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCAdmissionFailedCPUFeaturesForMode(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUModel {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1423,10 +1634,12 @@ impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUModel {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCAdmissionFailedCPUModel(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUModelForMode {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1436,10 +1649,12 @@ impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUModelForMode {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCAdmissionFailedCPUModelForMode(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUVendor {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1449,10 +1664,12 @@ impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUVendor {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCAdmissionFailedCPUVendor(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUVendorUnknown {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1462,10 +1679,12 @@ impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUVendorUnknown {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCAdmissionFailedCPUVendorUnknown(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostDisconnected {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1475,10 +1694,12 @@ impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostDisconnected {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCAdmissionFailedHostDisconnected(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostSoftware {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1488,10 +1709,12 @@ impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostSoftware {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCAdmissionFailedHostSoftware(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostSoftwareForMode {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1501,10 +1724,12 @@ impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostSoftwareForMode {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCAdmissionFailedHostSoftwareForMode(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedVmActive {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1514,10 +1739,12 @@ impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedVmActive {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCAdmissionFailedVmActive(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1527,10 +1754,12 @@ impl x::VariantOf<AnyMethodFault> for EVCConfigFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCModeIllegalByVendor {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1540,10 +1769,12 @@ impl x::VariantOf<AnyMethodFault> for EVCModeIllegalByVendor {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCModeIllegalByVendor(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCModeUnsupportedByHosts {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1553,10 +1784,12 @@ impl x::VariantOf<AnyMethodFault> for EVCModeUnsupportedByHosts {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCModeUnsupportedByHosts(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCUnsupportedByHostHardware {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1566,10 +1799,12 @@ impl x::VariantOf<AnyMethodFault> for EVCUnsupportedByHostHardware {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCUnsupportedByHostHardware(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EVCUnsupportedByHostSoftware {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1579,10 +1814,12 @@ impl x::VariantOf<AnyMethodFault> for EVCUnsupportedByHostSoftware {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EVCUnsupportedByHostSoftware(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EightHostLimitViolated {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1592,10 +1829,12 @@ impl x::VariantOf<AnyMethodFault> for EightHostLimitViolated {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EightHostLimitViolated(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for EncryptionKeyRequired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1605,10 +1844,12 @@ impl x::VariantOf<AnyMethodFault> for EncryptionKeyRequired {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::EncryptionKeyRequired(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ExpiredAddonLicense {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1618,10 +1859,12 @@ impl x::VariantOf<AnyMethodFault> for ExpiredAddonLicense {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ExpiredAddonLicense(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ExpiredEditionLicense {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1631,10 +1874,12 @@ impl x::VariantOf<AnyMethodFault> for ExpiredEditionLicense {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ExpiredEditionLicense(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ExpiredFeatureLicense {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1644,10 +1889,12 @@ impl x::VariantOf<AnyMethodFault> for ExpiredFeatureLicense {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ExpiredFeatureLicense(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ExtendedFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1657,10 +1904,12 @@ impl x::VariantOf<AnyMethodFault> for ExtendedFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ExtendedFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FailToEnableSPBM {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1670,10 +1919,12 @@ impl x::VariantOf<AnyMethodFault> for FailToEnableSPBM {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FailToEnableSPBM(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FailToLockFaultToleranceVMs {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1683,10 +1934,12 @@ impl x::VariantOf<AnyMethodFault> for FailToLockFaultToleranceVMs {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FailToLockFaultToleranceVMs(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FaultToleranceAntiAffinityViolated {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1696,10 +1949,12 @@ impl x::VariantOf<AnyMethodFault> for FaultToleranceAntiAffinityViolated {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FaultToleranceAntiAffinityViolated(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FaultToleranceCannotEditMem {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1709,10 +1964,12 @@ impl x::VariantOf<AnyMethodFault> for FaultToleranceCannotEditMem {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FaultToleranceCannotEditMem(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FaultToleranceCpuIncompatible {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1722,10 +1979,12 @@ impl x::VariantOf<AnyMethodFault> for FaultToleranceCpuIncompatible {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FaultToleranceCpuIncompatible(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FaultToleranceNeedsThickDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1735,10 +1994,12 @@ impl x::VariantOf<AnyMethodFault> for FaultToleranceNeedsThickDisk {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FaultToleranceNeedsThickDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FaultToleranceNotLicensed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1748,10 +2009,12 @@ impl x::VariantOf<AnyMethodFault> for FaultToleranceNotLicensed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FaultToleranceNotLicensed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FaultToleranceNotSameBuild {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1761,10 +2024,12 @@ impl x::VariantOf<AnyMethodFault> for FaultToleranceNotSameBuild {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FaultToleranceNotSameBuild(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FaultTolerancePrimaryPowerOnNotAttempted {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1774,10 +2039,12 @@ impl x::VariantOf<AnyMethodFault> for FaultTolerancePrimaryPowerOnNotAttempted {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FaultTolerancePrimaryPowerOnNotAttempted(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FaultToleranceVmNotDasProtected {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1787,10 +2054,12 @@ impl x::VariantOf<AnyMethodFault> for FaultToleranceVmNotDasProtected {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FaultToleranceVmNotDasProtected(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FcoeFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1800,10 +2069,12 @@ impl x::VariantOf<AnyMethodFault> for FcoeFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FcoeFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FcoeFaultPnicHasNoPortSet {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1813,10 +2084,12 @@ impl x::VariantOf<AnyMethodFault> for FcoeFaultPnicHasNoPortSet {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FcoeFaultPnicHasNoPortSet(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FeatureRequirementsNotMet {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1826,6 +2099,7 @@ impl x::VariantOf<AnyMethodFault> for FeatureRequirementsNotMet {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FeatureRequirementsNotMet(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1839,10 +2113,12 @@ impl x::VariantOf<AnyMethodFault> for FileAlreadyExists {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FileAlreadyExists(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FileBackedPortNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1852,6 +2128,7 @@ impl x::VariantOf<AnyMethodFault> for FileBackedPortNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FileBackedPortNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1865,6 +2142,7 @@ impl x::VariantOf<AnyMethodFault> for FileFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FileFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1878,10 +2156,12 @@ impl x::VariantOf<AnyMethodFault> for FileLocked {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FileLocked(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FileNameTooLong {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1891,6 +2171,7 @@ impl x::VariantOf<AnyMethodFault> for FileNameTooLong {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FileNameTooLong(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1904,10 +2185,12 @@ impl x::VariantOf<AnyMethodFault> for FileNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FileNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FileNotWritable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1917,10 +2200,12 @@ impl x::VariantOf<AnyMethodFault> for FileNotWritable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FileNotWritable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FileTooLarge {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1930,10 +2215,12 @@ impl x::VariantOf<AnyMethodFault> for FileTooLarge {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FileTooLarge(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FilesystemQuiesceFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1943,10 +2230,12 @@ impl x::VariantOf<AnyMethodFault> for FilesystemQuiesceFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FilesystemQuiesceFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FilterInUse {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1956,10 +2245,12 @@ impl x::VariantOf<AnyMethodFault> for FilterInUse {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FilterInUse(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FtIssuesOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1969,10 +2260,12 @@ impl x::VariantOf<AnyMethodFault> for FtIssuesOnHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FtIssuesOnHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FtVmHostRuleViolation {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1982,10 +2275,12 @@ impl x::VariantOf<AnyMethodFault> for FtVmHostRuleViolation {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FtVmHostRuleViolation(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for FullStorageVMotionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1995,10 +2290,12 @@ impl x::VariantOf<AnyMethodFault> for FullStorageVMotionNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::FullStorageVMotionNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GatewayConnectFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2008,10 +2305,12 @@ impl x::VariantOf<AnyMethodFault> for GatewayConnectFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GatewayConnectFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GatewayHostNotReachable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2021,10 +2320,12 @@ impl x::VariantOf<AnyMethodFault> for GatewayHostNotReachable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GatewayHostNotReachable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GatewayNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2034,10 +2335,12 @@ impl x::VariantOf<AnyMethodFault> for GatewayNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GatewayNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GatewayNotReachable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2047,10 +2350,12 @@ impl x::VariantOf<AnyMethodFault> for GatewayNotReachable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GatewayNotReachable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GatewayOperationRefused {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2060,10 +2365,12 @@ impl x::VariantOf<AnyMethodFault> for GatewayOperationRefused {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GatewayOperationRefused(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GatewayToHostAuthFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2073,10 +2380,12 @@ impl x::VariantOf<AnyMethodFault> for GatewayToHostAuthFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GatewayToHostAuthFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GatewayToHostConnectFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2086,10 +2395,12 @@ impl x::VariantOf<AnyMethodFault> for GatewayToHostConnectFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GatewayToHostConnectFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GatewayToHostTrustVerifyFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2099,10 +2410,12 @@ impl x::VariantOf<AnyMethodFault> for GatewayToHostTrustVerifyFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GatewayToHostTrustVerifyFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GenericDrsFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2112,10 +2425,12 @@ impl x::VariantOf<AnyMethodFault> for GenericDrsFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GenericDrsFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GenericVmConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2125,10 +2440,12 @@ impl x::VariantOf<AnyMethodFault> for GenericVmConfigFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GenericVmConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestAuthenticationChallenge {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2138,10 +2455,12 @@ impl x::VariantOf<AnyMethodFault> for GuestAuthenticationChallenge {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestAuthenticationChallenge(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestComponentsOutOfDate {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2151,10 +2470,12 @@ impl x::VariantOf<AnyMethodFault> for GuestComponentsOutOfDate {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestComponentsOutOfDate(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestMultipleMappings {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2164,6 +2485,7 @@ impl x::VariantOf<AnyMethodFault> for GuestMultipleMappings {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestMultipleMappings(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -2177,6 +2499,7 @@ impl x::VariantOf<AnyMethodFault> for GuestOperationsFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestOperationsFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -2190,6 +2513,7 @@ impl x::VariantOf<AnyMethodFault> for GuestOperationsUnavailable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestOperationsUnavailable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -2203,10 +2527,12 @@ impl x::VariantOf<AnyMethodFault> for GuestPermissionDenied {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestPermissionDenied(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestProcessNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2216,10 +2542,12 @@ impl x::VariantOf<AnyMethodFault> for GuestProcessNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestProcessNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestRegistryFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2229,10 +2557,12 @@ impl x::VariantOf<AnyMethodFault> for GuestRegistryFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestRegistryFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyAlreadyExists {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2242,10 +2572,12 @@ impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyAlreadyExists {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestRegistryKeyAlreadyExists(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2255,10 +2587,12 @@ impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestRegistryKeyFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyHasSubkeys {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2268,10 +2602,12 @@ impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyHasSubkeys {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestRegistryKeyHasSubkeys(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyInvalid {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2281,10 +2617,12 @@ impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyInvalid {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestRegistryKeyInvalid(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyParentVolatile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2294,10 +2632,12 @@ impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyParentVolatile {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestRegistryKeyParentVolatile(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestRegistryValueFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2307,10 +2647,12 @@ impl x::VariantOf<AnyMethodFault> for GuestRegistryValueFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestRegistryValueFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for GuestRegistryValueNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2320,10 +2662,12 @@ impl x::VariantOf<AnyMethodFault> for GuestRegistryValueNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::GuestRegistryValueNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HAErrorsAtDest {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2333,10 +2677,12 @@ impl x::VariantOf<AnyMethodFault> for HAErrorsAtDest {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HAErrorsAtDest(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HeterogenousHostsBlockingEVC {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2346,10 +2692,12 @@ impl x::VariantOf<AnyMethodFault> for HeterogenousHostsBlockingEVC {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HeterogenousHostsBlockingEVC(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostAccessRestrictedToManagementServer {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2359,6 +2707,7 @@ impl x::VariantOf<AnyMethodFault> for HostAccessRestrictedToManagementServer {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostAccessRestrictedToManagementServer(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -2372,10 +2721,12 @@ impl x::VariantOf<AnyMethodFault> for HostCommunication {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostCommunication(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostConfigFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2385,10 +2736,12 @@ impl x::VariantOf<AnyMethodFault> for HostConfigFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostConfigFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2398,10 +2751,12 @@ impl x::VariantOf<AnyMethodFault> for HostConfigFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostConnectFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2411,10 +2766,12 @@ impl x::VariantOf<AnyMethodFault> for HostConnectFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostConnectFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostHasComponentFailure {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2424,10 +2781,12 @@ impl x::VariantOf<AnyMethodFault> for HostHasComponentFailure {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostHasComponentFailure(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostInDomain {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2437,10 +2796,12 @@ impl x::VariantOf<AnyMethodFault> for HostInDomain {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostInDomain(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostIncompatibleForFaultTolerance {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2450,10 +2811,12 @@ impl x::VariantOf<AnyMethodFault> for HostIncompatibleForFaultTolerance {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostIncompatibleForFaultTolerance(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostIncompatibleForRecordReplay {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2463,10 +2826,12 @@ impl x::VariantOf<AnyMethodFault> for HostIncompatibleForRecordReplay {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostIncompatibleForRecordReplay(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostInventoryFull {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2476,6 +2841,7 @@ impl x::VariantOf<AnyMethodFault> for HostInventoryFull {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostInventoryFull(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -2489,10 +2855,12 @@ impl x::VariantOf<AnyMethodFault> for HostNotConnected {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostNotConnected(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostNotReachable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2502,10 +2870,12 @@ impl x::VariantOf<AnyMethodFault> for HostNotReachable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostNotReachable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostPowerOpFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2515,10 +2885,12 @@ impl x::VariantOf<AnyMethodFault> for HostPowerOpFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostPowerOpFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HostSpecificationOperationFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2528,10 +2900,12 @@ impl x::VariantOf<AnyMethodFault> for HostSpecificationOperationFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HostSpecificationOperationFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HotSnapshotMoveNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2541,10 +2915,12 @@ impl x::VariantOf<AnyMethodFault> for HotSnapshotMoveNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HotSnapshotMoveNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for HttpFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2554,10 +2930,12 @@ impl x::VariantOf<AnyMethodFault> for HttpFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::HttpFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IDEDiskNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2567,10 +2945,12 @@ impl x::VariantOf<AnyMethodFault> for IDEDiskNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IDEDiskNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IORMNotSupportedHostOnDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2580,10 +2960,12 @@ impl x::VariantOf<AnyMethodFault> for IORMNotSupportedHostOnDatastore {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IORMNotSupportedHostOnDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ImportHostAddFailure {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2593,10 +2975,12 @@ impl x::VariantOf<AnyMethodFault> for ImportHostAddFailure {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ImportHostAddFailure(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for ImportOperationBulkFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2606,10 +2990,12 @@ impl x::VariantOf<AnyMethodFault> for ImportOperationBulkFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ImportOperationBulkFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InUseFeatureManipulationDisallowed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2619,10 +3005,12 @@ impl x::VariantOf<AnyMethodFault> for InUseFeatureManipulationDisallowed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InUseFeatureManipulationDisallowed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InaccessibleDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2632,448 +3020,7 @@ impl x::VariantOf<AnyMethodFault> for InaccessibleDatastore {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InaccessibleDatastore(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InaccessibleFTMetadataDatastore {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InaccessibleFTMetadataDatastore(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InaccessibleFTMetadataDatastore(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InaccessibleVFlashSource {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InaccessibleVFlashSource(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InaccessibleVFlashSource(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncompatibleDefaultDevice {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleDefaultDevice(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::IncompatibleDefaultDevice(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncompatibleHostForFtSecondary {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleHostForFtSecondary(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::IncompatibleHostForFtSecondary(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncompatibleHostForVmReplication {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleHostForVmReplication(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::IncompatibleHostForVmReplication(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncompatibleSetting {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleSetting(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::IncompatibleSetting(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncorrectFileType {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncorrectFileType(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::IncorrectFileType(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IncorrectHostInformation {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncorrectHostInformation(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::IncorrectHostInformation(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for IndependentDiskVMotionNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IndependentDiskVMotionNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::IndependentDiskVMotionNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientAgentVmsDeployed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientAgentVmsDeployed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientAgentVmsDeployed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientCpuResourcesFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientCpuResourcesFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientCpuResourcesFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientDisks {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientDisks(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientDisks(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientFailoverResourcesFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientFailoverResourcesFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientFailoverResourcesFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientGraphicsResourcesFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientGraphicsResourcesFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientGraphicsResourcesFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientHostCapacityFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientHostCapacityFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientHostCapacityFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientHostCpuCapacityFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientHostCpuCapacityFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientHostCpuCapacityFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientHostMemoryCapacityFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientHostMemoryCapacityFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientHostMemoryCapacityFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientMemoryResourcesFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientMemoryResourcesFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientMemoryResourcesFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientNetworkCapacity {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientNetworkCapacity(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientNetworkCapacity(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientNetworkResourcePoolCapacity {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientNetworkResourcePoolCapacity(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientNetworkResourcePoolCapacity(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientPerCpuCapacity {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientPerCpuCapacity(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientPerCpuCapacity(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientResourcesFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientResourcesFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientResourcesFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientStandbyCpuResource {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStandbyCpuResource(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientStandbyCpuResource(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientStandbyMemoryResource {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStandbyMemoryResource(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientStandbyMemoryResource(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientStandbyResource {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStandbyResource(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientStandbyResource(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientStorageIops {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStorageIops(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientStorageIops(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientStorageSpace {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStorageSpace(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientStorageSpace(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InsufficientVFlashResourcesFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientVFlashResourcesFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientVFlashResourcesFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidAffinitySettingFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidAffinitySettingFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InvalidAffinitySettingFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidArgument {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidArgument(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InvalidArgument(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidBmcRole {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidBmcRole(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InvalidBmcRole(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidBundle {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidBundle(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InvalidBundle(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidCAMCertificate {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidCAMCertificate(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InvalidCAMCertificate(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidCAMServer {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidCAMServer(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InvalidCAMServer(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }

@@ -5,6 +5,515 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InaccessibleFTMetadataDatastore {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InaccessibleFTMetadataDatastore(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InaccessibleFTMetadataDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InaccessibleVFlashSource {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InaccessibleVFlashSource(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InaccessibleVFlashSource(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for IncompatibleDefaultDevice {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::IncompatibleDefaultDevice(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::IncompatibleDefaultDevice(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for IncompatibleHostForFtSecondary {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::IncompatibleHostForFtSecondary(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::IncompatibleHostForFtSecondary(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for IncompatibleHostForVmReplication {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::IncompatibleHostForVmReplication(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::IncompatibleHostForVmReplication(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for IncompatibleSetting {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::IncompatibleSetting(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::IncompatibleSetting(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for IncorrectFileType {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::IncorrectFileType(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::IncorrectFileType(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for IncorrectHostInformation {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::IncorrectHostInformation(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::IncorrectHostInformation(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for IndependentDiskVMotionNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::IndependentDiskVMotionNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::IndependentDiskVMotionNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientAgentVmsDeployed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientAgentVmsDeployed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientAgentVmsDeployed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientCpuResourcesFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientCpuResourcesFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientCpuResourcesFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientDisks {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientDisks(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientDisks(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientFailoverResourcesFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientFailoverResourcesFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientFailoverResourcesFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientGraphicsResourcesFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientGraphicsResourcesFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientGraphicsResourcesFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientHostCapacityFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientHostCapacityFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientHostCapacityFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientHostCpuCapacityFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientHostCpuCapacityFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientHostCpuCapacityFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientHostMemoryCapacityFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientHostMemoryCapacityFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientHostMemoryCapacityFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientMemoryResourcesFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientMemoryResourcesFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientMemoryResourcesFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientNetworkCapacity {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientNetworkCapacity(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientNetworkCapacity(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientNetworkResourcePoolCapacity {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientNetworkResourcePoolCapacity(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientNetworkResourcePoolCapacity(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientPerCpuCapacity {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientPerCpuCapacity(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientPerCpuCapacity(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for InsufficientResourcesFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientResourcesFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientResourcesFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientStandbyCpuResource {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientStandbyCpuResource(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientStandbyCpuResource(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientStandbyMemoryResource {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientStandbyMemoryResource(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientStandbyMemoryResource(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientStandbyResource {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientStandbyResource(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientStandbyResource(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientStorageIops {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientStorageIops(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientStorageIops(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientStorageSpace {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientStorageSpace(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientStorageSpace(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientVFlashResourcesFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InsufficientVFlashResourcesFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InsufficientVFlashResourcesFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InvalidAffinitySettingFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InvalidAffinitySettingFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InvalidAffinitySettingFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for InvalidArgument {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InvalidArgument(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InvalidArgument(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InvalidBmcRole {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InvalidBmcRole(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InvalidBmcRole(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InvalidBundle {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InvalidBundle(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InvalidBundle(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InvalidCAMCertificate {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InvalidCAMCertificate(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InvalidCAMCertificate(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InvalidCAMServer {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InvalidCAMServer(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InvalidCAMServer(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidClientCertificate {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -14,6 +523,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidClientCertificate {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidClientCertificate(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -27,10 +537,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidCollectorVersion {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidCollectorVersion(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidController {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -40,10 +552,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidController {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidController(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidDasConfigArgument {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -53,10 +567,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidDasConfigArgument {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidDasConfigArgument(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidDasRestartPriorityForFtVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -66,6 +582,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidDasRestartPriorityForFtVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidDasRestartPriorityForFtVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -79,6 +596,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidDatastore {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -92,10 +610,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidDatastorePath {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidDatastorePath(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidDatastoreState {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -105,10 +625,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidDatastoreState {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidDatastoreState(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidDeviceBacking {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -118,10 +640,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidDeviceBacking {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidDeviceBacking(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidDeviceOperation {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -131,10 +655,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidDeviceOperation {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidDeviceOperation(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidDeviceSpec {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -144,10 +670,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidDeviceSpec {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidDeviceSpec(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidDiskFormat {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -157,10 +685,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidDiskFormat {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidDiskFormat(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidDrsBehaviorForFtVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -170,10 +700,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidDrsBehaviorForFtVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidDrsBehaviorForFtVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidEditionLicense {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -183,10 +715,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidEditionLicense {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidEditionLicense(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidEvent {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -196,10 +730,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidEvent {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidFolder {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -209,10 +745,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidFolder {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidFolder(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidFormat {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -222,6 +760,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidFormat {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidFormat(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -235,10 +774,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidGuestLogin {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidGuestLogin(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidHostConnectionState {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -248,10 +789,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidHostConnectionState {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidHostConnectionState(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidHostName {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -261,6 +804,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidHostName {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidHostName(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -274,10 +818,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidHostState {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidHostState(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidIndexArgument {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -287,10 +833,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidIndexArgument {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidIndexArgument(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidIpfixConfig {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -300,10 +848,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidIpfixConfig {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidIpfixConfig(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidIpmiLoginInfo {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -313,10 +863,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidIpmiLoginInfo {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidIpmiLoginInfo(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidIpmiMacAddress {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -326,10 +878,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidIpmiMacAddress {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidIpmiMacAddress(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidLicense {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -339,10 +893,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidLicense {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidLicense(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidLocale {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -352,6 +908,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidLocale {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidLocale(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -365,6 +922,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidLogin {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidLogin(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -378,10 +936,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidName {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidName(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidNasCredentials {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -391,10 +951,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidNasCredentials {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidNasCredentials(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidNetworkInType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -404,10 +966,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidNetworkInType {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidNetworkInType(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidNetworkResource {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -417,10 +981,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidNetworkResource {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidNetworkResource(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidOperationOnSecondaryVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -430,6 +996,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidOperationOnSecondaryVm {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidOperationOnSecondaryVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -443,10 +1010,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidPowerState {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidPowerState(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidPrivilege {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -456,10 +1025,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidPrivilege {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidPrivilege(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidProfileReferenceHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -469,6 +1040,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidProfileReferenceHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidProfileReferenceHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -482,10 +1054,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidProperty {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidProperty(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidPropertyType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -495,10 +1069,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidPropertyType {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidPropertyType(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidPropertyValue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -508,6 +1084,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidPropertyValue {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidPropertyValue(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -521,10 +1098,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidRequest {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidRequest(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidResourcePoolStructureFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -534,10 +1113,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidResourcePoolStructureFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidResourcePoolStructureFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidScheduledTask {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -547,10 +1128,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidScheduledTask {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidScheduledTask(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidSnapshotFormat {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -560,6 +1143,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidSnapshotFormat {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidSnapshotFormat(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -573,10 +1157,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidState {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidState(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidToken {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -586,6 +1172,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidToken {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidToken(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -599,6 +1186,7 @@ impl x::VariantOf<AnyMethodFault> for InvalidType {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidType(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -612,10 +1200,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidVmConfig {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidVmConfig(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InvalidVmState {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -625,10 +1215,12 @@ impl x::VariantOf<AnyMethodFault> for InvalidVmState {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InvalidVmState(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for InventoryHasStandardAloneHosts {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -638,10 +1230,12 @@ impl x::VariantOf<AnyMethodFault> for InventoryHasStandardAloneHosts {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::InventoryHasStandardAloneHosts(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IpHostnameGeneratorError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -651,10 +1245,12 @@ impl x::VariantOf<AnyMethodFault> for IpHostnameGeneratorError {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IpHostnameGeneratorError(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -664,10 +1260,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultInvalidVnic {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -677,10 +1275,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultInvalidVnic {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultInvalidVnic(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultPnicInUse {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -690,10 +1290,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultPnicInUse {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultPnicInUse(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicAlreadyBound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -703,10 +1305,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicAlreadyBound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultVnicAlreadyBound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasActivePaths {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -716,10 +1320,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasActivePaths {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultVnicHasActivePaths(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasMultipleUplinks {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -729,10 +1335,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasMultipleUplinks {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultVnicHasMultipleUplinks(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasNoUplinks {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -742,10 +1350,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasNoUplinks {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultVnicHasNoUplinks(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasWrongUplink {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -755,10 +1365,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasWrongUplink {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultVnicHasWrongUplink(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicInUse {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -768,10 +1380,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicInUse {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultVnicInUse(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicIsLastPath {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -781,10 +1395,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicIsLastPath {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultVnicIsLastPath(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicNotBound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -794,10 +1410,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicNotBound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultVnicNotBound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -807,10 +1425,12 @@ impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::IscsiFaultVnicNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for KeyNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -820,10 +1440,12 @@ impl x::VariantOf<AnyMethodFault> for KeyNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::KeyNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LargeRDMConversionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -833,10 +1455,12 @@ impl x::VariantOf<AnyMethodFault> for LargeRDMConversionNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LargeRDMConversionNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LargeRDMNotSupportedOnDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -846,10 +1470,12 @@ impl x::VariantOf<AnyMethodFault> for LargeRDMNotSupportedOnDatastore {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LargeRDMNotSupportedOnDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LegacyNetworkInterfaceInUse {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -859,10 +1485,12 @@ impl x::VariantOf<AnyMethodFault> for LegacyNetworkInterfaceInUse {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LegacyNetworkInterfaceInUse(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LicenseAssignmentFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -872,10 +1500,12 @@ impl x::VariantOf<AnyMethodFault> for LicenseAssignmentFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LicenseAssignmentFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LicenseDowngradeDisallowed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -885,10 +1515,12 @@ impl x::VariantOf<AnyMethodFault> for LicenseDowngradeDisallowed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LicenseDowngradeDisallowed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LicenseEntityNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -898,10 +1530,12 @@ impl x::VariantOf<AnyMethodFault> for LicenseEntityNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LicenseEntityNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LicenseExpired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -911,10 +1545,12 @@ impl x::VariantOf<AnyMethodFault> for LicenseExpired {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LicenseExpired(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LicenseKeyEntityMismatch {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -924,10 +1560,12 @@ impl x::VariantOf<AnyMethodFault> for LicenseKeyEntityMismatch {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LicenseKeyEntityMismatch(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LicenseRestricted {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -937,10 +1575,12 @@ impl x::VariantOf<AnyMethodFault> for LicenseRestricted {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LicenseRestricted(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LicenseServerUnavailable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -950,10 +1590,12 @@ impl x::VariantOf<AnyMethodFault> for LicenseServerUnavailable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LicenseServerUnavailable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LicenseSourceUnavailable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -963,10 +1605,12 @@ impl x::VariantOf<AnyMethodFault> for LicenseSourceUnavailable {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LicenseSourceUnavailable(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LimitExceeded {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -976,10 +1620,12 @@ impl x::VariantOf<AnyMethodFault> for LimitExceeded {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LimitExceeded(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LinuxVolumeNotClean {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -989,10 +1635,12 @@ impl x::VariantOf<AnyMethodFault> for LinuxVolumeNotClean {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LinuxVolumeNotClean(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for LogBundlingFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1002,10 +1650,12 @@ impl x::VariantOf<AnyMethodFault> for LogBundlingFailed {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::LogBundlingFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MaintenanceModeFileMove {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1015,6 +1665,7 @@ impl x::VariantOf<AnyMethodFault> for MaintenanceModeFileMove {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MaintenanceModeFileMove(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1028,10 +1679,12 @@ impl x::VariantOf<AnyMethodFault> for ManagedObjectNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::ManagedObjectNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MemoryFileFormatNotSupportedByDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1041,10 +1694,12 @@ impl x::VariantOf<AnyMethodFault> for MemoryFileFormatNotSupportedByDatastore {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MemoryFileFormatNotSupportedByDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MemoryHotPlugNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1054,10 +1709,12 @@ impl x::VariantOf<AnyMethodFault> for MemoryHotPlugNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MemoryHotPlugNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MemorySizeNotRecommended {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1067,10 +1724,12 @@ impl x::VariantOf<AnyMethodFault> for MemorySizeNotRecommended {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MemorySizeNotRecommended(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MemorySizeNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1080,10 +1739,12 @@ impl x::VariantOf<AnyMethodFault> for MemorySizeNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MemorySizeNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MemorySizeNotSupportedByDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1093,10 +1754,12 @@ impl x::VariantOf<AnyMethodFault> for MemorySizeNotSupportedByDatastore {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MemorySizeNotSupportedByDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MemorySnapshotOnIndependentDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1106,10 +1769,12 @@ impl x::VariantOf<AnyMethodFault> for MemorySnapshotOnIndependentDisk {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MemorySnapshotOnIndependentDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MethodAlreadyDisabledFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1119,6 +1784,7 @@ impl x::VariantOf<AnyMethodFault> for MethodAlreadyDisabledFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MethodAlreadyDisabledFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1132,10 +1798,12 @@ impl x::VariantOf<AnyMethodFault> for MethodDisabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MethodDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MethodNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1145,10 +1813,12 @@ impl x::VariantOf<AnyMethodFault> for MethodNotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MethodNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MigrationDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1158,10 +1828,12 @@ impl x::VariantOf<AnyMethodFault> for MigrationDisabled {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MigrationDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MigrationFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1171,10 +1843,12 @@ impl x::VariantOf<AnyMethodFault> for MigrationFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MigrationFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MigrationFeatureNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1184,10 +1858,12 @@ impl x::VariantOf<AnyMethodFault> for MigrationFeatureNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MigrationFeatureNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MigrationNotReady {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1197,10 +1873,12 @@ impl x::VariantOf<AnyMethodFault> for MigrationNotReady {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MigrationNotReady(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MismatchedBundle {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1210,10 +1888,12 @@ impl x::VariantOf<AnyMethodFault> for MismatchedBundle {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MismatchedBundle(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MismatchedNetworkPolicies {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1223,10 +1903,12 @@ impl x::VariantOf<AnyMethodFault> for MismatchedNetworkPolicies {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MismatchedNetworkPolicies(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MismatchedVMotionNetworkNames {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1236,10 +1918,12 @@ impl x::VariantOf<AnyMethodFault> for MismatchedVMotionNetworkNames {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MismatchedVMotionNetworkNames(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MissingBmcSupport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1249,10 +1933,12 @@ impl x::VariantOf<AnyMethodFault> for MissingBmcSupport {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MissingBmcSupport(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MissingController {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1262,10 +1948,12 @@ impl x::VariantOf<AnyMethodFault> for MissingController {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MissingController(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MissingIpPool {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1275,10 +1963,12 @@ impl x::VariantOf<AnyMethodFault> for MissingIpPool {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MissingIpPool(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MissingLinuxCustResources {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1288,10 +1978,12 @@ impl x::VariantOf<AnyMethodFault> for MissingLinuxCustResources {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MissingLinuxCustResources(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MissingNetworkIpConfig {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1301,10 +1993,12 @@ impl x::VariantOf<AnyMethodFault> for MissingNetworkIpConfig {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MissingNetworkIpConfig(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MissingPowerOffConfiguration {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1314,10 +2008,12 @@ impl x::VariantOf<AnyMethodFault> for MissingPowerOffConfiguration {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MissingPowerOffConfiguration(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MissingPowerOnConfiguration {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1327,10 +2023,12 @@ impl x::VariantOf<AnyMethodFault> for MissingPowerOnConfiguration {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MissingPowerOnConfiguration(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MissingWindowsCustResources {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1340,10 +2038,12 @@ impl x::VariantOf<AnyMethodFault> for MissingWindowsCustResources {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MissingWindowsCustResources(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MksConnectionLimitReached {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1353,10 +2053,12 @@ impl x::VariantOf<AnyMethodFault> for MksConnectionLimitReached {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MksConnectionLimitReached(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MountError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1366,10 +2068,12 @@ impl x::VariantOf<AnyMethodFault> for MountError {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MountError(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MultiWriterNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1379,10 +2083,12 @@ impl x::VariantOf<AnyMethodFault> for MultiWriterNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MultiWriterNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MultipleCertificatesVerifyFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1392,10 +2098,12 @@ impl x::VariantOf<AnyMethodFault> for MultipleCertificatesVerifyFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MultipleCertificatesVerifyFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for MultipleSnapshotsNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1405,10 +2113,12 @@ impl x::VariantOf<AnyMethodFault> for MultipleSnapshotsNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::MultipleSnapshotsNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NamespaceFull {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1418,10 +2128,12 @@ impl x::VariantOf<AnyMethodFault> for NamespaceFull {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NamespaceFull(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NamespaceLimitReached {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1431,10 +2143,12 @@ impl x::VariantOf<AnyMethodFault> for NamespaceLimitReached {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NamespaceLimitReached(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NamespaceWriteProtected {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1444,10 +2158,12 @@ impl x::VariantOf<AnyMethodFault> for NamespaceWriteProtected {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NamespaceWriteProtected(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NasConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1457,10 +2173,12 @@ impl x::VariantOf<AnyMethodFault> for NasConfigFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NasConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NasConnectionLimitReached {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1470,10 +2188,12 @@ impl x::VariantOf<AnyMethodFault> for NasConnectionLimitReached {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NasConnectionLimitReached(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NasSessionCredentialConflict {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1483,10 +2203,12 @@ impl x::VariantOf<AnyMethodFault> for NasSessionCredentialConflict {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NasSessionCredentialConflict(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NasVolumeNotMounted {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1496,10 +2218,12 @@ impl x::VariantOf<AnyMethodFault> for NasVolumeNotMounted {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NasVolumeNotMounted(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NetworkCopyFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1509,10 +2233,12 @@ impl x::VariantOf<AnyMethodFault> for NetworkCopyFault {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NetworkCopyFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NetworkDisruptedAndConfigRolledBack {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1522,10 +2248,12 @@ impl x::VariantOf<AnyMethodFault> for NetworkDisruptedAndConfigRolledBack {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NetworkDisruptedAndConfigRolledBack(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NetworkInaccessible {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1535,10 +2263,12 @@ impl x::VariantOf<AnyMethodFault> for NetworkInaccessible {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NetworkInaccessible(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NetworksMayNotBeTheSame {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1548,10 +2278,12 @@ impl x::VariantOf<AnyMethodFault> for NetworksMayNotBeTheSame {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NetworksMayNotBeTheSame(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NicSettingMismatch {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1561,10 +2293,12 @@ impl x::VariantOf<AnyMethodFault> for NicSettingMismatch {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NicSettingMismatch(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoActiveHostInCluster {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1574,10 +2308,12 @@ impl x::VariantOf<AnyMethodFault> for NoActiveHostInCluster {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoActiveHostInCluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoAvailableIp {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1587,10 +2323,12 @@ impl x::VariantOf<AnyMethodFault> for NoAvailableIp {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoAvailableIp(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoClientCertificate {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1600,10 +2338,12 @@ impl x::VariantOf<AnyMethodFault> for NoClientCertificate {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoClientCertificate(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoCompatibleDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1613,10 +2353,12 @@ impl x::VariantOf<AnyMethodFault> for NoCompatibleDatastore {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoCompatibleDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoCompatibleHardAffinityHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1626,10 +2368,12 @@ impl x::VariantOf<AnyMethodFault> for NoCompatibleHardAffinityHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoCompatibleHardAffinityHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoCompatibleHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1639,10 +2383,12 @@ impl x::VariantOf<AnyMethodFault> for NoCompatibleHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoCompatibleHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoCompatibleHostWithAccessToDevice {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1652,10 +2398,12 @@ impl x::VariantOf<AnyMethodFault> for NoCompatibleHostWithAccessToDevice {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoCompatibleHostWithAccessToDevice(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoCompatibleSoftAffinityHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1665,10 +2413,12 @@ impl x::VariantOf<AnyMethodFault> for NoCompatibleSoftAffinityHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoCompatibleSoftAffinityHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoConnectedDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1678,10 +2428,12 @@ impl x::VariantOf<AnyMethodFault> for NoConnectedDatastore {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoConnectedDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoDiskFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1691,10 +2443,12 @@ impl x::VariantOf<AnyMethodFault> for NoDiskFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoDiskFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoDiskSpace {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1704,10 +2458,12 @@ impl x::VariantOf<AnyMethodFault> for NoDiskSpace {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoDiskSpace(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoDisksToCustomize {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1717,10 +2473,12 @@ impl x::VariantOf<AnyMethodFault> for NoDisksToCustomize {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoDisksToCustomize(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoGateway {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1730,10 +2488,12 @@ impl x::VariantOf<AnyMethodFault> for NoGateway {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoGateway(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoGuestHeartbeat {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1743,10 +2503,12 @@ impl x::VariantOf<AnyMethodFault> for NoGuestHeartbeat {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoGuestHeartbeat(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1756,10 +2518,12 @@ impl x::VariantOf<AnyMethodFault> for NoHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoHostSuitableForFtSecondary {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1769,10 +2533,12 @@ impl x::VariantOf<AnyMethodFault> for NoHostSuitableForFtSecondary {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoHostSuitableForFtSecondary(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoLicenseServerConfigured {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1782,10 +2548,12 @@ impl x::VariantOf<AnyMethodFault> for NoLicenseServerConfigured {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoLicenseServerConfigured(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoPeerHostFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1795,6 +2563,7 @@ impl x::VariantOf<AnyMethodFault> for NoPeerHostFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoPeerHostFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1808,10 +2577,12 @@ impl x::VariantOf<AnyMethodFault> for NoPermission {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoPermission(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoPermissionOnAD {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1821,10 +2592,12 @@ impl x::VariantOf<AnyMethodFault> for NoPermissionOnAD {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoPermissionOnAD(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoPermissionOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1834,10 +2607,12 @@ impl x::VariantOf<AnyMethodFault> for NoPermissionOnHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoPermissionOnHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoPermissionOnNasVolume {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1847,10 +2622,12 @@ impl x::VariantOf<AnyMethodFault> for NoPermissionOnNasVolume {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoPermissionOnNasVolume(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoSubjectName {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1860,10 +2637,12 @@ impl x::VariantOf<AnyMethodFault> for NoSubjectName {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoSubjectName(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoVcManagedIpConfigured {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1873,10 +2652,12 @@ impl x::VariantOf<AnyMethodFault> for NoVcManagedIpConfigured {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoVcManagedIpConfigured(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoVirtualNic {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1886,10 +2667,12 @@ impl x::VariantOf<AnyMethodFault> for NoVirtualNic {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoVirtualNic(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NoVmInVApp {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1899,10 +2682,12 @@ impl x::VariantOf<AnyMethodFault> for NoVmInVApp {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NoVmInVApp(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NonADUserRequired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1912,10 +2697,12 @@ impl x::VariantOf<AnyMethodFault> for NonADUserRequired {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NonADUserRequired(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NonHomeRDMVMotionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1925,10 +2712,12 @@ impl x::VariantOf<AnyMethodFault> for NonHomeRDMVMotionNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NonHomeRDMVMotionNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NonPersistentDisksNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1938,10 +2727,12 @@ impl x::VariantOf<AnyMethodFault> for NonPersistentDisksNotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NonPersistentDisksNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NonVmwareOuiMacNotSupportedHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1951,10 +2742,12 @@ impl x::VariantOf<AnyMethodFault> for NonVmwareOuiMacNotSupportedHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NonVmwareOuiMacNotSupportedHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotADirectory {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1964,10 +2757,12 @@ impl x::VariantOf<AnyMethodFault> for NotADirectory {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotADirectory(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotAFile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -1977,6 +2772,7 @@ impl x::VariantOf<AnyMethodFault> for NotAFile {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotAFile(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1990,10 +2786,12 @@ impl x::VariantOf<AnyMethodFault> for NotAuthenticated {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotAuthenticated(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotEnoughCpus {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2003,6 +2801,7 @@ impl x::VariantOf<AnyMethodFault> for NotEnoughCpus {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotEnoughCpus(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -2016,10 +2815,12 @@ impl x::VariantOf<AnyMethodFault> for NotEnoughLicenses {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotEnoughLicenses(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotEnoughLogicalCpus {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2029,6 +2830,7 @@ impl x::VariantOf<AnyMethodFault> for NotEnoughLogicalCpus {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotEnoughLogicalCpus(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -2042,6 +2844,7 @@ impl x::VariantOf<AnyMethodFault> for NotFound {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -2055,6 +2858,7 @@ impl x::VariantOf<AnyMethodFault> for NotImplemented {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotImplemented(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -2068,10 +2872,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupported {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotSupportedDeviceForFT {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2081,10 +2887,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupportedDeviceForFT {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupportedDeviceForFT(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotSupportedHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2094,10 +2902,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupportedHost {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupportedHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotSupportedHostForChecksum {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2107,10 +2917,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupportedHostForChecksum {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupportedHostForChecksum(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVFlash {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2120,10 +2932,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVFlash {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupportedHostForVFlash(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVmcp {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2133,10 +2947,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVmcp {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupportedHostForVmcp(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVmemFile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2146,10 +2962,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVmemFile {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupportedHostForVmemFile(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVsan {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2159,10 +2977,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVsan {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupportedHostForVsan(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotSupportedHostInCluster {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2172,10 +2992,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupportedHostInCluster {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupportedHostInCluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotSupportedHostInDvs {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2185,10 +3007,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupportedHostInDvs {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupportedHostInDvs(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotSupportedHostInHACluster {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2198,10 +3022,12 @@ impl x::VariantOf<AnyMethodFault> for NotSupportedHostInHACluster {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotSupportedHostInHACluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::VariantOf<AnyMethodFault> for NotUserConfigurableProperty {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
@@ -2211,929 +3037,7 @@ impl x::VariantOf<AnyMethodFault> for NotUserConfigurableProperty {
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
             AnyMethodFault::NotUserConfigurableProperty(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NumVirtualCoresPerSocketNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCoresPerSocketNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::NumVirtualCoresPerSocketNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NumVirtualCpusExceedsLimit {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCpusExceedsLimit(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::NumVirtualCpusExceedsLimit(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NumVirtualCpusIncompatible {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCpusIncompatible(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::NumVirtualCpusIncompatible(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for NumVirtualCpusNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCpusNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::NumVirtualCpusNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OperationDisabledByGuest {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OperationDisabledByGuest(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OperationDisabledByGuest(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OperationDisallowedOnHost {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OperationDisallowedOnHost(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OperationDisallowedOnHost(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OperationNotSupportedByGuest {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OperationNotSupportedByGuest(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OperationNotSupportedByGuest(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OutOfBounds {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OutOfBounds(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OutOfBounds(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfAttribute {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfAttribute(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfAttribute(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConnectedDevice {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConnectedDevice(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConnectedDevice(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConnectedDeviceFloppy {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConnectedDeviceFloppy(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConnectedDeviceFloppy(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConnectedDeviceIso {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConnectedDeviceIso(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConnectedDeviceIso(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConstraint {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConstraint(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConstraint(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerCallbackFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerCallbackFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerCallbackFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerCommunicationError {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerCommunicationError(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerCommunicationError(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerInvalidSection {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerInvalidSection(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerInvalidSection(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerPowerOnFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerPowerOnFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerPowerOnFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerUndeclaredSection {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerUndeclaredSection(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerUndeclaredSection(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerUndefinedPrefix {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerUndefinedPrefix(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerUndefinedPrefix(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfConsumerValidationFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerValidationFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerValidationFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfCpuCompatibility {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfCpuCompatibility(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfCpuCompatibility(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfCpuCompatibilityCheckNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfCpuCompatibilityCheckNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfCpuCompatibilityCheckNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDiskMappingNotFound {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDiskMappingNotFound(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDiskMappingNotFound(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDiskOrderConstraint {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDiskOrderConstraint(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDiskOrderConstraint(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDuplicateElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicateElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDuplicateElement(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDuplicatedElementBoundary {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicatedElementBoundary(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDuplicatedElementBoundary(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDuplicatedPropertyIdExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicatedPropertyIdExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDuplicatedPropertyIdExport(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfDuplicatedPropertyIdImport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicatedPropertyIdImport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDuplicatedPropertyIdImport(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfElement(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfElementInvalidValue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfElementInvalidValue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfElementInvalidValue(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfExport(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfExportFailed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfExportFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfExportFailed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfHardwareCheck {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHardwareCheck(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfHardwareCheck(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfHardwareExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHardwareExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfHardwareExport(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfHostResourceConstraint {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHostResourceConstraint(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfHostResourceConstraint(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfHostValueNotParsed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHostValueNotParsed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfHostValueNotParsed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfImport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfImport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfImport(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfImportFailed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfImportFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfImportFailed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInternalError {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInternalError(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInternalError(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidPackage {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidPackage(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidPackage(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidValue(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueConfiguration {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueConfiguration(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidValueConfiguration(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueEmpty {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueEmpty(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidValueEmpty(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueFormatMalformed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueFormatMalformed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidValueFormatMalformed(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueReference {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueReference(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidValueReference(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfInvalidVmName {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidVmName(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidVmName(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfMappedOsId {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMappedOsId(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfMappedOsId(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfMissingAttribute {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingAttribute(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfMissingAttribute(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfMissingElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfMissingElement(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfMissingElementNormalBoundary {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingElementNormalBoundary(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfMissingElementNormalBoundary(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfMissingHardware {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingHardware(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfMissingHardware(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfNetworkMappingNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNetworkMappingNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfNetworkMappingNotSupported(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfNoHostNic {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNoHostNic(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfNoHostNic(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfNoSpaceOnController {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNoSpaceOnController(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfNoSpaceOnController(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfNoSupportedHardwareFamily {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNoSupportedHardwareFamily(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfNoSupportedHardwareFamily(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfProperty {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfProperty(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfProperty(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyExport(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyNetwork {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyNetwork(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyNetwork(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyNetworkExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyNetworkExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyNetworkExport(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifier {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyQualifier(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyQualifier(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifierDuplicate {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyQualifierDuplicate(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyQualifierDuplicate(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifierIgnored {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyQualifierIgnored(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyQualifierIgnored(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyType {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyType(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyType(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfPropertyValue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyValue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyValue(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfSystemFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfSystemFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfSystemFault(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfToXmlUnsupportedElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfToXmlUnsupportedElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfToXmlUnsupportedElement(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnableToExportDisk {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnableToExportDisk(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnableToExportDisk(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnexpectedElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnexpectedElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnexpectedElement(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for OvfUnknownDevice {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnknownDevice(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnknownDevice(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }

@@ -44,6 +44,7 @@ impl x::Fields for AuthorizationDescription {
         w.write_vec("privilegeGroup", &self.privilege_group);
     }
 }
+#[cfg(feature = "all-events")]
 /// `AuthorizationEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -52,10 +53,13 @@ pub struct AuthorizationEvent {
     /// The fields `AuthorizationEvent` inherits from `Event`.
     pub event: Event,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for AuthorizationEvent {
     const TYPE_NAME: &'static str = "AuthorizationEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for AuthorizationEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for AuthorizationEvent {
     type Target = Event;
     #[inline]
@@ -63,12 +67,14 @@ impl std::ops::Deref for AuthorizationEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for AuthorizationEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for AuthorizationEvent {
     fn decode_field(
         &mut self,
@@ -281,6 +287,7 @@ impl x::ArrayItem for AutoStartPowerInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAutoStartPowerInfo";
     const ITEM_TAG: &'static str = "AutoStartPowerInfo";
 }
+#[cfg(feature = "all-faults")]
 /// `BackupBlobReadFailure` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -295,10 +302,13 @@ pub struct BackupBlobReadFailure {
     /// `fault`.
     pub fault: LocalizedMethodFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for BackupBlobReadFailure {
     const TYPE_NAME: &'static str = "BackupBlobReadFailure";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for BackupBlobReadFailure {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for BackupBlobReadFailure {
     type Target = DvsFault;
     #[inline]
@@ -306,12 +316,14 @@ impl std::ops::Deref for BackupBlobReadFailure {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for BackupBlobReadFailure {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for BackupBlobReadFailure {
     fn decode_field(
         &mut self,
@@ -334,6 +346,7 @@ impl x::Fields for BackupBlobReadFailure {
         w.write("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `BackupBlobWriteFailure` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -348,10 +361,13 @@ pub struct BackupBlobWriteFailure {
     /// `fault`.
     pub fault: LocalizedMethodFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for BackupBlobWriteFailure {
     const TYPE_NAME: &'static str = "BackupBlobWriteFailure";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for BackupBlobWriteFailure {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for BackupBlobWriteFailure {
     type Target = DvsFault;
     #[inline]
@@ -359,12 +375,14 @@ impl std::ops::Deref for BackupBlobWriteFailure {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for BackupBlobWriteFailure {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for BackupBlobWriteFailure {
     fn decode_field(
         &mut self,
@@ -387,6 +405,7 @@ impl x::Fields for BackupBlobWriteFailure {
         w.write("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-events")]
 /// `BadUsernameSessionEvent` (extends `SessionEvent`).
 ///
 /// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
@@ -397,10 +416,13 @@ pub struct BadUsernameSessionEvent {
     /// `ipAddress`.
     pub ip_address: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for BadUsernameSessionEvent {
     const TYPE_NAME: &'static str = "BadUsernameSessionEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for BadUsernameSessionEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for BadUsernameSessionEvent {
     type Target = SessionEvent;
     #[inline]
@@ -408,12 +430,14 @@ impl std::ops::Deref for BadUsernameSessionEvent {
         &self.session_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for BadUsernameSessionEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut SessionEvent {
         &mut self.session_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for BadUsernameSessionEvent {
     fn decode_field(
         &mut self,
@@ -775,6 +799,7 @@ impl x::Fields for BatchResult {
         w.write_opt("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `BlockedByFirewall` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -783,10 +808,13 @@ pub struct BlockedByFirewall {
     /// The fields `BlockedByFirewall` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for BlockedByFirewall {
     const TYPE_NAME: &'static str = "BlockedByFirewall";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for BlockedByFirewall {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for BlockedByFirewall {
     type Target = HostConfigFault;
     #[inline]
@@ -794,12 +822,14 @@ impl std::ops::Deref for BlockedByFirewall {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for BlockedByFirewall {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for BlockedByFirewall {
     fn decode_field(
         &mut self,
@@ -907,6 +937,7 @@ impl x::Fields for BoolPolicy {
         w.write_opt("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CAMServerRefusedConnection` (extends `InvalidCAMServer`).
 ///
 /// The fields of `InvalidCAMServer` are in `invalid_cam_server`, also reachable through `Deref`.
@@ -915,10 +946,13 @@ pub struct CAMServerRefusedConnection {
     /// The fields `CAMServerRefusedConnection` inherits from `InvalidCAMServer`.
     pub invalid_cam_server: InvalidCAMServer,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CAMServerRefusedConnection {
     const TYPE_NAME: &'static str = "CAMServerRefusedConnection";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CAMServerRefusedConnection {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CAMServerRefusedConnection {
     type Target = InvalidCAMServer;
     #[inline]
@@ -926,12 +960,14 @@ impl std::ops::Deref for CAMServerRefusedConnection {
         &self.invalid_cam_server
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CAMServerRefusedConnection {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidCAMServer {
         &mut self.invalid_cam_server
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CAMServerRefusedConnection {
     fn decode_field(
         &mut self,
@@ -945,6 +981,7 @@ impl x::Fields for CAMServerRefusedConnection {
         x::Fields::encode_fields(&self.invalid_cam_server, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CanceledHostOperationEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -953,10 +990,13 @@ pub struct CanceledHostOperationEvent {
     /// The fields `CanceledHostOperationEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CanceledHostOperationEvent {
     const TYPE_NAME: &'static str = "CanceledHostOperationEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CanceledHostOperationEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CanceledHostOperationEvent {
     type Target = HostEvent;
     #[inline]
@@ -964,12 +1004,14 @@ impl std::ops::Deref for CanceledHostOperationEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CanceledHostOperationEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CanceledHostOperationEvent {
     fn decode_field(
         &mut self,
@@ -983,6 +1025,7 @@ impl x::Fields for CanceledHostOperationEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotAccessFile` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -991,10 +1034,13 @@ pub struct CannotAccessFile {
     /// The fields `CannotAccessFile` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotAccessFile {
     const TYPE_NAME: &'static str = "CannotAccessFile";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotAccessFile {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotAccessFile {
     type Target = FileFault;
     #[inline]
@@ -1002,12 +1048,14 @@ impl std::ops::Deref for CannotAccessFile {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotAccessFile {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotAccessFile {
     fn decode_field(
         &mut self,
@@ -1021,6 +1069,7 @@ impl x::Fields for CannotAccessFile {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotAccessLocalSource` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1029,10 +1078,13 @@ pub struct CannotAccessLocalSource {
     /// The fields `CannotAccessLocalSource` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotAccessLocalSource {
     const TYPE_NAME: &'static str = "CannotAccessLocalSource";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotAccessLocalSource {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotAccessLocalSource {
     type Target = VimFault;
     #[inline]
@@ -1040,12 +1092,14 @@ impl std::ops::Deref for CannotAccessLocalSource {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotAccessLocalSource {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotAccessLocalSource {
     fn decode_field(
         &mut self,
@@ -1059,6 +1113,7 @@ impl x::Fields for CannotAccessLocalSource {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotAccessNetwork` (extends `CannotAccessVmDevice`).
 ///
 /// The fields of `CannotAccessVmDevice` are in `cannot_access_vm_device`, also reachable through `Deref`.
@@ -1069,10 +1124,13 @@ pub struct CannotAccessNetwork {
     /// `network`.
     pub network: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotAccessNetwork {
     const TYPE_NAME: &'static str = "CannotAccessNetwork";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotAccessNetwork {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotAccessNetwork {
     type Target = CannotAccessVmDevice;
     #[inline]
@@ -1080,12 +1138,14 @@ impl std::ops::Deref for CannotAccessNetwork {
         &self.cannot_access_vm_device
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotAccessNetwork {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotAccessVmDevice {
         &mut self.cannot_access_vm_device
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotAccessNetwork {
     fn decode_field(
         &mut self,
@@ -1110,6 +1170,7 @@ impl x::Fields for CannotAccessNetwork {
         w.write_opt("network", &self.network);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotAccessVmComponent` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -1118,10 +1179,13 @@ pub struct CannotAccessVmComponent {
     /// The fields `CannotAccessVmComponent` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotAccessVmComponent {
     const TYPE_NAME: &'static str = "CannotAccessVmComponent";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotAccessVmComponent {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotAccessVmComponent {
     type Target = VmConfigFault;
     #[inline]
@@ -1129,12 +1193,14 @@ impl std::ops::Deref for CannotAccessVmComponent {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotAccessVmComponent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotAccessVmComponent {
     fn decode_field(
         &mut self,
@@ -1148,6 +1214,7 @@ impl x::Fields for CannotAccessVmComponent {
         x::Fields::encode_fields(&self.vm_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotAccessVmConfig` (extends `CannotAccessVmComponent`).
 ///
 /// The fields of `CannotAccessVmComponent` are in `cannot_access_vm_component`, also reachable through `Deref`.
@@ -1158,10 +1225,13 @@ pub struct CannotAccessVmConfig {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotAccessVmConfig {
     const TYPE_NAME: &'static str = "CannotAccessVmConfig";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotAccessVmConfig {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotAccessVmConfig {
     type Target = CannotAccessVmComponent;
     #[inline]
@@ -1169,12 +1239,14 @@ impl std::ops::Deref for CannotAccessVmConfig {
         &self.cannot_access_vm_component
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotAccessVmConfig {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotAccessVmComponent {
         &mut self.cannot_access_vm_component
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotAccessVmConfig {
     fn decode_field(
         &mut self,
@@ -1199,6 +1271,7 @@ impl x::Fields for CannotAccessVmConfig {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotAccessVmDevice` (extends `CannotAccessVmComponent`).
 ///
 /// The fields of `CannotAccessVmComponent` are in `cannot_access_vm_component`, also reachable through `Deref`.
@@ -1213,10 +1286,13 @@ pub struct CannotAccessVmDevice {
     /// `connected`.
     pub connected: bool,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotAccessVmDevice {
     const TYPE_NAME: &'static str = "CannotAccessVmDevice";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotAccessVmDevice {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotAccessVmDevice {
     type Target = CannotAccessVmComponent;
     #[inline]
@@ -1224,12 +1300,14 @@ impl std::ops::Deref for CannotAccessVmDevice {
         &self.cannot_access_vm_component
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotAccessVmDevice {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotAccessVmComponent {
         &mut self.cannot_access_vm_component
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotAccessVmDevice {
     fn decode_field(
         &mut self,
@@ -1258,6 +1336,7 @@ impl x::Fields for CannotAccessVmDevice {
         w.write("connected", &self.connected);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotAccessVmDisk` (extends `CannotAccessVmDevice`).
 ///
 /// The fields of `CannotAccessVmDevice` are in `cannot_access_vm_device`, also reachable through `Deref`.
@@ -1268,10 +1347,13 @@ pub struct CannotAccessVmDisk {
     /// `fault`.
     pub fault: LocalizedMethodFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotAccessVmDisk {
     const TYPE_NAME: &'static str = "CannotAccessVmDisk";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotAccessVmDisk {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotAccessVmDisk {
     type Target = CannotAccessVmDevice;
     #[inline]
@@ -1279,12 +1361,14 @@ impl std::ops::Deref for CannotAccessVmDisk {
         &self.cannot_access_vm_device
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotAccessVmDisk {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotAccessVmDevice {
         &mut self.cannot_access_vm_device
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotAccessVmDisk {
     fn decode_field(
         &mut self,
@@ -1309,6 +1393,7 @@ impl x::Fields for CannotAccessVmDisk {
         w.write("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotAddHostWithFTVmAsStandalone` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -1317,10 +1402,13 @@ pub struct CannotAddHostWithFTVmAsStandalone {
     /// The fields `CannotAddHostWithFTVmAsStandalone` inherits from `HostConnectFault`.
     pub host_connect_fault: HostConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotAddHostWithFTVmAsStandalone {
     const TYPE_NAME: &'static str = "CannotAddHostWithFTVmAsStandalone";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotAddHostWithFTVmAsStandalone {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotAddHostWithFTVmAsStandalone {
     type Target = HostConnectFault;
     #[inline]
@@ -1328,12 +1416,14 @@ impl std::ops::Deref for CannotAddHostWithFTVmAsStandalone {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotAddHostWithFTVmAsStandalone {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotAddHostWithFTVmAsStandalone {
     fn decode_field(
         &mut self,
@@ -1347,6 +1437,7 @@ impl x::Fields for CannotAddHostWithFTVmAsStandalone {
         x::Fields::encode_fields(&self.host_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotAddHostWithFTVmToDifferentCluster` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -1355,10 +1446,13 @@ pub struct CannotAddHostWithFTVmToDifferentCluster {
     /// The fields `CannotAddHostWithFTVmToDifferentCluster` inherits from `HostConnectFault`.
     pub host_connect_fault: HostConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotAddHostWithFTVmToDifferentCluster {
     const TYPE_NAME: &'static str = "CannotAddHostWithFTVmToDifferentCluster";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotAddHostWithFTVmToDifferentCluster {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotAddHostWithFTVmToDifferentCluster {
     type Target = HostConnectFault;
     #[inline]
@@ -1366,12 +1460,14 @@ impl std::ops::Deref for CannotAddHostWithFTVmToDifferentCluster {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotAddHostWithFTVmToDifferentCluster {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotAddHostWithFTVmToDifferentCluster {
     fn decode_field(
         &mut self,
@@ -1385,6 +1481,7 @@ impl x::Fields for CannotAddHostWithFTVmToDifferentCluster {
         x::Fields::encode_fields(&self.host_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotAddHostWithFTVmToNonHACluster` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -1393,10 +1490,13 @@ pub struct CannotAddHostWithFTVmToNonHACluster {
     /// The fields `CannotAddHostWithFTVmToNonHACluster` inherits from `HostConnectFault`.
     pub host_connect_fault: HostConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotAddHostWithFTVmToNonHACluster {
     const TYPE_NAME: &'static str = "CannotAddHostWithFTVmToNonHACluster";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotAddHostWithFTVmToNonHACluster {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotAddHostWithFTVmToNonHACluster {
     type Target = HostConnectFault;
     #[inline]
@@ -1404,12 +1504,14 @@ impl std::ops::Deref for CannotAddHostWithFTVmToNonHACluster {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotAddHostWithFTVmToNonHACluster {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotAddHostWithFTVmToNonHACluster {
     fn decode_field(
         &mut self,
@@ -1423,6 +1525,7 @@ impl x::Fields for CannotAddHostWithFTVmToNonHACluster {
         x::Fields::encode_fields(&self.host_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotChangeDrsBehaviorForFtSecondary` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -1435,10 +1538,13 @@ pub struct CannotChangeDrsBehaviorForFtSecondary {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotChangeDrsBehaviorForFtSecondary {
     const TYPE_NAME: &'static str = "CannotChangeDrsBehaviorForFtSecondary";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotChangeDrsBehaviorForFtSecondary {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotChangeDrsBehaviorForFtSecondary {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -1446,12 +1552,14 @@ impl std::ops::Deref for CannotChangeDrsBehaviorForFtSecondary {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotChangeDrsBehaviorForFtSecondary {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotChangeDrsBehaviorForFtSecondary {
     fn decode_field(
         &mut self,
@@ -1478,6 +1586,7 @@ impl x::Fields for CannotChangeDrsBehaviorForFtSecondary {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotChangeHaSettingsForFtSecondary` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -1490,10 +1599,13 @@ pub struct CannotChangeHaSettingsForFtSecondary {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotChangeHaSettingsForFtSecondary {
     const TYPE_NAME: &'static str = "CannotChangeHaSettingsForFtSecondary";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotChangeHaSettingsForFtSecondary {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotChangeHaSettingsForFtSecondary {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -1501,12 +1613,14 @@ impl std::ops::Deref for CannotChangeHaSettingsForFtSecondary {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotChangeHaSettingsForFtSecondary {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotChangeHaSettingsForFtSecondary {
     fn decode_field(
         &mut self,
@@ -1533,6 +1647,7 @@ impl x::Fields for CannotChangeHaSettingsForFtSecondary {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotChangeVsanClusterUuid` (extends `VsanFault`).
 ///
 /// The fields of `VsanFault` are in `vsan_fault`, also reachable through `Deref`.
@@ -1541,10 +1656,13 @@ pub struct CannotChangeVsanClusterUuid {
     /// The fields `CannotChangeVsanClusterUuid` inherits from `VsanFault`.
     pub vsan_fault: VsanFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotChangeVsanClusterUuid {
     const TYPE_NAME: &'static str = "CannotChangeVsanClusterUuid";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotChangeVsanClusterUuid {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotChangeVsanClusterUuid {
     type Target = VsanFault;
     #[inline]
@@ -1552,12 +1670,14 @@ impl std::ops::Deref for CannotChangeVsanClusterUuid {
         &self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotChangeVsanClusterUuid {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanFault {
         &mut self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotChangeVsanClusterUuid {
     fn decode_field(
         &mut self,
@@ -1571,6 +1691,7 @@ impl x::Fields for CannotChangeVsanClusterUuid {
         x::Fields::encode_fields(&self.vsan_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotChangeVsanNodeUuid` (extends `VsanFault`).
 ///
 /// The fields of `VsanFault` are in `vsan_fault`, also reachable through `Deref`.
@@ -1579,10 +1700,13 @@ pub struct CannotChangeVsanNodeUuid {
     /// The fields `CannotChangeVsanNodeUuid` inherits from `VsanFault`.
     pub vsan_fault: VsanFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotChangeVsanNodeUuid {
     const TYPE_NAME: &'static str = "CannotChangeVsanNodeUuid";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotChangeVsanNodeUuid {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotChangeVsanNodeUuid {
     type Target = VsanFault;
     #[inline]
@@ -1590,12 +1714,14 @@ impl std::ops::Deref for CannotChangeVsanNodeUuid {
         &self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotChangeVsanNodeUuid {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanFault {
         &mut self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotChangeVsanNodeUuid {
     fn decode_field(
         &mut self,
@@ -1609,6 +1735,7 @@ impl x::Fields for CannotChangeVsanNodeUuid {
         x::Fields::encode_fields(&self.vsan_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotComputeFTCompatibleHosts` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -1621,10 +1748,13 @@ pub struct CannotComputeFTCompatibleHosts {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotComputeFTCompatibleHosts {
     const TYPE_NAME: &'static str = "CannotComputeFTCompatibleHosts";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotComputeFTCompatibleHosts {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotComputeFTCompatibleHosts {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -1632,12 +1762,14 @@ impl std::ops::Deref for CannotComputeFTCompatibleHosts {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotComputeFTCompatibleHosts {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotComputeFTCompatibleHosts {
     fn decode_field(
         &mut self,
@@ -1702,6 +1834,7 @@ impl x::Fields for CannotCreateFile {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotDecryptPasswords` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -1710,10 +1843,13 @@ pub struct CannotDecryptPasswords {
     /// The fields `CannotDecryptPasswords` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotDecryptPasswords {
     const TYPE_NAME: &'static str = "CannotDecryptPasswords";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotDecryptPasswords {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotDecryptPasswords {
     type Target = CustomizationFault;
     #[inline]
@@ -1721,12 +1857,14 @@ impl std::ops::Deref for CannotDecryptPasswords {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotDecryptPasswords {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotDecryptPasswords {
     fn decode_field(
         &mut self,
@@ -1740,6 +1878,7 @@ impl x::Fields for CannotDecryptPasswords {
         x::Fields::encode_fields(&self.customization_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotDeleteFile` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -1748,10 +1887,13 @@ pub struct CannotDeleteFile {
     /// The fields `CannotDeleteFile` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotDeleteFile {
     const TYPE_NAME: &'static str = "CannotDeleteFile";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotDeleteFile {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotDeleteFile {
     type Target = FileFault;
     #[inline]
@@ -1759,12 +1901,14 @@ impl std::ops::Deref for CannotDeleteFile {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotDeleteFile {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotDeleteFile {
     fn decode_field(
         &mut self,
@@ -1778,6 +1922,7 @@ impl x::Fields for CannotDeleteFile {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotDisableDrsOnClustersWithVApps` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -1786,10 +1931,13 @@ pub struct CannotDisableDrsOnClustersWithVApps {
     /// The fields `CannotDisableDrsOnClustersWithVApps` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotDisableDrsOnClustersWithVApps {
     const TYPE_NAME: &'static str = "CannotDisableDrsOnClustersWithVApps";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotDisableDrsOnClustersWithVApps {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotDisableDrsOnClustersWithVApps {
     type Target = RuntimeFault;
     #[inline]
@@ -1797,12 +1945,14 @@ impl std::ops::Deref for CannotDisableDrsOnClustersWithVApps {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotDisableDrsOnClustersWithVApps {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotDisableDrsOnClustersWithVApps {
     fn decode_field(
         &mut self,
@@ -1816,6 +1966,7 @@ impl x::Fields for CannotDisableDrsOnClustersWithVApps {
         x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotDisableSnapshot` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -1824,10 +1975,13 @@ pub struct CannotDisableSnapshot {
     /// The fields `CannotDisableSnapshot` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotDisableSnapshot {
     const TYPE_NAME: &'static str = "CannotDisableSnapshot";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotDisableSnapshot {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotDisableSnapshot {
     type Target = VmConfigFault;
     #[inline]
@@ -1835,12 +1989,14 @@ impl std::ops::Deref for CannotDisableSnapshot {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotDisableSnapshot {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotDisableSnapshot {
     fn decode_field(
         &mut self,
@@ -1854,6 +2010,7 @@ impl x::Fields for CannotDisableSnapshot {
         x::Fields::encode_fields(&self.vm_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotDisconnectHostWithFaultToleranceVm` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1864,10 +2021,13 @@ pub struct CannotDisconnectHostWithFaultToleranceVm {
     /// `hostName`.
     pub host_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotDisconnectHostWithFaultToleranceVm {
     const TYPE_NAME: &'static str = "CannotDisconnectHostWithFaultToleranceVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotDisconnectHostWithFaultToleranceVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotDisconnectHostWithFaultToleranceVm {
     type Target = VimFault;
     #[inline]
@@ -1875,12 +2035,14 @@ impl std::ops::Deref for CannotDisconnectHostWithFaultToleranceVm {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotDisconnectHostWithFaultToleranceVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotDisconnectHostWithFaultToleranceVm {
     fn decode_field(
         &mut self,
@@ -1899,6 +2061,7 @@ impl x::Fields for CannotDisconnectHostWithFaultToleranceVm {
         w.write("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotEnableVmcpForCluster` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1913,10 +2076,13 @@ pub struct CannotEnableVmcpForCluster {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotEnableVmcpForCluster {
     const TYPE_NAME: &'static str = "CannotEnableVmcpForCluster";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotEnableVmcpForCluster {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotEnableVmcpForCluster {
     type Target = VimFault;
     #[inline]
@@ -1924,12 +2090,14 @@ impl std::ops::Deref for CannotEnableVmcpForCluster {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotEnableVmcpForCluster {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotEnableVmcpForCluster {
     fn decode_field(
         &mut self,
@@ -1952,6 +2120,7 @@ impl x::Fields for CannotEnableVmcpForCluster {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotModifyConfigCpuRequirements` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -1960,10 +2129,13 @@ pub struct CannotModifyConfigCpuRequirements {
     /// The fields `CannotModifyConfigCpuRequirements` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotModifyConfigCpuRequirements {
     const TYPE_NAME: &'static str = "CannotModifyConfigCpuRequirements";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotModifyConfigCpuRequirements {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotModifyConfigCpuRequirements {
     type Target = MigrationFault;
     #[inline]
@@ -1971,12 +2143,14 @@ impl std::ops::Deref for CannotModifyConfigCpuRequirements {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotModifyConfigCpuRequirements {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotModifyConfigCpuRequirements {
     fn decode_field(
         &mut self,
@@ -1990,6 +2164,7 @@ impl x::Fields for CannotModifyConfigCpuRequirements {
         x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotMoveFaultToleranceVm` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -2002,10 +2177,13 @@ pub struct CannotMoveFaultToleranceVm {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotMoveFaultToleranceVm {
     const TYPE_NAME: &'static str = "CannotMoveFaultToleranceVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotMoveFaultToleranceVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotMoveFaultToleranceVm {
     type Target = VimFault;
     #[inline]
@@ -2013,12 +2191,14 @@ impl std::ops::Deref for CannotMoveFaultToleranceVm {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotMoveFaultToleranceVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotMoveFaultToleranceVm {
     fn decode_field(
         &mut self,
@@ -2039,6 +2219,7 @@ impl x::Fields for CannotMoveFaultToleranceVm {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotMoveHostWithFaultToleranceVm` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -2047,10 +2228,13 @@ pub struct CannotMoveHostWithFaultToleranceVm {
     /// The fields `CannotMoveHostWithFaultToleranceVm` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotMoveHostWithFaultToleranceVm {
     const TYPE_NAME: &'static str = "CannotMoveHostWithFaultToleranceVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotMoveHostWithFaultToleranceVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotMoveHostWithFaultToleranceVm {
     type Target = VimFault;
     #[inline]
@@ -2058,12 +2242,14 @@ impl std::ops::Deref for CannotMoveHostWithFaultToleranceVm {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotMoveHostWithFaultToleranceVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotMoveHostWithFaultToleranceVm {
     fn decode_field(
         &mut self,
@@ -2077,6 +2263,7 @@ impl x::Fields for CannotMoveHostWithFaultToleranceVm {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotMoveVmWithDeltaDisk` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -2087,10 +2274,13 @@ pub struct CannotMoveVmWithDeltaDisk {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotMoveVmWithDeltaDisk {
     const TYPE_NAME: &'static str = "CannotMoveVmWithDeltaDisk";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotMoveVmWithDeltaDisk {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotMoveVmWithDeltaDisk {
     type Target = MigrationFault;
     #[inline]
@@ -2098,12 +2288,14 @@ impl std::ops::Deref for CannotMoveVmWithDeltaDisk {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotMoveVmWithDeltaDisk {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotMoveVmWithDeltaDisk {
     fn decode_field(
         &mut self,
@@ -2122,6 +2314,7 @@ impl x::Fields for CannotMoveVmWithDeltaDisk {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotMoveVmWithNativeDeltaDisk` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -2130,10 +2323,13 @@ pub struct CannotMoveVmWithNativeDeltaDisk {
     /// The fields `CannotMoveVmWithNativeDeltaDisk` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotMoveVmWithNativeDeltaDisk {
     const TYPE_NAME: &'static str = "CannotMoveVmWithNativeDeltaDisk";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotMoveVmWithNativeDeltaDisk {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotMoveVmWithNativeDeltaDisk {
     type Target = MigrationFault;
     #[inline]
@@ -2141,12 +2337,14 @@ impl std::ops::Deref for CannotMoveVmWithNativeDeltaDisk {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotMoveVmWithNativeDeltaDisk {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotMoveVmWithNativeDeltaDisk {
     fn decode_field(
         &mut self,
@@ -2160,6 +2358,7 @@ impl x::Fields for CannotMoveVmWithNativeDeltaDisk {
         x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotMoveVsanEnabledHost` (extends `VsanFault`).
 ///
 /// The fields of `VsanFault` are in `vsan_fault`, also reachable through `Deref`.
@@ -2168,10 +2367,13 @@ pub struct CannotMoveVsanEnabledHost {
     /// The fields `CannotMoveVsanEnabledHost` inherits from `VsanFault`.
     pub vsan_fault: VsanFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotMoveVsanEnabledHost {
     const TYPE_NAME: &'static str = "CannotMoveVsanEnabledHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotMoveVsanEnabledHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotMoveVsanEnabledHost {
     type Target = VsanFault;
     #[inline]
@@ -2179,12 +2381,14 @@ impl std::ops::Deref for CannotMoveVsanEnabledHost {
         &self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotMoveVsanEnabledHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanFault {
         &mut self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotMoveVsanEnabledHost {
     fn decode_field(
         &mut self,
@@ -2198,6 +2402,7 @@ impl x::Fields for CannotMoveVsanEnabledHost {
         x::Fields::encode_fields(&self.vsan_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotPlaceWithoutPrerequisiteMoves` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -2206,10 +2411,13 @@ pub struct CannotPlaceWithoutPrerequisiteMoves {
     /// The fields `CannotPlaceWithoutPrerequisiteMoves` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotPlaceWithoutPrerequisiteMoves {
     const TYPE_NAME: &'static str = "CannotPlaceWithoutPrerequisiteMoves";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotPlaceWithoutPrerequisiteMoves {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotPlaceWithoutPrerequisiteMoves {
     type Target = VimFault;
     #[inline]
@@ -2217,12 +2425,14 @@ impl std::ops::Deref for CannotPlaceWithoutPrerequisiteMoves {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotPlaceWithoutPrerequisiteMoves {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotPlaceWithoutPrerequisiteMoves {
     fn decode_field(
         &mut self,
@@ -2236,6 +2446,7 @@ impl x::Fields for CannotPlaceWithoutPrerequisiteMoves {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotPowerOffVmInCluster` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
@@ -2250,10 +2461,13 @@ pub struct CannotPowerOffVmInCluster {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotPowerOffVmInCluster {
     const TYPE_NAME: &'static str = "CannotPowerOffVmInCluster";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotPowerOffVmInCluster {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotPowerOffVmInCluster {
     type Target = InvalidState;
     #[inline]
@@ -2261,12 +2475,14 @@ impl std::ops::Deref for CannotPowerOffVmInCluster {
         &self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotPowerOffVmInCluster {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidState {
         &mut self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotPowerOffVmInCluster {
     fn decode_field(
         &mut self,
@@ -2289,6 +2505,7 @@ impl x::Fields for CannotPowerOffVmInCluster {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotReconfigureVsanWhenHaEnabled` (extends `VsanFault`).
 ///
 /// The fields of `VsanFault` are in `vsan_fault`, also reachable through `Deref`.
@@ -2297,10 +2514,13 @@ pub struct CannotReconfigureVsanWhenHaEnabled {
     /// The fields `CannotReconfigureVsanWhenHaEnabled` inherits from `VsanFault`.
     pub vsan_fault: VsanFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotReconfigureVsanWhenHaEnabled {
     const TYPE_NAME: &'static str = "CannotReconfigureVsanWhenHaEnabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotReconfigureVsanWhenHaEnabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotReconfigureVsanWhenHaEnabled {
     type Target = VsanFault;
     #[inline]
@@ -2308,12 +2528,14 @@ impl std::ops::Deref for CannotReconfigureVsanWhenHaEnabled {
         &self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotReconfigureVsanWhenHaEnabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanFault {
         &mut self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotReconfigureVsanWhenHaEnabled {
     fn decode_field(
         &mut self,
@@ -2327,6 +2549,7 @@ impl x::Fields for CannotReconfigureVsanWhenHaEnabled {
         x::Fields::encode_fields(&self.vsan_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CannotUseNetwork` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -2345,10 +2568,13 @@ pub struct CannotUseNetwork {
     /// `network`.
     pub network: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CannotUseNetwork {
     const TYPE_NAME: &'static str = "CannotUseNetwork";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CannotUseNetwork {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CannotUseNetwork {
     type Target = VmConfigFault;
     #[inline]
@@ -2356,12 +2582,14 @@ impl std::ops::Deref for CannotUseNetwork {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CannotUseNetwork {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CannotUseNetwork {
     fn decode_field(
         &mut self,

@@ -16,46 +16,66 @@ impl AnyMethodFault {
     pub fn base(&self) -> &MethodFault {
         match self {
             Self::MethodFault(value) => value,
+            #[cfg(feature = "all-faults")]
             Self::ActiveDirectoryFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ActiveVMsBlockingEVC(value) => {
                 &value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AdminDisabled(value) => &value.host_config_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::AdminNotDisabled(value) => {
                 &value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AffinityConfigured(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AgentInstallFailed(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AlreadyBeingManaged(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AlreadyConnected(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
             Self::AlreadyExists(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::AlreadyUpgraded(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::AnswerFileUpdateFailed(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ApplicationQuiesceFault(value) => {
                 &value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AuthMinimumAdminPermission(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::AuthenticationRequired(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::BackupBlobReadFailure(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::BackupBlobWriteFailure(value) => {
                 &value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::BlockedByFirewall(value) => {
                 &value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CAMServerRefusedConnection(value) => {
                 &value.invalid_cam_server.active_directory_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessFile(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessLocalSource(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessNetwork(value) => {
                 &value
                     .cannot_access_vm_device
@@ -64,15 +84,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmComponent(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmConfig(value) => {
                 &value.cannot_access_vm_component.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDevice(value) => {
                 &value.cannot_access_vm_component.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDisk(value) => {
                 &value
                     .cannot_access_vm_device
@@ -81,86 +105,117 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmAsStandalone(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToDifferentCluster(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToNonHACluster(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeDrsBehaviorForFtSecondary(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeHaSettingsForFtSecondary(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanClusterUuid(value) => {
                 &value.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanNodeUuid(value) => {
                 &value.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotComputeFTCompatibleHosts(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
             Self::CannotCreateFile(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotDecryptPasswords(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDeleteFile(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotDisableDrsOnClustersWithVApps(value) => {
                 &value.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDisableSnapshot(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDisconnectHostWithFaultToleranceVm(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotEnableVmcpForCluster(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotModifyConfigCpuRequirements(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveFaultToleranceVm(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveHostWithFaultToleranceVm(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithDeltaDisk(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithNativeDeltaDisk(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVsanEnabledHost(value) => {
                 &value.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotPlaceWithoutPrerequisiteMoves(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotPowerOffVmInCluster(value) => {
                 &value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotReconfigureVsanWhenHaEnabled(value) => {
                 &value.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotUseNetwork(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ClockSkew(value) => &value.host_config_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CloneFromSnapshotNotSupported(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CollectorAddressUnset(value) => &value.dvs_fault.vim_fault.method_fault,
             Self::ConcurrentAccess(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ConflictingConfiguration(value) => {
                 &value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ConflictingDatastoreFound(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ConnectedIso(value) => {
                 &value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuCompatibilityUnknown(value) => {
                 &value
                     .cpu_incompatible
@@ -169,9 +224,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuHotPlugNotSupported(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -179,6 +236,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible1ECX(value) => {
                 &value
                     .cpu_incompatible
@@ -187,6 +245,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible81EDX(value) => {
                 &value
                     .cpu_incompatible
@@ -196,9 +255,11 @@ impl AnyMethodFault {
                     .method_fault
             }
             Self::CustomizationFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CustomizationPending(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DVPortNotSupported(value) => {
                 &value
                     .device_backing_not_supported
@@ -208,17 +269,23 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DasConfigFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DatabaseError(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DatacenterMismatch(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DatastoreNotWritableOnHost(value) => {
                 &value.invalid_datastore.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeltaDiskFormatNotSupported(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DestinationSwitchFull(value) => {
                 &value
                     .cannot_access_network
@@ -228,9 +295,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DestinationVsanDisabled(value) => {
                 &value.cannot_move_vsan_enabled_host.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceBackingNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -239,6 +308,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceControllerNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -247,6 +317,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceHotPlugNotSupported(value) => {
                 &value
                     .invalid_device_spec
@@ -255,6 +326,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceNotFound(value) => {
                 &value
                     .invalid_device_spec
@@ -263,6 +335,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceNotSupported(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -270,6 +343,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmPlatform(value) => {
                 &value
                     .invalid_device_spec
@@ -278,6 +352,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmVersion(value) => {
                 &value
                     .invalid_device_spec
@@ -286,6 +361,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DigestNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -294,11 +370,15 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DirectoryNotEmpty(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DisableAdminNotSupported(value) => {
                 &value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedChangeByService(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DisallowedDiskModeChange(value) => {
                 &value
                     .invalid_device_spec
@@ -307,30 +387,39 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedMigrationDeviceAttached(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedOperationOnFailoverHost(value) => {
                 &value.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DisconnectedHostsBlockingEVC(value) => {
                 &value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskHasPartitions(value) => {
                 &value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsLastRemainingNonSSD(value) => {
                 &value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsNonLocal(value) => {
                 &value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsUSB(value) => {
                 &value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskMoveTypeNotSupported(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskNotSupported(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -338,13 +427,17 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskTooSmall(value) => {
                 &value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DomainNotFound(value) => {
                 &value.active_directory_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DrsDisabledOnVm(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DrsVmotionIncompatibleFault(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -352,20 +445,28 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DuplicateDisks(value) => {
                 &value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
             Self::DuplicateName(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DuplicateVsanNetworkInterface(value) => {
                 &value.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsApplyOperationFault(value) => {
                 &value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DvsNotAuthorized(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DvsOperationBulkFault(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DvsScopeViolated(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailed(value) => {
                 &value
                     .not_supported_host_in_cluster
@@ -374,6 +475,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUFeaturesForMode(value) => {
                 &value
                     .evc_admission_failed
@@ -383,6 +485,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModel(value) => {
                 &value
                     .evc_admission_failed
@@ -392,6 +495,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModelForMode(value) => {
                 &value
                     .evc_admission_failed
@@ -401,6 +505,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendor(value) => {
                 &value
                     .evc_admission_failed
@@ -410,6 +515,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendorUnknown(value) => {
                 &value
                     .evc_admission_failed
@@ -419,6 +525,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostDisconnected(value) => {
                 &value
                     .evc_admission_failed
@@ -428,6 +535,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftware(value) => {
                 &value
                     .evc_admission_failed
@@ -437,6 +545,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftwareForMode(value) => {
                 &value
                     .evc_admission_failed
@@ -446,6 +555,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedVmActive(value) => {
                 &value
                     .evc_admission_failed
@@ -455,25 +565,33 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCConfigFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::EVCModeIllegalByVendor(value) => {
                 &value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCModeUnsupportedByHosts(value) => {
                 &value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostHardware(value) => {
                 &value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostSoftware(value) => {
                 &value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EightHostLimitViolated(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EncryptionKeyRequired(value) => {
                 &value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredAddonLicense(value) => {
                 &value
                     .expired_feature_license
@@ -481,6 +599,7 @@ impl AnyMethodFault {
                     .runtime_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredEditionLicense(value) => {
                 &value
                     .expired_feature_license
@@ -488,20 +607,27 @@ impl AnyMethodFault {
                     .runtime_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredFeatureLicense(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ExtendedFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FailToEnableSPBM(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FailToLockFaultToleranceVMs(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceAntiAffinityViolated(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceCannotEditMem(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceCpuIncompatible(value) => {
                 &value
                     .cpu_incompatible
@@ -510,23 +636,31 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNeedsThickDisk(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotLicensed(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotSameBuild(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultTolerancePrimaryPowerOnNotAttempted(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceVmNotDasProtected(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FcoeFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FcoeFaultPnicHasNoPortSet(value) => {
                 &value.fcoe_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FeatureRequirementsNotMet(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -535,6 +669,7 @@ impl AnyMethodFault {
                     .method_fault
             }
             Self::FileAlreadyExists(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FileBackedPortNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -545,20 +680,28 @@ impl AnyMethodFault {
             }
             Self::FileFault(value) => &value.vim_fault.method_fault,
             Self::FileLocked(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FileNameTooLong(value) => &value.file_fault.vim_fault.method_fault,
             Self::FileNotFound(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FileNotWritable(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FileTooLarge(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FilesystemQuiesceFault(value) => {
                 &value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FilterInUse(value) => &value.resource_in_use.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FtIssuesOnHost(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FtVmHostRuleViolation(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FullStorageVMotionNotSupported(value) => {
                 &value
                     .migration_feature_not_supported
@@ -566,9 +709,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayConnectFault(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayHostNotReachable(value) => {
                 &value
                     .gateway_to_host_connect_fault
@@ -577,15 +722,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayNotFound(value) => {
                 &value.gateway_connect_fault.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayNotReachable(value) => {
                 &value.gateway_connect_fault.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayOperationRefused(value) => {
                 &value.gateway_connect_fault.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostAuthFault(value) => {
                 &value
                     .gateway_to_host_connect_fault
@@ -594,9 +743,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostConnectFault(value) => {
                 &value.gateway_connect_fault.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostTrustVerifyFault(value) => {
                 &value
                     .gateway_to_host_connect_fault
@@ -605,16 +756,21 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GenericDrsFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::GenericVmConfigFault(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestAuthenticationChallenge(value) => {
                 &value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestComponentsOutOfDate(value) => {
                 &value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestMultipleMappings(value) => {
                 &value.guest_operations_fault.vim_fault.method_fault
             }
@@ -625,12 +781,15 @@ impl AnyMethodFault {
             Self::GuestPermissionDenied(value) => {
                 &value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestProcessNotFound(value) => {
                 &value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryFault(value) => {
                 &value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyAlreadyExists(value) => {
                 &value
                     .guest_registry_key_fault
@@ -639,9 +798,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyFault(value) => {
                 &value.guest_registry_fault.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyHasSubkeys(value) => {
                 &value
                     .guest_registry_key_fault
@@ -650,6 +811,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyInvalid(value) => {
                 &value
                     .guest_registry_key_fault
@@ -658,6 +820,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyParentVolatile(value) => {
                 &value
                     .guest_registry_key_fault
@@ -666,9 +829,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueFault(value) => {
                 &value.guest_registry_fault.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueNotFound(value) => {
                 &value
                     .guest_registry_value_fault
@@ -677,42 +842,59 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HAErrorsAtDest(value) => &value.migration_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HeterogenousHostsBlockingEVC(value) => {
                 &value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostAccessRestrictedToManagementServer(value) => {
                 &value.not_supported.runtime_fault.method_fault
             }
             Self::HostCommunication(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostConfigFailed(value) => {
                 &value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostConfigFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostConnectFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostHasComponentFailure(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostInDomain(value) => &value.host_config_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForFaultTolerance(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForRecordReplay(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostInventoryFull(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
             Self::HostNotConnected(value) => {
                 &value.host_communication.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostNotReachable(value) => {
                 &value.host_communication.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostPowerOpFailed(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostSpecificationOperationFailed(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HotSnapshotMoveNotSupported(value) => {
                 &value.snapshot_copy_not_supported.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HttpFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::IDEDiskNotSupported(value) => {
                 &value
                     .disk_not_supported
@@ -721,37 +903,51 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IORMNotSupportedHostOnDatastore(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ImportHostAddFailure(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ImportOperationBulkFault(value) => {
                 &value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InUseFeatureManipulationDisallowed(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleDatastore(value) => {
                 &value.invalid_datastore.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleFTMetadataDatastore(value) => {
                 &value.inaccessible_datastore.invalid_datastore.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleVFlashSource(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleDefaultDevice(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForFtSecondary(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForVmReplication(value) => {
                 &value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleSetting(value) => {
                 &value.invalid_argument.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IncorrectFileType(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::IncorrectHostInformation(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IndependentDiskVMotionNotSupported(value) => {
                 &value
                     .migration_feature_not_supported
@@ -759,24 +955,31 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientAgentVmsDeployed(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientCpuResourcesFault(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientDisks(value) => {
                 &value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientFailoverResourcesFault(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientGraphicsResourcesFault(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostCapacityFault(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostCpuCapacityFault(value) => {
                 &value
                     .insufficient_host_capacity_fault
@@ -784,6 +987,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostMemoryCapacityFault(value) => {
                 &value
                     .insufficient_host_capacity_fault
@@ -791,15 +995,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientMemoryResourcesFault(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkCapacity(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkResourcePoolCapacity(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientPerCpuCapacity(value) => {
                 &value
                     .insufficient_host_capacity_fault
@@ -808,6 +1016,7 @@ impl AnyMethodFault {
                     .method_fault
             }
             Self::InsufficientResourcesFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyCpuResource(value) => {
                 &value
                     .insufficient_standby_resource
@@ -815,6 +1024,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyMemoryResource(value) => {
                 &value
                     .insufficient_standby_resource
@@ -822,32 +1032,43 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyResource(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStorageIops(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStorageSpace(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientVFlashResourcesFault(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidAffinitySettingFault(value) => &value.vim_fault.method_fault,
             Self::InvalidArgument(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidBmcRole(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidBundle(value) => {
                 &value.platform_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidCAMCertificate(value) => {
                 &value.invalid_cam_server.active_directory_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidCAMServer(value) => {
                 &value.active_directory_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidClientCertificate(value) => {
                 &value.invalid_login.vim_fault.method_fault
             }
             Self::InvalidCollectorVersion(value) => &value.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidController(value) => {
                 &value
                     .invalid_device_spec
@@ -856,9 +1077,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDasConfigArgument(value) => {
                 &value.invalid_argument.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDasRestartPriorityForFtVm(value) => {
                 &value.invalid_argument.runtime_fault.method_fault
             }
@@ -866,9 +1089,11 @@ impl AnyMethodFault {
             Self::InvalidDatastorePath(value) => {
                 &value.invalid_datastore.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDatastoreState(value) => {
                 &value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceBacking(value) => {
                 &value
                     .invalid_device_spec
@@ -877,6 +1102,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceOperation(value) => {
                 &value
                     .invalid_device_spec
@@ -885,119 +1111,165 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceSpec(value) => {
                 &value.invalid_vm_config.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDiskFormat(value) => {
                 &value.invalid_format.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDrsBehaviorForFtVm(value) => {
                 &value.invalid_argument.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidEditionLicense(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidEvent(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidFolder(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidFormat(value) => &value.vm_config_fault.vim_fault.method_fault,
             Self::InvalidGuestLogin(value) => {
                 &value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidHostConnectionState(value) => {
                 &value.invalid_host_state.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidHostName(value) => {
                 &value.host_config_fault.vim_fault.method_fault
             }
             Self::InvalidHostState(value) => &value.invalid_state.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidIndexArgument(value) => {
                 &value.invalid_argument.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpfixConfig(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpmiLoginInfo(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpmiMacAddress(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidLicense(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidLocale(value) => &value.vim_fault.method_fault,
             Self::InvalidLogin(value) => &value.vim_fault.method_fault,
             Self::InvalidName(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidNasCredentials(value) => {
                 &value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidNetworkInType(value) => {
                 &value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidNetworkResource(value) => {
                 &value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidOperationOnSecondaryVm(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
             Self::InvalidPowerState(value) => &value.invalid_state.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidPrivilege(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidProfileReferenceHost(value) => &value.runtime_fault.method_fault,
             Self::InvalidProperty(value) => &value.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidPropertyType(value) => {
                 &value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidPropertyValue(value) => {
                 &value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
             Self::InvalidRequest(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidResourcePoolStructureFault(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidScheduledTask(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidSnapshotFormat(value) => {
                 &value.invalid_format.vm_config_fault.vim_fault.method_fault
             }
             Self::InvalidState(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidToken(value) => &value.runtime_fault.method_fault,
             Self::InvalidType(value) => &value.invalid_request.runtime_fault.method_fault,
             Self::InvalidVmConfig(value) => &value.vm_config_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidVmState(value) => &value.invalid_state.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InventoryHasStandardAloneHosts(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IpHostnameGeneratorError(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultInvalidVnic(value) => {
                 &value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultPnicInUse(value) => &value.iscsi_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicAlreadyBound(value) => {
                 &value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasActivePaths(value) => {
                 &value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasMultipleUplinks(value) => {
                 &value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasNoUplinks(value) => {
                 &value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasWrongUplink(value) => {
                 &value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicInUse(value) => &value.iscsi_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicIsLastPath(value) => {
                 &value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotBound(value) => {
                 &value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotFound(value) => {
                 &value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::KeyNotFound(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::LargeRDMConversionNotSupported(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LargeRDMNotSupportedOnDatastore(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LegacyNetworkInterfaceInUse(value) => {
                 &value
                     .cannot_access_network
@@ -1007,39 +1279,54 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseAssignmentFailed(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::LicenseDowngradeDisallowed(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseEntityNotFound(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::LicenseExpired(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseKeyEntityMismatch(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseRestricted(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseServerUnavailable(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::LicenseSourceUnavailable(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LimitExceeded(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::LinuxVolumeNotClean(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LogBundlingFailed(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MaintenanceModeFileMove(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
             Self::ManagedObjectNotFound(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MemoryFileFormatNotSupportedByDatastore(value) => {
                 &value.unsupported_datastore.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MemoryHotPlugNotSupported(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotRecommended(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -1047,6 +1334,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupported(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -1054,6 +1342,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupportedByDatastore(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -1061,32 +1350,44 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySnapshotOnIndependentDisk(value) => {
                 &value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MethodAlreadyDisabledFault(value) => &value.runtime_fault.method_fault,
             Self::MethodDisabled(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MethodNotFound(value) => {
                 &value.invalid_request.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationDisabled(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MigrationFeatureNotSupported(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationNotReady(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MismatchedBundle(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MismatchedNetworkPolicies(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MismatchedVMotionNetworkNames(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingBmcSupport(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MissingController(value) => {
                 &value
                     .invalid_device_spec
@@ -1095,28 +1396,37 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingIpPool(value) => {
                 &value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingLinuxCustResources(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingNetworkIpConfig(value) => {
                 &value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingPowerOffConfiguration(value) => {
                 &value.vapp_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingPowerOnConfiguration(value) => {
                 &value.vapp_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingWindowsCustResources(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MksConnectionLimitReached(value) => {
                 &value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MountError(value) => &value.customization_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MultiWriterNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -1125,97 +1435,138 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MultipleCertificatesVerifyFault(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MultipleSnapshotsNotSupported(value) => {
                 &value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NamespaceFull(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NamespaceLimitReached(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NamespaceWriteProtected(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NasConfigFault(value) => {
                 &value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NasConnectionLimitReached(value) => {
                 &value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NasSessionCredentialConflict(value) => {
                 &value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NasVolumeNotMounted(value) => {
                 &value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworkCopyFault(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NetworkDisruptedAndConfigRolledBack(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworkInaccessible(value) => {
                 &value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworksMayNotBeTheSame(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NicSettingMismatch(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoActiveHostInCluster(value) => {
                 &value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoAvailableIp(value) => {
                 &value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoClientCertificate(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleDatastore(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHardAffinityHost(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHost(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHostWithAccessToDevice(value) => {
                 &value.no_compatible_host.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleSoftAffinityHost(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoConnectedDatastore(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoDiskFound(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoDiskSpace(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoDisksToCustomize(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoGateway(value) => &value.host_config_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoGuestHeartbeat(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoHost(value) => &value.host_connect_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoHostSuitableForFtSecondary(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoLicenseServerConfigured(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPeerHostFound(value) => {
                 &value.host_power_op_failed.vim_fault.method_fault
             }
             Self::NoPermission(value) => &value.security_error.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnAD(value) => {
                 &value.active_directory_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnHost(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnNasVolume(value) => {
                 &value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoSubjectName(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoVcManagedIpConfigured(value) => {
                 &value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoVirtualNic(value) => &value.host_config_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoVmInVApp(value) => &value.vapp_config_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NonADUserRequired(value) => {
                 &value.active_directory_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NonHomeRDMVMotionNotSupported(value) => {
                 &value
                     .migration_feature_not_supported
@@ -1223,6 +1574,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NonPersistentDisksNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -1231,14 +1583,18 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NonVmwareOuiMacNotSupportedHost(value) => {
                 &value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotADirectory(value) => &value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NotAFile(value) => &value.file_fault.vim_fault.method_fault,
             Self::NotAuthenticated(value) => {
                 &value.no_permission.security_error.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotEnoughCpus(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -1247,6 +1603,7 @@ impl AnyMethodFault {
                     .method_fault
             }
             Self::NotEnoughLicenses(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NotEnoughLogicalCpus(value) => {
                 &value
                     .not_enough_cpus
@@ -1258,37 +1615,49 @@ impl AnyMethodFault {
             Self::NotFound(value) => &value.vim_fault.method_fault,
             Self::NotImplemented(value) => &value.runtime_fault.method_fault,
             Self::NotSupported(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedDeviceForFT(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHost(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForChecksum(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVFlash(value) => {
                 &value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmcp(value) => {
                 &value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmemFile(value) => {
                 &value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVsan(value) => {
                 &value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInCluster(value) => {
                 &value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInDvs(value) => {
                 &value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInHACluster(value) => {
                 &value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotUserConfigurableProperty(value) => {
                 &value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCoresPerSocketNotSupported(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -1296,12 +1665,15 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusExceedsLimit(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusIncompatible(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusNotSupported(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -1309,20 +1681,27 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationDisabledByGuest(value) => {
                 &value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationDisallowedOnHost(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OperationNotSupportedByGuest(value) => {
                 &value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OutOfBounds(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfAttribute(value) => {
                 &value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDevice(value) => {
                 &value.ovf_hardware_export.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceFloppy(value) => {
                 &value
                     .ovf_connected_device
@@ -1332,6 +1711,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceIso(value) => {
                 &value
                     .ovf_connected_device
@@ -1341,42 +1721,55 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConstraint(value) => {
                 &value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerCallbackFault(value) => {
                 &value.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerCommunicationError(value) => {
                 &value.ovf_consumer_callback_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerFault(value) => {
                 &value.ovf_consumer_callback_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerInvalidSection(value) => {
                 &value.ovf_consumer_callback_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerPowerOnFault(value) => {
                 &value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndeclaredSection(value) => {
                 &value.ovf_consumer_callback_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndefinedPrefix(value) => {
                 &value.ovf_consumer_callback_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerValidationFault(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibility(value) => {
                 &value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibilityCheckNotSupported(value) => {
                 &value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDiskMappingNotFound(value) => {
                 &value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDiskOrderConstraint(value) => {
                 &value
                     .ovf_constraint
@@ -1385,35 +1778,47 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicateElement(value) => {
                 &value.ovf_element.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedElementBoundary(value) => {
                 &value.ovf_element.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdExport(value) => {
                 &value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdImport(value) => {
                 &value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfElement(value) => {
                 &value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfElementInvalidValue(value) => {
                 &value.ovf_element.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfExport(value) => &value.ovf_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfExportFailed(value) => {
                 &value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfHardwareCheck(value) => {
                 &value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHardwareExport(value) => {
                 &value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHostResourceConstraint(value) => {
                 &value
                     .ovf_constraint
@@ -1422,20 +1827,27 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHostValueNotParsed(value) => {
                 &value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfImport(value) => &value.ovf_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfImportFailed(value) => {
                 &value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInternalError(value) => {
                 &value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidPackage(value) => &value.ovf_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValue(value) => {
                 &value.ovf_attribute.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueConfiguration(value) => {
                 &value
                     .ovf_invalid_value
@@ -1445,6 +1857,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueEmpty(value) => {
                 &value
                     .ovf_invalid_value
@@ -1454,6 +1867,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueFormatMalformed(value) => {
                 &value
                     .ovf_invalid_value
@@ -1463,6 +1877,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueReference(value) => {
                 &value
                     .ovf_invalid_value
@@ -1472,18 +1887,23 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidVmName(value) => {
                 &value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMappedOsId(value) => {
                 &value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingAttribute(value) => {
                 &value.ovf_attribute.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingElement(value) => {
                 &value.ovf_element.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingElementNormalBoundary(value) => {
                 &value
                     .ovf_missing_element
@@ -1493,15 +1913,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingHardware(value) => {
                 &value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNetworkMappingNotSupported(value) => {
                 &value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoHostNic(value) => {
                 &value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoSpaceOnController(value) => {
                 &value
                     .ovf_unsupported_element
@@ -1510,58 +1934,77 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoSupportedHardwareFamily(value) => {
                 &value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfProperty(value) => {
                 &value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyExport(value) => {
                 &value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetwork(value) => {
                 &value.ovf_property.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetworkExport(value) => {
                 &value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifier(value) => {
                 &value.ovf_property.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierDuplicate(value) => {
                 &value.ovf_property.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierIgnored(value) => {
                 &value.ovf_property.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyType(value) => {
                 &value.ovf_property.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyValue(value) => {
                 &value.ovf_property.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfSystemFault(value) => &value.ovf_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfToXmlUnsupportedElement(value) => {
                 &value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnableToExportDisk(value) => {
                 &value.ovf_hardware_export.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnexpectedElement(value) => {
                 &value.ovf_element.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownDevice(value) => {
                 &value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownDeviceBacking(value) => {
                 &value.ovf_hardware_export.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownEntity(value) => {
                 &value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttribute(value) => {
                 &value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttributeValue(value) => {
                 &value
                     .ovf_unsupported_attribute
@@ -1570,21 +2013,27 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingInfo(value) => {
                 &value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingOption(value) => {
                 &value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceExport(value) => {
                 &value.ovf_hardware_export.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDiskProvisioning(value) => {
                 &value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElement(value) => {
                 &value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElementValue(value) => {
                 &value
                     .ovf_unsupported_element
@@ -1593,7 +2042,9 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedPackage(value) => &value.ovf_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSection(value) => {
                 &value
                     .ovf_unsupported_element
@@ -1602,46 +2053,62 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSubType(value) => {
                 &value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedType(value) => {
                 &value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfWrongElement(value) => {
                 &value.ovf_element.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfWrongNamespace(value) => {
                 &value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfXmlFormat(value) => {
                 &value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
             Self::PasswordExpired(value) => &value.invalid_login.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::PatchAlreadyInstalled(value) => {
                 &value.patch_not_applicable.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchBinariesNotFound(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::PatchInstallFailed(value) => {
                 &value.platform_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchIntegrityError(value) => {
                 &value.platform_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataCorrupted(value) => {
                 &value.patch_metadata_invalid.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataInvalid(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataNotFound(value) => {
                 &value.patch_metadata_invalid.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMissingDependencies(value) => {
                 &value.patch_not_applicable.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchNotApplicable(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::PatchSuperseded(value) => {
                 &value.patch_not_applicable.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PhysCompatRDMNotSupported(value) => {
                 &value
                     .rdm_not_supported
@@ -1651,27 +2118,37 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PlatformConfigFault(value) => {
                 &value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryFailed(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryTimedout(value) => {
                 &value.timedout.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ProfileUpdateFailed(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::QuarantineModeFault(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::QuestionPending(value) => &value.invalid_state.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::QuiesceDatastoreIOForHAFailed(value) => {
                 &value.resource_in_use.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMConversionNotSupported(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMNotPreserved(value) => &value.migration_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::RDMNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -1680,9 +2157,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMNotSupportedOnDatastore(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMPointsToInaccessibleDisk(value) => {
                 &value
                     .cannot_access_vm_disk
@@ -1692,6 +2171,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RawDiskNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -1700,14 +2180,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReadHostResourcePoolTreeFailed(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReadOnlyDisksWithLegacyDestination(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RebootRequired(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::RecordReplayDisabled(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::RemoteDeviceNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -1716,63 +2201,86 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RemoveFailed(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ReplicationConfigFault(value) => {
                 &value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationDiskConfigFault(value) => {
                 &value.replication_config_fault.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ReplicationIncompatibleWithFT(value) => {
                 &value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationInvalidOptions(value) => {
                 &value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationNotSupportedOnHost(value) => {
                 &value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmConfigFault(value) => {
                 &value.replication_config_fault.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmFault(value) => {
                 &value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmInProgressFault(value) => {
                 &value.replication_vm_fault.replication_fault.vim_fault.method_fault
             }
             Self::RequestCanceled(value) => &value.runtime_fault.method_fault,
             Self::ResourceInUse(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ResourceNotAvailable(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::RestrictedByAdministrator(value) => &value.runtime_fault.method_fault,
             Self::RestrictedVersion(value) => {
                 &value.security_error.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RollbackFailure(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::RuleViolation(value) => &value.vm_config_fault.vim_fault.method_fault,
             Self::RuntimeFault(value) => &value.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SSLDisabledFault(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SSLVerifyFault(value) => {
                 &value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SSPIChallenge(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyDisabled(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyEnabled(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyRegistered(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmNotRegistered(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
             Self::SecurityError(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SessionNotFound(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SharedBusControllerNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -1781,79 +2289,114 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ShrinkDiskFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SnapshotCloneNotSupported(value) => {
                 &value.snapshot_copy_not_supported.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotCopyNotSupported(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotDisabled(value) => &value.snapshot_fault.vim_fault.method_fault,
             Self::SnapshotFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SnapshotIncompatibleDeviceInVm(value) => {
                 &value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotLocked(value) => &value.snapshot_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveFromNonHomeNotSupported(value) => {
                 &value.snapshot_copy_not_supported.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveNotSupported(value) => {
                 &value.snapshot_copy_not_supported.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveToNonHomeNotSupported(value) => {
                 &value.snapshot_copy_not_supported.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotNoChange(value) => &value.snapshot_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SnapshotRevertIssue(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionDisallowed(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionImpact(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SolutionUserRequired(value) => {
                 &value.security_error.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SsdDiskNotAvailable(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveDiskInMultiWriterMode(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveFTVm(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveIndependentDisk(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedSwapFile(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedVm(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveSharedDisk(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveTemplate(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmInUserFolder(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithMountedCDROM(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithNoFilesInLayout(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsDatacentersCannotShareDatastore(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsDisabledOnVm(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHbrDiskNotMovable(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsMoveInProgress(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsUnreachable(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsIolbDisabledInternally(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsRelocateDisabled(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsStaleHmsCollection(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsUnableToMoveFiles(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageVMotionNotSupported(value) => {
                 &value
                     .migration_feature_not_supported
@@ -1861,6 +2404,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageVmotionIncompatible(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -1868,9 +2412,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SuspendedRelocateNotSupported(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SwapDatastoreNotWritableOnHost(value) => {
                 &value
                     .datastore_not_writable_on_host
@@ -1878,71 +2424,95 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SwapDatastoreUnset(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SwapPlacementOverrideNotSupported(value) => {
                 &value.invalid_vm_config.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SwitchIpUnset(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SwitchNotInUpgradeMode(value) => {
                 &value.dvs_fault.vim_fault.method_fault
             }
             Self::SystemError(value) => &value.runtime_fault.method_fault,
             Self::TaskInProgress(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ThirdPartyLicenseAssignmentFailed(value) => {
                 &value.runtime_fault.method_fault
             }
             Self::Timedout(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::TooManyConcurrentNativeClones(value) => {
                 &value.file_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyConsecutiveOverrides(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::TooManyDevices(value) => {
                 &value.invalid_vm_config.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyDisksOnLegacyHost(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyGuestLogons(value) => {
                 &value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyHosts(value) => &value.host_connect_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::TooManyNativeCloneLevels(value) => {
                 &value.file_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyNativeClonesOnFile(value) => {
                 &value.file_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManySnapshotLevels(value) => {
                 &value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsAlreadyUpgraded(value) => {
                 &value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsAutoUpgradeNotSupported(value) => {
                 &value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageCopyFailed(value) => {
                 &value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageNotAvailable(value) => {
                 &value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageSignatureCheckFailed(value) => {
                 &value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsInstallationInProgress(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
             Self::ToolsUnavailable(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ToolsUpgradeCancelled(value) => {
                 &value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnSupportedDatastoreForVFlash(value) => {
                 &value.unsupported_datastore.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UncommittedUndoableDisk(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnconfiguredPropertyValue(value) => {
                 &value
                     .invalid_property_value
@@ -1951,14 +2521,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UncustomizableGuest(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnexpectedCustomizationFault(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnexpectedFault(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::UnrecognizedHost(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::UnsharedSwapVMotionNotSupported(value) => {
                 &value
                     .migration_feature_not_supported
@@ -1966,16 +2541,21 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedDatastore(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedGuest(value) => {
                 &value.invalid_vm_config.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedVimApiVersion(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedVmxLocation(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnusedVirtualDiskBlocksNotScrubbed(value) => {
                 &value
                     .device_backing_not_supported
@@ -1985,23 +2565,33 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UserNotFound(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VAppConfigFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VAppNotRunning(value) => &value.vm_config_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VAppOperationInProgress(value) => &value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VAppPropertyFault(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VAppTaskInProgress(value) => {
                 &value.task_in_progress.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashCacheHotConfigNotSupported(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashModuleNotSupported(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashModuleVersionIncompatible(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VMINotSupported(value) => {
                 &value
                     .device_not_supported
@@ -2010,6 +2600,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMOnConflictDVPort(value) => {
                 &value
                     .cannot_access_network
@@ -2019,6 +2610,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMOnVirtualIntranet(value) => {
                 &value
                     .cannot_access_network
@@ -2028,6 +2620,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionAcrossNetworkNotSupported(value) => {
                 &value
                     .migration_feature_not_supported
@@ -2035,28 +2628,36 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionInterfaceIssue(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionLinkCapacityLow(value) => {
                 &value.vmotion_interface_issue.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionLinkDown(value) => {
                 &value.vmotion_interface_issue.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotConfigured(value) => {
                 &value.vmotion_interface_issue.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotLicensed(value) => {
                 &value.vmotion_interface_issue.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotSupported(value) => {
                 &value.vmotion_interface_issue.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionProtocolIncompatible(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
             Self::VimFault(value) => &value.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VirtualDiskBlocksNotFullyProvisioned(value) => {
                 &value
                     .device_backing_not_supported
@@ -2066,6 +2667,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualDiskModeNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -2074,6 +2676,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualEthernetCardNotSupported(value) => {
                 &value
                     .device_not_supported
@@ -2082,9 +2685,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualHardwareCompatibilityIssue(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualHardwareVersionNotSupported(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -2092,98 +2697,136 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmAlreadyExistsInDatacenter(value) => {
                 &value.invalid_folder.vim_fault.method_fault
             }
             Self::VmConfigFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForFaultTolerance(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForRecordReplay(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssue(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssueWrapper(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceInvalidFileBacking(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceIssue(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceOpIssuesList(value) => {
                 &value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyFtVcpusOnHost(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyVMsOnHost(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmHostAffinityRuleViolation(value) => {
                 &value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmLimitLicense(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmMetadataManagerFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmMonitorIncompatibleForFaultTolerance(value) => {
                 &value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmPowerOnDisabled(value) => &value.invalid_state.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmSmpFaultToleranceTooManyVMsOnHost(value) => {
                 &value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmToolsUpgradeFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmValidateMaxDevice(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmWwnConflict(value) => {
                 &value.invalid_vm_config.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsAlreadyMounted(value) => {
                 &value.vmfs_mount_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsAmbiguousMount(value) => {
                 &value.vmfs_mount_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsMountFault(value) => {
                 &value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmotionInterfaceNotEnabled(value) => {
                 &value.host_power_op_failed.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VolumeEditorError(value) => {
                 &value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VramLimitLicense(value) => {
                 &value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VsanClusterUuidMismatch(value) => {
                 &value.cannot_move_vsan_enabled_host.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VsanDiskFault(value) => &value.vsan_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VsanFault(value) => &value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VsanIncompatibleDiskMapping(value) => {
                 &value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanDestPortConflict(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VspanPortConflict(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VspanPortMoveFault(value) => &value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VspanPortPromiscChangeFault(value) => {
                 &value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortgroupPromiscChangeFault(value) => {
                 &value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortgroupTypeChangeFault(value) => {
                 &value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPromiscuousPortNotSupported(value) => {
                 &value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanSameSessionPortConflict(value) => {
                 &value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupported(value) => {
                 &value
                     .virtual_hardware_compatibility_issue
@@ -2191,18 +2834,23 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupportedByVmotionNIC(value) => {
                 &value.host_power_op_failed.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WillLoseHAProtection(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WillModifyConfigCpuRequirements(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WillResetSnapshotDirectory(value) => {
                 &value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WipeDiskFault(value) => &value.vim_fault.method_fault,
         }
     }
@@ -2211,45 +2859,62 @@ impl AnyMethodFault {
     pub fn base_mut(&mut self) -> &mut MethodFault {
         match self {
             Self::MethodFault(value) => value,
+            #[cfg(feature = "all-faults")]
             Self::ActiveDirectoryFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ActiveVMsBlockingEVC(value) => {
                 &mut value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AdminDisabled(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AdminNotDisabled(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AffinityConfigured(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AgentInstallFailed(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AlreadyBeingManaged(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AlreadyConnected(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
             Self::AlreadyExists(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::AlreadyUpgraded(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::AnswerFileUpdateFailed(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ApplicationQuiesceFault(value) => {
                 &mut value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::AuthMinimumAdminPermission(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::AuthenticationRequired(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::BackupBlobReadFailure(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::BackupBlobWriteFailure(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::BlockedByFirewall(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CAMServerRefusedConnection(value) => {
                 &mut value
                     .invalid_cam_server
@@ -2257,8 +2922,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessFile(value) => &mut value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessLocalSource(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessNetwork(value) => {
                 &mut value
                     .cannot_access_vm_device
@@ -2267,9 +2935,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmComponent(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmConfig(value) => {
                 &mut value
                     .cannot_access_vm_component
@@ -2277,6 +2947,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDevice(value) => {
                 &mut value
                     .cannot_access_vm_component
@@ -2284,6 +2955,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDisk(value) => {
                 &mut value
                     .cannot_access_vm_device
@@ -2292,90 +2964,121 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmAsStandalone(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToDifferentCluster(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToNonHACluster(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeDrsBehaviorForFtSecondary(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeHaSettingsForFtSecondary(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanClusterUuid(value) => {
                 &mut value.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanNodeUuid(value) => {
                 &mut value.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotComputeFTCompatibleHosts(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
             Self::CannotCreateFile(value) => &mut value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotDecryptPasswords(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDeleteFile(value) => &mut value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotDisableDrsOnClustersWithVApps(value) => {
                 &mut value.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDisableSnapshot(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotDisconnectHostWithFaultToleranceVm(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotEnableVmcpForCluster(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotModifyConfigCpuRequirements(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveFaultToleranceVm(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveHostWithFaultToleranceVm(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithDeltaDisk(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithNativeDeltaDisk(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotMoveVsanEnabledHost(value) => {
                 &mut value.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotPlaceWithoutPrerequisiteMoves(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotPowerOffVmInCluster(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotReconfigureVsanWhenHaEnabled(value) => {
                 &mut value.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CannotUseNetwork(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ClockSkew(value) => &mut value.host_config_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CloneFromSnapshotNotSupported(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CollectorAddressUnset(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
             Self::ConcurrentAccess(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ConflictingConfiguration(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ConflictingDatastoreFound(value) => {
                 &mut value.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ConnectedIso(value) => {
                 &mut value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuCompatibilityUnknown(value) => {
                 &mut value
                     .cpu_incompatible
@@ -2384,9 +3087,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuHotPlugNotSupported(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -2394,6 +3099,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible1ECX(value) => {
                 &mut value
                     .cpu_incompatible
@@ -2402,6 +3108,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::CpuIncompatible81EDX(value) => {
                 &mut value
                     .cpu_incompatible
@@ -2411,9 +3118,11 @@ impl AnyMethodFault {
                     .method_fault
             }
             Self::CustomizationFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::CustomizationPending(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DVPortNotSupported(value) => {
                 &mut value
                     .device_backing_not_supported
@@ -2423,17 +3132,23 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DasConfigFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DatabaseError(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DatacenterMismatch(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DatastoreNotWritableOnHost(value) => {
                 &mut value.invalid_datastore.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeltaDiskFormatNotSupported(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DestinationSwitchFull(value) => {
                 &mut value
                     .cannot_access_network
@@ -2443,6 +3158,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DestinationVsanDisabled(value) => {
                 &mut value
                     .cannot_move_vsan_enabled_host
@@ -2450,6 +3166,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceBackingNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -2458,6 +3175,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceControllerNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -2466,6 +3184,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceHotPlugNotSupported(value) => {
                 &mut value
                     .invalid_device_spec
@@ -2474,6 +3193,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceNotFound(value) => {
                 &mut value
                     .invalid_device_spec
@@ -2482,6 +3202,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceNotSupported(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -2489,6 +3210,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmPlatform(value) => {
                 &mut value
                     .invalid_device_spec
@@ -2497,6 +3219,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmVersion(value) => {
                 &mut value
                     .invalid_device_spec
@@ -2505,6 +3228,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DigestNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -2513,15 +3237,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DirectoryNotEmpty(value) => {
                 &mut value.file_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DisableAdminNotSupported(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedChangeByService(value) => {
                 &mut value.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedDiskModeChange(value) => {
                 &mut value
                     .invalid_device_spec
@@ -2530,30 +3258,39 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedMigrationDeviceAttached(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DisallowedOperationOnFailoverHost(value) => {
                 &mut value.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DisconnectedHostsBlockingEVC(value) => {
                 &mut value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskHasPartitions(value) => {
                 &mut value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsLastRemainingNonSSD(value) => {
                 &mut value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsNonLocal(value) => {
                 &mut value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskIsUSB(value) => {
                 &mut value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskMoveTypeNotSupported(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskNotSupported(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -2561,13 +3298,17 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DiskTooSmall(value) => {
                 &mut value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DomainNotFound(value) => {
                 &mut value.active_directory_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DrsDisabledOnVm(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DrsVmotionIncompatibleFault(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -2575,22 +3316,30 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DuplicateDisks(value) => {
                 &mut value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
             Self::DuplicateName(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DuplicateVsanNetworkInterface(value) => {
                 &mut value.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsApplyOperationFault(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DvsNotAuthorized(value) => &mut value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::DvsOperationBulkFault(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::DvsScopeViolated(value) => &mut value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailed(value) => {
                 &mut value
                     .not_supported_host_in_cluster
@@ -2599,6 +3348,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUFeaturesForMode(value) => {
                 &mut value
                     .evc_admission_failed
@@ -2608,6 +3358,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModel(value) => {
                 &mut value
                     .evc_admission_failed
@@ -2617,6 +3368,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModelForMode(value) => {
                 &mut value
                     .evc_admission_failed
@@ -2626,6 +3378,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendor(value) => {
                 &mut value
                     .evc_admission_failed
@@ -2635,6 +3388,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendorUnknown(value) => {
                 &mut value
                     .evc_admission_failed
@@ -2644,6 +3398,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostDisconnected(value) => {
                 &mut value
                     .evc_admission_failed
@@ -2653,6 +3408,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftware(value) => {
                 &mut value
                     .evc_admission_failed
@@ -2662,6 +3418,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftwareForMode(value) => {
                 &mut value
                     .evc_admission_failed
@@ -2671,6 +3428,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedVmActive(value) => {
                 &mut value
                     .evc_admission_failed
@@ -2680,25 +3438,33 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCConfigFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::EVCModeIllegalByVendor(value) => {
                 &mut value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCModeUnsupportedByHosts(value) => {
                 &mut value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostHardware(value) => {
                 &mut value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostSoftware(value) => {
                 &mut value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EightHostLimitViolated(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::EncryptionKeyRequired(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredAddonLicense(value) => {
                 &mut value
                     .expired_feature_license
@@ -2706,6 +3472,7 @@ impl AnyMethodFault {
                     .runtime_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredEditionLicense(value) => {
                 &mut value
                     .expired_feature_license
@@ -2713,22 +3480,29 @@ impl AnyMethodFault {
                     .runtime_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ExpiredFeatureLicense(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ExtendedFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FailToEnableSPBM(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FailToLockFaultToleranceVMs(value) => {
                 &mut value.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceAntiAffinityViolated(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceCannotEditMem(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceCpuIncompatible(value) => {
                 &mut value
                     .cpu_incompatible
@@ -2737,25 +3511,33 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNeedsThickDisk(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotLicensed(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotSameBuild(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultTolerancePrimaryPowerOnNotAttempted(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FaultToleranceVmNotDasProtected(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FcoeFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FcoeFaultPnicHasNoPortSet(value) => {
                 &mut value.fcoe_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FeatureRequirementsNotMet(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -2766,6 +3548,7 @@ impl AnyMethodFault {
             Self::FileAlreadyExists(value) => {
                 &mut value.file_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FileBackedPortNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -2776,20 +3559,28 @@ impl AnyMethodFault {
             }
             Self::FileFault(value) => &mut value.vim_fault.method_fault,
             Self::FileLocked(value) => &mut value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FileNameTooLong(value) => &mut value.file_fault.vim_fault.method_fault,
             Self::FileNotFound(value) => &mut value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FileNotWritable(value) => &mut value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FileTooLarge(value) => &mut value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FilesystemQuiesceFault(value) => {
                 &mut value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FilterInUse(value) => &mut value.resource_in_use.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::FtIssuesOnHost(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FtVmHostRuleViolation(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::FullStorageVMotionNotSupported(value) => {
                 &mut value
                     .migration_feature_not_supported
@@ -2797,9 +3588,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayConnectFault(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayHostNotReachable(value) => {
                 &mut value
                     .gateway_to_host_connect_fault
@@ -2808,6 +3601,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayNotFound(value) => {
                 &mut value
                     .gateway_connect_fault
@@ -2815,6 +3609,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayNotReachable(value) => {
                 &mut value
                     .gateway_connect_fault
@@ -2822,6 +3617,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayOperationRefused(value) => {
                 &mut value
                     .gateway_connect_fault
@@ -2829,6 +3625,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostAuthFault(value) => {
                 &mut value
                     .gateway_to_host_connect_fault
@@ -2837,6 +3634,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostConnectFault(value) => {
                 &mut value
                     .gateway_connect_fault
@@ -2844,6 +3642,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GatewayToHostTrustVerifyFault(value) => {
                 &mut value
                     .gateway_to_host_connect_fault
@@ -2852,16 +3651,21 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GenericDrsFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::GenericVmConfigFault(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestAuthenticationChallenge(value) => {
                 &mut value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestComponentsOutOfDate(value) => {
                 &mut value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestMultipleMappings(value) => {
                 &mut value.guest_operations_fault.vim_fault.method_fault
             }
@@ -2872,12 +3676,15 @@ impl AnyMethodFault {
             Self::GuestPermissionDenied(value) => {
                 &mut value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestProcessNotFound(value) => {
                 &mut value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryFault(value) => {
                 &mut value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyAlreadyExists(value) => {
                 &mut value
                     .guest_registry_key_fault
@@ -2886,6 +3693,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyFault(value) => {
                 &mut value
                     .guest_registry_fault
@@ -2893,6 +3701,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyHasSubkeys(value) => {
                 &mut value
                     .guest_registry_key_fault
@@ -2901,6 +3710,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyInvalid(value) => {
                 &mut value
                     .guest_registry_key_fault
@@ -2909,6 +3719,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyParentVolatile(value) => {
                 &mut value
                     .guest_registry_key_fault
@@ -2917,6 +3728,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueFault(value) => {
                 &mut value
                     .guest_registry_fault
@@ -2924,6 +3736,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueNotFound(value) => {
                 &mut value
                     .guest_registry_value_fault
@@ -2932,44 +3745,59 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HAErrorsAtDest(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HeterogenousHostsBlockingEVC(value) => {
                 &mut value.evc_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostAccessRestrictedToManagementServer(value) => {
                 &mut value.not_supported.runtime_fault.method_fault
             }
             Self::HostCommunication(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostConfigFailed(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostConfigFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostConnectFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostHasComponentFailure(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostInDomain(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForFaultTolerance(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForRecordReplay(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostInventoryFull(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
             Self::HostNotConnected(value) => {
                 &mut value.host_communication.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostNotReachable(value) => {
                 &mut value.host_communication.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HostPowerOpFailed(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::HostSpecificationOperationFailed(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HotSnapshotMoveNotSupported(value) => {
                 &mut value
                     .snapshot_copy_not_supported
@@ -2977,7 +3805,9 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::HttpFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::IDEDiskNotSupported(value) => {
                 &mut value
                     .disk_not_supported
@@ -2986,21 +3816,27 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IORMNotSupportedHostOnDatastore(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ImportHostAddFailure(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ImportOperationBulkFault(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InUseFeatureManipulationDisallowed(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleDatastore(value) => {
                 &mut value.invalid_datastore.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleFTMetadataDatastore(value) => {
                 &mut value
                     .inaccessible_datastore
@@ -3008,25 +3844,33 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InaccessibleVFlashSource(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleDefaultDevice(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForFtSecondary(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForVmReplication(value) => {
                 &mut value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IncompatibleSetting(value) => {
                 &mut value.invalid_argument.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IncorrectFileType(value) => {
                 &mut value.file_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IncorrectHostInformation(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IndependentDiskVMotionNotSupported(value) => {
                 &mut value
                     .migration_feature_not_supported
@@ -3034,24 +3878,31 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientAgentVmsDeployed(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientCpuResourcesFault(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientDisks(value) => {
                 &mut value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientFailoverResourcesFault(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientGraphicsResourcesFault(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostCapacityFault(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostCpuCapacityFault(value) => {
                 &mut value
                     .insufficient_host_capacity_fault
@@ -3059,6 +3910,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientHostMemoryCapacityFault(value) => {
                 &mut value
                     .insufficient_host_capacity_fault
@@ -3066,15 +3918,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientMemoryResourcesFault(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkCapacity(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkResourcePoolCapacity(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientPerCpuCapacity(value) => {
                 &mut value
                     .insufficient_host_capacity_fault
@@ -3083,6 +3939,7 @@ impl AnyMethodFault {
                     .method_fault
             }
             Self::InsufficientResourcesFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyCpuResource(value) => {
                 &mut value
                     .insufficient_standby_resource
@@ -3090,6 +3947,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyMemoryResource(value) => {
                 &mut value
                     .insufficient_standby_resource
@@ -3097,22 +3955,30 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyResource(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStorageIops(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InsufficientStorageSpace(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InsufficientVFlashResourcesFault(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidAffinitySettingFault(value) => &mut value.vim_fault.method_fault,
             Self::InvalidArgument(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidBmcRole(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidBundle(value) => {
                 &mut value.platform_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidCAMCertificate(value) => {
                 &mut value
                     .invalid_cam_server
@@ -3120,13 +3986,16 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidCAMServer(value) => {
                 &mut value.active_directory_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidClientCertificate(value) => {
                 &mut value.invalid_login.vim_fault.method_fault
             }
             Self::InvalidCollectorVersion(value) => &mut value.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidController(value) => {
                 &mut value
                     .invalid_device_spec
@@ -3135,9 +4004,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDasConfigArgument(value) => {
                 &mut value.invalid_argument.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDasRestartPriorityForFtVm(value) => {
                 &mut value.invalid_argument.runtime_fault.method_fault
             }
@@ -3145,9 +4016,11 @@ impl AnyMethodFault {
             Self::InvalidDatastorePath(value) => {
                 &mut value.invalid_datastore.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDatastoreState(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceBacking(value) => {
                 &mut value
                     .invalid_device_spec
@@ -3156,6 +4029,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceOperation(value) => {
                 &mut value
                     .invalid_device_spec
@@ -3164,82 +4038,109 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDeviceSpec(value) => {
                 &mut value.invalid_vm_config.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDiskFormat(value) => {
                 &mut value.invalid_format.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidDrsBehaviorForFtVm(value) => {
                 &mut value.invalid_argument.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidEditionLicense(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidEvent(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidFolder(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidFormat(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
             Self::InvalidGuestLogin(value) => {
                 &mut value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidHostConnectionState(value) => {
                 &mut value.invalid_host_state.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidHostName(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
             Self::InvalidHostState(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIndexArgument(value) => {
                 &mut value.invalid_argument.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpfixConfig(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpmiLoginInfo(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidIpmiMacAddress(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidLicense(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidLocale(value) => &mut value.vim_fault.method_fault,
             Self::InvalidLogin(value) => &mut value.vim_fault.method_fault,
             Self::InvalidName(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidNasCredentials(value) => {
                 &mut value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidNetworkInType(value) => {
                 &mut value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidNetworkResource(value) => {
                 &mut value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidOperationOnSecondaryVm(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
             Self::InvalidPowerState(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidPrivilege(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidProfileReferenceHost(value) => {
                 &mut value.runtime_fault.method_fault
             }
             Self::InvalidProperty(value) => &mut value.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidPropertyType(value) => {
                 &mut value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidPropertyValue(value) => {
                 &mut value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
             Self::InvalidRequest(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidResourcePoolStructureFault(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidScheduledTask(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidSnapshotFormat(value) => {
                 &mut value.invalid_format.vm_config_fault.vim_fault.method_fault
             }
             Self::InvalidState(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::InvalidToken(value) => &mut value.runtime_fault.method_fault,
             Self::InvalidType(value) => {
                 &mut value.invalid_request.runtime_fault.method_fault
@@ -3247,56 +4148,75 @@ impl AnyMethodFault {
             Self::InvalidVmConfig(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InvalidVmState(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::InventoryHasStandardAloneHosts(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IpHostnameGeneratorError(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultInvalidVnic(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultPnicInUse(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicAlreadyBound(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasActivePaths(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasMultipleUplinks(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasNoUplinks(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasWrongUplink(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicInUse(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicIsLastPath(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotBound(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotFound(value) => {
                 &mut value.iscsi_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::KeyNotFound(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::LargeRDMConversionNotSupported(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LargeRDMNotSupportedOnDatastore(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LegacyNetworkInterfaceInUse(value) => {
                 &mut value
                     .cannot_access_network
@@ -3306,39 +4226,54 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseAssignmentFailed(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::LicenseDowngradeDisallowed(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseEntityNotFound(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::LicenseExpired(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseKeyEntityMismatch(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseRestricted(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LicenseServerUnavailable(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::LicenseSourceUnavailable(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LimitExceeded(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::LinuxVolumeNotClean(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::LogBundlingFailed(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MaintenanceModeFileMove(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
             Self::ManagedObjectNotFound(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MemoryFileFormatNotSupportedByDatastore(value) => {
                 &mut value.unsupported_datastore.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MemoryHotPlugNotSupported(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotRecommended(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -3346,6 +4281,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupported(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -3353,6 +4289,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupportedByDatastore(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -3360,34 +4297,46 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MemorySnapshotOnIndependentDisk(value) => {
                 &mut value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MethodAlreadyDisabledFault(value) => {
                 &mut value.runtime_fault.method_fault
             }
             Self::MethodDisabled(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MethodNotFound(value) => {
                 &mut value.invalid_request.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationDisabled(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MigrationFeatureNotSupported(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MigrationNotReady(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MismatchedBundle(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MismatchedNetworkPolicies(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MismatchedVMotionNetworkNames(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingBmcSupport(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::MissingController(value) => {
                 &mut value
                     .invalid_device_spec
@@ -3396,30 +4345,39 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingIpPool(value) => {
                 &mut value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingLinuxCustResources(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingNetworkIpConfig(value) => {
                 &mut value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingPowerOffConfiguration(value) => {
                 &mut value.vapp_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingPowerOnConfiguration(value) => {
                 &mut value.vapp_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MissingWindowsCustResources(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MksConnectionLimitReached(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MountError(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MultiWriterNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -3428,103 +4386,144 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MultipleCertificatesVerifyFault(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::MultipleSnapshotsNotSupported(value) => {
                 &mut value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NamespaceFull(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NamespaceLimitReached(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NamespaceWriteProtected(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NasConfigFault(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NasConnectionLimitReached(value) => {
                 &mut value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NasSessionCredentialConflict(value) => {
                 &mut value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NasVolumeNotMounted(value) => {
                 &mut value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworkCopyFault(value) => &mut value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NetworkDisruptedAndConfigRolledBack(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworkInaccessible(value) => {
                 &mut value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NetworksMayNotBeTheSame(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NicSettingMismatch(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoActiveHostInCluster(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoAvailableIp(value) => {
                 &mut value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoClientCertificate(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleDatastore(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHardAffinityHost(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHost(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleHostWithAccessToDevice(value) => {
                 &mut value.no_compatible_host.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoCompatibleSoftAffinityHost(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoConnectedDatastore(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoDiskFound(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoDiskSpace(value) => &mut value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoDisksToCustomize(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoGateway(value) => &mut value.host_config_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoGuestHeartbeat(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoHost(value) => &mut value.host_connect_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoHostSuitableForFtSecondary(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoLicenseServerConfigured(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPeerHostFound(value) => {
                 &mut value.host_power_op_failed.vim_fault.method_fault
             }
             Self::NoPermission(value) => {
                 &mut value.security_error.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnAD(value) => {
                 &mut value.active_directory_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnHost(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoPermissionOnNasVolume(value) => {
                 &mut value.nas_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoSubjectName(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NoVcManagedIpConfigured(value) => {
                 &mut value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoVirtualNic(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NoVmInVApp(value) => {
                 &mut value.vapp_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NonADUserRequired(value) => {
                 &mut value.active_directory_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NonHomeRDMVMotionNotSupported(value) => {
                 &mut value
                     .migration_feature_not_supported
@@ -3532,6 +4531,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NonPersistentDisksNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -3540,14 +4540,18 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NonVmwareOuiMacNotSupportedHost(value) => {
                 &mut value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotADirectory(value) => &mut value.file_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NotAFile(value) => &mut value.file_fault.vim_fault.method_fault,
             Self::NotAuthenticated(value) => {
                 &mut value.no_permission.security_error.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotEnoughCpus(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -3556,6 +4560,7 @@ impl AnyMethodFault {
                     .method_fault
             }
             Self::NotEnoughLicenses(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NotEnoughLogicalCpus(value) => {
                 &mut value
                     .not_enough_cpus
@@ -3567,37 +4572,49 @@ impl AnyMethodFault {
             Self::NotFound(value) => &mut value.vim_fault.method_fault,
             Self::NotImplemented(value) => &mut value.runtime_fault.method_fault,
             Self::NotSupported(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedDeviceForFT(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHost(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForChecksum(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVFlash(value) => {
                 &mut value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmcp(value) => {
                 &mut value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmemFile(value) => {
                 &mut value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVsan(value) => {
                 &mut value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInCluster(value) => {
                 &mut value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInDvs(value) => {
                 &mut value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInHACluster(value) => {
                 &mut value.not_supported_host.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NotUserConfigurableProperty(value) => {
                 &mut value.vapp_property_fault.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCoresPerSocketNotSupported(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -3605,12 +4622,15 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusExceedsLimit(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusIncompatible(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusNotSupported(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -3618,19 +4638,25 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationDisabledByGuest(value) => {
                 &mut value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationDisallowedOnHost(value) => {
                 &mut value.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OperationNotSupportedByGuest(value) => {
                 &mut value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OutOfBounds(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfAttribute(value) => {
                 &mut value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDevice(value) => {
                 &mut value
                     .ovf_hardware_export
@@ -3639,6 +4665,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceFloppy(value) => {
                 &mut value
                     .ovf_connected_device
@@ -3648,6 +4675,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceIso(value) => {
                 &mut value
                     .ovf_connected_device
@@ -3657,42 +4685,55 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConstraint(value) => {
                 &mut value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerCallbackFault(value) => {
                 &mut value.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerCommunicationError(value) => {
                 &mut value.ovf_consumer_callback_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerFault(value) => {
                 &mut value.ovf_consumer_callback_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerInvalidSection(value) => {
                 &mut value.ovf_consumer_callback_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerPowerOnFault(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndeclaredSection(value) => {
                 &mut value.ovf_consumer_callback_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndefinedPrefix(value) => {
                 &mut value.ovf_consumer_callback_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfConsumerValidationFault(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibility(value) => {
                 &mut value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibilityCheckNotSupported(value) => {
                 &mut value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDiskMappingNotFound(value) => {
                 &mut value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDiskOrderConstraint(value) => {
                 &mut value
                     .ovf_constraint
@@ -3701,6 +4742,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicateElement(value) => {
                 &mut value
                     .ovf_element
@@ -3709,6 +4751,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedElementBoundary(value) => {
                 &mut value
                     .ovf_element
@@ -3717,15 +4760,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdExport(value) => {
                 &mut value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdImport(value) => {
                 &mut value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfElement(value) => {
                 &mut value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfElementInvalidValue(value) => {
                 &mut value
                     .ovf_element
@@ -3734,17 +4781,23 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfExport(value) => &mut value.ovf_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfExportFailed(value) => {
                 &mut value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfHardwareCheck(value) => {
                 &mut value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHardwareExport(value) => {
                 &mut value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHostResourceConstraint(value) => {
                 &mut value
                     .ovf_constraint
@@ -3753,17 +4806,23 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfHostValueNotParsed(value) => {
                 &mut value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfImport(value) => &mut value.ovf_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfImportFailed(value) => {
                 &mut value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInternalError(value) => {
                 &mut value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidPackage(value) => &mut value.ovf_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValue(value) => {
                 &mut value
                     .ovf_attribute
@@ -3772,6 +4831,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueConfiguration(value) => {
                 &mut value
                     .ovf_invalid_value
@@ -3781,6 +4841,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueEmpty(value) => {
                 &mut value
                     .ovf_invalid_value
@@ -3790,6 +4851,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueFormatMalformed(value) => {
                 &mut value
                     .ovf_invalid_value
@@ -3799,6 +4861,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueReference(value) => {
                 &mut value
                     .ovf_invalid_value
@@ -3808,12 +4871,15 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfInvalidVmName(value) => {
                 &mut value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMappedOsId(value) => {
                 &mut value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingAttribute(value) => {
                 &mut value
                     .ovf_attribute
@@ -3822,6 +4888,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingElement(value) => {
                 &mut value
                     .ovf_element
@@ -3830,6 +4897,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingElementNormalBoundary(value) => {
                 &mut value
                     .ovf_missing_element
@@ -3839,15 +4907,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfMissingHardware(value) => {
                 &mut value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNetworkMappingNotSupported(value) => {
                 &mut value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoHostNic(value) => {
                 &mut value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoSpaceOnController(value) => {
                 &mut value
                     .ovf_unsupported_element
@@ -3856,15 +4928,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfNoSupportedHardwareFamily(value) => {
                 &mut value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfProperty(value) => {
                 &mut value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyExport(value) => {
                 &mut value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetwork(value) => {
                 &mut value
                     .ovf_property
@@ -3873,9 +4949,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetworkExport(value) => {
                 &mut value.ovf_export.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifier(value) => {
                 &mut value
                     .ovf_property
@@ -3884,6 +4962,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierDuplicate(value) => {
                 &mut value
                     .ovf_property
@@ -3892,6 +4971,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierIgnored(value) => {
                 &mut value
                     .ovf_property
@@ -3900,6 +4980,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyType(value) => {
                 &mut value
                     .ovf_property
@@ -3908,6 +4989,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfPropertyValue(value) => {
                 &mut value
                     .ovf_property
@@ -3916,10 +4998,13 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfSystemFault(value) => &mut value.ovf_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::OvfToXmlUnsupportedElement(value) => {
                 &mut value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnableToExportDisk(value) => {
                 &mut value
                     .ovf_hardware_export
@@ -3928,6 +5013,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnexpectedElement(value) => {
                 &mut value
                     .ovf_element
@@ -3936,9 +5022,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownDevice(value) => {
                 &mut value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownDeviceBacking(value) => {
                 &mut value
                     .ovf_hardware_export
@@ -3947,12 +5035,15 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnknownEntity(value) => {
                 &mut value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttribute(value) => {
                 &mut value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttributeValue(value) => {
                 &mut value
                     .ovf_unsupported_attribute
@@ -3961,12 +5052,15 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingInfo(value) => {
                 &mut value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingOption(value) => {
                 &mut value.ovf_system_fault.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceExport(value) => {
                 &mut value
                     .ovf_hardware_export
@@ -3975,12 +5069,15 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDiskProvisioning(value) => {
                 &mut value.ovf_import.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElement(value) => {
                 &mut value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElementValue(value) => {
                 &mut value
                     .ovf_unsupported_element
@@ -3989,9 +5086,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedPackage(value) => {
                 &mut value.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSection(value) => {
                 &mut value
                     .ovf_unsupported_element
@@ -4000,12 +5099,15 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSubType(value) => {
                 &mut value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedType(value) => {
                 &mut value.ovf_unsupported_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfWrongElement(value) => {
                 &mut value
                     .ovf_element
@@ -4014,39 +5116,52 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfWrongNamespace(value) => {
                 &mut value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::OvfXmlFormat(value) => {
                 &mut value.ovf_invalid_package.ovf_fault.vim_fault.method_fault
             }
             Self::PasswordExpired(value) => {
                 &mut value.invalid_login.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchAlreadyInstalled(value) => {
                 &mut value.patch_not_applicable.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchBinariesNotFound(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::PatchInstallFailed(value) => {
                 &mut value.platform_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchIntegrityError(value) => {
                 &mut value.platform_config_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataCorrupted(value) => {
                 &mut value.patch_metadata_invalid.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataInvalid(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::PatchMetadataNotFound(value) => {
                 &mut value.patch_metadata_invalid.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchMissingDependencies(value) => {
                 &mut value.patch_not_applicable.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PatchNotApplicable(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::PatchSuperseded(value) => {
                 &mut value.patch_not_applicable.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PhysCompatRDMNotSupported(value) => {
                 &mut value
                     .rdm_not_supported
@@ -4056,31 +5171,41 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PlatformConfigFault(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryFailed(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryTimedout(value) => {
                 &mut value.timedout.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ProfileUpdateFailed(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::QuarantineModeFault(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::QuestionPending(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::QuiesceDatastoreIOForHAFailed(value) => {
                 &mut value.resource_in_use.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMConversionNotSupported(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMNotPreserved(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -4089,9 +5214,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMNotSupportedOnDatastore(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RDMPointsToInaccessibleDisk(value) => {
                 &mut value
                     .cannot_access_vm_disk
@@ -4101,6 +5228,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RawDiskNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -4109,14 +5237,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReadHostResourcePoolTreeFailed(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReadOnlyDisksWithLegacyDestination(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RebootRequired(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::RecordReplayDisabled(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::RemoteDeviceNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -4125,10 +5258,13 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RemoveFailed(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ReplicationConfigFault(value) => {
                 &mut value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationDiskConfigFault(value) => {
                 &mut value
                     .replication_config_fault
@@ -4136,16 +5272,21 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ReplicationIncompatibleWithFT(value) => {
                 &mut value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationInvalidOptions(value) => {
                 &mut value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationNotSupportedOnHost(value) => {
                 &mut value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmConfigFault(value) => {
                 &mut value
                     .replication_config_fault
@@ -4153,47 +5294,62 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmFault(value) => {
                 &mut value.replication_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ReplicationVmInProgressFault(value) => {
                 &mut value.replication_vm_fault.replication_fault.vim_fault.method_fault
             }
             Self::RequestCanceled(value) => &mut value.runtime_fault.method_fault,
             Self::ResourceInUse(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ResourceNotAvailable(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::RestrictedByAdministrator(value) => {
                 &mut value.runtime_fault.method_fault
             }
             Self::RestrictedVersion(value) => {
                 &mut value.security_error.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::RollbackFailure(value) => &mut value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::RuleViolation(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
             Self::RuntimeFault(value) => &mut value.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SSLDisabledFault(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SSLVerifyFault(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SSPIChallenge(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyDisabled(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyEnabled(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyRegistered(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SecondaryVmNotRegistered(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
             Self::SecurityError(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SessionNotFound(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SharedBusControllerNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -4202,7 +5358,9 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ShrinkDiskFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SnapshotCloneNotSupported(value) => {
                 &mut value
                     .snapshot_copy_not_supported
@@ -4210,19 +5368,24 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotCopyNotSupported(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotDisabled(value) => {
                 &mut value.snapshot_fault.vim_fault.method_fault
             }
             Self::SnapshotFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SnapshotIncompatibleDeviceInVm(value) => {
                 &mut value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotLocked(value) => {
                 &mut value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveFromNonHomeNotSupported(value) => {
                 &mut value
                     .snapshot_copy_not_supported
@@ -4230,6 +5393,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveNotSupported(value) => {
                 &mut value
                     .snapshot_copy_not_supported
@@ -4237,6 +5401,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotMoveToNonHomeNotSupported(value) => {
                 &mut value
                     .snapshot_copy_not_supported
@@ -4244,65 +5409,91 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotNoChange(value) => {
                 &mut value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SnapshotRevertIssue(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionDisallowed(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionImpact(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SolutionUserRequired(value) => {
                 &mut value.security_error.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SsdDiskNotAvailable(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveDiskInMultiWriterMode(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveFTVm(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveIndependentDisk(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedSwapFile(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedVm(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveSharedDisk(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveTemplate(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmInUserFolder(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithMountedCDROM(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithNoFilesInLayout(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsDatacentersCannotShareDatastore(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsDisabledOnVm(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHbrDiskNotMovable(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsMoveInProgress(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsUnreachable(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsIolbDisabledInternally(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsRelocateDisabled(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsStaleHmsCollection(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageDrsUnableToMoveFiles(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::StorageVMotionNotSupported(value) => {
                 &mut value
                     .migration_feature_not_supported
@@ -4310,6 +5501,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::StorageVmotionIncompatible(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -4317,9 +5509,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SuspendedRelocateNotSupported(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SwapDatastoreNotWritableOnHost(value) => {
                 &mut value
                     .datastore_not_writable_on_host
@@ -4327,73 +5521,97 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SwapDatastoreUnset(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SwapPlacementOverrideNotSupported(value) => {
                 &mut value.invalid_vm_config.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::SwitchIpUnset(value) => &mut value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::SwitchNotInUpgradeMode(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
             Self::SystemError(value) => &mut value.runtime_fault.method_fault,
             Self::TaskInProgress(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ThirdPartyLicenseAssignmentFailed(value) => {
                 &mut value.runtime_fault.method_fault
             }
             Self::Timedout(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::TooManyConcurrentNativeClones(value) => {
                 &mut value.file_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyConsecutiveOverrides(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::TooManyDevices(value) => {
                 &mut value.invalid_vm_config.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyDisksOnLegacyHost(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyGuestLogons(value) => {
                 &mut value.guest_operations_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyHosts(value) => {
                 &mut value.host_connect_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyNativeCloneLevels(value) => {
                 &mut value.file_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManyNativeClonesOnFile(value) => {
                 &mut value.file_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::TooManySnapshotLevels(value) => {
                 &mut value.snapshot_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsAlreadyUpgraded(value) => {
                 &mut value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsAutoUpgradeNotSupported(value) => {
                 &mut value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageCopyFailed(value) => {
                 &mut value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageNotAvailable(value) => {
                 &mut value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsImageSignatureCheckFailed(value) => {
                 &mut value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::ToolsInstallationInProgress(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
             Self::ToolsUnavailable(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::ToolsUpgradeCancelled(value) => {
                 &mut value.vm_tools_upgrade_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnSupportedDatastoreForVFlash(value) => {
                 &mut value.unsupported_datastore.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UncommittedUndoableDisk(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnconfiguredPropertyValue(value) => {
                 &mut value
                     .invalid_property_value
@@ -4402,14 +5620,19 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UncustomizableGuest(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnexpectedCustomizationFault(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnexpectedFault(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::UnrecognizedHost(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::UnsharedSwapVMotionNotSupported(value) => {
                 &mut value
                     .migration_feature_not_supported
@@ -4417,16 +5640,21 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedDatastore(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedGuest(value) => {
                 &mut value.invalid_vm_config.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedVimApiVersion(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::UnsupportedVmxLocation(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UnusedVirtualDiskBlocksNotScrubbed(value) => {
                 &mut value
                     .device_backing_not_supported
@@ -4436,27 +5664,37 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::UserNotFound(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VAppConfigFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VAppNotRunning(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VAppOperationInProgress(value) => &mut value.runtime_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VAppPropertyFault(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VAppTaskInProgress(value) => {
                 &mut value.task_in_progress.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashCacheHotConfigNotSupported(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashModuleNotSupported(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VFlashModuleVersionIncompatible(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMINotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -4465,6 +5703,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMOnConflictDVPort(value) => {
                 &mut value
                     .cannot_access_network
@@ -4474,6 +5713,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMOnVirtualIntranet(value) => {
                 &mut value
                     .cannot_access_network
@@ -4483,6 +5723,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionAcrossNetworkNotSupported(value) => {
                 &mut value
                     .migration_feature_not_supported
@@ -4490,28 +5731,36 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionInterfaceIssue(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionLinkCapacityLow(value) => {
                 &mut value.vmotion_interface_issue.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionLinkDown(value) => {
                 &mut value.vmotion_interface_issue.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotConfigured(value) => {
                 &mut value.vmotion_interface_issue.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotLicensed(value) => {
                 &mut value.vmotion_interface_issue.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionNotSupported(value) => {
                 &mut value.vmotion_interface_issue.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VMotionProtocolIncompatible(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
             Self::VimFault(value) => &mut value.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VirtualDiskBlocksNotFullyProvisioned(value) => {
                 &mut value
                     .device_backing_not_supported
@@ -4521,6 +5770,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualDiskModeNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -4529,6 +5779,7 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualEthernetCardNotSupported(value) => {
                 &mut value
                     .device_not_supported
@@ -4537,9 +5788,11 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualHardwareCompatibilityIssue(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VirtualHardwareVersionNotSupported(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -4547,74 +5800,100 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmAlreadyExistsInDatacenter(value) => {
                 &mut value.invalid_folder.vim_fault.method_fault
             }
             Self::VmConfigFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForFaultTolerance(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForRecordReplay(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssue(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssueWrapper(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceInvalidFileBacking(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceIssue(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceOpIssuesList(value) => {
                 &mut value.vm_fault_tolerance_issue.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyFtVcpusOnHost(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyVMsOnHost(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmHostAffinityRuleViolation(value) => {
                 &mut value.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmLimitLicense(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmMetadataManagerFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmMonitorIncompatibleForFaultTolerance(value) => {
                 &mut value.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmPowerOnDisabled(value) => {
                 &mut value.invalid_state.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmSmpFaultToleranceTooManyVMsOnHost(value) => {
                 &mut value.insufficient_resources_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmToolsUpgradeFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmValidateMaxDevice(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VmWwnConflict(value) => {
                 &mut value.invalid_vm_config.vm_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsAlreadyMounted(value) => {
                 &mut value.vmfs_mount_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsAmbiguousMount(value) => {
                 &mut value.vmfs_mount_fault.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmfsMountFault(value) => {
                 &mut value.host_config_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VmotionInterfaceNotEnabled(value) => {
                 &mut value.host_power_op_failed.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VolumeEditorError(value) => {
                 &mut value.customization_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VramLimitLicense(value) => {
                 &mut value.not_enough_licenses.runtime_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VsanClusterUuidMismatch(value) => {
                 &mut value
                     .cannot_move_vsan_enabled_host
@@ -4622,33 +5901,45 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VsanDiskFault(value) => &mut value.vsan_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VsanFault(value) => &mut value.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VsanIncompatibleDiskMapping(value) => {
                 &mut value.vsan_disk_fault.vsan_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanDestPortConflict(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortConflict(value) => &mut value.dvs_fault.vim_fault.method_fault,
+            #[cfg(feature = "all-faults")]
             Self::VspanPortMoveFault(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortPromiscChangeFault(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortgroupPromiscChangeFault(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPortgroupTypeChangeFault(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanPromiscuousPortNotSupported(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::VspanSameSessionPortConflict(value) => {
                 &mut value.dvs_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupported(value) => {
                 &mut value
                     .virtual_hardware_compatibility_issue
@@ -4656,18 +5947,23 @@ impl AnyMethodFault {
                     .vim_fault
                     .method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupportedByVmotionNIC(value) => {
                 &mut value.host_power_op_failed.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WillLoseHAProtection(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WillModifyConfigCpuRequirements(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WillResetSnapshotDirectory(value) => {
                 &mut value.migration_fault.vim_fault.method_fault
             }
+            #[cfg(feature = "all-faults")]
             Self::WipeDiskFault(value) => &mut value.vim_fault.method_fault,
         }
     }

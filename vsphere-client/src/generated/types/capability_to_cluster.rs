@@ -136,6 +136,7 @@ impl x::Fields for Capability {
         }
     }
 }
+#[cfg(feature = "all-events")]
 /// `ChangesInfoEventArgument` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChangesInfoEventArgument {
@@ -146,10 +147,13 @@ pub struct ChangesInfoEventArgument {
     /// `deleted`.
     pub deleted: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ChangesInfoEventArgument {
     const TYPE_NAME: &'static str = "ChangesInfoEventArgument";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ChangesInfoEventArgument {}
+#[cfg(feature = "all-events")]
 impl x::Fields for ChangesInfoEventArgument {
     fn decode_field(
         &mut self,
@@ -171,6 +175,7 @@ impl x::Fields for ChangesInfoEventArgument {
         w.write_opt("deleted", &self.deleted);
     }
 }
+#[cfg(feature = "all-events")]
 impl x::ArrayItem for ChangesInfoEventArgument {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfChangesInfoEventArgument";
     const ITEM_TAG: &'static str = "ChangesInfoEventArgument";
@@ -286,6 +291,7 @@ impl x::Fields for ChoiceOption {
         w.write_opt("defaultIndex", &self.default_index);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ClockSkew` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -294,10 +300,13 @@ pub struct ClockSkew {
     /// The fields `ClockSkew` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ClockSkew {
     const TYPE_NAME: &'static str = "ClockSkew";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ClockSkew {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ClockSkew {
     type Target = HostConfigFault;
     #[inline]
@@ -305,12 +314,14 @@ impl std::ops::Deref for ClockSkew {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ClockSkew {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ClockSkew {
     fn decode_field(
         &mut self,
@@ -324,6 +335,7 @@ impl x::Fields for ClockSkew {
         x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CloneFromSnapshotNotSupported` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -332,10 +344,13 @@ pub struct CloneFromSnapshotNotSupported {
     /// The fields `CloneFromSnapshotNotSupported` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CloneFromSnapshotNotSupported {
     const TYPE_NAME: &'static str = "CloneFromSnapshotNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CloneFromSnapshotNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CloneFromSnapshotNotSupported {
     type Target = MigrationFault;
     #[inline]
@@ -343,12 +358,14 @@ impl std::ops::Deref for CloneFromSnapshotNotSupported {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CloneFromSnapshotNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CloneFromSnapshotNotSupported {
     fn decode_field(
         &mut self,
@@ -658,6 +675,7 @@ impl x::Fields for ClusterClusterInitialPlacementAction {
         w.write_opt("configSpec", &self.config_spec);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ClusterComplianceCheckedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -668,10 +686,13 @@ pub struct ClusterComplianceCheckedEvent {
     /// `profile`.
     pub profile: ProfileEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ClusterComplianceCheckedEvent {
     const TYPE_NAME: &'static str = "ClusterComplianceCheckedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ClusterComplianceCheckedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ClusterComplianceCheckedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -679,12 +700,14 @@ impl std::ops::Deref for ClusterComplianceCheckedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ClusterComplianceCheckedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ClusterComplianceCheckedEvent {
     fn decode_field(
         &mut self,
@@ -2072,6 +2095,7 @@ impl x::Fields for ClusterConfigSpecEx {
         }
     }
 }
+#[cfg(feature = "all-events")]
 /// `ClusterCreatedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -2082,10 +2106,13 @@ pub struct ClusterCreatedEvent {
     /// `parent`.
     pub parent: FolderEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ClusterCreatedEvent {
     const TYPE_NAME: &'static str = "ClusterCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ClusterCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ClusterCreatedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -2093,12 +2120,14 @@ impl std::ops::Deref for ClusterCreatedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ClusterCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ClusterCreatedEvent {
     fn decode_field(
         &mut self,
@@ -2997,53 +3026,4 @@ impl x::Fields for ClusterDatastoreUpdateSpec {
 impl x::ArrayItem for ClusterDatastoreUpdateSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDatastoreUpdateSpec";
     const ITEM_TAG: &'static str = "ClusterDatastoreUpdateSpec";
-}
-/// `ClusterDependencyRuleInfo` (extends `ClusterRuleInfo`).
-///
-/// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDependencyRuleInfo {
-    /// The fields `ClusterDependencyRuleInfo` inherits from `ClusterRuleInfo`.
-    pub cluster_rule_info: ClusterRuleInfo,
-    /// `vmGroup`.
-    pub vm_group: String,
-    /// `dependsOnVmGroup`.
-    pub depends_on_vm_group: String,
-}
-impl x::SchemaType for ClusterDependencyRuleInfo {
-    const TYPE_NAME: &'static str = "ClusterDependencyRuleInfo";
-}
-impl x::Structure for ClusterDependencyRuleInfo {}
-impl std::ops::Deref for ClusterDependencyRuleInfo {
-    type Target = ClusterRuleInfo;
-    #[inline]
-    fn deref(&self) -> &ClusterRuleInfo {
-        &self.cluster_rule_info
-    }
-}
-impl std::ops::DerefMut for ClusterDependencyRuleInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterRuleInfo {
-        &mut self.cluster_rule_info
-    }
-}
-impl x::Fields for ClusterDependencyRuleInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmGroup" => r.read(&mut self.vm_group),
-            "dependsOnVmGroup" => r.read(&mut self.depends_on_vm_group),
-            _ => return x::Fields::decode_field(&mut self.cluster_rule_info, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_rule_info, w);
-        w.write("vmGroup", &self.vm_group);
-        w.write("dependsOnVmGroup", &self.depends_on_vm_group);
-    }
 }

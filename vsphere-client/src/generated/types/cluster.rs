@@ -5,6 +5,56 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ClusterDependencyRuleInfo` (extends `ClusterRuleInfo`).
+///
+/// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDependencyRuleInfo {
+    /// The fields `ClusterDependencyRuleInfo` inherits from `ClusterRuleInfo`.
+    pub cluster_rule_info: ClusterRuleInfo,
+    /// `vmGroup`.
+    pub vm_group: String,
+    /// `dependsOnVmGroup`.
+    pub depends_on_vm_group: String,
+}
+impl x::SchemaType for ClusterDependencyRuleInfo {
+    const TYPE_NAME: &'static str = "ClusterDependencyRuleInfo";
+}
+impl x::Structure for ClusterDependencyRuleInfo {}
+impl std::ops::Deref for ClusterDependencyRuleInfo {
+    type Target = ClusterRuleInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterRuleInfo {
+        &self.cluster_rule_info
+    }
+}
+impl std::ops::DerefMut for ClusterDependencyRuleInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterRuleInfo {
+        &mut self.cluster_rule_info
+    }
+}
+impl x::Fields for ClusterDependencyRuleInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmGroup" => r.read(&mut self.vm_group),
+            "dependsOnVmGroup" => r.read(&mut self.depends_on_vm_group),
+            _ => return x::Fields::decode_field(&mut self.cluster_rule_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_rule_info, w);
+        w.write("vmGroup", &self.vm_group);
+        w.write("dependsOnVmGroup", &self.depends_on_vm_group);
+    }
+}
+#[cfg(feature = "all-events")]
 /// `ClusterDestroyedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -13,10 +63,13 @@ pub struct ClusterDestroyedEvent {
     /// The fields `ClusterDestroyedEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ClusterDestroyedEvent {
     const TYPE_NAME: &'static str = "ClusterDestroyedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ClusterDestroyedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ClusterDestroyedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -24,12 +77,14 @@ impl std::ops::Deref for ClusterDestroyedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ClusterDestroyedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ClusterDestroyedEvent {
     fn decode_field(
         &mut self,
@@ -739,6 +794,7 @@ impl x::Fields for ClusterEnterMaintenanceResult {
         w.write_opt("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ClusterEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -747,10 +803,13 @@ pub struct ClusterEvent {
     /// The fields `ClusterEvent` inherits from `Event`.
     pub event: Event,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ClusterEvent {
     const TYPE_NAME: &'static str = "ClusterEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ClusterEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ClusterEvent {
     type Target = Event;
     #[inline]
@@ -758,12 +817,14 @@ impl std::ops::Deref for ClusterEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ClusterEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ClusterEvent {
     fn decode_field(
         &mut self,
@@ -1798,6 +1859,7 @@ impl x::Fields for ClusterOrchestrationInfo {
         w.write_opt("defaultVmReadiness", &self.default_vm_readiness);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ClusterOvercommittedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -1806,10 +1868,13 @@ pub struct ClusterOvercommittedEvent {
     /// The fields `ClusterOvercommittedEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ClusterOvercommittedEvent {
     const TYPE_NAME: &'static str = "ClusterOvercommittedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ClusterOvercommittedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ClusterOvercommittedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -1817,12 +1882,14 @@ impl std::ops::Deref for ClusterOvercommittedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ClusterOvercommittedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ClusterOvercommittedEvent {
     fn decode_field(
         &mut self,
@@ -2322,6 +2389,7 @@ impl x::ArrayItem for ClusterRecommendation {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterRecommendation";
     const ITEM_TAG: &'static str = "ClusterRecommendation";
 }
+#[cfg(feature = "all-events")]
 /// `ClusterReconfiguredEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -2332,10 +2400,13 @@ pub struct ClusterReconfiguredEvent {
     /// `configChanges`.
     pub config_changes: Option<ChangesInfoEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ClusterReconfiguredEvent {
     const TYPE_NAME: &'static str = "ClusterReconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ClusterReconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ClusterReconfiguredEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -2343,12 +2414,14 @@ impl std::ops::Deref for ClusterReconfiguredEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ClusterReconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ClusterReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -2547,6 +2620,7 @@ impl x::Fields for ClusterSlotPolicy {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `ClusterStatusChangedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -2559,10 +2633,13 @@ pub struct ClusterStatusChangedEvent {
     /// `newStatus`.
     pub new_status: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ClusterStatusChangedEvent {
     const TYPE_NAME: &'static str = "ClusterStatusChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ClusterStatusChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ClusterStatusChangedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -2570,12 +2647,14 @@ impl std::ops::Deref for ClusterStatusChangedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ClusterStatusChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ClusterStatusChangedEvent {
     fn decode_field(
         &mut self,
@@ -3137,86 +3216,4 @@ impl x::Fields for ClusterVmOrchestrationSpec {
 impl x::ArrayItem for ClusterVmOrchestrationSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterVmOrchestrationSpec";
     const ITEM_TAG: &'static str = "ClusterVmOrchestrationSpec";
-}
-/// `ClusterVmReadiness` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterVmReadiness {
-    /// `readyCondition`.
-    pub ready_condition: Option<String>,
-    /// `postReadyDelay`.
-    pub post_ready_delay: Option<i32>,
-}
-impl x::SchemaType for ClusterVmReadiness {
-    const TYPE_NAME: &'static str = "ClusterVmReadiness";
-}
-impl x::Structure for ClusterVmReadiness {}
-impl x::Fields for ClusterVmReadiness {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "readyCondition" => r.read_opt(&mut self.ready_condition),
-            "postReadyDelay" => r.read_opt(&mut self.post_ready_delay),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("readyCondition", &self.ready_condition);
-        w.write_opt("postReadyDelay", &self.post_ready_delay);
-    }
-}
-/// `ClusterVmToolsMonitoringSettings` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterVmToolsMonitoringSettings {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `vmMonitoring`.
-    pub vm_monitoring: Option<String>,
-    /// `clusterSettings`.
-    pub cluster_settings: Option<bool>,
-    /// `failureInterval`.
-    pub failure_interval: Option<i32>,
-    /// `minUpTime`.
-    pub min_up_time: Option<i32>,
-    /// `maxFailures`.
-    pub max_failures: Option<i32>,
-    /// `maxFailureWindow`.
-    pub max_failure_window: Option<i32>,
-}
-impl x::SchemaType for ClusterVmToolsMonitoringSettings {
-    const TYPE_NAME: &'static str = "ClusterVmToolsMonitoringSettings";
-}
-impl x::Structure for ClusterVmToolsMonitoringSettings {}
-impl x::Fields for ClusterVmToolsMonitoringSettings {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "vmMonitoring" => r.read_opt(&mut self.vm_monitoring),
-            "clusterSettings" => r.read_opt(&mut self.cluster_settings),
-            "failureInterval" => r.read_opt(&mut self.failure_interval),
-            "minUpTime" => r.read_opt(&mut self.min_up_time),
-            "maxFailures" => r.read_opt(&mut self.max_failures),
-            "maxFailureWindow" => r.read_opt(&mut self.max_failure_window),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("vmMonitoring", &self.vm_monitoring);
-        w.write_opt("clusterSettings", &self.cluster_settings);
-        w.write_opt("failureInterval", &self.failure_interval);
-        w.write_opt("minUpTime", &self.min_up_time);
-        w.write_opt("maxFailures", &self.max_failures);
-        w.write_opt("maxFailureWindow", &self.max_failure_window);
-    }
 }

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
 /// `ConflictingConfiguration` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -15,10 +16,13 @@ pub struct ConflictingConfiguration {
     /// `configInConflict`.
     pub config_in_conflict: Vec<ConflictingConfigurationConfig>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ConflictingConfiguration {
     const TYPE_NAME: &'static str = "ConflictingConfiguration";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ConflictingConfiguration {}
+#[cfg(feature = "all-faults")]
 impl Clone for ConflictingConfiguration {
     fn clone(&self) -> Self {
         Self {
@@ -27,6 +31,7 @@ impl Clone for ConflictingConfiguration {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ConflictingConfiguration {
     type Target = DvsFault;
     #[inline]
@@ -34,12 +39,14 @@ impl std::ops::Deref for ConflictingConfiguration {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ConflictingConfiguration {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ConflictingConfiguration {
     fn decode_field(
         &mut self,
@@ -58,6 +65,7 @@ impl x::Fields for ConflictingConfiguration {
         w.write_vec("configInConflict", &self.config_in_conflict);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ConflictingConfigurationConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ConflictingConfigurationConfig {
@@ -66,10 +74,13 @@ pub struct ConflictingConfigurationConfig {
     /// `propertyPath`.
     pub property_path: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ConflictingConfigurationConfig {
     const TYPE_NAME: &'static str = "ConflictingConfigurationConfig";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ConflictingConfigurationConfig {}
+#[cfg(feature = "all-faults")]
 impl x::Fields for ConflictingConfigurationConfig {
     fn decode_field(
         &mut self,
@@ -89,10 +100,12 @@ impl x::Fields for ConflictingConfigurationConfig {
         w.write("propertyPath", &self.property_path);
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::ArrayItem for ConflictingConfigurationConfig {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfConflictingConfigurationConfig";
     const ITEM_TAG: &'static str = "ConflictingConfigurationConfig";
 }
+#[cfg(feature = "all-faults")]
 /// `ConflictingDatastoreFound` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -105,10 +118,13 @@ pub struct ConflictingDatastoreFound {
     /// `url`.
     pub url: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ConflictingDatastoreFound {
     const TYPE_NAME: &'static str = "ConflictingDatastoreFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ConflictingDatastoreFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ConflictingDatastoreFound {
     type Target = RuntimeFault;
     #[inline]
@@ -116,12 +132,14 @@ impl std::ops::Deref for ConflictingDatastoreFound {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ConflictingDatastoreFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ConflictingDatastoreFound {
     fn decode_field(
         &mut self,
@@ -142,6 +160,7 @@ impl x::Fields for ConflictingDatastoreFound {
         w.write("url", &self.url);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ConnectedIso` (extends `OvfExport`).
 ///
 /// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
@@ -154,10 +173,13 @@ pub struct ConnectedIso {
     /// `filename`.
     pub filename: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ConnectedIso {
     const TYPE_NAME: &'static str = "ConnectedIso";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ConnectedIso {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ConnectedIso {
     type Target = OvfExport;
     #[inline]
@@ -165,12 +187,14 @@ impl std::ops::Deref for ConnectedIso {
         &self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ConnectedIso {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfExport {
         &mut self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ConnectedIso {
     fn decode_field(
         &mut self,
@@ -191,6 +215,7 @@ impl x::Fields for ConnectedIso {
         w.write("filename", &self.filename);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CpuCompatibilityUnknown` (extends `CpuIncompatible`).
 ///
 /// The fields of `CpuIncompatible` are in `cpu_incompatible`, also reachable through `Deref`.
@@ -199,10 +224,13 @@ pub struct CpuCompatibilityUnknown {
     /// The fields `CpuCompatibilityUnknown` inherits from `CpuIncompatible`.
     pub cpu_incompatible: CpuIncompatible,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CpuCompatibilityUnknown {
     const TYPE_NAME: &'static str = "CpuCompatibilityUnknown";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CpuCompatibilityUnknown {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CpuCompatibilityUnknown {
     type Target = CpuIncompatible;
     #[inline]
@@ -210,12 +238,14 @@ impl std::ops::Deref for CpuCompatibilityUnknown {
         &self.cpu_incompatible
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CpuCompatibilityUnknown {
     #[inline]
     fn deref_mut(&mut self) -> &mut CpuIncompatible {
         &mut self.cpu_incompatible
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CpuCompatibilityUnknown {
     fn decode_field(
         &mut self,
@@ -229,6 +259,7 @@ impl x::Fields for CpuCompatibilityUnknown {
         x::Fields::encode_fields(&self.cpu_incompatible, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CpuHotPlugNotSupported` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -237,10 +268,13 @@ pub struct CpuHotPlugNotSupported {
     /// The fields `CpuHotPlugNotSupported` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CpuHotPlugNotSupported {
     const TYPE_NAME: &'static str = "CpuHotPlugNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CpuHotPlugNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CpuHotPlugNotSupported {
     type Target = VmConfigFault;
     #[inline]
@@ -248,12 +282,14 @@ impl std::ops::Deref for CpuHotPlugNotSupported {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CpuHotPlugNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CpuHotPlugNotSupported {
     fn decode_field(
         &mut self,
@@ -267,6 +303,7 @@ impl x::Fields for CpuHotPlugNotSupported {
         x::Fields::encode_fields(&self.vm_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CpuIncompatible` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -285,10 +322,13 @@ pub struct CpuIncompatible {
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CpuIncompatible {
     const TYPE_NAME: &'static str = "CpuIncompatible";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CpuIncompatible {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CpuIncompatible {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -296,12 +336,14 @@ impl std::ops::Deref for CpuIncompatible {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CpuIncompatible {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CpuIncompatible {
     fn decode_field(
         &mut self,
@@ -334,6 +376,7 @@ impl x::Fields for CpuIncompatible {
         w.write_opt("host", &self.host);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CpuIncompatible1ECX` (extends `CpuIncompatible`).
 ///
 /// The fields of `CpuIncompatible` are in `cpu_incompatible`, also reachable through `Deref`.
@@ -358,10 +401,13 @@ pub struct CpuIncompatible1ECX {
     /// `otherOnly`.
     pub other_only: bool,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CpuIncompatible1ECX {
     const TYPE_NAME: &'static str = "CpuIncompatible1ECX";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CpuIncompatible1ECX {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CpuIncompatible1ECX {
     type Target = CpuIncompatible;
     #[inline]
@@ -369,12 +415,14 @@ impl std::ops::Deref for CpuIncompatible1ECX {
         &self.cpu_incompatible
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CpuIncompatible1ECX {
     #[inline]
     fn deref_mut(&mut self) -> &mut CpuIncompatible {
         &mut self.cpu_incompatible
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CpuIncompatible1ECX {
     fn decode_field(
         &mut self,
@@ -407,6 +455,7 @@ impl x::Fields for CpuIncompatible1ECX {
         w.write("otherOnly", &self.other_only);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CpuIncompatible81EDX` (extends `CpuIncompatible`).
 ///
 /// The fields of `CpuIncompatible` are in `cpu_incompatible`, also reachable through `Deref`.
@@ -427,10 +476,13 @@ pub struct CpuIncompatible81EDX {
     /// `otherOnly`.
     pub other_only: bool,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CpuIncompatible81EDX {
     const TYPE_NAME: &'static str = "CpuIncompatible81EDX";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CpuIncompatible81EDX {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CpuIncompatible81EDX {
     type Target = CpuIncompatible;
     #[inline]
@@ -438,12 +490,14 @@ impl std::ops::Deref for CpuIncompatible81EDX {
         &self.cpu_incompatible
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CpuIncompatible81EDX {
     #[inline]
     fn deref_mut(&mut self) -> &mut CpuIncompatible {
         &mut self.cpu_incompatible
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CpuIncompatible81EDX {
     fn decode_field(
         &mut self,

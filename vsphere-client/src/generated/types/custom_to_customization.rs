@@ -56,6 +56,7 @@ impl x::ArrayItem for CustomFieldDef {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfCustomFieldDef";
     const ITEM_TAG: &'static str = "CustomFieldDef";
 }
+#[cfg(feature = "all-events")]
 /// `CustomFieldDefAddedEvent` (extends `CustomFieldDefEvent`).
 ///
 /// The fields of `CustomFieldDefEvent` are in `custom_field_def_event`, also reachable through `Deref`.
@@ -64,10 +65,13 @@ pub struct CustomFieldDefAddedEvent {
     /// The fields `CustomFieldDefAddedEvent` inherits from `CustomFieldDefEvent`.
     pub custom_field_def_event: CustomFieldDefEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomFieldDefAddedEvent {
     const TYPE_NAME: &'static str = "CustomFieldDefAddedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldDefAddedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldDefAddedEvent {
     type Target = CustomFieldDefEvent;
     #[inline]
@@ -75,12 +79,14 @@ impl std::ops::Deref for CustomFieldDefAddedEvent {
         &self.custom_field_def_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomFieldDefAddedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomFieldDefEvent {
         &mut self.custom_field_def_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomFieldDefAddedEvent {
     fn decode_field(
         &mut self,
@@ -94,6 +100,7 @@ impl x::Fields for CustomFieldDefAddedEvent {
         x::Fields::encode_fields(&self.custom_field_def_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomFieldDefEvent` (extends `CustomFieldEvent`).
 ///
 /// The fields of `CustomFieldEvent` are in `custom_field_event`, also reachable through `Deref`.
@@ -106,10 +113,13 @@ pub struct CustomFieldDefEvent {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomFieldDefEvent {
     const TYPE_NAME: &'static str = "CustomFieldDefEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldDefEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldDefEvent {
     type Target = CustomFieldEvent;
     #[inline]
@@ -117,12 +127,14 @@ impl std::ops::Deref for CustomFieldDefEvent {
         &self.custom_field_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomFieldDefEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomFieldEvent {
         &mut self.custom_field_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomFieldDefEvent {
     fn decode_field(
         &mut self,
@@ -143,6 +155,7 @@ impl x::Fields for CustomFieldDefEvent {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomFieldDefRemovedEvent` (extends `CustomFieldDefEvent`).
 ///
 /// The fields of `CustomFieldDefEvent` are in `custom_field_def_event`, also reachable through `Deref`.
@@ -151,10 +164,13 @@ pub struct CustomFieldDefRemovedEvent {
     /// The fields `CustomFieldDefRemovedEvent` inherits from `CustomFieldDefEvent`.
     pub custom_field_def_event: CustomFieldDefEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomFieldDefRemovedEvent {
     const TYPE_NAME: &'static str = "CustomFieldDefRemovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldDefRemovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldDefRemovedEvent {
     type Target = CustomFieldDefEvent;
     #[inline]
@@ -162,12 +178,14 @@ impl std::ops::Deref for CustomFieldDefRemovedEvent {
         &self.custom_field_def_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomFieldDefRemovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomFieldDefEvent {
         &mut self.custom_field_def_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomFieldDefRemovedEvent {
     fn decode_field(
         &mut self,
@@ -181,6 +199,7 @@ impl x::Fields for CustomFieldDefRemovedEvent {
         x::Fields::encode_fields(&self.custom_field_def_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomFieldDefRenamedEvent` (extends `CustomFieldDefEvent`).
 ///
 /// The fields of `CustomFieldDefEvent` are in `custom_field_def_event`, also reachable through `Deref`.
@@ -191,10 +210,13 @@ pub struct CustomFieldDefRenamedEvent {
     /// `newName`.
     pub new_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomFieldDefRenamedEvent {
     const TYPE_NAME: &'static str = "CustomFieldDefRenamedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldDefRenamedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldDefRenamedEvent {
     type Target = CustomFieldDefEvent;
     #[inline]
@@ -202,12 +224,14 @@ impl std::ops::Deref for CustomFieldDefRenamedEvent {
         &self.custom_field_def_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomFieldDefRenamedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomFieldDefEvent {
         &mut self.custom_field_def_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomFieldDefRenamedEvent {
     fn decode_field(
         &mut self,
@@ -228,6 +252,7 @@ impl x::Fields for CustomFieldDefRenamedEvent {
         w.write("newName", &self.new_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomFieldEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -236,10 +261,13 @@ pub struct CustomFieldEvent {
     /// The fields `CustomFieldEvent` inherits from `Event`.
     pub event: Event,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomFieldEvent {
     const TYPE_NAME: &'static str = "CustomFieldEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldEvent {
     type Target = Event;
     #[inline]
@@ -247,12 +275,14 @@ impl std::ops::Deref for CustomFieldEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomFieldEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomFieldEvent {
     fn decode_field(
         &mut self,
@@ -340,6 +370,7 @@ impl x::Fields for CustomFieldValue {
         w.write("key", &self.key);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomFieldValueChangedEvent` (extends `CustomFieldEvent`).
 ///
 /// The fields of `CustomFieldEvent` are in `custom_field_event`, also reachable through `Deref`.
@@ -358,10 +389,13 @@ pub struct CustomFieldValueChangedEvent {
     /// `prevState`.
     pub prev_state: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomFieldValueChangedEvent {
     const TYPE_NAME: &'static str = "CustomFieldValueChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldValueChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldValueChangedEvent {
     type Target = CustomFieldEvent;
     #[inline]
@@ -369,12 +403,14 @@ impl std::ops::Deref for CustomFieldValueChangedEvent {
         &self.custom_field_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomFieldValueChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomFieldEvent {
         &mut self.custom_field_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomFieldValueChangedEvent {
     fn decode_field(
         &mut self,
@@ -620,6 +656,7 @@ impl x::Fields for CustomizationDisableIpV4 {
         w.since(0x0901_0000, "type CustomizationDisableIpV4", true);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomizationEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -630,10 +667,13 @@ pub struct CustomizationEvent {
     /// `logLocation`.
     pub log_location: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomizationEvent {
     const TYPE_NAME: &'static str = "CustomizationEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomizationEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationEvent {
     type Target = VmEvent;
     #[inline]
@@ -641,12 +681,14 @@ impl std::ops::Deref for CustomizationEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomizationEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomizationEvent {
     fn decode_field(
         &mut self,
@@ -665,6 +707,7 @@ impl x::Fields for CustomizationEvent {
         w.write_opt("logLocation", &self.log_location);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomizationFailed` (extends `CustomizationEvent`).
 ///
 /// The fields of `CustomizationEvent` are in `customization_event`, also reachable through `Deref`.
@@ -675,10 +718,13 @@ pub struct CustomizationFailed {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomizationFailed {
     const TYPE_NAME: &'static str = "CustomizationFailed";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomizationFailed {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationFailed {
     type Target = CustomizationEvent;
     #[inline]
@@ -686,12 +732,14 @@ impl std::ops::Deref for CustomizationFailed {
         &self.customization_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomizationFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationEvent {
         &mut self.customization_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomizationFailed {
     fn decode_field(
         &mut self,
@@ -1220,6 +1268,7 @@ impl x::Fields for CustomizationLinuxFlexPrep {
         w.since(0x0901_0000, "type CustomizationLinuxFlexPrep", true);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomizationLinuxIdentityFailed` (extends `CustomizationFailed`).
 ///
 /// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
@@ -1228,10 +1277,13 @@ pub struct CustomizationLinuxIdentityFailed {
     /// The fields `CustomizationLinuxIdentityFailed` inherits from `CustomizationFailed`.
     pub customization_failed: CustomizationFailed,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomizationLinuxIdentityFailed {
     const TYPE_NAME: &'static str = "CustomizationLinuxIdentityFailed";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomizationLinuxIdentityFailed {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationLinuxIdentityFailed {
     type Target = CustomizationFailed;
     #[inline]
@@ -1239,12 +1291,14 @@ impl std::ops::Deref for CustomizationLinuxIdentityFailed {
         &self.customization_failed
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomizationLinuxIdentityFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFailed {
         &mut self.customization_failed
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomizationLinuxIdentityFailed {
     fn decode_field(
         &mut self,
@@ -1415,6 +1469,7 @@ impl x::Fields for CustomizationName {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `CustomizationNetworkSetupFailed` (extends `CustomizationFailed`).
 ///
 /// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
@@ -1423,10 +1478,13 @@ pub struct CustomizationNetworkSetupFailed {
     /// The fields `CustomizationNetworkSetupFailed` inherits from `CustomizationFailed`.
     pub customization_failed: CustomizationFailed,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomizationNetworkSetupFailed {
     const TYPE_NAME: &'static str = "CustomizationNetworkSetupFailed";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomizationNetworkSetupFailed {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationNetworkSetupFailed {
     type Target = CustomizationFailed;
     #[inline]
@@ -1434,12 +1492,14 @@ impl std::ops::Deref for CustomizationNetworkSetupFailed {
         &self.customization_failed
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomizationNetworkSetupFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFailed {
         &mut self.customization_failed
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomizationNetworkSetupFailed {
     fn decode_field(
         &mut self,
@@ -1503,6 +1563,7 @@ impl x::Fields for CustomizationPassword {
         w.write("plainText", &self.plain_text);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `CustomizationPending` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -1511,10 +1572,13 @@ pub struct CustomizationPending {
     /// The fields `CustomizationPending` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CustomizationPending {
     const TYPE_NAME: &'static str = "CustomizationPending";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CustomizationPending {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CustomizationPending {
     type Target = CustomizationFault;
     #[inline]
@@ -1522,12 +1586,14 @@ impl std::ops::Deref for CustomizationPending {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CustomizationPending {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CustomizationPending {
     fn decode_field(
         &mut self,
@@ -1700,6 +1766,7 @@ impl x::Fields for CustomizationSpecItem {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomizationStartedEvent` (extends `CustomizationEvent`).
 ///
 /// The fields of `CustomizationEvent` are in `customization_event`, also reachable through `Deref`.
@@ -1708,10 +1775,13 @@ pub struct CustomizationStartedEvent {
     /// The fields `CustomizationStartedEvent` inherits from `CustomizationEvent`.
     pub customization_event: CustomizationEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomizationStartedEvent {
     const TYPE_NAME: &'static str = "CustomizationStartedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomizationStartedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationStartedEvent {
     type Target = CustomizationEvent;
     #[inline]
@@ -1719,12 +1789,14 @@ impl std::ops::Deref for CustomizationStartedEvent {
         &self.customization_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomizationStartedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationEvent {
         &mut self.customization_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomizationStartedEvent {
     fn decode_field(
         &mut self,
@@ -1755,6 +1827,7 @@ impl x::Fields for CustomizationStatelessIpV6Generator {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `CustomizationSucceeded` (extends `CustomizationEvent`).
 ///
 /// The fields of `CustomizationEvent` are in `customization_event`, also reachable through `Deref`.
@@ -1763,10 +1836,13 @@ pub struct CustomizationSucceeded {
     /// The fields `CustomizationSucceeded` inherits from `CustomizationEvent`.
     pub customization_event: CustomizationEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomizationSucceeded {
     const TYPE_NAME: &'static str = "CustomizationSucceeded";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomizationSucceeded {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationSucceeded {
     type Target = CustomizationEvent;
     #[inline]
@@ -1774,12 +1850,14 @@ impl std::ops::Deref for CustomizationSucceeded {
         &self.customization_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomizationSucceeded {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationEvent {
         &mut self.customization_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomizationSucceeded {
     fn decode_field(
         &mut self,
@@ -1892,6 +1970,7 @@ impl x::Fields for CustomizationSysprep {
         }
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomizationSysprepFailed` (extends `CustomizationFailed`).
 ///
 /// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
@@ -1904,10 +1983,13 @@ pub struct CustomizationSysprepFailed {
     /// `systemVersion`.
     pub system_version: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomizationSysprepFailed {
     const TYPE_NAME: &'static str = "CustomizationSysprepFailed";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomizationSysprepFailed {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationSysprepFailed {
     type Target = CustomizationFailed;
     #[inline]
@@ -1915,12 +1997,14 @@ impl std::ops::Deref for CustomizationSysprepFailed {
         &self.customization_failed
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomizationSysprepFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFailed {
         &mut self.customization_failed
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomizationSysprepFailed {
     fn decode_field(
         &mut self,
@@ -1968,6 +2052,7 @@ impl x::Fields for CustomizationSysprepText {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-events")]
 /// `CustomizationUnknownFailure` (extends `CustomizationFailed`).
 ///
 /// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
@@ -1976,10 +2061,13 @@ pub struct CustomizationUnknownFailure {
     /// The fields `CustomizationUnknownFailure` inherits from `CustomizationFailed`.
     pub customization_failed: CustomizationFailed,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for CustomizationUnknownFailure {
     const TYPE_NAME: &'static str = "CustomizationUnknownFailure";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for CustomizationUnknownFailure {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationUnknownFailure {
     type Target = CustomizationFailed;
     #[inline]
@@ -1987,12 +2075,14 @@ impl std::ops::Deref for CustomizationUnknownFailure {
         &self.customization_failed
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for CustomizationUnknownFailure {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFailed {
         &mut self.customization_failed
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for CustomizationUnknownFailure {
     fn decode_field(
         &mut self,

@@ -50,6 +50,7 @@ impl x::Fields for DailyTaskScheduler {
         w.write("hour", &self.hour);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DasAdmissionControlDisabledEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -58,10 +59,13 @@ pub struct DasAdmissionControlDisabledEvent {
     /// The fields `DasAdmissionControlDisabledEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DasAdmissionControlDisabledEvent {
     const TYPE_NAME: &'static str = "DasAdmissionControlDisabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DasAdmissionControlDisabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DasAdmissionControlDisabledEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -69,12 +73,14 @@ impl std::ops::Deref for DasAdmissionControlDisabledEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DasAdmissionControlDisabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DasAdmissionControlDisabledEvent {
     fn decode_field(
         &mut self,
@@ -88,6 +94,7 @@ impl x::Fields for DasAdmissionControlDisabledEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DasAdmissionControlEnabledEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -96,10 +103,13 @@ pub struct DasAdmissionControlEnabledEvent {
     /// The fields `DasAdmissionControlEnabledEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DasAdmissionControlEnabledEvent {
     const TYPE_NAME: &'static str = "DasAdmissionControlEnabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DasAdmissionControlEnabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DasAdmissionControlEnabledEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -107,12 +117,14 @@ impl std::ops::Deref for DasAdmissionControlEnabledEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DasAdmissionControlEnabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DasAdmissionControlEnabledEvent {
     fn decode_field(
         &mut self,
@@ -126,6 +138,7 @@ impl x::Fields for DasAdmissionControlEnabledEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DasAgentFoundEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -134,10 +147,13 @@ pub struct DasAgentFoundEvent {
     /// The fields `DasAgentFoundEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DasAgentFoundEvent {
     const TYPE_NAME: &'static str = "DasAgentFoundEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DasAgentFoundEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DasAgentFoundEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -145,12 +161,14 @@ impl std::ops::Deref for DasAgentFoundEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DasAgentFoundEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DasAgentFoundEvent {
     fn decode_field(
         &mut self,
@@ -164,6 +182,7 @@ impl x::Fields for DasAgentFoundEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DasAgentUnavailableEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -172,10 +191,13 @@ pub struct DasAgentUnavailableEvent {
     /// The fields `DasAgentUnavailableEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DasAgentUnavailableEvent {
     const TYPE_NAME: &'static str = "DasAgentUnavailableEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DasAgentUnavailableEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DasAgentUnavailableEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -183,12 +205,14 @@ impl std::ops::Deref for DasAgentUnavailableEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DasAgentUnavailableEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DasAgentUnavailableEvent {
     fn decode_field(
         &mut self,
@@ -202,6 +226,7 @@ impl x::Fields for DasAgentUnavailableEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DasClusterIsolatedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -210,10 +235,13 @@ pub struct DasClusterIsolatedEvent {
     /// The fields `DasClusterIsolatedEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DasClusterIsolatedEvent {
     const TYPE_NAME: &'static str = "DasClusterIsolatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DasClusterIsolatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DasClusterIsolatedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -221,12 +249,14 @@ impl std::ops::Deref for DasClusterIsolatedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DasClusterIsolatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DasClusterIsolatedEvent {
     fn decode_field(
         &mut self,
@@ -240,6 +270,7 @@ impl x::Fields for DasClusterIsolatedEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DasConfigFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -254,10 +285,13 @@ pub struct DasConfigFault {
     /// `event`.
     pub event: Vec<AnyEvent>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DasConfigFault {
     const TYPE_NAME: &'static str = "DasConfigFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DasConfigFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for DasConfigFault {
     fn clone(&self) -> Self {
         Self {
@@ -268,6 +302,7 @@ impl Clone for DasConfigFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DasConfigFault {
     type Target = VimFault;
     #[inline]
@@ -275,12 +310,14 @@ impl std::ops::Deref for DasConfigFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DasConfigFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DasConfigFault {
     fn decode_field(
         &mut self,
@@ -303,6 +340,7 @@ impl x::Fields for DasConfigFault {
         w.write_vec("event", &self.event);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DasDisabledEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -311,10 +349,13 @@ pub struct DasDisabledEvent {
     /// The fields `DasDisabledEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DasDisabledEvent {
     const TYPE_NAME: &'static str = "DasDisabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DasDisabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DasDisabledEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -322,12 +363,14 @@ impl std::ops::Deref for DasDisabledEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DasDisabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DasDisabledEvent {
     fn decode_field(
         &mut self,
@@ -341,6 +384,7 @@ impl x::Fields for DasDisabledEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DasEnabledEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -349,10 +393,13 @@ pub struct DasEnabledEvent {
     /// The fields `DasEnabledEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DasEnabledEvent {
     const TYPE_NAME: &'static str = "DasEnabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DasEnabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DasEnabledEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -360,12 +407,14 @@ impl std::ops::Deref for DasEnabledEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DasEnabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DasEnabledEvent {
     fn decode_field(
         &mut self,
@@ -422,6 +471,7 @@ impl x::ArrayItem for DasHeartbeatDatastoreInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDasHeartbeatDatastoreInfo";
     const ITEM_TAG: &'static str = "DasHeartbeatDatastoreInfo";
 }
+#[cfg(feature = "all-events")]
 /// `DasHostFailedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -432,10 +482,13 @@ pub struct DasHostFailedEvent {
     /// `failedHost`.
     pub failed_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DasHostFailedEvent {
     const TYPE_NAME: &'static str = "DasHostFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DasHostFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DasHostFailedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -443,12 +496,14 @@ impl std::ops::Deref for DasHostFailedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DasHostFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DasHostFailedEvent {
     fn decode_field(
         &mut self,
@@ -467,6 +522,7 @@ impl x::Fields for DasHostFailedEvent {
         w.write("failedHost", &self.failed_host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DasHostIsolatedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -477,10 +533,13 @@ pub struct DasHostIsolatedEvent {
     /// `isolatedHost`.
     pub isolated_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DasHostIsolatedEvent {
     const TYPE_NAME: &'static str = "DasHostIsolatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DasHostIsolatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DasHostIsolatedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -488,12 +547,14 @@ impl std::ops::Deref for DasHostIsolatedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DasHostIsolatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DasHostIsolatedEvent {
     fn decode_field(
         &mut self,
@@ -512,6 +573,7 @@ impl x::Fields for DasHostIsolatedEvent {
         w.write("isolatedHost", &self.isolated_host);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DatabaseError` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -520,10 +582,13 @@ pub struct DatabaseError {
     /// The fields `DatabaseError` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DatabaseError {
     const TYPE_NAME: &'static str = "DatabaseError";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DatabaseError {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DatabaseError {
     type Target = RuntimeFault;
     #[inline]
@@ -531,12 +596,14 @@ impl std::ops::Deref for DatabaseError {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DatabaseError {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DatabaseError {
     fn decode_field(
         &mut self,
@@ -737,6 +804,7 @@ impl x::Fields for DatacenterConfigSpec {
         w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatacenterCreatedEvent` (extends `DatacenterEvent`).
 ///
 /// The fields of `DatacenterEvent` are in `datacenter_event`, also reachable through `Deref`.
@@ -747,10 +815,13 @@ pub struct DatacenterCreatedEvent {
     /// `parent`.
     pub parent: FolderEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatacenterCreatedEvent {
     const TYPE_NAME: &'static str = "DatacenterCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatacenterCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatacenterCreatedEvent {
     type Target = DatacenterEvent;
     #[inline]
@@ -758,12 +829,14 @@ impl std::ops::Deref for DatacenterCreatedEvent {
         &self.datacenter_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatacenterCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatacenterEvent {
         &mut self.datacenter_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatacenterCreatedEvent {
     fn decode_field(
         &mut self,
@@ -782,6 +855,7 @@ impl x::Fields for DatacenterCreatedEvent {
         w.write("parent", &self.parent);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatacenterEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -790,10 +864,13 @@ pub struct DatacenterEvent {
     /// The fields `DatacenterEvent` inherits from `Event`.
     pub event: Event,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatacenterEvent {
     const TYPE_NAME: &'static str = "DatacenterEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatacenterEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatacenterEvent {
     type Target = Event;
     #[inline]
@@ -801,12 +878,14 @@ impl std::ops::Deref for DatacenterEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatacenterEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatacenterEvent {
     fn decode_field(
         &mut self,
@@ -865,6 +944,7 @@ impl x::Fields for DatacenterEventArgument {
         w.write("datacenter", &self.datacenter);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DatacenterMismatch` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -877,10 +957,13 @@ pub struct DatacenterMismatch {
     /// `expectedDatacenter`.
     pub expected_datacenter: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DatacenterMismatch {
     const TYPE_NAME: &'static str = "DatacenterMismatch";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DatacenterMismatch {}
+#[cfg(feature = "all-faults")]
 impl Clone for DatacenterMismatch {
     fn clone(&self) -> Self {
         Self {
@@ -890,6 +973,7 @@ impl Clone for DatacenterMismatch {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DatacenterMismatch {
     type Target = MigrationFault;
     #[inline]
@@ -897,12 +981,14 @@ impl std::ops::Deref for DatacenterMismatch {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DatacenterMismatch {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DatacenterMismatch {
     fn decode_field(
         &mut self,
@@ -923,6 +1009,7 @@ impl x::Fields for DatacenterMismatch {
         w.write("expectedDatacenter", &self.expected_datacenter);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DatacenterMismatchArgument` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DatacenterMismatchArgument {
@@ -931,10 +1018,13 @@ pub struct DatacenterMismatchArgument {
     /// `inputDatacenter`.
     pub input_datacenter: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DatacenterMismatchArgument {
     const TYPE_NAME: &'static str = "DatacenterMismatchArgument";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DatacenterMismatchArgument {}
+#[cfg(feature = "all-faults")]
 impl x::Fields for DatacenterMismatchArgument {
     fn decode_field(
         &mut self,
@@ -954,10 +1044,12 @@ impl x::Fields for DatacenterMismatchArgument {
         w.write_opt("inputDatacenter", &self.input_datacenter);
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::ArrayItem for DatacenterMismatchArgument {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDatacenterMismatchArgument";
     const ITEM_TAG: &'static str = "DatacenterMismatchArgument";
 }
+#[cfg(feature = "all-events")]
 /// `DatacenterRenamedEvent` (extends `DatacenterEvent`).
 ///
 /// The fields of `DatacenterEvent` are in `datacenter_event`, also reachable through `Deref`.
@@ -970,10 +1062,13 @@ pub struct DatacenterRenamedEvent {
     /// `newName`.
     pub new_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatacenterRenamedEvent {
     const TYPE_NAME: &'static str = "DatacenterRenamedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatacenterRenamedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatacenterRenamedEvent {
     type Target = DatacenterEvent;
     #[inline]
@@ -981,12 +1076,14 @@ impl std::ops::Deref for DatacenterRenamedEvent {
         &self.datacenter_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatacenterRenamedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatacenterEvent {
         &mut self.datacenter_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatacenterRenamedEvent {
     fn decode_field(
         &mut self,
@@ -1090,6 +1187,7 @@ impl x::Fields for DatastoreCapability {
         w.write_opt("clusteredVmdkSupported", &self.clustered_vmdk_supported);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreCapacityIncreasedEvent` (extends `DatastoreEvent`).
 ///
 /// The fields of `DatastoreEvent` are in `datastore_event`, also reachable through `Deref`.
@@ -1102,10 +1200,13 @@ pub struct DatastoreCapacityIncreasedEvent {
     /// `newCapacity`.
     pub new_capacity: i64,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreCapacityIncreasedEvent {
     const TYPE_NAME: &'static str = "DatastoreCapacityIncreasedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreCapacityIncreasedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreCapacityIncreasedEvent {
     type Target = DatastoreEvent;
     #[inline]
@@ -1113,12 +1214,14 @@ impl std::ops::Deref for DatastoreCapacityIncreasedEvent {
         &self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreCapacityIncreasedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreEvent {
         &mut self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreCapacityIncreasedEvent {
     fn decode_field(
         &mut self,
@@ -1139,6 +1242,7 @@ impl x::Fields for DatastoreCapacityIncreasedEvent {
         w.write("newCapacity", &self.new_capacity);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreDestroyedEvent` (extends `DatastoreEvent`).
 ///
 /// The fields of `DatastoreEvent` are in `datastore_event`, also reachable through `Deref`.
@@ -1147,10 +1251,13 @@ pub struct DatastoreDestroyedEvent {
     /// The fields `DatastoreDestroyedEvent` inherits from `DatastoreEvent`.
     pub datastore_event: DatastoreEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreDestroyedEvent {
     const TYPE_NAME: &'static str = "DatastoreDestroyedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreDestroyedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreDestroyedEvent {
     type Target = DatastoreEvent;
     #[inline]
@@ -1158,12 +1265,14 @@ impl std::ops::Deref for DatastoreDestroyedEvent {
         &self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreDestroyedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreEvent {
         &mut self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreDestroyedEvent {
     fn decode_field(
         &mut self,
@@ -1177,6 +1286,7 @@ impl x::Fields for DatastoreDestroyedEvent {
         x::Fields::encode_fields(&self.datastore_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreDiscoveredEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1187,10 +1297,13 @@ pub struct DatastoreDiscoveredEvent {
     /// `datastore`.
     pub datastore: DatastoreEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreDiscoveredEvent {
     const TYPE_NAME: &'static str = "DatastoreDiscoveredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreDiscoveredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreDiscoveredEvent {
     type Target = HostEvent;
     #[inline]
@@ -1198,12 +1311,14 @@ impl std::ops::Deref for DatastoreDiscoveredEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreDiscoveredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreDiscoveredEvent {
     fn decode_field(
         &mut self,
@@ -1222,6 +1337,7 @@ impl x::Fields for DatastoreDiscoveredEvent {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreDuplicatedEvent` (extends `DatastoreEvent`).
 ///
 /// The fields of `DatastoreEvent` are in `datastore_event`, also reachable through `Deref`.
@@ -1230,10 +1346,13 @@ pub struct DatastoreDuplicatedEvent {
     /// The fields `DatastoreDuplicatedEvent` inherits from `DatastoreEvent`.
     pub datastore_event: DatastoreEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreDuplicatedEvent {
     const TYPE_NAME: &'static str = "DatastoreDuplicatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreDuplicatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreDuplicatedEvent {
     type Target = DatastoreEvent;
     #[inline]
@@ -1241,12 +1360,14 @@ impl std::ops::Deref for DatastoreDuplicatedEvent {
         &self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreDuplicatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreEvent {
         &mut self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreDuplicatedEvent {
     fn decode_field(
         &mut self,
@@ -1260,6 +1381,7 @@ impl x::Fields for DatastoreDuplicatedEvent {
         x::Fields::encode_fields(&self.datastore_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -1270,10 +1392,13 @@ pub struct DatastoreEvent {
     /// `datastore`.
     pub datastore: Option<DatastoreEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreEvent {
     const TYPE_NAME: &'static str = "DatastoreEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreEvent {
     type Target = Event;
     #[inline]
@@ -1281,12 +1406,14 @@ impl std::ops::Deref for DatastoreEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreEvent {
     fn decode_field(
         &mut self,
@@ -1350,6 +1477,7 @@ impl x::Fields for DatastoreEventArgument {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreFileCopiedEvent` (extends `DatastoreFileEvent`).
 ///
 /// The fields of `DatastoreFileEvent` are in `datastore_file_event`, also reachable through `Deref`.
@@ -1362,10 +1490,13 @@ pub struct DatastoreFileCopiedEvent {
     /// `sourceFile`.
     pub source_file: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreFileCopiedEvent {
     const TYPE_NAME: &'static str = "DatastoreFileCopiedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreFileCopiedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreFileCopiedEvent {
     type Target = DatastoreFileEvent;
     #[inline]
@@ -1373,12 +1504,14 @@ impl std::ops::Deref for DatastoreFileCopiedEvent {
         &self.datastore_file_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreFileCopiedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreFileEvent {
         &mut self.datastore_file_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreFileCopiedEvent {
     fn decode_field(
         &mut self,
@@ -1399,6 +1532,7 @@ impl x::Fields for DatastoreFileCopiedEvent {
         w.write("sourceFile", &self.source_file);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreFileDeletedEvent` (extends `DatastoreFileEvent`).
 ///
 /// The fields of `DatastoreFileEvent` are in `datastore_file_event`, also reachable through `Deref`.
@@ -1407,10 +1541,13 @@ pub struct DatastoreFileDeletedEvent {
     /// The fields `DatastoreFileDeletedEvent` inherits from `DatastoreFileEvent`.
     pub datastore_file_event: DatastoreFileEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreFileDeletedEvent {
     const TYPE_NAME: &'static str = "DatastoreFileDeletedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreFileDeletedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreFileDeletedEvent {
     type Target = DatastoreFileEvent;
     #[inline]
@@ -1418,12 +1555,14 @@ impl std::ops::Deref for DatastoreFileDeletedEvent {
         &self.datastore_file_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreFileDeletedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreFileEvent {
         &mut self.datastore_file_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreFileDeletedEvent {
     fn decode_field(
         &mut self,
@@ -1437,6 +1576,7 @@ impl x::Fields for DatastoreFileDeletedEvent {
         x::Fields::encode_fields(&self.datastore_file_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreFileEvent` (extends `DatastoreEvent`).
 ///
 /// The fields of `DatastoreEvent` are in `datastore_event`, also reachable through `Deref`.
@@ -1451,10 +1591,13 @@ pub struct DatastoreFileEvent {
     /// `succeeded`.
     pub succeeded: Option<bool>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreFileEvent {
     const TYPE_NAME: &'static str = "DatastoreFileEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreFileEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreFileEvent {
     type Target = DatastoreEvent;
     #[inline]
@@ -1462,12 +1605,14 @@ impl std::ops::Deref for DatastoreFileEvent {
         &self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreFileEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreEvent {
         &mut self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreFileEvent {
     fn decode_field(
         &mut self,
@@ -1490,6 +1635,7 @@ impl x::Fields for DatastoreFileEvent {
         w.write_opt("succeeded", &self.succeeded);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreFileMovedEvent` (extends `DatastoreFileEvent`).
 ///
 /// The fields of `DatastoreFileEvent` are in `datastore_file_event`, also reachable through `Deref`.
@@ -1502,10 +1648,13 @@ pub struct DatastoreFileMovedEvent {
     /// `sourceFile`.
     pub source_file: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreFileMovedEvent {
     const TYPE_NAME: &'static str = "DatastoreFileMovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreFileMovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreFileMovedEvent {
     type Target = DatastoreFileEvent;
     #[inline]
@@ -1513,12 +1662,14 @@ impl std::ops::Deref for DatastoreFileMovedEvent {
         &self.datastore_file_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreFileMovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreFileEvent {
         &mut self.datastore_file_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreFileMovedEvent {
     fn decode_field(
         &mut self,
@@ -1574,6 +1725,7 @@ impl x::ArrayItem for DatastoreHostMount {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDatastoreHostMount";
     const ITEM_TAG: &'static str = "DatastoreHostMount";
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreIORMReconfiguredEvent` (extends `DatastoreEvent`).
 ///
 /// The fields of `DatastoreEvent` are in `datastore_event`, also reachable through `Deref`.
@@ -1582,10 +1734,13 @@ pub struct DatastoreIORMReconfiguredEvent {
     /// The fields `DatastoreIORMReconfiguredEvent` inherits from `DatastoreEvent`.
     pub datastore_event: DatastoreEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreIORMReconfiguredEvent {
     const TYPE_NAME: &'static str = "DatastoreIORMReconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreIORMReconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreIORMReconfiguredEvent {
     type Target = DatastoreEvent;
     #[inline]
@@ -1593,12 +1748,14 @@ impl std::ops::Deref for DatastoreIORMReconfiguredEvent {
         &self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreIORMReconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreEvent {
         &mut self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreIORMReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -1806,6 +1963,7 @@ impl x::Fields for DatastoreNamespaceManagerDirectoryInfo {
         w.write("used", &self.used);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DatastoreNotWritableOnHost` (extends `InvalidDatastore`).
 ///
 /// The fields of `InvalidDatastore` are in `invalid_datastore`, also reachable through `Deref`.
@@ -1816,10 +1974,13 @@ pub struct DatastoreNotWritableOnHost {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DatastoreNotWritableOnHost {
     const TYPE_NAME: &'static str = "DatastoreNotWritableOnHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DatastoreNotWritableOnHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DatastoreNotWritableOnHost {
     type Target = InvalidDatastore;
     #[inline]
@@ -1827,12 +1988,14 @@ impl std::ops::Deref for DatastoreNotWritableOnHost {
         &self.invalid_datastore
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DatastoreNotWritableOnHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDatastore {
         &mut self.invalid_datastore
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DatastoreNotWritableOnHost {
     fn decode_field(
         &mut self,
@@ -1885,6 +2048,7 @@ impl x::Fields for DatastoreOption {
         w.write_vec("unsupportedVolumes", &self.unsupported_volumes);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastorePrincipalConfigured` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1895,10 +2059,13 @@ pub struct DatastorePrincipalConfigured {
     /// `datastorePrincipal`.
     pub datastore_principal: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastorePrincipalConfigured {
     const TYPE_NAME: &'static str = "DatastorePrincipalConfigured";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastorePrincipalConfigured {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastorePrincipalConfigured {
     type Target = HostEvent;
     #[inline]
@@ -1906,12 +2073,14 @@ impl std::ops::Deref for DatastorePrincipalConfigured {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastorePrincipalConfigured {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastorePrincipalConfigured {
     fn decode_field(
         &mut self,
@@ -1930,6 +2099,7 @@ impl x::Fields for DatastorePrincipalConfigured {
         w.write("datastorePrincipal", &self.datastore_principal);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreRemovedOnHostEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1940,10 +2110,13 @@ pub struct DatastoreRemovedOnHostEvent {
     /// `datastore`.
     pub datastore: DatastoreEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreRemovedOnHostEvent {
     const TYPE_NAME: &'static str = "DatastoreRemovedOnHostEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreRemovedOnHostEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreRemovedOnHostEvent {
     type Target = HostEvent;
     #[inline]
@@ -1951,12 +2124,14 @@ impl std::ops::Deref for DatastoreRemovedOnHostEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreRemovedOnHostEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreRemovedOnHostEvent {
     fn decode_field(
         &mut self,
@@ -1975,6 +2150,7 @@ impl x::Fields for DatastoreRemovedOnHostEvent {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreRenamedEvent` (extends `DatastoreEvent`).
 ///
 /// The fields of `DatastoreEvent` are in `datastore_event`, also reachable through `Deref`.
@@ -1987,10 +2163,13 @@ pub struct DatastoreRenamedEvent {
     /// `newName`.
     pub new_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreRenamedEvent {
     const TYPE_NAME: &'static str = "DatastoreRenamedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreRenamedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreRenamedEvent {
     type Target = DatastoreEvent;
     #[inline]
@@ -1998,12 +2177,14 @@ impl std::ops::Deref for DatastoreRenamedEvent {
         &self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreRenamedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreEvent {
         &mut self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreRenamedEvent {
     fn decode_field(
         &mut self,
@@ -2024,6 +2205,7 @@ impl x::Fields for DatastoreRenamedEvent {
         w.write("newName", &self.new_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DatastoreRenamedOnHostEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2036,10 +2218,13 @@ pub struct DatastoreRenamedOnHostEvent {
     /// `newName`.
     pub new_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DatastoreRenamedOnHostEvent {
     const TYPE_NAME: &'static str = "DatastoreRenamedOnHostEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DatastoreRenamedOnHostEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DatastoreRenamedOnHostEvent {
     type Target = HostEvent;
     #[inline]
@@ -2047,12 +2232,14 @@ impl std::ops::Deref for DatastoreRenamedOnHostEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DatastoreRenamedOnHostEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DatastoreRenamedOnHostEvent {
     fn decode_field(
         &mut self,

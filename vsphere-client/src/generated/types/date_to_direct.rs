@@ -43,6 +43,7 @@ impl x::Fields for DateTimeProfile {
         x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DeltaDiskFormatNotSupported` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -55,10 +56,13 @@ pub struct DeltaDiskFormatNotSupported {
     /// `deltaDiskFormat`.
     pub delta_disk_format: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DeltaDiskFormatNotSupported {
     const TYPE_NAME: &'static str = "DeltaDiskFormatNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DeltaDiskFormatNotSupported {}
+#[cfg(feature = "all-faults")]
 impl Clone for DeltaDiskFormatNotSupported {
     fn clone(&self) -> Self {
         Self {
@@ -68,6 +72,7 @@ impl Clone for DeltaDiskFormatNotSupported {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DeltaDiskFormatNotSupported {
     type Target = VmConfigFault;
     #[inline]
@@ -75,12 +80,14 @@ impl std::ops::Deref for DeltaDiskFormatNotSupported {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DeltaDiskFormatNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DeltaDiskFormatNotSupported {
     fn decode_field(
         &mut self,
@@ -286,6 +293,7 @@ impl x::Fields for DesiredSoftwareSpecVendorAddOnSpec {
         w.write("version", &self.version);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DestinationSwitchFull` (extends `CannotAccessNetwork`).
 ///
 /// The fields of `CannotAccessNetwork` are in `cannot_access_network`, also reachable through `Deref`.
@@ -294,10 +302,13 @@ pub struct DestinationSwitchFull {
     /// The fields `DestinationSwitchFull` inherits from `CannotAccessNetwork`.
     pub cannot_access_network: CannotAccessNetwork,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DestinationSwitchFull {
     const TYPE_NAME: &'static str = "DestinationSwitchFull";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DestinationSwitchFull {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DestinationSwitchFull {
     type Target = CannotAccessNetwork;
     #[inline]
@@ -305,12 +316,14 @@ impl std::ops::Deref for DestinationSwitchFull {
         &self.cannot_access_network
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DestinationSwitchFull {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotAccessNetwork {
         &mut self.cannot_access_network
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DestinationSwitchFull {
     fn decode_field(
         &mut self,
@@ -324,6 +337,7 @@ impl x::Fields for DestinationSwitchFull {
         x::Fields::encode_fields(&self.cannot_access_network, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DestinationVsanDisabled` (extends `CannotMoveVsanEnabledHost`).
 ///
 /// The fields of `CannotMoveVsanEnabledHost` are in `cannot_move_vsan_enabled_host`, also reachable through `Deref`.
@@ -334,10 +348,13 @@ pub struct DestinationVsanDisabled {
     /// `destinationCluster`.
     pub destination_cluster: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DestinationVsanDisabled {
     const TYPE_NAME: &'static str = "DestinationVsanDisabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DestinationVsanDisabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DestinationVsanDisabled {
     type Target = CannotMoveVsanEnabledHost;
     #[inline]
@@ -345,12 +362,14 @@ impl std::ops::Deref for DestinationVsanDisabled {
         &self.cannot_move_vsan_enabled_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DestinationVsanDisabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotMoveVsanEnabledHost {
         &mut self.cannot_move_vsan_enabled_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DestinationVsanDisabled {
     fn decode_field(
         &mut self,
@@ -420,6 +439,7 @@ impl x::Fields for DeviceBackedVirtualDiskSpec {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DeviceBackingNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -430,10 +450,13 @@ pub struct DeviceBackingNotSupported {
     /// `backing`.
     pub backing: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DeviceBackingNotSupported {
     const TYPE_NAME: &'static str = "DeviceBackingNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DeviceBackingNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DeviceBackingNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -441,12 +464,14 @@ impl std::ops::Deref for DeviceBackingNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DeviceBackingNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DeviceBackingNotSupported {
     fn decode_field(
         &mut self,
@@ -465,6 +490,7 @@ impl x::Fields for DeviceBackingNotSupported {
         w.write("backing", &self.backing);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DeviceControllerNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -475,10 +501,13 @@ pub struct DeviceControllerNotSupported {
     /// `controller`.
     pub controller: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DeviceControllerNotSupported {
     const TYPE_NAME: &'static str = "DeviceControllerNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DeviceControllerNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DeviceControllerNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -486,12 +515,14 @@ impl std::ops::Deref for DeviceControllerNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DeviceControllerNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DeviceControllerNotSupported {
     fn decode_field(
         &mut self,
@@ -537,6 +568,7 @@ impl x::Fields for DeviceGroupId {
         w.write("id", &self.id);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DeviceHotPlugNotSupported` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
@@ -545,10 +577,13 @@ pub struct DeviceHotPlugNotSupported {
     /// The fields `DeviceHotPlugNotSupported` inherits from `InvalidDeviceSpec`.
     pub invalid_device_spec: InvalidDeviceSpec,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DeviceHotPlugNotSupported {
     const TYPE_NAME: &'static str = "DeviceHotPlugNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DeviceHotPlugNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DeviceHotPlugNotSupported {
     type Target = InvalidDeviceSpec;
     #[inline]
@@ -556,12 +591,14 @@ impl std::ops::Deref for DeviceHotPlugNotSupported {
         &self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DeviceHotPlugNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
         &mut self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DeviceHotPlugNotSupported {
     fn decode_field(
         &mut self,
@@ -575,6 +612,7 @@ impl x::Fields for DeviceHotPlugNotSupported {
         x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DeviceNotFound` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
@@ -583,10 +621,13 @@ pub struct DeviceNotFound {
     /// The fields `DeviceNotFound` inherits from `InvalidDeviceSpec`.
     pub invalid_device_spec: InvalidDeviceSpec,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DeviceNotFound {
     const TYPE_NAME: &'static str = "DeviceNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DeviceNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DeviceNotFound {
     type Target = InvalidDeviceSpec;
     #[inline]
@@ -594,12 +635,14 @@ impl std::ops::Deref for DeviceNotFound {
         &self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DeviceNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
         &mut self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DeviceNotFound {
     fn decode_field(
         &mut self,
@@ -613,6 +656,7 @@ impl x::Fields for DeviceNotFound {
         x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DeviceNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -625,10 +669,13 @@ pub struct DeviceNotSupported {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DeviceNotSupported {
     const TYPE_NAME: &'static str = "DeviceNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DeviceNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DeviceNotSupported {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -636,12 +683,14 @@ impl std::ops::Deref for DeviceNotSupported {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DeviceNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DeviceNotSupported {
     fn decode_field(
         &mut self,
@@ -668,6 +717,7 @@ impl x::Fields for DeviceNotSupported {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DeviceUnsupportedForVmPlatform` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
@@ -676,10 +726,13 @@ pub struct DeviceUnsupportedForVmPlatform {
     /// The fields `DeviceUnsupportedForVmPlatform` inherits from `InvalidDeviceSpec`.
     pub invalid_device_spec: InvalidDeviceSpec,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DeviceUnsupportedForVmPlatform {
     const TYPE_NAME: &'static str = "DeviceUnsupportedForVmPlatform";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DeviceUnsupportedForVmPlatform {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DeviceUnsupportedForVmPlatform {
     type Target = InvalidDeviceSpec;
     #[inline]
@@ -687,12 +740,14 @@ impl std::ops::Deref for DeviceUnsupportedForVmPlatform {
         &self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DeviceUnsupportedForVmPlatform {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
         &mut self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DeviceUnsupportedForVmPlatform {
     fn decode_field(
         &mut self,
@@ -706,6 +761,7 @@ impl x::Fields for DeviceUnsupportedForVmPlatform {
         x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DeviceUnsupportedForVmVersion` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
@@ -718,10 +774,13 @@ pub struct DeviceUnsupportedForVmVersion {
     /// `expectedVersion`.
     pub expected_version: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DeviceUnsupportedForVmVersion {
     const TYPE_NAME: &'static str = "DeviceUnsupportedForVmVersion";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DeviceUnsupportedForVmVersion {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DeviceUnsupportedForVmVersion {
     type Target = InvalidDeviceSpec;
     #[inline]
@@ -729,12 +788,14 @@ impl std::ops::Deref for DeviceUnsupportedForVmVersion {
         &self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DeviceUnsupportedForVmVersion {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
         &mut self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DeviceUnsupportedForVmVersion {
     fn decode_field(
         &mut self,
@@ -924,6 +985,7 @@ impl x::Fields for DiagnosticManagerLogHeader {
         w.write_vec("lineText", &self.line_text);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DigestNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -932,10 +994,13 @@ pub struct DigestNotSupported {
     /// The fields `DigestNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DigestNotSupported {
     const TYPE_NAME: &'static str = "DigestNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DigestNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DigestNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -943,12 +1008,14 @@ impl std::ops::Deref for DigestNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DigestNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DigestNotSupported {
     fn decode_field(
         &mut self,

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
 /// `DirectoryNotEmpty` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -13,10 +14,13 @@ pub struct DirectoryNotEmpty {
     /// The fields `DirectoryNotEmpty` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DirectoryNotEmpty {
     const TYPE_NAME: &'static str = "DirectoryNotEmpty";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DirectoryNotEmpty {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DirectoryNotEmpty {
     type Target = FileFault;
     #[inline]
@@ -24,12 +28,14 @@ impl std::ops::Deref for DirectoryNotEmpty {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DirectoryNotEmpty {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DirectoryNotEmpty {
     fn decode_field(
         &mut self,
@@ -43,6 +49,7 @@ impl x::Fields for DirectoryNotEmpty {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DisableAdminNotSupported` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -51,10 +58,13 @@ pub struct DisableAdminNotSupported {
     /// The fields `DisableAdminNotSupported` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DisableAdminNotSupported {
     const TYPE_NAME: &'static str = "DisableAdminNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DisableAdminNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DisableAdminNotSupported {
     type Target = HostConfigFault;
     #[inline]
@@ -62,12 +72,14 @@ impl std::ops::Deref for DisableAdminNotSupported {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DisableAdminNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DisableAdminNotSupported {
     fn decode_field(
         &mut self,
@@ -81,6 +93,7 @@ impl x::Fields for DisableAdminNotSupported {
         x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DisallowedChangeByService` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -93,10 +106,13 @@ pub struct DisallowedChangeByService {
     /// `disallowedChange`.
     pub disallowed_change: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DisallowedChangeByService {
     const TYPE_NAME: &'static str = "DisallowedChangeByService";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DisallowedChangeByService {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DisallowedChangeByService {
     type Target = RuntimeFault;
     #[inline]
@@ -104,12 +120,14 @@ impl std::ops::Deref for DisallowedChangeByService {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DisallowedChangeByService {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DisallowedChangeByService {
     fn decode_field(
         &mut self,
@@ -130,6 +148,7 @@ impl x::Fields for DisallowedChangeByService {
         w.write_opt("disallowedChange", &self.disallowed_change);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DisallowedDiskModeChange` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
@@ -138,10 +157,13 @@ pub struct DisallowedDiskModeChange {
     /// The fields `DisallowedDiskModeChange` inherits from `InvalidDeviceSpec`.
     pub invalid_device_spec: InvalidDeviceSpec,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DisallowedDiskModeChange {
     const TYPE_NAME: &'static str = "DisallowedDiskModeChange";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DisallowedDiskModeChange {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DisallowedDiskModeChange {
     type Target = InvalidDeviceSpec;
     #[inline]
@@ -149,12 +171,14 @@ impl std::ops::Deref for DisallowedDiskModeChange {
         &self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DisallowedDiskModeChange {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
         &mut self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DisallowedDiskModeChange {
     fn decode_field(
         &mut self,
@@ -168,6 +192,7 @@ impl x::Fields for DisallowedDiskModeChange {
         x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DisallowedMigrationDeviceAttached` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -178,10 +203,13 @@ pub struct DisallowedMigrationDeviceAttached {
     /// `fault`.
     pub fault: LocalizedMethodFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DisallowedMigrationDeviceAttached {
     const TYPE_NAME: &'static str = "DisallowedMigrationDeviceAttached";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DisallowedMigrationDeviceAttached {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DisallowedMigrationDeviceAttached {
     type Target = MigrationFault;
     #[inline]
@@ -189,12 +217,14 @@ impl std::ops::Deref for DisallowedMigrationDeviceAttached {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DisallowedMigrationDeviceAttached {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DisallowedMigrationDeviceAttached {
     fn decode_field(
         &mut self,
@@ -213,6 +243,7 @@ impl x::Fields for DisallowedMigrationDeviceAttached {
         w.write("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DisallowedOperationOnFailoverHost` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -225,10 +256,13 @@ pub struct DisallowedOperationOnFailoverHost {
     /// `hostname`.
     pub hostname: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DisallowedOperationOnFailoverHost {
     const TYPE_NAME: &'static str = "DisallowedOperationOnFailoverHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DisallowedOperationOnFailoverHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DisallowedOperationOnFailoverHost {
     type Target = RuntimeFault;
     #[inline]
@@ -236,12 +270,14 @@ impl std::ops::Deref for DisallowedOperationOnFailoverHost {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DisallowedOperationOnFailoverHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DisallowedOperationOnFailoverHost {
     fn decode_field(
         &mut self,
@@ -262,6 +298,7 @@ impl x::Fields for DisallowedOperationOnFailoverHost {
         w.write("hostname", &self.hostname);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DisconnectedHostsBlockingEVC` (extends `EVCConfigFault`).
 ///
 /// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
@@ -270,10 +307,13 @@ pub struct DisconnectedHostsBlockingEVC {
     /// The fields `DisconnectedHostsBlockingEVC` inherits from `EVCConfigFault`.
     pub evc_config_fault: EVCConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DisconnectedHostsBlockingEVC {
     const TYPE_NAME: &'static str = "DisconnectedHostsBlockingEVC";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DisconnectedHostsBlockingEVC {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DisconnectedHostsBlockingEVC {
     type Target = EVCConfigFault;
     #[inline]
@@ -281,12 +321,14 @@ impl std::ops::Deref for DisconnectedHostsBlockingEVC {
         &self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DisconnectedHostsBlockingEVC {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCConfigFault {
         &mut self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DisconnectedHostsBlockingEVC {
     fn decode_field(
         &mut self,
@@ -410,6 +452,7 @@ impl x::Fields for DiskCryptoSpec {
         w.write("crypto", &self.crypto);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DiskHasPartitions` (extends `VsanDiskFault`).
 ///
 /// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
@@ -418,10 +461,13 @@ pub struct DiskHasPartitions {
     /// The fields `DiskHasPartitions` inherits from `VsanDiskFault`.
     pub vsan_disk_fault: VsanDiskFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DiskHasPartitions {
     const TYPE_NAME: &'static str = "DiskHasPartitions";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DiskHasPartitions {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DiskHasPartitions {
     type Target = VsanDiskFault;
     #[inline]
@@ -429,12 +475,14 @@ impl std::ops::Deref for DiskHasPartitions {
         &self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DiskHasPartitions {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanDiskFault {
         &mut self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DiskHasPartitions {
     fn decode_field(
         &mut self,
@@ -448,6 +496,7 @@ impl x::Fields for DiskHasPartitions {
         x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DiskIsLastRemainingNonSSD` (extends `VsanDiskFault`).
 ///
 /// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
@@ -456,10 +505,13 @@ pub struct DiskIsLastRemainingNonSSD {
     /// The fields `DiskIsLastRemainingNonSSD` inherits from `VsanDiskFault`.
     pub vsan_disk_fault: VsanDiskFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DiskIsLastRemainingNonSSD {
     const TYPE_NAME: &'static str = "DiskIsLastRemainingNonSSD";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DiskIsLastRemainingNonSSD {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DiskIsLastRemainingNonSSD {
     type Target = VsanDiskFault;
     #[inline]
@@ -467,12 +519,14 @@ impl std::ops::Deref for DiskIsLastRemainingNonSSD {
         &self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DiskIsLastRemainingNonSSD {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanDiskFault {
         &mut self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DiskIsLastRemainingNonSSD {
     fn decode_field(
         &mut self,
@@ -486,6 +540,7 @@ impl x::Fields for DiskIsLastRemainingNonSSD {
         x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DiskIsNonLocal` (extends `VsanDiskFault`).
 ///
 /// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
@@ -494,10 +549,13 @@ pub struct DiskIsNonLocal {
     /// The fields `DiskIsNonLocal` inherits from `VsanDiskFault`.
     pub vsan_disk_fault: VsanDiskFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DiskIsNonLocal {
     const TYPE_NAME: &'static str = "DiskIsNonLocal";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DiskIsNonLocal {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DiskIsNonLocal {
     type Target = VsanDiskFault;
     #[inline]
@@ -505,12 +563,14 @@ impl std::ops::Deref for DiskIsNonLocal {
         &self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DiskIsNonLocal {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanDiskFault {
         &mut self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DiskIsNonLocal {
     fn decode_field(
         &mut self,
@@ -524,6 +584,7 @@ impl x::Fields for DiskIsNonLocal {
         x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DiskIsUSB` (extends `VsanDiskFault`).
 ///
 /// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
@@ -532,10 +593,13 @@ pub struct DiskIsUSB {
     /// The fields `DiskIsUSB` inherits from `VsanDiskFault`.
     pub vsan_disk_fault: VsanDiskFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DiskIsUSB {
     const TYPE_NAME: &'static str = "DiskIsUSB";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DiskIsUSB {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DiskIsUSB {
     type Target = VsanDiskFault;
     #[inline]
@@ -543,12 +607,14 @@ impl std::ops::Deref for DiskIsUSB {
         &self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DiskIsUSB {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanDiskFault {
         &mut self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DiskIsUSB {
     fn decode_field(
         &mut self,
@@ -562,6 +628,7 @@ impl x::Fields for DiskIsUSB {
         x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DiskMoveTypeNotSupported` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -570,10 +637,13 @@ pub struct DiskMoveTypeNotSupported {
     /// The fields `DiskMoveTypeNotSupported` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DiskMoveTypeNotSupported {
     const TYPE_NAME: &'static str = "DiskMoveTypeNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DiskMoveTypeNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DiskMoveTypeNotSupported {
     type Target = MigrationFault;
     #[inline]
@@ -581,12 +651,14 @@ impl std::ops::Deref for DiskMoveTypeNotSupported {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DiskMoveTypeNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DiskMoveTypeNotSupported {
     fn decode_field(
         &mut self,
@@ -600,6 +672,7 @@ impl x::Fields for DiskMoveTypeNotSupported {
         x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DiskNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -610,10 +683,13 @@ pub struct DiskNotSupported {
     /// `disk`.
     pub disk: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DiskNotSupported {
     const TYPE_NAME: &'static str = "DiskNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DiskNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DiskNotSupported {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -621,12 +697,14 @@ impl std::ops::Deref for DiskNotSupported {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DiskNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DiskNotSupported {
     fn decode_field(
         &mut self,
@@ -651,6 +729,7 @@ impl x::Fields for DiskNotSupported {
         w.write("disk", &self.disk);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DiskTooSmall` (extends `VsanDiskFault`).
 ///
 /// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
@@ -659,10 +738,13 @@ pub struct DiskTooSmall {
     /// The fields `DiskTooSmall` inherits from `VsanDiskFault`.
     pub vsan_disk_fault: VsanDiskFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DiskTooSmall {
     const TYPE_NAME: &'static str = "DiskTooSmall";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DiskTooSmall {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DiskTooSmall {
     type Target = VsanDiskFault;
     #[inline]
@@ -670,12 +752,14 @@ impl std::ops::Deref for DiskTooSmall {
         &self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DiskTooSmall {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanDiskFault {
         &mut self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DiskTooSmall {
     fn decode_field(
         &mut self,

@@ -127,6 +127,7 @@ impl x::ArrayItem for DVPortConfigSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDVPortConfigSpec";
     const ITEM_TAG: &'static str = "DVPortConfigSpec";
 }
+#[cfg(feature = "all-faults")]
 /// `DVPortNotSupported` (extends `DeviceBackingNotSupported`).
 ///
 /// The fields of `DeviceBackingNotSupported` are in `device_backing_not_supported`, also reachable through `Deref`.
@@ -135,10 +136,13 @@ pub struct DVPortNotSupported {
     /// The fields `DVPortNotSupported` inherits from `DeviceBackingNotSupported`.
     pub device_backing_not_supported: DeviceBackingNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DVPortNotSupported {
     const TYPE_NAME: &'static str = "DVPortNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DVPortNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DVPortNotSupported {
     type Target = DeviceBackingNotSupported;
     #[inline]
@@ -146,12 +150,14 @@ impl std::ops::Deref for DVPortNotSupported {
         &self.device_backing_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DVPortNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceBackingNotSupported {
         &mut self.device_backing_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DVPortNotSupported {
     fn decode_field(
         &mut self,
@@ -697,6 +703,7 @@ impl x::ArrayItem for DVPortgroupConfigSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDVPortgroupConfigSpec";
     const ITEM_TAG: &'static str = "DVPortgroupConfigSpec";
 }
+#[cfg(feature = "all-events")]
 /// `DVPortgroupCreatedEvent` (extends `DVPortgroupEvent`).
 ///
 /// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
@@ -705,10 +712,13 @@ pub struct DVPortgroupCreatedEvent {
     /// The fields `DVPortgroupCreatedEvent` inherits from `DVPortgroupEvent`.
     pub dv_portgroup_event: DVPortgroupEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DVPortgroupCreatedEvent {
     const TYPE_NAME: &'static str = "DVPortgroupCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DVPortgroupCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DVPortgroupCreatedEvent {
     type Target = DVPortgroupEvent;
     #[inline]
@@ -716,12 +726,14 @@ impl std::ops::Deref for DVPortgroupCreatedEvent {
         &self.dv_portgroup_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DVPortgroupCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DVPortgroupEvent {
         &mut self.dv_portgroup_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DVPortgroupCreatedEvent {
     fn decode_field(
         &mut self,
@@ -735,6 +747,7 @@ impl x::Fields for DVPortgroupCreatedEvent {
         x::Fields::encode_fields(&self.dv_portgroup_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DVPortgroupDestroyedEvent` (extends `DVPortgroupEvent`).
 ///
 /// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
@@ -743,10 +756,13 @@ pub struct DVPortgroupDestroyedEvent {
     /// The fields `DVPortgroupDestroyedEvent` inherits from `DVPortgroupEvent`.
     pub dv_portgroup_event: DVPortgroupEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DVPortgroupDestroyedEvent {
     const TYPE_NAME: &'static str = "DVPortgroupDestroyedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DVPortgroupDestroyedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DVPortgroupDestroyedEvent {
     type Target = DVPortgroupEvent;
     #[inline]
@@ -754,12 +770,14 @@ impl std::ops::Deref for DVPortgroupDestroyedEvent {
         &self.dv_portgroup_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DVPortgroupDestroyedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DVPortgroupEvent {
         &mut self.dv_portgroup_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DVPortgroupDestroyedEvent {
     fn decode_field(
         &mut self,
@@ -773,6 +791,7 @@ impl x::Fields for DVPortgroupDestroyedEvent {
         x::Fields::encode_fields(&self.dv_portgroup_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DVPortgroupEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -781,10 +800,13 @@ pub struct DVPortgroupEvent {
     /// The fields `DVPortgroupEvent` inherits from `Event`.
     pub event: Event,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DVPortgroupEvent {
     const TYPE_NAME: &'static str = "DVPortgroupEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DVPortgroupEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DVPortgroupEvent {
     type Target = Event;
     #[inline]
@@ -792,12 +814,14 @@ impl std::ops::Deref for DVPortgroupEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DVPortgroupEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DVPortgroupEvent {
     fn decode_field(
         &mut self,
@@ -970,6 +994,7 @@ impl x::Fields for DVPortgroupPolicy {
         );
     }
 }
+#[cfg(feature = "all-events")]
 /// `DVPortgroupReconfiguredEvent` (extends `DVPortgroupEvent`).
 ///
 /// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
@@ -982,10 +1007,13 @@ pub struct DVPortgroupReconfiguredEvent {
     /// `configChanges`.
     pub config_changes: Option<ChangesInfoEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DVPortgroupReconfiguredEvent {
     const TYPE_NAME: &'static str = "DVPortgroupReconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DVPortgroupReconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DVPortgroupReconfiguredEvent {
     type Target = DVPortgroupEvent;
     #[inline]
@@ -993,12 +1021,14 @@ impl std::ops::Deref for DVPortgroupReconfiguredEvent {
         &self.dv_portgroup_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DVPortgroupReconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DVPortgroupEvent {
         &mut self.dv_portgroup_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DVPortgroupReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -1019,6 +1049,7 @@ impl x::Fields for DVPortgroupReconfiguredEvent {
         w.write_opt("configChanges", &self.config_changes);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DVPortgroupRenamedEvent` (extends `DVPortgroupEvent`).
 ///
 /// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
@@ -1031,10 +1062,13 @@ pub struct DVPortgroupRenamedEvent {
     /// `newName`.
     pub new_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DVPortgroupRenamedEvent {
     const TYPE_NAME: &'static str = "DVPortgroupRenamedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DVPortgroupRenamedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DVPortgroupRenamedEvent {
     type Target = DVPortgroupEvent;
     #[inline]
@@ -1042,12 +1076,14 @@ impl std::ops::Deref for DVPortgroupRenamedEvent {
         &self.dv_portgroup_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DVPortgroupRenamedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DVPortgroupEvent {
         &mut self.dv_portgroup_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DVPortgroupRenamedEvent {
     fn decode_field(
         &mut self,

@@ -72,6 +72,7 @@ impl x::Encode for ComplianceResultStatus {
 impl x::SchemaType for ComplianceResultStatus {
     const TYPE_NAME: &'static str = "ComplianceResultStatus";
 }
+#[cfg(feature = "all-faults")]
 /// `ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -85,6 +86,7 @@ pub enum ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "all-faults")]
 impl ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -96,11 +98,13 @@ impl ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl Default for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "all-faults")]
 impl From<&str> for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     fn from(value: &str) -> Self {
         match value {
@@ -111,27 +115,32 @@ impl From<&str> for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::str::FromStr for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::fmt::Display for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Decode for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Encode for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState {
     const TYPE_NAME: &'static str = "ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState";
 }

@@ -1134,6 +1134,7 @@ impl x::Encode for FolderExternallyManagedFolderType {
 impl x::SchemaType for FolderExternallyManagedFolderType {
     const TYPE_NAME: &'static str = "FolderExternallyManagedFolderType";
 }
+#[cfg(feature = "all-faults")]
 /// `FtIssuesOnHostHostSelectionType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -1147,6 +1148,7 @@ pub enum FtIssuesOnHostHostSelectionType {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "all-faults")]
 impl FtIssuesOnHostHostSelectionType {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -1158,11 +1160,13 @@ impl FtIssuesOnHostHostSelectionType {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl Default for FtIssuesOnHostHostSelectionType {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "all-faults")]
 impl From<&str> for FtIssuesOnHostHostSelectionType {
     fn from(value: &str) -> Self {
         match value {
@@ -1173,27 +1177,32 @@ impl From<&str> for FtIssuesOnHostHostSelectionType {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::str::FromStr for FtIssuesOnHostHostSelectionType {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::fmt::Display for FtIssuesOnHostHostSelectionType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Decode for FtIssuesOnHostHostSelectionType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Encode for FtIssuesOnHostHostSelectionType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FtIssuesOnHostHostSelectionType {
     const TYPE_NAME: &'static str = "FtIssuesOnHostHostSelectionType";
 }

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
 /// `FailToEnableSPBM` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -19,10 +20,13 @@ pub struct FailToEnableSPBM {
     /// `hostLicenseStates`.
     pub host_license_states: Vec<ComputeResourceHostSPBMLicenseInfo>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FailToEnableSPBM {
     const TYPE_NAME: &'static str = "FailToEnableSPBM";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FailToEnableSPBM {}
+#[cfg(feature = "all-faults")]
 impl Clone for FailToEnableSPBM {
     fn clone(&self) -> Self {
         Self {
@@ -33,6 +37,7 @@ impl Clone for FailToEnableSPBM {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FailToEnableSPBM {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -40,12 +45,14 @@ impl std::ops::Deref for FailToEnableSPBM {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FailToEnableSPBM {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FailToEnableSPBM {
     fn decode_field(
         &mut self,
@@ -68,6 +75,7 @@ impl x::Fields for FailToEnableSPBM {
         w.write_vec("hostLicenseStates", &self.host_license_states);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FailToLockFaultToleranceVMs` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -82,10 +90,13 @@ pub struct FailToLockFaultToleranceVMs {
     /// `alreadyLockedVm`.
     pub already_locked_vm: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FailToLockFaultToleranceVMs {
     const TYPE_NAME: &'static str = "FailToLockFaultToleranceVMs";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FailToLockFaultToleranceVMs {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FailToLockFaultToleranceVMs {
     type Target = RuntimeFault;
     #[inline]
@@ -93,12 +104,14 @@ impl std::ops::Deref for FailToLockFaultToleranceVMs {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FailToLockFaultToleranceVMs {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FailToLockFaultToleranceVMs {
     fn decode_field(
         &mut self,
@@ -121,6 +134,7 @@ impl x::Fields for FailToLockFaultToleranceVMs {
         w.write("alreadyLockedVm", &self.already_locked_vm);
     }
 }
+#[cfg(feature = "all-events")]
 /// `FailoverLevelRestored` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -129,10 +143,13 @@ pub struct FailoverLevelRestored {
     /// The fields `FailoverLevelRestored` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for FailoverLevelRestored {
     const TYPE_NAME: &'static str = "FailoverLevelRestored";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for FailoverLevelRestored {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for FailoverLevelRestored {
     type Target = ClusterEvent;
     #[inline]
@@ -140,12 +157,14 @@ impl std::ops::Deref for FailoverLevelRestored {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for FailoverLevelRestored {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for FailoverLevelRestored {
     fn decode_field(
         &mut self,
@@ -221,6 +240,7 @@ impl x::Fields for FaultDomainId {
         w.write("id", &self.id);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FaultToleranceAntiAffinityViolated` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -233,10 +253,13 @@ pub struct FaultToleranceAntiAffinityViolated {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FaultToleranceAntiAffinityViolated {
     const TYPE_NAME: &'static str = "FaultToleranceAntiAffinityViolated";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FaultToleranceAntiAffinityViolated {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FaultToleranceAntiAffinityViolated {
     type Target = MigrationFault;
     #[inline]
@@ -244,12 +267,14 @@ impl std::ops::Deref for FaultToleranceAntiAffinityViolated {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FaultToleranceAntiAffinityViolated {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FaultToleranceAntiAffinityViolated {
     fn decode_field(
         &mut self,
@@ -270,6 +295,7 @@ impl x::Fields for FaultToleranceAntiAffinityViolated {
         w.write("host", &self.host);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FaultToleranceCannotEditMem` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -282,10 +308,13 @@ pub struct FaultToleranceCannotEditMem {
     /// `vm`.
     pub vm: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FaultToleranceCannotEditMem {
     const TYPE_NAME: &'static str = "FaultToleranceCannotEditMem";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FaultToleranceCannotEditMem {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FaultToleranceCannotEditMem {
     type Target = VmConfigFault;
     #[inline]
@@ -293,12 +322,14 @@ impl std::ops::Deref for FaultToleranceCannotEditMem {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FaultToleranceCannotEditMem {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FaultToleranceCannotEditMem {
     fn decode_field(
         &mut self,
@@ -429,6 +460,7 @@ impl x::Fields for FaultToleranceConfigSpec {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FaultToleranceCpuIncompatible` (extends `CpuIncompatible`).
 ///
 /// The fields of `CpuIncompatible` are in `cpu_incompatible`, also reachable through `Deref`.
@@ -443,10 +475,13 @@ pub struct FaultToleranceCpuIncompatible {
     /// `stepping`.
     pub stepping: bool,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FaultToleranceCpuIncompatible {
     const TYPE_NAME: &'static str = "FaultToleranceCpuIncompatible";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FaultToleranceCpuIncompatible {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FaultToleranceCpuIncompatible {
     type Target = CpuIncompatible;
     #[inline]
@@ -454,12 +489,14 @@ impl std::ops::Deref for FaultToleranceCpuIncompatible {
         &self.cpu_incompatible
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FaultToleranceCpuIncompatible {
     #[inline]
     fn deref_mut(&mut self) -> &mut CpuIncompatible {
         &mut self.cpu_incompatible
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FaultToleranceCpuIncompatible {
     fn decode_field(
         &mut self,
@@ -544,6 +581,7 @@ impl x::Fields for FaultToleranceMetaSpec {
         w.write("metaDataDatastore", &self.meta_data_datastore);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FaultToleranceNeedsThickDisk` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -554,10 +592,13 @@ pub struct FaultToleranceNeedsThickDisk {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FaultToleranceNeedsThickDisk {
     const TYPE_NAME: &'static str = "FaultToleranceNeedsThickDisk";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FaultToleranceNeedsThickDisk {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FaultToleranceNeedsThickDisk {
     type Target = MigrationFault;
     #[inline]
@@ -565,12 +606,14 @@ impl std::ops::Deref for FaultToleranceNeedsThickDisk {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FaultToleranceNeedsThickDisk {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FaultToleranceNeedsThickDisk {
     fn decode_field(
         &mut self,
@@ -589,6 +632,7 @@ impl x::Fields for FaultToleranceNeedsThickDisk {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FaultToleranceNotLicensed` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -599,10 +643,13 @@ pub struct FaultToleranceNotLicensed {
     /// `hostName`.
     pub host_name: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FaultToleranceNotLicensed {
     const TYPE_NAME: &'static str = "FaultToleranceNotLicensed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FaultToleranceNotLicensed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FaultToleranceNotLicensed {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -610,12 +657,14 @@ impl std::ops::Deref for FaultToleranceNotLicensed {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FaultToleranceNotLicensed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FaultToleranceNotLicensed {
     fn decode_field(
         &mut self,
@@ -640,6 +689,7 @@ impl x::Fields for FaultToleranceNotLicensed {
         w.write_opt("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FaultToleranceNotSameBuild` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -650,10 +700,13 @@ pub struct FaultToleranceNotSameBuild {
     /// `build`.
     pub build: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FaultToleranceNotSameBuild {
     const TYPE_NAME: &'static str = "FaultToleranceNotSameBuild";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FaultToleranceNotSameBuild {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FaultToleranceNotSameBuild {
     type Target = MigrationFault;
     #[inline]
@@ -661,12 +714,14 @@ impl std::ops::Deref for FaultToleranceNotSameBuild {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FaultToleranceNotSameBuild {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FaultToleranceNotSameBuild {
     fn decode_field(
         &mut self,
@@ -744,6 +799,7 @@ impl x::Fields for FaultTolerancePrimaryConfigInfo {
         w.write_vec("secondaries", &self.secondaries);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FaultTolerancePrimaryPowerOnNotAttempted` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -756,10 +812,13 @@ pub struct FaultTolerancePrimaryPowerOnNotAttempted {
     /// `primaryVm`.
     pub primary_vm: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FaultTolerancePrimaryPowerOnNotAttempted {
     const TYPE_NAME: &'static str = "FaultTolerancePrimaryPowerOnNotAttempted";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FaultTolerancePrimaryPowerOnNotAttempted {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FaultTolerancePrimaryPowerOnNotAttempted {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -767,12 +826,14 @@ impl std::ops::Deref for FaultTolerancePrimaryPowerOnNotAttempted {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FaultTolerancePrimaryPowerOnNotAttempted {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FaultTolerancePrimaryPowerOnNotAttempted {
     fn decode_field(
         &mut self,
@@ -924,6 +985,7 @@ impl x::Fields for FaultToleranceVMConfigSpec {
         w.write_vec("disks", &self.disks);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FaultToleranceVmNotDasProtected` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -936,10 +998,13 @@ pub struct FaultToleranceVmNotDasProtected {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FaultToleranceVmNotDasProtected {
     const TYPE_NAME: &'static str = "FaultToleranceVmNotDasProtected";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FaultToleranceVmNotDasProtected {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FaultToleranceVmNotDasProtected {
     type Target = VimFault;
     #[inline]
@@ -947,12 +1012,14 @@ impl std::ops::Deref for FaultToleranceVmNotDasProtected {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FaultToleranceVmNotDasProtected {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FaultToleranceVmNotDasProtected {
     fn decode_field(
         &mut self,
@@ -1232,6 +1299,7 @@ impl x::ArrayItem for FcoeConfigVlanRange {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfFcoeConfigVlanRange";
     const ITEM_TAG: &'static str = "FcoeConfigVlanRange";
 }
+#[cfg(feature = "all-faults")]
 /// `FcoeFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1240,10 +1308,13 @@ pub struct FcoeFault {
     /// The fields `FcoeFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FcoeFault {
     const TYPE_NAME: &'static str = "FcoeFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FcoeFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FcoeFault {
     type Target = VimFault;
     #[inline]
@@ -1251,12 +1322,14 @@ impl std::ops::Deref for FcoeFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FcoeFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FcoeFault {
     fn decode_field(
         &mut self,
@@ -1270,6 +1343,7 @@ impl x::Fields for FcoeFault {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FcoeFaultPnicHasNoPortSet` (extends `FcoeFault`).
 ///
 /// The fields of `FcoeFault` are in `fcoe_fault`, also reachable through `Deref`.
@@ -1280,10 +1354,13 @@ pub struct FcoeFaultPnicHasNoPortSet {
     /// `nicDevice`.
     pub nic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FcoeFaultPnicHasNoPortSet {
     const TYPE_NAME: &'static str = "FcoeFaultPnicHasNoPortSet";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FcoeFaultPnicHasNoPortSet {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FcoeFaultPnicHasNoPortSet {
     type Target = FcoeFault;
     #[inline]
@@ -1291,12 +1368,14 @@ impl std::ops::Deref for FcoeFaultPnicHasNoPortSet {
         &self.fcoe_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FcoeFaultPnicHasNoPortSet {
     #[inline]
     fn deref_mut(&mut self) -> &mut FcoeFault {
         &mut self.fcoe_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FcoeFaultPnicHasNoPortSet {
     fn decode_field(
         &mut self,

@@ -72,6 +72,7 @@ impl x::ArrayItem for FeatureEVCMode {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfFeatureEVCMode";
     const ITEM_TAG: &'static str = "FeatureEVCMode";
 }
+#[cfg(feature = "all-faults")]
 /// `FeatureRequirementsNotMet` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -86,10 +87,13 @@ pub struct FeatureRequirementsNotMet {
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FeatureRequirementsNotMet {
     const TYPE_NAME: &'static str = "FeatureRequirementsNotMet";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FeatureRequirementsNotMet {}
+#[cfg(feature = "all-faults")]
 impl Clone for FeatureRequirementsNotMet {
     fn clone(&self) -> Self {
         Self {
@@ -102,6 +106,7 @@ impl Clone for FeatureRequirementsNotMet {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FeatureRequirementsNotMet {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -109,12 +114,14 @@ impl std::ops::Deref for FeatureRequirementsNotMet {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FeatureRequirementsNotMet {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FeatureRequirementsNotMet {
     fn decode_field(
         &mut self,
@@ -181,6 +188,7 @@ impl x::Fields for FileAlreadyExists {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FileBackedPortNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -189,10 +197,13 @@ pub struct FileBackedPortNotSupported {
     /// The fields `FileBackedPortNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FileBackedPortNotSupported {
     const TYPE_NAME: &'static str = "FileBackedPortNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FileBackedPortNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FileBackedPortNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -200,12 +211,14 @@ impl std::ops::Deref for FileBackedPortNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FileBackedPortNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FileBackedPortNotSupported {
     fn decode_field(
         &mut self,
@@ -561,6 +574,7 @@ impl x::Fields for FileLocked {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FileNameTooLong` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -569,10 +583,13 @@ pub struct FileNameTooLong {
     /// The fields `FileNameTooLong` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FileNameTooLong {
     const TYPE_NAME: &'static str = "FileNameTooLong";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FileNameTooLong {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FileNameTooLong {
     type Target = FileFault;
     #[inline]
@@ -580,12 +597,14 @@ impl std::ops::Deref for FileNameTooLong {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FileNameTooLong {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FileNameTooLong {
     fn decode_field(
         &mut self,
@@ -637,6 +656,7 @@ impl x::Fields for FileNotFound {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FileNotWritable` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -645,10 +665,13 @@ pub struct FileNotWritable {
     /// The fields `FileNotWritable` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FileNotWritable {
     const TYPE_NAME: &'static str = "FileNotWritable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FileNotWritable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FileNotWritable {
     type Target = FileFault;
     #[inline]
@@ -656,12 +679,14 @@ impl std::ops::Deref for FileNotWritable {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FileNotWritable {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FileNotWritable {
     fn decode_field(
         &mut self,
@@ -733,6 +758,7 @@ impl x::Fields for FileQueryFlags {
         w.write_opt("fileOwner", &self.file_owner);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FileTooLarge` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -747,10 +773,13 @@ pub struct FileTooLarge {
     /// `maxFileSize`.
     pub max_file_size: Option<i64>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FileTooLarge {
     const TYPE_NAME: &'static str = "FileTooLarge";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FileTooLarge {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FileTooLarge {
     type Target = FileFault;
     #[inline]
@@ -758,12 +787,14 @@ impl std::ops::Deref for FileTooLarge {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FileTooLarge {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FileTooLarge {
     fn decode_field(
         &mut self,
@@ -821,6 +852,7 @@ impl x::Fields for FileTransferInformation {
         w.write("url", &self.url);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FilesystemQuiesceFault` (extends `SnapshotFault`).
 ///
 /// The fields of `SnapshotFault` are in `snapshot_fault`, also reachable through `Deref`.
@@ -829,10 +861,13 @@ pub struct FilesystemQuiesceFault {
     /// The fields `FilesystemQuiesceFault` inherits from `SnapshotFault`.
     pub snapshot_fault: SnapshotFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FilesystemQuiesceFault {
     const TYPE_NAME: &'static str = "FilesystemQuiesceFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FilesystemQuiesceFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FilesystemQuiesceFault {
     type Target = SnapshotFault;
     #[inline]
@@ -840,12 +875,14 @@ impl std::ops::Deref for FilesystemQuiesceFault {
         &self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FilesystemQuiesceFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotFault {
         &mut self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FilesystemQuiesceFault {
     fn decode_field(
         &mut self,
@@ -859,6 +896,7 @@ impl x::Fields for FilesystemQuiesceFault {
         x::Fields::encode_fields(&self.snapshot_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FilterInUse` (extends `ResourceInUse`).
 ///
 /// The fields of `ResourceInUse` are in `resource_in_use`, also reachable through `Deref`.
@@ -869,10 +907,13 @@ pub struct FilterInUse {
     /// `disk`.
     pub disk: Vec<VirtualDiskId>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FilterInUse {
     const TYPE_NAME: &'static str = "FilterInUse";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FilterInUse {}
+#[cfg(feature = "all-faults")]
 impl Clone for FilterInUse {
     fn clone(&self) -> Self {
         Self {
@@ -881,6 +922,7 @@ impl Clone for FilterInUse {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FilterInUse {
     type Target = ResourceInUse;
     #[inline]
@@ -888,12 +930,14 @@ impl std::ops::Deref for FilterInUse {
         &self.resource_in_use
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FilterInUse {
     #[inline]
     fn deref_mut(&mut self) -> &mut ResourceInUse {
         &mut self.resource_in_use
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FilterInUse {
     fn decode_field(
         &mut self,
@@ -1213,6 +1257,7 @@ impl x::Fields for FolderBatchAddStandaloneHostsResult {
         w.write_vec("hostsFailedInventoryAdd", &self.hosts_failed_inventory_add);
     }
 }
+#[cfg(feature = "all-events")]
 /// `FolderEventArgument` (extends `EntityEventArgument`).
 ///
 /// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
@@ -1223,10 +1268,13 @@ pub struct FolderEventArgument {
     /// `folder`.
     pub folder: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for FolderEventArgument {
     const TYPE_NAME: &'static str = "FolderEventArgument";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for FolderEventArgument {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for FolderEventArgument {
     type Target = EntityEventArgument;
     #[inline]
@@ -1234,12 +1282,14 @@ impl std::ops::Deref for FolderEventArgument {
         &self.entity_event_argument
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for FolderEventArgument {
     #[inline]
     fn deref_mut(&mut self) -> &mut EntityEventArgument {
         &mut self.entity_event_argument
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for FolderEventArgument {
     fn decode_field(
         &mut self,

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
 /// `HAErrorsAtDest` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -13,10 +14,13 @@ pub struct HAErrorsAtDest {
     /// The fields `HAErrorsAtDest` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HAErrorsAtDest {
     const TYPE_NAME: &'static str = "HAErrorsAtDest";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HAErrorsAtDest {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HAErrorsAtDest {
     type Target = MigrationFault;
     #[inline]
@@ -24,12 +28,14 @@ impl std::ops::Deref for HAErrorsAtDest {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HAErrorsAtDest {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HAErrorsAtDest {
     fn decode_field(
         &mut self,
@@ -348,6 +354,7 @@ impl x::Fields for HbrTargetSpecReplacement {
         w.write_vec("spec", &self.spec);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HealthStatusChangedEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -366,10 +373,13 @@ pub struct HealthStatusChangedEvent {
     /// `serviceId`.
     pub service_id: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HealthStatusChangedEvent {
     const TYPE_NAME: &'static str = "HealthStatusChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HealthStatusChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HealthStatusChangedEvent {
     type Target = Event;
     #[inline]
@@ -377,12 +387,14 @@ impl std::ops::Deref for HealthStatusChangedEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HealthStatusChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HealthStatusChangedEvent {
     fn decode_field(
         &mut self,
@@ -526,6 +538,7 @@ impl x::ArrayItem for HealthUpdateInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHealthUpdateInfo";
     const ITEM_TAG: &'static str = "HealthUpdateInfo";
 }
+#[cfg(feature = "all-faults")]
 /// `HeterogenousHostsBlockingEVC` (extends `EVCConfigFault`).
 ///
 /// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
@@ -534,10 +547,13 @@ pub struct HeterogenousHostsBlockingEVC {
     /// The fields `HeterogenousHostsBlockingEVC` inherits from `EVCConfigFault`.
     pub evc_config_fault: EVCConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HeterogenousHostsBlockingEVC {
     const TYPE_NAME: &'static str = "HeterogenousHostsBlockingEVC";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HeterogenousHostsBlockingEVC {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HeterogenousHostsBlockingEVC {
     type Target = EVCConfigFault;
     #[inline]
@@ -545,12 +561,14 @@ impl std::ops::Deref for HeterogenousHostsBlockingEVC {
         &self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HeterogenousHostsBlockingEVC {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCConfigFault {
         &mut self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HeterogenousHostsBlockingEVC {
     fn decode_field(
         &mut self,
@@ -603,6 +621,7 @@ impl x::ArrayItem for HostAccessControlEntry {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostAccessControlEntry";
     const ITEM_TAG: &'static str = "HostAccessControlEntry";
 }
+#[cfg(feature = "all-faults")]
 /// `HostAccessRestrictedToManagementServer` (extends `NotSupported`).
 ///
 /// The fields of `NotSupported` are in `not_supported`, also reachable through `Deref`.
@@ -613,10 +632,13 @@ pub struct HostAccessRestrictedToManagementServer {
     /// `managementServer`.
     pub management_server: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostAccessRestrictedToManagementServer {
     const TYPE_NAME: &'static str = "HostAccessRestrictedToManagementServer";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostAccessRestrictedToManagementServer {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostAccessRestrictedToManagementServer {
     type Target = NotSupported;
     #[inline]
@@ -624,12 +646,14 @@ impl std::ops::Deref for HostAccessRestrictedToManagementServer {
         &self.not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostAccessRestrictedToManagementServer {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotSupported {
         &mut self.not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostAccessRestrictedToManagementServer {
     fn decode_field(
         &mut self,
@@ -883,6 +907,7 @@ impl x::Fields for HostActiveDirectorySpec {
         w.write_vec("smartCardTrustAnchors", &self.smart_card_trust_anchors);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostAddFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -893,10 +918,13 @@ pub struct HostAddFailedEvent {
     /// `hostname`.
     pub hostname: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostAddFailedEvent {
     const TYPE_NAME: &'static str = "HostAddFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostAddFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostAddFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -904,12 +932,14 @@ impl std::ops::Deref for HostAddFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostAddFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostAddFailedEvent {
     fn decode_field(
         &mut self,
@@ -928,6 +958,7 @@ impl x::Fields for HostAddFailedEvent {
         w.write("hostname", &self.hostname);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostAddedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -936,10 +967,13 @@ pub struct HostAddedEvent {
     /// The fields `HostAddedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostAddedEvent {
     const TYPE_NAME: &'static str = "HostAddedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostAddedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostAddedEvent {
     type Target = HostEvent;
     #[inline]
@@ -947,12 +981,14 @@ impl std::ops::Deref for HostAddedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostAddedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostAddedEvent {
     fn decode_field(
         &mut self,
@@ -966,6 +1002,7 @@ impl x::Fields for HostAddedEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostAdminDisableEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -974,10 +1011,13 @@ pub struct HostAdminDisableEvent {
     /// The fields `HostAdminDisableEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostAdminDisableEvent {
     const TYPE_NAME: &'static str = "HostAdminDisableEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostAdminDisableEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostAdminDisableEvent {
     type Target = HostEvent;
     #[inline]
@@ -985,12 +1025,14 @@ impl std::ops::Deref for HostAdminDisableEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostAdminDisableEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostAdminDisableEvent {
     fn decode_field(
         &mut self,
@@ -1004,6 +1046,7 @@ impl x::Fields for HostAdminDisableEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostAdminEnableEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1012,10 +1055,13 @@ pub struct HostAdminEnableEvent {
     /// The fields `HostAdminEnableEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostAdminEnableEvent {
     const TYPE_NAME: &'static str = "HostAdminEnableEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostAdminEnableEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostAdminEnableEvent {
     type Target = HostEvent;
     #[inline]
@@ -1023,12 +1069,14 @@ impl std::ops::Deref for HostAdminEnableEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostAdminEnableEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostAdminEnableEvent {
     fn decode_field(
         &mut self,

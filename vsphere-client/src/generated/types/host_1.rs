@@ -1587,6 +1587,7 @@ impl x::Fields for HostCertificateManagerCertificateSpec {
         }
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedAccountFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1595,10 +1596,13 @@ pub struct HostCnxFailedAccountFailedEvent {
     /// The fields `HostCnxFailedAccountFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedAccountFailedEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedAccountFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedAccountFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedAccountFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -1606,12 +1610,14 @@ impl std::ops::Deref for HostCnxFailedAccountFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedAccountFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedAccountFailedEvent {
     fn decode_field(
         &mut self,
@@ -1625,6 +1631,7 @@ impl x::Fields for HostCnxFailedAccountFailedEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedAlreadyManagedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1635,10 +1642,13 @@ pub struct HostCnxFailedAlreadyManagedEvent {
     /// `serverName`.
     pub server_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedAlreadyManagedEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedAlreadyManagedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedAlreadyManagedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedAlreadyManagedEvent {
     type Target = HostEvent;
     #[inline]
@@ -1646,12 +1656,14 @@ impl std::ops::Deref for HostCnxFailedAlreadyManagedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedAlreadyManagedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedAlreadyManagedEvent {
     fn decode_field(
         &mut self,
@@ -1670,6 +1682,7 @@ impl x::Fields for HostCnxFailedAlreadyManagedEvent {
         w.write("serverName", &self.server_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedBadCcagentEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1678,10 +1691,13 @@ pub struct HostCnxFailedBadCcagentEvent {
     /// The fields `HostCnxFailedBadCcagentEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedBadCcagentEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedBadCcagentEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedBadCcagentEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedBadCcagentEvent {
     type Target = HostEvent;
     #[inline]
@@ -1689,12 +1705,14 @@ impl std::ops::Deref for HostCnxFailedBadCcagentEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedBadCcagentEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedBadCcagentEvent {
     fn decode_field(
         &mut self,
@@ -1708,6 +1726,7 @@ impl x::Fields for HostCnxFailedBadCcagentEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedBadUsernameEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1716,10 +1735,13 @@ pub struct HostCnxFailedBadUsernameEvent {
     /// The fields `HostCnxFailedBadUsernameEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedBadUsernameEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedBadUsernameEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedBadUsernameEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedBadUsernameEvent {
     type Target = HostEvent;
     #[inline]
@@ -1727,12 +1749,14 @@ impl std::ops::Deref for HostCnxFailedBadUsernameEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedBadUsernameEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedBadUsernameEvent {
     fn decode_field(
         &mut self,
@@ -1746,6 +1770,7 @@ impl x::Fields for HostCnxFailedBadUsernameEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedBadVersionEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1754,10 +1779,13 @@ pub struct HostCnxFailedBadVersionEvent {
     /// The fields `HostCnxFailedBadVersionEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedBadVersionEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedBadVersionEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedBadVersionEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedBadVersionEvent {
     type Target = HostEvent;
     #[inline]
@@ -1765,12 +1793,14 @@ impl std::ops::Deref for HostCnxFailedBadVersionEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedBadVersionEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedBadVersionEvent {
     fn decode_field(
         &mut self,
@@ -1784,6 +1814,7 @@ impl x::Fields for HostCnxFailedBadVersionEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedCcagentUpgradeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1792,10 +1823,13 @@ pub struct HostCnxFailedCcagentUpgradeEvent {
     /// The fields `HostCnxFailedCcagentUpgradeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedCcagentUpgradeEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedCcagentUpgradeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedCcagentUpgradeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedCcagentUpgradeEvent {
     type Target = HostEvent;
     #[inline]
@@ -1803,12 +1837,14 @@ impl std::ops::Deref for HostCnxFailedCcagentUpgradeEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedCcagentUpgradeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedCcagentUpgradeEvent {
     fn decode_field(
         &mut self,
@@ -1822,6 +1858,7 @@ impl x::Fields for HostCnxFailedCcagentUpgradeEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1830,10 +1867,13 @@ pub struct HostCnxFailedEvent {
     /// The fields `HostCnxFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -1841,12 +1881,14 @@ impl std::ops::Deref for HostCnxFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedEvent {
     fn decode_field(
         &mut self,
@@ -1860,6 +1902,7 @@ impl x::Fields for HostCnxFailedEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedNetworkErrorEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1868,10 +1911,13 @@ pub struct HostCnxFailedNetworkErrorEvent {
     /// The fields `HostCnxFailedNetworkErrorEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedNetworkErrorEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedNetworkErrorEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedNetworkErrorEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedNetworkErrorEvent {
     type Target = HostEvent;
     #[inline]
@@ -1879,12 +1925,14 @@ impl std::ops::Deref for HostCnxFailedNetworkErrorEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedNetworkErrorEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedNetworkErrorEvent {
     fn decode_field(
         &mut self,
@@ -1898,6 +1946,7 @@ impl x::Fields for HostCnxFailedNetworkErrorEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedNoAccessEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1906,10 +1955,13 @@ pub struct HostCnxFailedNoAccessEvent {
     /// The fields `HostCnxFailedNoAccessEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedNoAccessEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedNoAccessEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedNoAccessEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedNoAccessEvent {
     type Target = HostEvent;
     #[inline]
@@ -1917,12 +1969,14 @@ impl std::ops::Deref for HostCnxFailedNoAccessEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedNoAccessEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedNoAccessEvent {
     fn decode_field(
         &mut self,
@@ -1936,6 +1990,7 @@ impl x::Fields for HostCnxFailedNoAccessEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedNoConnectionEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1944,10 +1999,13 @@ pub struct HostCnxFailedNoConnectionEvent {
     /// The fields `HostCnxFailedNoConnectionEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedNoConnectionEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedNoConnectionEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedNoConnectionEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedNoConnectionEvent {
     type Target = HostEvent;
     #[inline]
@@ -1955,12 +2013,14 @@ impl std::ops::Deref for HostCnxFailedNoConnectionEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedNoConnectionEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedNoConnectionEvent {
     fn decode_field(
         &mut self,
@@ -1974,6 +2034,7 @@ impl x::Fields for HostCnxFailedNoConnectionEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedNoLicenseEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1982,10 +2043,13 @@ pub struct HostCnxFailedNoLicenseEvent {
     /// The fields `HostCnxFailedNoLicenseEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedNoLicenseEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedNoLicenseEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedNoLicenseEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedNoLicenseEvent {
     type Target = HostEvent;
     #[inline]
@@ -1993,12 +2057,14 @@ impl std::ops::Deref for HostCnxFailedNoLicenseEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedNoLicenseEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedNoLicenseEvent {
     fn decode_field(
         &mut self,
@@ -2012,6 +2078,7 @@ impl x::Fields for HostCnxFailedNoLicenseEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedNotFoundEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2020,10 +2087,13 @@ pub struct HostCnxFailedNotFoundEvent {
     /// The fields `HostCnxFailedNotFoundEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedNotFoundEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedNotFoundEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedNotFoundEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedNotFoundEvent {
     type Target = HostEvent;
     #[inline]
@@ -2031,12 +2101,14 @@ impl std::ops::Deref for HostCnxFailedNotFoundEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedNotFoundEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedNotFoundEvent {
     fn decode_field(
         &mut self,
@@ -2050,6 +2122,7 @@ impl x::Fields for HostCnxFailedNotFoundEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCnxFailedTimeoutEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2058,10 +2131,13 @@ pub struct HostCnxFailedTimeoutEvent {
     /// The fields `HostCnxFailedTimeoutEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCnxFailedTimeoutEvent {
     const TYPE_NAME: &'static str = "HostCnxFailedTimeoutEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedTimeoutEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedTimeoutEvent {
     type Target = HostEvent;
     #[inline]
@@ -2069,12 +2145,14 @@ impl std::ops::Deref for HostCnxFailedTimeoutEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCnxFailedTimeoutEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCnxFailedTimeoutEvent {
     fn decode_field(
         &mut self,
@@ -2126,6 +2204,7 @@ impl x::Fields for HostCommunication {
         x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostComplianceCheckedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2136,10 +2215,13 @@ pub struct HostComplianceCheckedEvent {
     /// `profile`.
     pub profile: ProfileEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostComplianceCheckedEvent {
     const TYPE_NAME: &'static str = "HostComplianceCheckedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostComplianceCheckedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostComplianceCheckedEvent {
     type Target = HostEvent;
     #[inline]
@@ -2147,12 +2229,14 @@ impl std::ops::Deref for HostComplianceCheckedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostComplianceCheckedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostComplianceCheckedEvent {
     fn decode_field(
         &mut self,
@@ -2171,6 +2255,7 @@ impl x::Fields for HostComplianceCheckedEvent {
         w.write("profile", &self.profile);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostCompliantEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2179,10 +2264,13 @@ pub struct HostCompliantEvent {
     /// The fields `HostCompliantEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostCompliantEvent {
     const TYPE_NAME: &'static str = "HostCompliantEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostCompliantEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCompliantEvent {
     type Target = HostEvent;
     #[inline]
@@ -2190,12 +2278,14 @@ impl std::ops::Deref for HostCompliantEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostCompliantEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostCompliantEvent {
     fn decode_field(
         &mut self,
@@ -2209,6 +2299,7 @@ impl x::Fields for HostCompliantEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostConfigAppliedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2217,10 +2308,13 @@ pub struct HostConfigAppliedEvent {
     /// The fields `HostConfigAppliedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostConfigAppliedEvent {
     const TYPE_NAME: &'static str = "HostConfigAppliedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostConfigAppliedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostConfigAppliedEvent {
     type Target = HostEvent;
     #[inline]
@@ -2228,12 +2322,14 @@ impl std::ops::Deref for HostConfigAppliedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostConfigAppliedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostConfigAppliedEvent {
     fn decode_field(
         &mut self,
@@ -2264,6 +2360,7 @@ impl x::Fields for HostConfigChange {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-faults")]
 /// `HostConfigFailed` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -2274,10 +2371,13 @@ pub struct HostConfigFailed {
     /// `failure`.
     pub failure: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostConfigFailed {
     const TYPE_NAME: &'static str = "HostConfigFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostConfigFailed {}
+#[cfg(feature = "all-faults")]
 impl Clone for HostConfigFailed {
     fn clone(&self) -> Self {
         Self {
@@ -2286,6 +2386,7 @@ impl Clone for HostConfigFailed {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostConfigFailed {
     type Target = HostConfigFault;
     #[inline]
@@ -2293,12 +2394,14 @@ impl std::ops::Deref for HostConfigFailed {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostConfigFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostConfigFailed {
     fn decode_field(
         &mut self,
@@ -2317,6 +2420,7 @@ impl x::Fields for HostConfigFailed {
         w.write_vec("failure", &self.failure);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `HostConfigFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -2325,10 +2429,13 @@ pub struct HostConfigFault {
     /// The fields `HostConfigFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostConfigFault {
     const TYPE_NAME: &'static str = "HostConfigFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostConfigFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostConfigFault {
     type Target = VimFault;
     #[inline]
@@ -2336,12 +2443,14 @@ impl std::ops::Deref for HostConfigFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostConfigFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostConfigFault {
     fn decode_field(
         &mut self,

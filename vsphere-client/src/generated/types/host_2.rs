@@ -405,6 +405,7 @@ impl x::Fields for HostConfigSummary {
         w.write_opt("agentVmNetwork", &self.agent_vm_network);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `HostConnectFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -413,10 +414,13 @@ pub struct HostConnectFault {
     /// The fields `HostConnectFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostConnectFault {
     const TYPE_NAME: &'static str = "HostConnectFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostConnectFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostConnectFault {
     type Target = VimFault;
     #[inline]
@@ -424,12 +428,14 @@ impl std::ops::Deref for HostConnectFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostConnectFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostConnectFault {
     fn decode_field(
         &mut self,
@@ -640,6 +646,7 @@ impl x::ArrayItem for HostConnectSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostConnectSpec";
     const ITEM_TAG: &'static str = "HostConnectSpec";
 }
+#[cfg(feature = "all-events")]
 /// `HostConnectedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -648,10 +655,13 @@ pub struct HostConnectedEvent {
     /// The fields `HostConnectedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostConnectedEvent {
     const TYPE_NAME: &'static str = "HostConnectedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostConnectedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostConnectedEvent {
     type Target = HostEvent;
     #[inline]
@@ -659,12 +669,14 @@ impl std::ops::Deref for HostConnectedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostConnectedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostConnectedEvent {
     fn decode_field(
         &mut self,
@@ -678,6 +690,7 @@ impl x::Fields for HostConnectedEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostConnectionLostEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -686,10 +699,13 @@ pub struct HostConnectionLostEvent {
     /// The fields `HostConnectionLostEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostConnectionLostEvent {
     const TYPE_NAME: &'static str = "HostConnectionLostEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostConnectionLostEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostConnectionLostEvent {
     type Target = HostEvent;
     #[inline]
@@ -697,12 +713,14 @@ impl std::ops::Deref for HostConnectionLostEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostConnectionLostEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostConnectionLostEvent {
     fn decode_field(
         &mut self,
@@ -964,6 +982,7 @@ impl x::Fields for HostCpuSchedulerInfo {
         w.write("policy", &self.policy);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostDasDisabledEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -972,10 +991,13 @@ pub struct HostDasDisabledEvent {
     /// The fields `HostDasDisabledEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostDasDisabledEvent {
     const TYPE_NAME: &'static str = "HostDasDisabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostDasDisabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasDisabledEvent {
     type Target = HostEvent;
     #[inline]
@@ -983,12 +1005,14 @@ impl std::ops::Deref for HostDasDisabledEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostDasDisabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostDasDisabledEvent {
     fn decode_field(
         &mut self,
@@ -1002,6 +1026,7 @@ impl x::Fields for HostDasDisabledEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostDasDisablingEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1010,10 +1035,13 @@ pub struct HostDasDisablingEvent {
     /// The fields `HostDasDisablingEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostDasDisablingEvent {
     const TYPE_NAME: &'static str = "HostDasDisablingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostDasDisablingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasDisablingEvent {
     type Target = HostEvent;
     #[inline]
@@ -1021,12 +1049,14 @@ impl std::ops::Deref for HostDasDisablingEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostDasDisablingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostDasDisablingEvent {
     fn decode_field(
         &mut self,
@@ -1040,6 +1070,7 @@ impl x::Fields for HostDasDisablingEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostDasEnabledEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1048,10 +1079,13 @@ pub struct HostDasEnabledEvent {
     /// The fields `HostDasEnabledEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostDasEnabledEvent {
     const TYPE_NAME: &'static str = "HostDasEnabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostDasEnabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasEnabledEvent {
     type Target = HostEvent;
     #[inline]
@@ -1059,12 +1093,14 @@ impl std::ops::Deref for HostDasEnabledEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostDasEnabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostDasEnabledEvent {
     fn decode_field(
         &mut self,
@@ -1078,6 +1114,7 @@ impl x::Fields for HostDasEnabledEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostDasEnablingEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1086,10 +1123,13 @@ pub struct HostDasEnablingEvent {
     /// The fields `HostDasEnablingEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostDasEnablingEvent {
     const TYPE_NAME: &'static str = "HostDasEnablingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostDasEnablingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasEnablingEvent {
     type Target = HostEvent;
     #[inline]
@@ -1097,12 +1137,14 @@ impl std::ops::Deref for HostDasEnablingEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostDasEnablingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostDasEnablingEvent {
     fn decode_field(
         &mut self,
@@ -1116,6 +1158,7 @@ impl x::Fields for HostDasEnablingEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostDasErrorEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1128,10 +1171,13 @@ pub struct HostDasErrorEvent {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostDasErrorEvent {
     const TYPE_NAME: &'static str = "HostDasErrorEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostDasErrorEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasErrorEvent {
     type Target = HostEvent;
     #[inline]
@@ -1139,12 +1185,14 @@ impl std::ops::Deref for HostDasErrorEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostDasErrorEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostDasErrorEvent {
     fn decode_field(
         &mut self,
@@ -1165,6 +1213,7 @@ impl x::Fields for HostDasErrorEvent {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostDasEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1173,10 +1222,13 @@ pub struct HostDasEvent {
     /// The fields `HostDasEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostDasEvent {
     const TYPE_NAME: &'static str = "HostDasEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostDasEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasEvent {
     type Target = HostEvent;
     #[inline]
@@ -1184,12 +1236,14 @@ impl std::ops::Deref for HostDasEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostDasEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostDasEvent {
     fn decode_field(
         &mut self,
@@ -1203,6 +1257,7 @@ impl x::Fields for HostDasEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostDasOkEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1211,10 +1266,13 @@ pub struct HostDasOkEvent {
     /// The fields `HostDasOkEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostDasOkEvent {
     const TYPE_NAME: &'static str = "HostDasOkEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostDasOkEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasOkEvent {
     type Target = HostEvent;
     #[inline]
@@ -1222,12 +1280,14 @@ impl std::ops::Deref for HostDasOkEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostDasOkEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostDasOkEvent {
     fn decode_field(
         &mut self,
@@ -2262,6 +2322,7 @@ impl x::Fields for HostDirectoryStoreInfo {
         x::Fields::encode_fields(&self.host_authentication_store_info, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostDisconnectedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2272,10 +2333,13 @@ pub struct HostDisconnectedEvent {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostDisconnectedEvent {
     const TYPE_NAME: &'static str = "HostDisconnectedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostDisconnectedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDisconnectedEvent {
     type Target = HostEvent;
     #[inline]
@@ -2283,12 +2347,14 @@ impl std::ops::Deref for HostDisconnectedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostDisconnectedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostDisconnectedEvent {
     fn decode_field(
         &mut self,
@@ -2990,6 +3056,7 @@ impl x::ArrayItem for HostDvxClass {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDvxClass";
     const ITEM_TAG: &'static str = "HostDvxClass";
 }
+#[cfg(feature = "all-events")]
 /// `HostEnableAdminFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -3000,10 +3067,13 @@ pub struct HostEnableAdminFailedEvent {
     /// `permissions`.
     pub permissions: Vec<Permission>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostEnableAdminFailedEvent {
     const TYPE_NAME: &'static str = "HostEnableAdminFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostEnableAdminFailedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for HostEnableAdminFailedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -3012,6 +3082,7 @@ impl Clone for HostEnableAdminFailedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostEnableAdminFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -3019,12 +3090,14 @@ impl std::ops::Deref for HostEnableAdminFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostEnableAdminFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostEnableAdminFailedEvent {
     fn decode_field(
         &mut self,
@@ -3113,6 +3186,7 @@ impl x::Fields for HostEsxAgentHostManagerConfigInfo {
         w.write_opt("agentVmNetwork", &self.agent_vm_network);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -3121,10 +3195,13 @@ pub struct HostEvent {
     /// The fields `HostEvent` inherits from `Event`.
     pub event: Event,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostEvent {
     const TYPE_NAME: &'static str = "HostEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostEvent {
     type Target = Event;
     #[inline]
@@ -3132,12 +3209,14 @@ impl std::ops::Deref for HostEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostEvent {
     fn decode_field(
         &mut self,
@@ -3149,99 +3228,5 @@ impl x::Fields for HostEvent {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.event, w);
-    }
-}
-/// `HostEventArgument` (extends `EntityEventArgument`).
-///
-/// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEventArgument {
-    /// The fields `HostEventArgument` inherits from `EntityEventArgument`.
-    pub entity_event_argument: EntityEventArgument,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostEventArgument {
-    const TYPE_NAME: &'static str = "HostEventArgument";
-}
-impl x::Structure for HostEventArgument {}
-impl std::ops::Deref for HostEventArgument {
-    type Target = EntityEventArgument;
-    #[inline]
-    fn deref(&self) -> &EntityEventArgument {
-        &self.entity_event_argument
-    }
-}
-impl std::ops::DerefMut for HostEventArgument {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut EntityEventArgument {
-        &mut self.entity_event_argument
-    }
-}
-impl x::Fields for HostEventArgument {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            _ => return x::Fields::decode_field(&mut self.entity_event_argument, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.entity_event_argument, w);
-        w.write("host", &self.host);
-    }
-}
-impl x::ArrayItem for HostEventArgument {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostEventArgument";
-    const ITEM_TAG: &'static str = "HostEventArgument";
-}
-/// `HostExtraNetworksEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostExtraNetworksEvent {
-    /// The fields `HostExtraNetworksEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-impl x::SchemaType for HostExtraNetworksEvent {
-    const TYPE_NAME: &'static str = "HostExtraNetworksEvent";
-}
-impl x::Structure for HostExtraNetworksEvent {}
-impl std::ops::Deref for HostExtraNetworksEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-impl std::ops::DerefMut for HostExtraNetworksEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-impl x::Fields for HostExtraNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-        w.write_opt("ips", &self.ips);
     }
 }

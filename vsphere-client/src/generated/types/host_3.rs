@@ -5,6 +5,106 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostEventArgument` (extends `EntityEventArgument`).
+///
+/// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostEventArgument {
+    /// The fields `HostEventArgument` inherits from `EntityEventArgument`.
+    pub entity_event_argument: EntityEventArgument,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+}
+impl x::SchemaType for HostEventArgument {
+    const TYPE_NAME: &'static str = "HostEventArgument";
+}
+impl x::Structure for HostEventArgument {}
+impl std::ops::Deref for HostEventArgument {
+    type Target = EntityEventArgument;
+    #[inline]
+    fn deref(&self) -> &EntityEventArgument {
+        &self.entity_event_argument
+    }
+}
+impl std::ops::DerefMut for HostEventArgument {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut EntityEventArgument {
+        &mut self.entity_event_argument
+    }
+}
+impl x::Fields for HostEventArgument {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            _ => return x::Fields::decode_field(&mut self.entity_event_argument, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.entity_event_argument, w);
+        w.write("host", &self.host);
+    }
+}
+impl x::ArrayItem for HostEventArgument {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostEventArgument";
+    const ITEM_TAG: &'static str = "HostEventArgument";
+}
+#[cfg(feature = "all-events")]
+/// `HostExtraNetworksEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostExtraNetworksEvent {
+    /// The fields `HostExtraNetworksEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `ips`.
+    pub ips: Option<String>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostExtraNetworksEvent {
+    const TYPE_NAME: &'static str = "HostExtraNetworksEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostExtraNetworksEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostExtraNetworksEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostExtraNetworksEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostExtraNetworksEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ips" => r.read_opt(&mut self.ips),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write_opt("ips", &self.ips);
+    }
+}
 /// `HostFaultToleranceManagerComponentHealthInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostFaultToleranceManagerComponentHealthInfo {
@@ -1106,6 +1206,7 @@ impl x::Fields for HostGatewaySpec {
         w.write_vec("hostAuthParams", &self.host_auth_params);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostGetShortNameFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1114,10 +1215,13 @@ pub struct HostGetShortNameFailedEvent {
     /// The fields `HostGetShortNameFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostGetShortNameFailedEvent {
     const TYPE_NAME: &'static str = "HostGetShortNameFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostGetShortNameFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostGetShortNameFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -1125,12 +1229,14 @@ impl std::ops::Deref for HostGetShortNameFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostGetShortNameFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostGetShortNameFailedEvent {
     fn decode_field(
         &mut self,
@@ -1639,6 +1745,7 @@ impl x::Fields for HostHardwareSummary {
         w.write("numHBAs", &self.num_hbas);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `HostHasComponentFailure` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1653,10 +1760,13 @@ pub struct HostHasComponentFailure {
     /// `componentName`.
     pub component_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostHasComponentFailure {
     const TYPE_NAME: &'static str = "HostHasComponentFailure";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostHasComponentFailure {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostHasComponentFailure {
     type Target = VimFault;
     #[inline]
@@ -1664,12 +1774,14 @@ impl std::ops::Deref for HostHasComponentFailure {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostHasComponentFailure {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostHasComponentFailure {
     fn decode_field(
         &mut self,
@@ -1862,6 +1974,7 @@ impl x::Fields for HostImageProfileSummary {
         w.write("vendor", &self.vendor);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostInAuditModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1870,10 +1983,13 @@ pub struct HostInAuditModeEvent {
     /// The fields `HostInAuditModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostInAuditModeEvent {
     const TYPE_NAME: &'static str = "HostInAuditModeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostInAuditModeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostInAuditModeEvent {
     type Target = HostEvent;
     #[inline]
@@ -1881,12 +1997,14 @@ impl std::ops::Deref for HostInAuditModeEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostInAuditModeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostInAuditModeEvent {
     fn decode_field(
         &mut self,
@@ -1900,6 +2018,7 @@ impl x::Fields for HostInAuditModeEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `HostInDomain` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -1908,10 +2027,13 @@ pub struct HostInDomain {
     /// The fields `HostInDomain` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostInDomain {
     const TYPE_NAME: &'static str = "HostInDomain";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostInDomain {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostInDomain {
     type Target = HostConfigFault;
     #[inline]
@@ -1919,12 +2041,14 @@ impl std::ops::Deref for HostInDomain {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostInDomain {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostInDomain {
     fn decode_field(
         &mut self,
@@ -1938,6 +2062,7 @@ impl x::Fields for HostInDomain {
         x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `HostIncompatibleForFaultTolerance` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -1950,10 +2075,13 @@ pub struct HostIncompatibleForFaultTolerance {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostIncompatibleForFaultTolerance {
     const TYPE_NAME: &'static str = "HostIncompatibleForFaultTolerance";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostIncompatibleForFaultTolerance {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostIncompatibleForFaultTolerance {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -1961,12 +2089,14 @@ impl std::ops::Deref for HostIncompatibleForFaultTolerance {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostIncompatibleForFaultTolerance {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostIncompatibleForFaultTolerance {
     fn decode_field(
         &mut self,
@@ -1993,6 +2123,7 @@ impl x::Fields for HostIncompatibleForFaultTolerance {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `HostIncompatibleForRecordReplay` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -2005,10 +2136,13 @@ pub struct HostIncompatibleForRecordReplay {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostIncompatibleForRecordReplay {
     const TYPE_NAME: &'static str = "HostIncompatibleForRecordReplay";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostIncompatibleForRecordReplay {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostIncompatibleForRecordReplay {
     type Target = VimFault;
     #[inline]
@@ -2016,12 +2150,14 @@ impl std::ops::Deref for HostIncompatibleForRecordReplay {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostIncompatibleForRecordReplay {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostIncompatibleForRecordReplay {
     fn decode_field(
         &mut self,
@@ -2950,167 +3086,4 @@ impl x::Fields for HostInternetScsiHbaSendTarget {
 impl x::ArrayItem for HostInternetScsiHbaSendTarget {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaSendTarget";
     const ITEM_TAG: &'static str = "HostInternetScsiHbaSendTarget";
-}
-/// `HostInternetScsiHbaStaticTarget` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostInternetScsiHbaStaticTarget {
-    /// `address`.
-    pub address: String,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `discoveryMethod`.
-    pub discovery_method: Option<String>,
-    /// `authenticationProperties`.
-    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
-    /// `digestProperties`.
-    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
-    /// `supportedAdvancedOptions`.
-    pub supported_advanced_options: Vec<OptionDef>,
-    /// `advancedOptions`.
-    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
-    /// `parent`.
-    pub parent: Option<String>,
-}
-impl x::SchemaType for HostInternetScsiHbaStaticTarget {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTarget";
-}
-impl x::Structure for HostInternetScsiHbaStaticTarget {}
-impl Clone for HostInternetScsiHbaStaticTarget {
-    fn clone(&self) -> Self {
-        Self {
-            address: self.address.clone(),
-            port: self.port,
-            i_scsi_name: self.i_scsi_name.clone(),
-            discovery_method: self.discovery_method.clone(),
-            authentication_properties: self.authentication_properties.clone(),
-            digest_properties: self.digest_properties.clone(),
-            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
-            advanced_options: x::clone_vec(&self.advanced_options),
-            parent: self.parent.clone(),
-        }
-    }
-}
-impl x::Fields for HostInternetScsiHbaStaticTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "port" => r.read_opt(&mut self.port),
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "discoveryMethod" => r.read_opt(&mut self.discovery_method),
-            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
-            "digestProperties" => r.read_opt(&mut self.digest_properties),
-            "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)
-            }
-            "advancedOptions" => r.read_push(&mut self.advanced_options),
-            "parent" => r.read_opt(&mut self.parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("port", &self.port);
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write_opt("discoveryMethod", &self.discovery_method);
-        w.write_opt("authenticationProperties", &self.authentication_properties);
-        w.write_opt("digestProperties", &self.digest_properties);
-        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
-        w.write_vec("advancedOptions", &self.advanced_options);
-        w.write_opt("parent", &self.parent);
-    }
-}
-impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaStaticTarget";
-    const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
-}
-/// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostInternetScsiHbaTargetSet {
-    /// `staticTargets`.
-    pub static_targets: Vec<HostInternetScsiHbaStaticTarget>,
-    /// `sendTargets`.
-    pub send_targets: Vec<HostInternetScsiHbaSendTarget>,
-}
-impl x::SchemaType for HostInternetScsiHbaTargetSet {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
-}
-impl x::Structure for HostInternetScsiHbaTargetSet {}
-impl Clone for HostInternetScsiHbaTargetSet {
-    fn clone(&self) -> Self {
-        Self {
-            static_targets: x::clone_vec(&self.static_targets),
-            send_targets: x::clone_vec(&self.send_targets),
-        }
-    }
-}
-impl x::Fields for HostInternetScsiHbaTargetSet {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "staticTargets" => r.read_push(&mut self.static_targets),
-            "sendTargets" => r.read_push(&mut self.send_targets),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("staticTargets", &self.static_targets);
-        w.write_vec("sendTargets", &self.send_targets);
-    }
-}
-/// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostInternetScsiTargetTransport {
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `iScsiAlias`.
-    pub i_scsi_alias: String,
-    /// `address`.
-    pub address: Vec<String>,
-}
-impl x::SchemaType for HostInternetScsiTargetTransport {
-    const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
-}
-impl x::Structure for HostInternetScsiTargetTransport {}
-impl Clone for HostInternetScsiTargetTransport {
-    fn clone(&self) -> Self {
-        Self {
-            i_scsi_name: self.i_scsi_name.clone(),
-            i_scsi_alias: self.i_scsi_alias.clone(),
-            address: x::clone_vec(&self.address),
-        }
-    }
-}
-impl x::Fields for HostInternetScsiTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
-            "address" => r.read_push(&mut self.address),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write("iScsiAlias", &self.i_scsi_alias);
-        w.write_vec("address", &self.address);
-    }
 }

@@ -5,6 +5,170 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostInternetScsiHbaStaticTarget` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostInternetScsiHbaStaticTarget {
+    /// `address`.
+    pub address: String,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `discoveryMethod`.
+    pub discovery_method: Option<String>,
+    /// `authenticationProperties`.
+    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `parent`.
+    pub parent: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaStaticTarget {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTarget";
+}
+impl x::Structure for HostInternetScsiHbaStaticTarget {}
+impl Clone for HostInternetScsiHbaStaticTarget {
+    fn clone(&self) -> Self {
+        Self {
+            address: self.address.clone(),
+            port: self.port,
+            i_scsi_name: self.i_scsi_name.clone(),
+            discovery_method: self.discovery_method.clone(),
+            authentication_properties: self.authentication_properties.clone(),
+            digest_properties: self.digest_properties.clone(),
+            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
+            advanced_options: x::clone_vec(&self.advanced_options),
+            parent: self.parent.clone(),
+        }
+    }
+}
+impl x::Fields for HostInternetScsiHbaStaticTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "port" => r.read_opt(&mut self.port),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "discoveryMethod" => r.read_opt(&mut self.discovery_method),
+            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "parent" => r.read_opt(&mut self.parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("port", &self.port);
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write_opt("discoveryMethod", &self.discovery_method);
+        w.write_opt("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write_opt("parent", &self.parent);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaStaticTarget";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
+}
+/// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostInternetScsiHbaTargetSet {
+    /// `staticTargets`.
+    pub static_targets: Vec<HostInternetScsiHbaStaticTarget>,
+    /// `sendTargets`.
+    pub send_targets: Vec<HostInternetScsiHbaSendTarget>,
+}
+impl x::SchemaType for HostInternetScsiHbaTargetSet {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
+}
+impl x::Structure for HostInternetScsiHbaTargetSet {}
+impl Clone for HostInternetScsiHbaTargetSet {
+    fn clone(&self) -> Self {
+        Self {
+            static_targets: x::clone_vec(&self.static_targets),
+            send_targets: x::clone_vec(&self.send_targets),
+        }
+    }
+}
+impl x::Fields for HostInternetScsiHbaTargetSet {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "staticTargets" => r.read_push(&mut self.static_targets),
+            "sendTargets" => r.read_push(&mut self.send_targets),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("staticTargets", &self.static_targets);
+        w.write_vec("sendTargets", &self.send_targets);
+    }
+}
+/// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostInternetScsiTargetTransport {
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `iScsiAlias`.
+    pub i_scsi_alias: String,
+    /// `address`.
+    pub address: Vec<String>,
+}
+impl x::SchemaType for HostInternetScsiTargetTransport {
+    const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
+}
+impl x::Structure for HostInternetScsiTargetTransport {}
+impl Clone for HostInternetScsiTargetTransport {
+    fn clone(&self) -> Self {
+        Self {
+            i_scsi_name: self.i_scsi_name.clone(),
+            i_scsi_alias: self.i_scsi_alias.clone(),
+            address: x::clone_vec(&self.address),
+        }
+    }
+}
+impl x::Fields for HostInternetScsiTargetTransport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
+            "address" => r.read_push(&mut self.address),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write("iScsiAlias", &self.i_scsi_alias);
+        w.write_vec("address", &self.address);
+    }
+}
+#[cfg(feature = "all-faults")]
 /// `HostInventoryFull` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -15,10 +179,13 @@ pub struct HostInventoryFull {
     /// `capacity`.
     pub capacity: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostInventoryFull {
     const TYPE_NAME: &'static str = "HostInventoryFull";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostInventoryFull {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostInventoryFull {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -26,12 +193,14 @@ impl std::ops::Deref for HostInventoryFull {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostInventoryFull {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostInventoryFull {
     fn decode_field(
         &mut self,
@@ -50,6 +219,7 @@ impl x::Fields for HostInventoryFull {
         w.write("capacity", &self.capacity);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostInventoryFullEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -60,10 +230,13 @@ pub struct HostInventoryFullEvent {
     /// `capacity`.
     pub capacity: i32,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostInventoryFullEvent {
     const TYPE_NAME: &'static str = "HostInventoryFullEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostInventoryFullEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostInventoryFullEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -71,12 +244,14 @@ impl std::ops::Deref for HostInventoryFullEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostInventoryFullEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostInventoryFullEvent {
     fn decode_field(
         &mut self,
@@ -95,6 +270,7 @@ impl x::Fields for HostInventoryFullEvent {
         w.write("capacity", &self.capacity);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostInventoryUnreadableEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -103,10 +279,13 @@ pub struct HostInventoryUnreadableEvent {
     /// The fields `HostInventoryUnreadableEvent` inherits from `Event`.
     pub event: Event,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostInventoryUnreadableEvent {
     const TYPE_NAME: &'static str = "HostInventoryUnreadableEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostInventoryUnreadableEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostInventoryUnreadableEvent {
     type Target = Event;
     #[inline]
@@ -114,12 +293,14 @@ impl std::ops::Deref for HostInventoryUnreadableEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostInventoryUnreadableEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostInventoryUnreadableEvent {
     fn decode_field(
         &mut self,
@@ -182,6 +363,7 @@ impl x::ArrayItem for HostIoFilterInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIoFilterInfo";
     const ITEM_TAG: &'static str = "HostIoFilterInfo";
 }
+#[cfg(feature = "all-events")]
 /// `HostIpChangedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -194,10 +376,13 @@ pub struct HostIpChangedEvent {
     /// `newIP`.
     pub new_ip: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostIpChangedEvent {
     const TYPE_NAME: &'static str = "HostIpChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostIpChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostIpChangedEvent {
     type Target = HostEvent;
     #[inline]
@@ -205,12 +390,14 @@ impl std::ops::Deref for HostIpChangedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostIpChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostIpChangedEvent {
     fn decode_field(
         &mut self,
@@ -367,6 +554,7 @@ impl x::Fields for HostIpConfigIpV6AddressConfiguration {
         w.write_opt("dhcpV6Enabled", &self.dhcp_v6_enabled);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostIpInconsistentEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -379,10 +567,13 @@ pub struct HostIpInconsistentEvent {
     /// `ipAddress2`.
     pub ip_address2: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostIpInconsistentEvent {
     const TYPE_NAME: &'static str = "HostIpInconsistentEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostIpInconsistentEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostIpInconsistentEvent {
     type Target = HostEvent;
     #[inline]
@@ -390,12 +581,14 @@ impl std::ops::Deref for HostIpInconsistentEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostIpInconsistentEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostIpInconsistentEvent {
     fn decode_field(
         &mut self,
@@ -667,6 +860,7 @@ impl x::Fields for HostIpRouteTableInfo {
         w.write_vec("ipv6Route", &self.ipv6_route);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostIpToShortNameFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -675,10 +869,13 @@ pub struct HostIpToShortNameFailedEvent {
     /// The fields `HostIpToShortNameFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostIpToShortNameFailedEvent {
     const TYPE_NAME: &'static str = "HostIpToShortNameFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostIpToShortNameFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostIpToShortNameFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -686,12 +883,14 @@ impl std::ops::Deref for HostIpToShortNameFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostIpToShortNameFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostIpToShortNameFailedEvent {
     fn decode_field(
         &mut self,
@@ -744,6 +943,7 @@ impl x::Fields for HostIpmiInfo {
         w.write_opt("password", &self.password);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostIsolationIpPingFailedEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
@@ -754,10 +954,13 @@ pub struct HostIsolationIpPingFailedEvent {
     /// `isolationIp`.
     pub isolation_ip: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostIsolationIpPingFailedEvent {
     const TYPE_NAME: &'static str = "HostIsolationIpPingFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostIsolationIpPingFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostIsolationIpPingFailedEvent {
     type Target = HostDasEvent;
     #[inline]
@@ -765,12 +968,14 @@ impl std::ops::Deref for HostIsolationIpPingFailedEvent {
         &self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostIsolationIpPingFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostDasEvent {
         &mut self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostIsolationIpPingFailedEvent {
     fn decode_field(
         &mut self,
@@ -858,6 +1063,7 @@ impl x::Fields for HostLicenseConnectInfo {
         w.write_opt("resource", &self.resource);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostLicenseExpiredEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -866,10 +1072,13 @@ pub struct HostLicenseExpiredEvent {
     /// The fields `HostLicenseExpiredEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostLicenseExpiredEvent {
     const TYPE_NAME: &'static str = "HostLicenseExpiredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostLicenseExpiredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostLicenseExpiredEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -877,12 +1086,14 @@ impl std::ops::Deref for HostLicenseExpiredEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostLicenseExpiredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostLicenseExpiredEvent {
     fn decode_field(
         &mut self,
@@ -1288,6 +1499,7 @@ impl x::Fields for HostLocalFileSystemVolumeSpec {
         w.write("localPath", &self.local_path);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostLocalPortCreatedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1298,10 +1510,13 @@ pub struct HostLocalPortCreatedEvent {
     /// `hostLocalPort`.
     pub host_local_port: DVSHostLocalPortInfo,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostLocalPortCreatedEvent {
     const TYPE_NAME: &'static str = "HostLocalPortCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostLocalPortCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostLocalPortCreatedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1309,12 +1524,14 @@ impl std::ops::Deref for HostLocalPortCreatedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostLocalPortCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostLocalPortCreatedEvent {
     fn decode_field(
         &mut self,
@@ -2047,6 +2264,7 @@ impl x::ArrayItem for HostMemoryTierInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
     const ITEM_TAG: &'static str = "HostMemoryTierInfo";
 }
+#[cfg(feature = "all-events")]
 /// `HostMissingNetworksEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
@@ -2057,10 +2275,13 @@ pub struct HostMissingNetworksEvent {
     /// `ips`.
     pub ips: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostMissingNetworksEvent {
     const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostMissingNetworksEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostMissingNetworksEvent {
     type Target = HostDasEvent;
     #[inline]
@@ -2068,12 +2289,14 @@ impl std::ops::Deref for HostMissingNetworksEvent {
         &self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostMissingNetworksEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostDasEvent {
         &mut self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostMissingNetworksEvent {
     fn decode_field(
         &mut self,
@@ -2092,6 +2315,7 @@ impl x::Fields for HostMissingNetworksEvent {
         w.write_opt("ips", &self.ips);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -2104,10 +2328,13 @@ pub struct HostMonitoringStateChangedEvent {
     /// `prevState`.
     pub prev_state: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostMonitoringStateChangedEvent {
     const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostMonitoringStateChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostMonitoringStateChangedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -2115,12 +2342,14 @@ impl std::ops::Deref for HostMonitoringStateChangedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostMonitoringStateChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostMonitoringStateChangedEvent {
     fn decode_field(
         &mut self,
@@ -3041,224 +3270,5 @@ impl x::Fields for HostNatServiceNameServiceSpec {
         w.write("nbdsTimeout", &self.nbds_timeout);
         w.write("nbnsRetries", &self.nbns_retries);
         w.write("nbnsTimeout", &self.nbns_timeout);
-    }
-}
-/// `HostNatServicePortForwardSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServicePortForwardSpec {
-    /// `type`.
-    pub type_: String,
-    /// `name`.
-    pub name: String,
-    /// `hostPort`.
-    pub host_port: i32,
-    /// `guestPort`.
-    pub guest_port: i32,
-    /// `guestIpAddress`.
-    pub guest_ip_address: String,
-}
-impl x::SchemaType for HostNatServicePortForwardSpec {
-    const TYPE_NAME: &'static str = "HostNatServicePortForwardSpec";
-}
-impl x::Structure for HostNatServicePortForwardSpec {}
-impl x::Fields for HostNatServicePortForwardSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "hostPort" => r.read(&mut self.host_port),
-            "guestPort" => r.read(&mut self.guest_port),
-            "guestIpAddress" => r.read(&mut self.guest_ip_address),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("hostPort", &self.host_port);
-        w.write("guestPort", &self.guest_port);
-        w.write("guestIpAddress", &self.guest_ip_address);
-    }
-}
-impl x::ArrayItem for HostNatServicePortForwardSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServicePortForwardSpec";
-    const ITEM_TAG: &'static str = "HostNatServicePortForwardSpec";
-}
-/// `HostNatServiceSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNatServiceSpec {
-    /// `virtualSwitch`.
-    pub virtual_switch: String,
-    /// `activeFtp`.
-    pub active_ftp: bool,
-    /// `allowAnyOui`.
-    pub allow_any_oui: bool,
-    /// `configPort`.
-    pub config_port: bool,
-    /// `ipGatewayAddress`.
-    pub ip_gateway_address: String,
-    /// `udpTimeout`.
-    pub udp_timeout: i32,
-    /// `portForward`.
-    pub port_forward: Vec<HostNatServicePortForwardSpec>,
-    /// `nameService`.
-    pub name_service: Option<HostNatServiceNameServiceSpec>,
-}
-impl x::SchemaType for HostNatServiceSpec {
-    const TYPE_NAME: &'static str = "HostNatServiceSpec";
-}
-impl x::Structure for HostNatServiceSpec {}
-impl Clone for HostNatServiceSpec {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_switch: self.virtual_switch.clone(),
-            active_ftp: self.active_ftp,
-            allow_any_oui: self.allow_any_oui,
-            config_port: self.config_port,
-            ip_gateway_address: self.ip_gateway_address.clone(),
-            udp_timeout: self.udp_timeout,
-            port_forward: x::clone_vec(&self.port_forward),
-            name_service: self.name_service.clone(),
-        }
-    }
-}
-impl x::Fields for HostNatServiceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualSwitch" => r.read(&mut self.virtual_switch),
-            "activeFtp" => r.read(&mut self.active_ftp),
-            "allowAnyOui" => r.read(&mut self.allow_any_oui),
-            "configPort" => r.read(&mut self.config_port),
-            "ipGatewayAddress" => r.read(&mut self.ip_gateway_address),
-            "udpTimeout" => r.read(&mut self.udp_timeout),
-            "portForward" => r.read_push(&mut self.port_forward),
-            "nameService" => r.read_opt(&mut self.name_service),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("virtualSwitch", &self.virtual_switch);
-        w.write("activeFtp", &self.active_ftp);
-        w.write("allowAnyOui", &self.allow_any_oui);
-        w.write("configPort", &self.config_port);
-        w.write("ipGatewayAddress", &self.ip_gateway_address);
-        w.write("udpTimeout", &self.udp_timeout);
-        w.write_vec("portForward", &self.port_forward);
-        w.write_opt("nameService", &self.name_service);
-    }
-}
-/// `HostNetCapabilities` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNetCapabilities {
-    /// `canSetPhysicalNicLinkSpeed`.
-    pub can_set_physical_nic_link_speed: bool,
-    /// `supportsNicTeaming`.
-    pub supports_nic_teaming: bool,
-    /// `nicTeamingPolicy`.
-    pub nic_teaming_policy: Vec<String>,
-    /// `supportsVlan`.
-    pub supports_vlan: bool,
-    /// `usesServiceConsoleNic`.
-    pub uses_service_console_nic: bool,
-    /// `supportsNetworkHints`.
-    pub supports_network_hints: bool,
-    /// `maxPortGroupsPerVswitch`.
-    pub max_port_groups_per_vswitch: Option<i32>,
-    /// `vswitchConfigSupported`.
-    pub vswitch_config_supported: bool,
-    /// `vnicConfigSupported`.
-    pub vnic_config_supported: bool,
-    /// `ipRouteConfigSupported`.
-    pub ip_route_config_supported: bool,
-    /// `dnsConfigSupported`.
-    pub dns_config_supported: bool,
-    /// `dhcpOnVnicSupported`.
-    pub dhcp_on_vnic_supported: bool,
-    /// `ipV6Supported`.
-    pub ip_v6_supported: Option<bool>,
-    /// `backupNfcNiocSupported`.
-    pub backup_nfc_nioc_supported: Option<bool>,
-}
-impl x::SchemaType for HostNetCapabilities {
-    const TYPE_NAME: &'static str = "HostNetCapabilities";
-}
-impl x::Structure for HostNetCapabilities {}
-impl Clone for HostNetCapabilities {
-    fn clone(&self) -> Self {
-        Self {
-            can_set_physical_nic_link_speed: self.can_set_physical_nic_link_speed,
-            supports_nic_teaming: self.supports_nic_teaming,
-            nic_teaming_policy: x::clone_vec(&self.nic_teaming_policy),
-            supports_vlan: self.supports_vlan,
-            uses_service_console_nic: self.uses_service_console_nic,
-            supports_network_hints: self.supports_network_hints,
-            max_port_groups_per_vswitch: self.max_port_groups_per_vswitch,
-            vswitch_config_supported: self.vswitch_config_supported,
-            vnic_config_supported: self.vnic_config_supported,
-            ip_route_config_supported: self.ip_route_config_supported,
-            dns_config_supported: self.dns_config_supported,
-            dhcp_on_vnic_supported: self.dhcp_on_vnic_supported,
-            ip_v6_supported: self.ip_v6_supported,
-            backup_nfc_nioc_supported: self.backup_nfc_nioc_supported,
-        }
-    }
-}
-impl x::Fields for HostNetCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "canSetPhysicalNicLinkSpeed" => {
-                r.read(&mut self.can_set_physical_nic_link_speed)
-            }
-            "supportsNicTeaming" => r.read(&mut self.supports_nic_teaming),
-            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy),
-            "supportsVlan" => r.read(&mut self.supports_vlan),
-            "usesServiceConsoleNic" => r.read(&mut self.uses_service_console_nic),
-            "supportsNetworkHints" => r.read(&mut self.supports_network_hints),
-            "maxPortGroupsPerVswitch" => {
-                r.read_opt(&mut self.max_port_groups_per_vswitch)
-            }
-            "vswitchConfigSupported" => r.read(&mut self.vswitch_config_supported),
-            "vnicConfigSupported" => r.read(&mut self.vnic_config_supported),
-            "ipRouteConfigSupported" => r.read(&mut self.ip_route_config_supported),
-            "dnsConfigSupported" => r.read(&mut self.dns_config_supported),
-            "dhcpOnVnicSupported" => r.read(&mut self.dhcp_on_vnic_supported),
-            "ipV6Supported" => r.read_opt(&mut self.ip_v6_supported),
-            "backupNfcNiocSupported" => r.read_opt(&mut self.backup_nfc_nioc_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("canSetPhysicalNicLinkSpeed", &self.can_set_physical_nic_link_speed);
-        w.write("supportsNicTeaming", &self.supports_nic_teaming);
-        w.write_vec("nicTeamingPolicy", &self.nic_teaming_policy);
-        w.write("supportsVlan", &self.supports_vlan);
-        w.write("usesServiceConsoleNic", &self.uses_service_console_nic);
-        w.write("supportsNetworkHints", &self.supports_network_hints);
-        w.write_opt("maxPortGroupsPerVswitch", &self.max_port_groups_per_vswitch);
-        w.write("vswitchConfigSupported", &self.vswitch_config_supported);
-        w.write("vnicConfigSupported", &self.vnic_config_supported);
-        w.write("ipRouteConfigSupported", &self.ip_route_config_supported);
-        w.write("dnsConfigSupported", &self.dns_config_supported);
-        w.write("dhcpOnVnicSupported", &self.dhcp_on_vnic_supported);
-        w.write_opt("ipV6Supported", &self.ip_v6_supported);
-        w.write_opt("backupNfcNiocSupported", &self.backup_nfc_nioc_supported);
     }
 }

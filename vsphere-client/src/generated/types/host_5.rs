@@ -5,6 +5,225 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostNatServicePortForwardSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNatServicePortForwardSpec {
+    /// `type`.
+    pub type_: String,
+    /// `name`.
+    pub name: String,
+    /// `hostPort`.
+    pub host_port: i32,
+    /// `guestPort`.
+    pub guest_port: i32,
+    /// `guestIpAddress`.
+    pub guest_ip_address: String,
+}
+impl x::SchemaType for HostNatServicePortForwardSpec {
+    const TYPE_NAME: &'static str = "HostNatServicePortForwardSpec";
+}
+impl x::Structure for HostNatServicePortForwardSpec {}
+impl x::Fields for HostNatServicePortForwardSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "hostPort" => r.read(&mut self.host_port),
+            "guestPort" => r.read(&mut self.guest_port),
+            "guestIpAddress" => r.read(&mut self.guest_ip_address),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("name", &self.name);
+        w.write("hostPort", &self.host_port);
+        w.write("guestPort", &self.guest_port);
+        w.write("guestIpAddress", &self.guest_ip_address);
+    }
+}
+impl x::ArrayItem for HostNatServicePortForwardSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServicePortForwardSpec";
+    const ITEM_TAG: &'static str = "HostNatServicePortForwardSpec";
+}
+/// `HostNatServiceSpec` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostNatServiceSpec {
+    /// `virtualSwitch`.
+    pub virtual_switch: String,
+    /// `activeFtp`.
+    pub active_ftp: bool,
+    /// `allowAnyOui`.
+    pub allow_any_oui: bool,
+    /// `configPort`.
+    pub config_port: bool,
+    /// `ipGatewayAddress`.
+    pub ip_gateway_address: String,
+    /// `udpTimeout`.
+    pub udp_timeout: i32,
+    /// `portForward`.
+    pub port_forward: Vec<HostNatServicePortForwardSpec>,
+    /// `nameService`.
+    pub name_service: Option<HostNatServiceNameServiceSpec>,
+}
+impl x::SchemaType for HostNatServiceSpec {
+    const TYPE_NAME: &'static str = "HostNatServiceSpec";
+}
+impl x::Structure for HostNatServiceSpec {}
+impl Clone for HostNatServiceSpec {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_switch: self.virtual_switch.clone(),
+            active_ftp: self.active_ftp,
+            allow_any_oui: self.allow_any_oui,
+            config_port: self.config_port,
+            ip_gateway_address: self.ip_gateway_address.clone(),
+            udp_timeout: self.udp_timeout,
+            port_forward: x::clone_vec(&self.port_forward),
+            name_service: self.name_service.clone(),
+        }
+    }
+}
+impl x::Fields for HostNatServiceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualSwitch" => r.read(&mut self.virtual_switch),
+            "activeFtp" => r.read(&mut self.active_ftp),
+            "allowAnyOui" => r.read(&mut self.allow_any_oui),
+            "configPort" => r.read(&mut self.config_port),
+            "ipGatewayAddress" => r.read(&mut self.ip_gateway_address),
+            "udpTimeout" => r.read(&mut self.udp_timeout),
+            "portForward" => r.read_push(&mut self.port_forward),
+            "nameService" => r.read_opt(&mut self.name_service),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("virtualSwitch", &self.virtual_switch);
+        w.write("activeFtp", &self.active_ftp);
+        w.write("allowAnyOui", &self.allow_any_oui);
+        w.write("configPort", &self.config_port);
+        w.write("ipGatewayAddress", &self.ip_gateway_address);
+        w.write("udpTimeout", &self.udp_timeout);
+        w.write_vec("portForward", &self.port_forward);
+        w.write_opt("nameService", &self.name_service);
+    }
+}
+/// `HostNetCapabilities` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostNetCapabilities {
+    /// `canSetPhysicalNicLinkSpeed`.
+    pub can_set_physical_nic_link_speed: bool,
+    /// `supportsNicTeaming`.
+    pub supports_nic_teaming: bool,
+    /// `nicTeamingPolicy`.
+    pub nic_teaming_policy: Vec<String>,
+    /// `supportsVlan`.
+    pub supports_vlan: bool,
+    /// `usesServiceConsoleNic`.
+    pub uses_service_console_nic: bool,
+    /// `supportsNetworkHints`.
+    pub supports_network_hints: bool,
+    /// `maxPortGroupsPerVswitch`.
+    pub max_port_groups_per_vswitch: Option<i32>,
+    /// `vswitchConfigSupported`.
+    pub vswitch_config_supported: bool,
+    /// `vnicConfigSupported`.
+    pub vnic_config_supported: bool,
+    /// `ipRouteConfigSupported`.
+    pub ip_route_config_supported: bool,
+    /// `dnsConfigSupported`.
+    pub dns_config_supported: bool,
+    /// `dhcpOnVnicSupported`.
+    pub dhcp_on_vnic_supported: bool,
+    /// `ipV6Supported`.
+    pub ip_v6_supported: Option<bool>,
+    /// `backupNfcNiocSupported`.
+    pub backup_nfc_nioc_supported: Option<bool>,
+}
+impl x::SchemaType for HostNetCapabilities {
+    const TYPE_NAME: &'static str = "HostNetCapabilities";
+}
+impl x::Structure for HostNetCapabilities {}
+impl Clone for HostNetCapabilities {
+    fn clone(&self) -> Self {
+        Self {
+            can_set_physical_nic_link_speed: self.can_set_physical_nic_link_speed,
+            supports_nic_teaming: self.supports_nic_teaming,
+            nic_teaming_policy: x::clone_vec(&self.nic_teaming_policy),
+            supports_vlan: self.supports_vlan,
+            uses_service_console_nic: self.uses_service_console_nic,
+            supports_network_hints: self.supports_network_hints,
+            max_port_groups_per_vswitch: self.max_port_groups_per_vswitch,
+            vswitch_config_supported: self.vswitch_config_supported,
+            vnic_config_supported: self.vnic_config_supported,
+            ip_route_config_supported: self.ip_route_config_supported,
+            dns_config_supported: self.dns_config_supported,
+            dhcp_on_vnic_supported: self.dhcp_on_vnic_supported,
+            ip_v6_supported: self.ip_v6_supported,
+            backup_nfc_nioc_supported: self.backup_nfc_nioc_supported,
+        }
+    }
+}
+impl x::Fields for HostNetCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "canSetPhysicalNicLinkSpeed" => {
+                r.read(&mut self.can_set_physical_nic_link_speed)
+            }
+            "supportsNicTeaming" => r.read(&mut self.supports_nic_teaming),
+            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy),
+            "supportsVlan" => r.read(&mut self.supports_vlan),
+            "usesServiceConsoleNic" => r.read(&mut self.uses_service_console_nic),
+            "supportsNetworkHints" => r.read(&mut self.supports_network_hints),
+            "maxPortGroupsPerVswitch" => {
+                r.read_opt(&mut self.max_port_groups_per_vswitch)
+            }
+            "vswitchConfigSupported" => r.read(&mut self.vswitch_config_supported),
+            "vnicConfigSupported" => r.read(&mut self.vnic_config_supported),
+            "ipRouteConfigSupported" => r.read(&mut self.ip_route_config_supported),
+            "dnsConfigSupported" => r.read(&mut self.dns_config_supported),
+            "dhcpOnVnicSupported" => r.read(&mut self.dhcp_on_vnic_supported),
+            "ipV6Supported" => r.read_opt(&mut self.ip_v6_supported),
+            "backupNfcNiocSupported" => r.read_opt(&mut self.backup_nfc_nioc_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("canSetPhysicalNicLinkSpeed", &self.can_set_physical_nic_link_speed);
+        w.write("supportsNicTeaming", &self.supports_nic_teaming);
+        w.write_vec("nicTeamingPolicy", &self.nic_teaming_policy);
+        w.write("supportsVlan", &self.supports_vlan);
+        w.write("usesServiceConsoleNic", &self.uses_service_console_nic);
+        w.write("supportsNetworkHints", &self.supports_network_hints);
+        w.write_opt("maxPortGroupsPerVswitch", &self.max_port_groups_per_vswitch);
+        w.write("vswitchConfigSupported", &self.vswitch_config_supported);
+        w.write("vnicConfigSupported", &self.vnic_config_supported);
+        w.write("ipRouteConfigSupported", &self.ip_route_config_supported);
+        w.write("dnsConfigSupported", &self.dns_config_supported);
+        w.write("dhcpOnVnicSupported", &self.dhcp_on_vnic_supported);
+        w.write_opt("ipV6Supported", &self.ip_v6_supported);
+        w.write_opt("backupNfcNiocSupported", &self.backup_nfc_nioc_supported);
+    }
+}
 /// `HostNetOffloadCapabilities` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostNetOffloadCapabilities {
@@ -801,6 +1020,7 @@ impl x::Fields for HostNicTeamingPolicy {
         w.write_opt("nicOrder", &self.nic_order);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostNoAvailableNetworksEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
@@ -811,10 +1031,13 @@ pub struct HostNoAvailableNetworksEvent {
     /// `ips`.
     pub ips: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostNoAvailableNetworksEvent {
     const TYPE_NAME: &'static str = "HostNoAvailableNetworksEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostNoAvailableNetworksEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostNoAvailableNetworksEvent {
     type Target = HostDasEvent;
     #[inline]
@@ -822,12 +1045,14 @@ impl std::ops::Deref for HostNoAvailableNetworksEvent {
         &self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostNoAvailableNetworksEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostDasEvent {
         &mut self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostNoAvailableNetworksEvent {
     fn decode_field(
         &mut self,
@@ -846,6 +1071,7 @@ impl x::Fields for HostNoAvailableNetworksEvent {
         w.write_opt("ips", &self.ips);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostNoHAEnabledPortGroupsEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
@@ -854,10 +1080,13 @@ pub struct HostNoHAEnabledPortGroupsEvent {
     /// The fields `HostNoHAEnabledPortGroupsEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostNoHAEnabledPortGroupsEvent {
     const TYPE_NAME: &'static str = "HostNoHAEnabledPortGroupsEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostNoHAEnabledPortGroupsEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostNoHAEnabledPortGroupsEvent {
     type Target = HostDasEvent;
     #[inline]
@@ -865,12 +1094,14 @@ impl std::ops::Deref for HostNoHAEnabledPortGroupsEvent {
         &self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostNoHAEnabledPortGroupsEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostDasEvent {
         &mut self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostNoHAEnabledPortGroupsEvent {
     fn decode_field(
         &mut self,
@@ -884,6 +1115,7 @@ impl x::Fields for HostNoHAEnabledPortGroupsEvent {
         x::Fields::encode_fields(&self.host_das_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostNoRedundantManagementNetworkEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
@@ -892,10 +1124,13 @@ pub struct HostNoRedundantManagementNetworkEvent {
     /// The fields `HostNoRedundantManagementNetworkEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostNoRedundantManagementNetworkEvent {
     const TYPE_NAME: &'static str = "HostNoRedundantManagementNetworkEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostNoRedundantManagementNetworkEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostNoRedundantManagementNetworkEvent {
     type Target = HostDasEvent;
     #[inline]
@@ -903,12 +1138,14 @@ impl std::ops::Deref for HostNoRedundantManagementNetworkEvent {
         &self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostNoRedundantManagementNetworkEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostDasEvent {
         &mut self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostNoRedundantManagementNetworkEvent {
     fn decode_field(
         &mut self,
@@ -922,6 +1159,7 @@ impl x::Fields for HostNoRedundantManagementNetworkEvent {
         x::Fields::encode_fields(&self.host_das_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostNonCompliantEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -930,10 +1168,13 @@ pub struct HostNonCompliantEvent {
     /// The fields `HostNonCompliantEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostNonCompliantEvent {
     const TYPE_NAME: &'static str = "HostNonCompliantEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostNonCompliantEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostNonCompliantEvent {
     type Target = HostEvent;
     #[inline]
@@ -941,12 +1182,14 @@ impl std::ops::Deref for HostNonCompliantEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostNonCompliantEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostNonCompliantEvent {
     fn decode_field(
         &mut self,
@@ -998,6 +1241,7 @@ impl x::Fields for HostNotConnected {
         x::Fields::encode_fields(&self.host_communication, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostNotInClusterEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
@@ -1006,10 +1250,13 @@ pub struct HostNotInClusterEvent {
     /// The fields `HostNotInClusterEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostNotInClusterEvent {
     const TYPE_NAME: &'static str = "HostNotInClusterEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostNotInClusterEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostNotInClusterEvent {
     type Target = HostDasEvent;
     #[inline]
@@ -1017,12 +1264,14 @@ impl std::ops::Deref for HostNotInClusterEvent {
         &self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostNotInClusterEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostDasEvent {
         &mut self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostNotInClusterEvent {
     fn decode_field(
         &mut self,
@@ -1036,6 +1285,7 @@ impl x::Fields for HostNotInClusterEvent {
         x::Fields::encode_fields(&self.host_das_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `HostNotReachable` (extends `HostCommunication`).
 ///
 /// The fields of `HostCommunication` are in `host_communication`, also reachable through `Deref`.
@@ -1044,10 +1294,13 @@ pub struct HostNotReachable {
     /// The fields `HostNotReachable` inherits from `HostCommunication`.
     pub host_communication: HostCommunication,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostNotReachable {
     const TYPE_NAME: &'static str = "HostNotReachable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostNotReachable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostNotReachable {
     type Target = HostCommunication;
     #[inline]
@@ -1055,12 +1308,14 @@ impl std::ops::Deref for HostNotReachable {
         &self.host_communication
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostNotReachable {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostCommunication {
         &mut self.host_communication
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostNotReachable {
     fn decode_field(
         &mut self,
@@ -2161,6 +2416,7 @@ impl x::ArrayItem for HostOpaqueSwitchPhysicalNicZone {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitchPhysicalNicZone";
     const ITEM_TAG: &'static str = "HostOpaqueSwitchPhysicalNicZone";
 }
+#[cfg(feature = "all-events")]
 /// `HostOvercommittedEvent` (extends `ClusterOvercommittedEvent`).
 ///
 /// The fields of `ClusterOvercommittedEvent` are in `cluster_overcommitted_event`, also reachable through `Deref`.
@@ -2169,10 +2425,13 @@ pub struct HostOvercommittedEvent {
     /// The fields `HostOvercommittedEvent` inherits from `ClusterOvercommittedEvent`.
     pub cluster_overcommitted_event: ClusterOvercommittedEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostOvercommittedEvent {
     const TYPE_NAME: &'static str = "HostOvercommittedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostOvercommittedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostOvercommittedEvent {
     type Target = ClusterOvercommittedEvent;
     #[inline]
@@ -2180,12 +2439,14 @@ impl std::ops::Deref for HostOvercommittedEvent {
         &self.cluster_overcommitted_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostOvercommittedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterOvercommittedEvent {
         &mut self.cluster_overcommitted_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostOvercommittedEvent {
     fn decode_field(
         &mut self,
@@ -2968,279 +3229,4 @@ impl x::Fields for HostPciPassthruInfoDirectPathState {
         w.write_vec("configurableModes", &self.configurable_modes);
         w.write_opt("usedMemory", &self.used_memory);
     }
-}
-/// `HostPcieHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPcieHba {
-    /// The fields `HostPcieHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-}
-impl x::SchemaType for HostPcieHba {
-    const TYPE_NAME: &'static str = "HostPcieHba";
-}
-impl x::Structure for HostPcieHba {}
-impl std::ops::Deref for HostPcieHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostPcieHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostPcieHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-    }
-}
-/// `HostPcieTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPcieTargetTransport {}
-impl x::SchemaType for HostPcieTargetTransport {
-    const TYPE_NAME: &'static str = "HostPcieTargetTransport";
-}
-impl x::Structure for HostPcieTargetTransport {}
-impl x::Fields for HostPcieTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostPersistentMemoryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPersistentMemoryInfo {
-    /// `capacityInMB`.
-    pub capacity_in_mb: Option<i64>,
-    /// `volumeUUID`.
-    pub volume_uuid: Option<String>,
-}
-impl x::SchemaType for HostPersistentMemoryInfo {
-    const TYPE_NAME: &'static str = "HostPersistentMemoryInfo";
-}
-impl x::Structure for HostPersistentMemoryInfo {}
-impl x::Fields for HostPersistentMemoryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacityInMB" => r.read_opt(&mut self.capacity_in_mb),
-            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("capacityInMB", &self.capacity_in_mb);
-        w.write_opt("volumeUUID", &self.volume_uuid);
-    }
-}
-/// `HostPlacedVirtualNicIdentifier` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlacedVirtualNicIdentifier {
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `vnicKey`.
-    pub vnic_key: String,
-    /// `reservation`.
-    pub reservation: Option<i32>,
-}
-impl x::SchemaType for HostPlacedVirtualNicIdentifier {
-    const TYPE_NAME: &'static str = "HostPlacedVirtualNicIdentifier";
-}
-impl x::Structure for HostPlacedVirtualNicIdentifier {}
-impl x::Fields for HostPlacedVirtualNicIdentifier {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read(&mut self.vm),
-            "vnicKey" => r.read(&mut self.vnic_key),
-            "reservation" => r.read_opt(&mut self.reservation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vm", &self.vm);
-        w.write("vnicKey", &self.vnic_key);
-        w.write_opt("reservation", &self.reservation);
-    }
-}
-impl x::ArrayItem for HostPlacedVirtualNicIdentifier {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlacedVirtualNicIdentifier";
-    const ITEM_TAG: &'static str = "HostPlacedVirtualNicIdentifier";
-}
-/// `HostPlugStoreTopology` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPlugStoreTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostPlugStoreTopologyAdapter>,
-    /// `path`.
-    pub path: Vec<HostPlugStoreTopologyPath>,
-    /// `target`.
-    pub target: Vec<HostPlugStoreTopologyTarget>,
-    /// `device`.
-    pub device: Vec<HostPlugStoreTopologyDevice>,
-    /// `plugin`.
-    pub plugin: Vec<HostPlugStoreTopologyPlugin>,
-}
-impl x::SchemaType for HostPlugStoreTopology {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopology";
-}
-impl x::Structure for HostPlugStoreTopology {}
-impl Clone for HostPlugStoreTopology {
-    fn clone(&self) -> Self {
-        Self {
-            adapter: x::clone_vec(&self.adapter),
-            path: x::clone_vec(&self.path),
-            target: x::clone_vec(&self.target),
-            device: x::clone_vec(&self.device),
-            plugin: x::clone_vec(&self.plugin),
-        }
-    }
-}
-impl x::Fields for HostPlugStoreTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            "path" => r.read_push(&mut self.path),
-            "target" => r.read_push(&mut self.target),
-            "device" => r.read_push(&mut self.device),
-            "plugin" => r.read_push(&mut self.plugin),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-        w.write_vec("path", &self.path);
-        w.write_vec("target", &self.target);
-        w.write_vec("device", &self.device);
-        w.write_vec("plugin", &self.plugin);
-    }
-}
-/// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPlugStoreTopologyAdapter {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `path`.
-    pub path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyAdapter {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
-}
-impl x::Structure for HostPlugStoreTopologyAdapter {}
-impl Clone for HostPlugStoreTopologyAdapter {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            adapter: self.adapter.clone(),
-            path: x::clone_vec(&self.path),
-        }
-    }
-}
-impl x::Fields for HostPlugStoreTopologyAdapter {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("path", &self.path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyAdapter {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyAdapter";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
-}
-/// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPlugStoreTopologyDevice {
-    /// `key`.
-    pub key: String,
-    /// `lun`.
-    pub lun: String,
-    /// `path`.
-    pub path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyDevice {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
-}
-impl x::Structure for HostPlugStoreTopologyDevice {}
-impl Clone for HostPlugStoreTopologyDevice {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            lun: self.lun.clone(),
-            path: x::clone_vec(&self.path),
-        }
-    }
-}
-impl x::Fields for HostPlugStoreTopologyDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "lun" => r.read(&mut self.lun),
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("lun", &self.lun);
-        w.write_vec("path", &self.path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyDevice";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
 }

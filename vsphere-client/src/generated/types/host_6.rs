@@ -5,6 +5,281 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostPcieHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPcieHba {
+    /// The fields `HostPcieHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+}
+impl x::SchemaType for HostPcieHba {
+    const TYPE_NAME: &'static str = "HostPcieHba";
+}
+impl x::Structure for HostPcieHba {}
+impl std::ops::Deref for HostPcieHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostPcieHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostPcieHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+    }
+}
+/// `HostPcieTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPcieTargetTransport {}
+impl x::SchemaType for HostPcieTargetTransport {
+    const TYPE_NAME: &'static str = "HostPcieTargetTransport";
+}
+impl x::Structure for HostPcieTargetTransport {}
+impl x::Fields for HostPcieTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostPersistentMemoryInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPersistentMemoryInfo {
+    /// `capacityInMB`.
+    pub capacity_in_mb: Option<i64>,
+    /// `volumeUUID`.
+    pub volume_uuid: Option<String>,
+}
+impl x::SchemaType for HostPersistentMemoryInfo {
+    const TYPE_NAME: &'static str = "HostPersistentMemoryInfo";
+}
+impl x::Structure for HostPersistentMemoryInfo {}
+impl x::Fields for HostPersistentMemoryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacityInMB" => r.read_opt(&mut self.capacity_in_mb),
+            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("capacityInMB", &self.capacity_in_mb);
+        w.write_opt("volumeUUID", &self.volume_uuid);
+    }
+}
+/// `HostPlacedVirtualNicIdentifier` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPlacedVirtualNicIdentifier {
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `vnicKey`.
+    pub vnic_key: String,
+    /// `reservation`.
+    pub reservation: Option<i32>,
+}
+impl x::SchemaType for HostPlacedVirtualNicIdentifier {
+    const TYPE_NAME: &'static str = "HostPlacedVirtualNicIdentifier";
+}
+impl x::Structure for HostPlacedVirtualNicIdentifier {}
+impl x::Fields for HostPlacedVirtualNicIdentifier {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "vnicKey" => r.read(&mut self.vnic_key),
+            "reservation" => r.read_opt(&mut self.reservation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vm", &self.vm);
+        w.write("vnicKey", &self.vnic_key);
+        w.write_opt("reservation", &self.reservation);
+    }
+}
+impl x::ArrayItem for HostPlacedVirtualNicIdentifier {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlacedVirtualNicIdentifier";
+    const ITEM_TAG: &'static str = "HostPlacedVirtualNicIdentifier";
+}
+/// `HostPlugStoreTopology` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostPlugStoreTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostPlugStoreTopologyAdapter>,
+    /// `path`.
+    pub path: Vec<HostPlugStoreTopologyPath>,
+    /// `target`.
+    pub target: Vec<HostPlugStoreTopologyTarget>,
+    /// `device`.
+    pub device: Vec<HostPlugStoreTopologyDevice>,
+    /// `plugin`.
+    pub plugin: Vec<HostPlugStoreTopologyPlugin>,
+}
+impl x::SchemaType for HostPlugStoreTopology {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopology";
+}
+impl x::Structure for HostPlugStoreTopology {}
+impl Clone for HostPlugStoreTopology {
+    fn clone(&self) -> Self {
+        Self {
+            adapter: x::clone_vec(&self.adapter),
+            path: x::clone_vec(&self.path),
+            target: x::clone_vec(&self.target),
+            device: x::clone_vec(&self.device),
+            plugin: x::clone_vec(&self.plugin),
+        }
+    }
+}
+impl x::Fields for HostPlugStoreTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
+            "target" => r.read_push(&mut self.target),
+            "device" => r.read_push(&mut self.device),
+            "plugin" => r.read_push(&mut self.plugin),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+        w.write_vec("path", &self.path);
+        w.write_vec("target", &self.target);
+        w.write_vec("device", &self.device);
+        w.write_vec("plugin", &self.plugin);
+    }
+}
+/// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostPlugStoreTopologyAdapter {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `path`.
+    pub path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyAdapter {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
+}
+impl x::Structure for HostPlugStoreTopologyAdapter {}
+impl Clone for HostPlugStoreTopologyAdapter {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            adapter: self.adapter.clone(),
+            path: x::clone_vec(&self.path),
+        }
+    }
+}
+impl x::Fields for HostPlugStoreTopologyAdapter {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("path", &self.path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyAdapter {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyAdapter";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
+}
+/// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostPlugStoreTopologyDevice {
+    /// `key`.
+    pub key: String,
+    /// `lun`.
+    pub lun: String,
+    /// `path`.
+    pub path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyDevice {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
+}
+impl x::Structure for HostPlugStoreTopologyDevice {}
+impl Clone for HostPlugStoreTopologyDevice {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            lun: self.lun.clone(),
+            path: x::clone_vec(&self.path),
+        }
+    }
+}
+impl x::Fields for HostPlugStoreTopologyDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("lun", &self.lun);
+        w.write_vec("path", &self.path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyDevice";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
+}
 /// `HostPlugStoreTopologyPath` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostPlugStoreTopologyPath {
@@ -493,6 +768,7 @@ impl x::Fields for HostPosixAccountSpec {
         w.write_opt("shellAccess", &self.shell_access);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `HostPowerOpFailed` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -501,10 +777,13 @@ pub struct HostPowerOpFailed {
     /// The fields `HostPowerOpFailed` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostPowerOpFailed {
     const TYPE_NAME: &'static str = "HostPowerOpFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostPowerOpFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostPowerOpFailed {
     type Target = VimFault;
     #[inline]
@@ -512,12 +791,14 @@ impl std::ops::Deref for HostPowerOpFailed {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostPowerOpFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostPowerOpFailed {
     fn decode_field(
         &mut self,
@@ -574,6 +855,7 @@ impl x::ArrayItem for HostPowerPolicy {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPowerPolicy";
     const ITEM_TAG: &'static str = "HostPowerPolicy";
 }
+#[cfg(feature = "all-events")]
 /// `HostPrimaryAgentNotShortNameEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
@@ -584,10 +866,13 @@ pub struct HostPrimaryAgentNotShortNameEvent {
     /// `primaryAgent`.
     pub primary_agent: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostPrimaryAgentNotShortNameEvent {
     const TYPE_NAME: &'static str = "HostPrimaryAgentNotShortNameEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostPrimaryAgentNotShortNameEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostPrimaryAgentNotShortNameEvent {
     type Target = HostDasEvent;
     #[inline]
@@ -595,12 +880,14 @@ impl std::ops::Deref for HostPrimaryAgentNotShortNameEvent {
         &self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostPrimaryAgentNotShortNameEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostDasEvent {
         &mut self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostPrimaryAgentNotShortNameEvent {
     fn decode_field(
         &mut self,
@@ -619,6 +906,7 @@ impl x::Fields for HostPrimaryAgentNotShortNameEvent {
         w.write("primaryAgent", &self.primary_agent);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostProfileAppliedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -629,10 +917,13 @@ pub struct HostProfileAppliedEvent {
     /// `profile`.
     pub profile: ProfileEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostProfileAppliedEvent {
     const TYPE_NAME: &'static str = "HostProfileAppliedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostProfileAppliedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostProfileAppliedEvent {
     type Target = HostEvent;
     #[inline]
@@ -640,12 +931,14 @@ impl std::ops::Deref for HostProfileAppliedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostProfileAppliedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostProfileAppliedEvent {
     fn decode_field(
         &mut self,
@@ -2204,6 +2497,7 @@ impl x::Fields for HostRdmaTargetTransport {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `HostReconnectionFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2212,10 +2506,13 @@ pub struct HostReconnectionFailedEvent {
     /// The fields `HostReconnectionFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostReconnectionFailedEvent {
     const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostReconnectionFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostReconnectionFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -2223,12 +2520,14 @@ impl std::ops::Deref for HostReconnectionFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostReconnectionFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostReconnectionFailedEvent {
     fn decode_field(
         &mut self,
@@ -2269,6 +2568,7 @@ impl x::Fields for HostReliableMemoryInfo {
         w.write("memorySize", &self.memory_size);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostRemovedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2277,10 +2577,13 @@ pub struct HostRemovedEvent {
     /// The fields `HostRemovedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostRemovedEvent {
     const TYPE_NAME: &'static str = "HostRemovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostRemovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostRemovedEvent {
     type Target = HostEvent;
     #[inline]
@@ -2288,12 +2591,14 @@ impl std::ops::Deref for HostRemovedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostRemovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostRemovedEvent {
     fn decode_field(
         &mut self,
@@ -2947,283 +3252,4 @@ impl x::Fields for HostScsiTopologyTarget {
 impl x::ArrayItem for HostScsiTopologyTarget {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
     const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
-}
-/// `HostSecuritySpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSecuritySpec {
-    /// `adminPassword`.
-    pub admin_password: Option<String>,
-    /// `removePermission`.
-    pub remove_permission: Vec<Permission>,
-    /// `addPermission`.
-    pub add_permission: Vec<Permission>,
-}
-impl x::SchemaType for HostSecuritySpec {
-    const TYPE_NAME: &'static str = "HostSecuritySpec";
-}
-impl x::Structure for HostSecuritySpec {}
-impl Clone for HostSecuritySpec {
-    fn clone(&self) -> Self {
-        Self {
-            admin_password: self.admin_password.clone(),
-            remove_permission: x::clone_vec(&self.remove_permission),
-            add_permission: x::clone_vec(&self.add_permission),
-        }
-    }
-}
-impl x::Fields for HostSecuritySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adminPassword" => r.read_opt(&mut self.admin_password),
-            "removePermission" => r.read_push(&mut self.remove_permission),
-            "addPermission" => r.read_push(&mut self.add_permission),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("adminPassword", &self.admin_password);
-        w.write_vec("removePermission", &self.remove_permission);
-        w.write_vec("addPermission", &self.add_permission);
-    }
-}
-/// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSerialAttachedHba {
-    /// The fields `HostSerialAttachedHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: String,
-}
-impl x::SchemaType for HostSerialAttachedHba {
-    const TYPE_NAME: &'static str = "HostSerialAttachedHba";
-}
-impl x::Structure for HostSerialAttachedHba {}
-impl std::ops::Deref for HostSerialAttachedHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostSerialAttachedHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostSerialAttachedHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-    }
-}
-/// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSerialAttachedTargetTransport {}
-impl x::SchemaType for HostSerialAttachedTargetTransport {
-    const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
-}
-impl x::Structure for HostSerialAttachedTargetTransport {}
-impl x::Fields for HostSerialAttachedTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostService` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostService {
-    /// `key`.
-    pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `uninstallable`.
-    pub uninstallable: bool,
-    /// `running`.
-    pub running: bool,
-    /// `ruleset`.
-    pub ruleset: Vec<String>,
-    /// `policy`.
-    pub policy: String,
-    /// `sourcePackage`.
-    pub source_package: Option<HostServiceSourcePackage>,
-}
-impl x::SchemaType for HostService {
-    const TYPE_NAME: &'static str = "HostService";
-}
-impl x::Structure for HostService {}
-impl Clone for HostService {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            label: self.label.clone(),
-            required: self.required,
-            uninstallable: self.uninstallable,
-            running: self.running,
-            ruleset: x::clone_vec(&self.ruleset),
-            policy: self.policy.clone(),
-            source_package: self.source_package.clone(),
-        }
-    }
-}
-impl x::Fields for HostService {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "label" => r.read(&mut self.label),
-            "required" => r.read(&mut self.required),
-            "uninstallable" => r.read(&mut self.uninstallable),
-            "running" => r.read(&mut self.running),
-            "ruleset" => r.read_push(&mut self.ruleset),
-            "policy" => r.read(&mut self.policy),
-            "sourcePackage" => r.read_opt(&mut self.source_package),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write("uninstallable", &self.uninstallable);
-        w.write("running", &self.running);
-        w.write_vec("ruleset", &self.ruleset);
-        w.write("policy", &self.policy);
-        w.write_opt("sourcePackage", &self.source_package);
-    }
-}
-impl x::ArrayItem for HostService {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
-    const ITEM_TAG: &'static str = "HostService";
-}
-/// `HostServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceConfig {
-    /// `serviceId`.
-    pub service_id: String,
-    /// `startupPolicy`.
-    pub startup_policy: String,
-}
-impl x::SchemaType for HostServiceConfig {
-    const TYPE_NAME: &'static str = "HostServiceConfig";
-}
-impl x::Structure for HostServiceConfig {}
-impl x::Fields for HostServiceConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceId" => r.read(&mut self.service_id),
-            "startupPolicy" => r.read(&mut self.startup_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("serviceId", &self.service_id);
-        w.write("startupPolicy", &self.startup_policy);
-    }
-}
-impl x::ArrayItem for HostServiceConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
-    const ITEM_TAG: &'static str = "HostServiceConfig";
-}
-/// `HostServiceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostServiceInfo {
-    /// `service`.
-    pub service: Vec<HostService>,
-}
-impl x::SchemaType for HostServiceInfo {
-    const TYPE_NAME: &'static str = "HostServiceInfo";
-}
-impl x::Structure for HostServiceInfo {}
-impl Clone for HostServiceInfo {
-    fn clone(&self) -> Self {
-        Self {
-            service: x::clone_vec(&self.service),
-        }
-    }
-}
-impl x::Fields for HostServiceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "service" => r.read_push(&mut self.service),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("service", &self.service);
-    }
-}
-/// `HostServiceSourcePackage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceSourcePackage {
-    /// `sourcePackageName`.
-    pub source_package_name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HostServiceSourcePackage {
-    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
-}
-impl x::Structure for HostServiceSourcePackage {}
-impl x::Fields for HostServiceSourcePackage {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sourcePackageName" => r.read(&mut self.source_package_name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sourcePackageName", &self.source_package_name);
-        w.write("description", &self.description);
-    }
 }

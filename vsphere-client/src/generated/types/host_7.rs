@@ -5,6 +5,285 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostSecuritySpec` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostSecuritySpec {
+    /// `adminPassword`.
+    pub admin_password: Option<String>,
+    /// `removePermission`.
+    pub remove_permission: Vec<Permission>,
+    /// `addPermission`.
+    pub add_permission: Vec<Permission>,
+}
+impl x::SchemaType for HostSecuritySpec {
+    const TYPE_NAME: &'static str = "HostSecuritySpec";
+}
+impl x::Structure for HostSecuritySpec {}
+impl Clone for HostSecuritySpec {
+    fn clone(&self) -> Self {
+        Self {
+            admin_password: self.admin_password.clone(),
+            remove_permission: x::clone_vec(&self.remove_permission),
+            add_permission: x::clone_vec(&self.add_permission),
+        }
+    }
+}
+impl x::Fields for HostSecuritySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adminPassword" => r.read_opt(&mut self.admin_password),
+            "removePermission" => r.read_push(&mut self.remove_permission),
+            "addPermission" => r.read_push(&mut self.add_permission),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("adminPassword", &self.admin_password);
+        w.write_vec("removePermission", &self.remove_permission);
+        w.write_vec("addPermission", &self.add_permission);
+    }
+}
+/// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSerialAttachedHba {
+    /// The fields `HostSerialAttachedHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: String,
+}
+impl x::SchemaType for HostSerialAttachedHba {
+    const TYPE_NAME: &'static str = "HostSerialAttachedHba";
+}
+impl x::Structure for HostSerialAttachedHba {}
+impl std::ops::Deref for HostSerialAttachedHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostSerialAttachedHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostSerialAttachedHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+    }
+}
+/// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSerialAttachedTargetTransport {}
+impl x::SchemaType for HostSerialAttachedTargetTransport {
+    const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
+}
+impl x::Structure for HostSerialAttachedTargetTransport {}
+impl x::Fields for HostSerialAttachedTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostService` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostService {
+    /// `key`.
+    pub key: String,
+    /// `label`.
+    pub label: String,
+    /// `required`.
+    pub required: bool,
+    /// `uninstallable`.
+    pub uninstallable: bool,
+    /// `running`.
+    pub running: bool,
+    /// `ruleset`.
+    pub ruleset: Vec<String>,
+    /// `policy`.
+    pub policy: String,
+    /// `sourcePackage`.
+    pub source_package: Option<HostServiceSourcePackage>,
+}
+impl x::SchemaType for HostService {
+    const TYPE_NAME: &'static str = "HostService";
+}
+impl x::Structure for HostService {}
+impl Clone for HostService {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            label: self.label.clone(),
+            required: self.required,
+            uninstallable: self.uninstallable,
+            running: self.running,
+            ruleset: x::clone_vec(&self.ruleset),
+            policy: self.policy.clone(),
+            source_package: self.source_package.clone(),
+        }
+    }
+}
+impl x::Fields for HostService {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "required" => r.read(&mut self.required),
+            "uninstallable" => r.read(&mut self.uninstallable),
+            "running" => r.read(&mut self.running),
+            "ruleset" => r.read_push(&mut self.ruleset),
+            "policy" => r.read(&mut self.policy),
+            "sourcePackage" => r.read_opt(&mut self.source_package),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("label", &self.label);
+        w.write("required", &self.required);
+        w.write("uninstallable", &self.uninstallable);
+        w.write("running", &self.running);
+        w.write_vec("ruleset", &self.ruleset);
+        w.write("policy", &self.policy);
+        w.write_opt("sourcePackage", &self.source_package);
+    }
+}
+impl x::ArrayItem for HostService {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
+    const ITEM_TAG: &'static str = "HostService";
+}
+/// `HostServiceConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceConfig {
+    /// `serviceId`.
+    pub service_id: String,
+    /// `startupPolicy`.
+    pub startup_policy: String,
+}
+impl x::SchemaType for HostServiceConfig {
+    const TYPE_NAME: &'static str = "HostServiceConfig";
+}
+impl x::Structure for HostServiceConfig {}
+impl x::Fields for HostServiceConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceId" => r.read(&mut self.service_id),
+            "startupPolicy" => r.read(&mut self.startup_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("serviceId", &self.service_id);
+        w.write("startupPolicy", &self.startup_policy);
+    }
+}
+impl x::ArrayItem for HostServiceConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
+    const ITEM_TAG: &'static str = "HostServiceConfig";
+}
+/// `HostServiceInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostServiceInfo {
+    /// `service`.
+    pub service: Vec<HostService>,
+}
+impl x::SchemaType for HostServiceInfo {
+    const TYPE_NAME: &'static str = "HostServiceInfo";
+}
+impl x::Structure for HostServiceInfo {}
+impl Clone for HostServiceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            service: x::clone_vec(&self.service),
+        }
+    }
+}
+impl x::Fields for HostServiceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "service" => r.read_push(&mut self.service),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("service", &self.service);
+    }
+}
+/// `HostServiceSourcePackage` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceSourcePackage {
+    /// `sourcePackageName`.
+    pub source_package_name: String,
+    /// `description`.
+    pub description: String,
+}
+impl x::SchemaType for HostServiceSourcePackage {
+    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
+}
+impl x::Structure for HostServiceSourcePackage {}
+impl x::Fields for HostServiceSourcePackage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sourcePackageName" => r.read(&mut self.source_package_name),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sourcePackageName", &self.source_package_name);
+        w.write("description", &self.description);
+    }
+}
 /// `HostServiceTicket` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostServiceTicket {
@@ -276,6 +555,7 @@ impl x::ArrayItem for HostSharedGpuCapabilities {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSharedGpuCapabilities";
     const ITEM_TAG: &'static str = "HostSharedGpuCapabilities";
 }
+#[cfg(feature = "all-events")]
 /// `HostShortNameInconsistentEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
@@ -288,10 +568,13 @@ pub struct HostShortNameInconsistentEvent {
     /// `shortName2`.
     pub short_name2: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostShortNameInconsistentEvent {
     const TYPE_NAME: &'static str = "HostShortNameInconsistentEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostShortNameInconsistentEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostShortNameInconsistentEvent {
     type Target = HostDasEvent;
     #[inline]
@@ -299,12 +582,14 @@ impl std::ops::Deref for HostShortNameInconsistentEvent {
         &self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostShortNameInconsistentEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostDasEvent {
         &mut self.host_das_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostShortNameInconsistentEvent {
     fn decode_field(
         &mut self,
@@ -325,6 +610,7 @@ impl x::Fields for HostShortNameInconsistentEvent {
         w.write("shortName2", &self.short_name2);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostShortNameToIpFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -335,10 +621,13 @@ pub struct HostShortNameToIpFailedEvent {
     /// `shortName`.
     pub short_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostShortNameToIpFailedEvent {
     const TYPE_NAME: &'static str = "HostShortNameToIpFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostShortNameToIpFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostShortNameToIpFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -346,12 +635,14 @@ impl std::ops::Deref for HostShortNameToIpFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostShortNameToIpFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostShortNameToIpFailedEvent {
     fn decode_field(
         &mut self,
@@ -370,6 +661,7 @@ impl x::Fields for HostShortNameToIpFailedEvent {
         w.write("shortName", &self.short_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostShutdownEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -380,10 +672,13 @@ pub struct HostShutdownEvent {
     /// `reason`.
     pub reason: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostShutdownEvent {
     const TYPE_NAME: &'static str = "HostShutdownEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostShutdownEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostShutdownEvent {
     type Target = HostEvent;
     #[inline]
@@ -391,12 +686,14 @@ impl std::ops::Deref for HostShutdownEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostShutdownEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostShutdownEvent {
     fn decode_field(
         &mut self,
@@ -605,6 +902,7 @@ impl x::Fields for HostSpecification {
         w.write_opt("changeID", &self.change_id);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostSpecificationChangedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -613,10 +911,13 @@ pub struct HostSpecificationChangedEvent {
     /// The fields `HostSpecificationChangedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostSpecificationChangedEvent {
     const TYPE_NAME: &'static str = "HostSpecificationChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostSpecificationChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSpecificationChangedEvent {
     type Target = HostEvent;
     #[inline]
@@ -624,12 +925,14 @@ impl std::ops::Deref for HostSpecificationChangedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostSpecificationChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostSpecificationChangedEvent {
     fn decode_field(
         &mut self,
@@ -643,6 +946,7 @@ impl x::Fields for HostSpecificationChangedEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `HostSpecificationOperationFailed` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -653,10 +957,13 @@ pub struct HostSpecificationOperationFailed {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HostSpecificationOperationFailed {
     const TYPE_NAME: &'static str = "HostSpecificationOperationFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HostSpecificationOperationFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostSpecificationOperationFailed {
     type Target = VimFault;
     #[inline]
@@ -664,12 +971,14 @@ impl std::ops::Deref for HostSpecificationOperationFailed {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HostSpecificationOperationFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HostSpecificationOperationFailed {
     fn decode_field(
         &mut self,
@@ -688,6 +997,7 @@ impl x::Fields for HostSpecificationOperationFailed {
         w.write("host", &self.host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostSpecificationRequireEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -696,10 +1006,13 @@ pub struct HostSpecificationRequireEvent {
     /// The fields `HostSpecificationRequireEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostSpecificationRequireEvent {
     const TYPE_NAME: &'static str = "HostSpecificationRequireEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostSpecificationRequireEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSpecificationRequireEvent {
     type Target = HostEvent;
     #[inline]
@@ -707,12 +1020,14 @@ impl std::ops::Deref for HostSpecificationRequireEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostSpecificationRequireEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostSpecificationRequireEvent {
     fn decode_field(
         &mut self,
@@ -726,6 +1041,7 @@ impl x::Fields for HostSpecificationRequireEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostSpecificationUpdateEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -736,10 +1052,13 @@ pub struct HostSpecificationUpdateEvent {
     /// `hostSpec`.
     pub host_spec: HostSpecification,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostSpecificationUpdateEvent {
     const TYPE_NAME: &'static str = "HostSpecificationUpdateEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostSpecificationUpdateEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSpecificationUpdateEvent {
     type Target = HostEvent;
     #[inline]
@@ -747,12 +1066,14 @@ impl std::ops::Deref for HostSpecificationUpdateEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostSpecificationUpdateEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostSpecificationUpdateEvent {
     fn decode_field(
         &mut self,
@@ -1043,6 +1364,7 @@ impl x::ArrayItem for HostSslThumbprintInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSslThumbprintInfo";
     const ITEM_TAG: &'static str = "HostSslThumbprintInfo";
 }
+#[cfg(feature = "all-events")]
 /// `HostStatusChangedEvent` (extends `ClusterStatusChangedEvent`).
 ///
 /// The fields of `ClusterStatusChangedEvent` are in `cluster_status_changed_event`, also reachable through `Deref`.
@@ -1051,10 +1373,13 @@ pub struct HostStatusChangedEvent {
     /// The fields `HostStatusChangedEvent` inherits from `ClusterStatusChangedEvent`.
     pub cluster_status_changed_event: ClusterStatusChangedEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostStatusChangedEvent {
     const TYPE_NAME: &'static str = "HostStatusChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostStatusChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostStatusChangedEvent {
     type Target = ClusterStatusChangedEvent;
     #[inline]
@@ -1062,12 +1387,14 @@ impl std::ops::Deref for HostStatusChangedEvent {
         &self.cluster_status_changed_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostStatusChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterStatusChangedEvent {
         &mut self.cluster_status_changed_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostStatusChangedEvent {
     fn decode_field(
         &mut self,
@@ -1434,6 +1761,7 @@ impl x::ArrayItem for HostSubSpecification {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSubSpecification";
     const ITEM_TAG: &'static str = "HostSubSpecification";
 }
+#[cfg(feature = "all-events")]
 /// `HostSubSpecificationDeleteEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1444,10 +1772,13 @@ pub struct HostSubSpecificationDeleteEvent {
     /// `subSpecName`.
     pub sub_spec_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostSubSpecificationDeleteEvent {
     const TYPE_NAME: &'static str = "HostSubSpecificationDeleteEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostSubSpecificationDeleteEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSubSpecificationDeleteEvent {
     type Target = HostEvent;
     #[inline]
@@ -1455,12 +1786,14 @@ impl std::ops::Deref for HostSubSpecificationDeleteEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostSubSpecificationDeleteEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostSubSpecificationDeleteEvent {
     fn decode_field(
         &mut self,
@@ -1479,6 +1812,7 @@ impl x::Fields for HostSubSpecificationDeleteEvent {
         w.write("subSpecName", &self.sub_spec_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostSubSpecificationUpdateEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1489,10 +1823,13 @@ pub struct HostSubSpecificationUpdateEvent {
     /// `hostSubSpec`.
     pub host_sub_spec: HostSubSpecification,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostSubSpecificationUpdateEvent {
     const TYPE_NAME: &'static str = "HostSubSpecificationUpdateEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostSubSpecificationUpdateEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSubSpecificationUpdateEvent {
     type Target = HostEvent;
     #[inline]
@@ -1500,12 +1837,14 @@ impl std::ops::Deref for HostSubSpecificationUpdateEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostSubSpecificationUpdateEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostSubSpecificationUpdateEvent {
     fn decode_field(
         &mut self,
@@ -1524,6 +1863,7 @@ impl x::Fields for HostSubSpecificationUpdateEvent {
         w.write("hostSubSpec", &self.host_sub_spec);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostSyncFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1534,10 +1874,13 @@ pub struct HostSyncFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostSyncFailedEvent {
     const TYPE_NAME: &'static str = "HostSyncFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostSyncFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSyncFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -1545,12 +1888,14 @@ impl std::ops::Deref for HostSyncFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostSyncFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostSyncFailedEvent {
     fn decode_field(
         &mut self,
@@ -2928,369 +3273,5 @@ impl x::Fields for HostTpmVersionEventDetails {
         w.since(0x0800_0001, "type HostTpmVersionEventDetails", true);
         x::Fields::encode_fields(&self.host_tpm_event_details, w);
         w.write("version", &self.version);
-    }
-}
-/// `HostTrustAuthorityAttestationInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostTrustAuthorityAttestationInfo {
-    /// `attestationStatus`.
-    pub attestation_status: String,
-    /// `serviceId`.
-    pub service_id: Option<String>,
-    /// `attestedAt`.
-    pub attested_at: Option<x::DateTime>,
-    /// `attestedUntil`.
-    pub attested_until: Option<x::DateTime>,
-    /// `messages`.
-    pub messages: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostTrustAuthorityAttestationInfo {
-    const TYPE_NAME: &'static str = "HostTrustAuthorityAttestationInfo";
-}
-impl x::Structure for HostTrustAuthorityAttestationInfo {}
-impl Clone for HostTrustAuthorityAttestationInfo {
-    fn clone(&self) -> Self {
-        Self {
-            attestation_status: self.attestation_status.clone(),
-            service_id: self.service_id.clone(),
-            attested_at: self.attested_at.clone(),
-            attested_until: self.attested_until.clone(),
-            messages: x::clone_vec(&self.messages),
-        }
-    }
-}
-impl x::Fields for HostTrustAuthorityAttestationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "attestationStatus" => r.read(&mut self.attestation_status),
-            "serviceId" => r.read_opt(&mut self.service_id),
-            "attestedAt" => r.read_opt(&mut self.attested_at),
-            "attestedUntil" => r.read_opt(&mut self.attested_until),
-            "messages" => r.read_push(&mut self.messages),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("attestationStatus", &self.attestation_status);
-        w.write_opt("serviceId", &self.service_id);
-        w.write_opt("attestedAt", &self.attested_at);
-        w.write_opt("attestedUntil", &self.attested_until);
-        w.write_vec("messages", &self.messages);
-    }
-}
-impl x::ArrayItem for HostTrustAuthorityAttestationInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTrustAuthorityAttestationInfo";
-    const ITEM_TAG: &'static str = "HostTrustAuthorityAttestationInfo";
-}
-/// `HostUnresolvedVmfsExtent` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsExtent {
-    /// `device`.
-    pub device: HostScsiDiskPartition,
-    /// `devicePath`.
-    pub device_path: String,
-    /// `vmfsUuid`.
-    pub vmfs_uuid: String,
-    /// `isHeadExtent`.
-    pub is_head_extent: bool,
-    /// `ordinal`.
-    pub ordinal: i32,
-    /// `startBlock`.
-    pub start_block: i32,
-    /// `endBlock`.
-    pub end_block: i32,
-    /// `reason`.
-    pub reason: String,
-}
-impl x::SchemaType for HostUnresolvedVmfsExtent {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsExtent";
-}
-impl x::Structure for HostUnresolvedVmfsExtent {}
-impl x::Fields for HostUnresolvedVmfsExtent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            "devicePath" => r.read(&mut self.device_path),
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
-            "isHeadExtent" => r.read(&mut self.is_head_extent),
-            "ordinal" => r.read(&mut self.ordinal),
-            "startBlock" => r.read(&mut self.start_block),
-            "endBlock" => r.read(&mut self.end_block),
-            "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("device", &self.device);
-        w.write("devicePath", &self.device_path);
-        w.write("vmfsUuid", &self.vmfs_uuid);
-        w.write("isHeadExtent", &self.is_head_extent);
-        w.write("ordinal", &self.ordinal);
-        w.write("startBlock", &self.start_block);
-        w.write("endBlock", &self.end_block);
-        w.write("reason", &self.reason);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsExtent {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsExtent";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsExtent";
-}
-/// `HostUnresolvedVmfsResignatureSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResignatureSpec {
-    /// `extentDevicePath`.
-    pub extent_device_path: Vec<String>,
-}
-impl x::SchemaType for HostUnresolvedVmfsResignatureSpec {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResignatureSpec";
-}
-impl x::Structure for HostUnresolvedVmfsResignatureSpec {}
-impl Clone for HostUnresolvedVmfsResignatureSpec {
-    fn clone(&self) -> Self {
-        Self {
-            extent_device_path: x::clone_vec(&self.extent_device_path),
-        }
-    }
-}
-impl x::Fields for HostUnresolvedVmfsResignatureSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extentDevicePath", &self.extent_device_path);
-    }
-}
-/// `HostUnresolvedVmfsResolutionResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResolutionResult {
-    /// `spec`.
-    pub spec: HostUnresolvedVmfsResolutionSpec,
-    /// `vmfs`.
-    pub vmfs: Option<HostVmfsVolume>,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostUnresolvedVmfsResolutionResult {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionResult";
-}
-impl x::Structure for HostUnresolvedVmfsResolutionResult {}
-impl x::Fields for HostUnresolvedVmfsResolutionResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "spec" => r.read(&mut self.spec),
-            "vmfs" => r.read_opt(&mut self.vmfs),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("spec", &self.spec);
-        w.write_opt("vmfs", &self.vmfs);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
-}
-/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResolutionSpec {
-    /// `extentDevicePath`.
-    pub extent_device_path: Vec<String>,
-    /// `uuidResolution`.
-    pub uuid_resolution: String,
-}
-impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
-}
-impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
-impl Clone for HostUnresolvedVmfsResolutionSpec {
-    fn clone(&self) -> Self {
-        Self {
-            extent_device_path: x::clone_vec(&self.extent_device_path),
-            uuid_resolution: self.uuid_resolution.clone(),
-        }
-    }
-}
-impl x::Fields for HostUnresolvedVmfsResolutionSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
-            "uuidResolution" => r.read(&mut self.uuid_resolution),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extentDevicePath", &self.extent_device_path);
-        w.write("uuidResolution", &self.uuid_resolution);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
-}
-/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostUnresolvedVmfsVolume {
-    /// `extent`.
-    pub extent: Vec<HostUnresolvedVmfsExtent>,
-    /// `vmfsLabel`.
-    pub vmfs_label: String,
-    /// `vmfsUuid`.
-    pub vmfs_uuid: String,
-    /// `totalBlocks`.
-    pub total_blocks: i32,
-    /// `resolveStatus`.
-    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
-}
-impl x::SchemaType for HostUnresolvedVmfsVolume {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
-}
-impl x::Structure for HostUnresolvedVmfsVolume {}
-impl Clone for HostUnresolvedVmfsVolume {
-    fn clone(&self) -> Self {
-        Self {
-            extent: x::clone_vec(&self.extent),
-            vmfs_label: self.vmfs_label.clone(),
-            vmfs_uuid: self.vmfs_uuid.clone(),
-            total_blocks: self.total_blocks,
-            resolve_status: self.resolve_status.clone(),
-        }
-    }
-}
-impl x::Fields for HostUnresolvedVmfsVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extent" => r.read_push(&mut self.extent),
-            "vmfsLabel" => r.read(&mut self.vmfs_label),
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
-            "totalBlocks" => r.read(&mut self.total_blocks),
-            "resolveStatus" => r.read(&mut self.resolve_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extent", &self.extent);
-        w.write("vmfsLabel", &self.vmfs_label);
-        w.write("vmfsUuid", &self.vmfs_uuid);
-        w.write("totalBlocks", &self.total_blocks);
-        w.write("resolveStatus", &self.resolve_status);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsVolume {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
-}
-/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsVolumeResolveStatus {
-    /// `resolvable`.
-    pub resolvable: bool,
-    /// `incompleteExtents`.
-    pub incomplete_extents: Option<bool>,
-    /// `multipleCopies`.
-    pub multiple_copies: Option<bool>,
-}
-impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
-}
-impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
-impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "resolvable" => r.read(&mut self.resolvable),
-            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
-            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("resolvable", &self.resolvable);
-        w.write_opt("incompleteExtents", &self.incomplete_extents);
-        w.write_opt("multipleCopies", &self.multiple_copies);
-    }
-}
-/// `HostUpgradeFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUpgradeFailedEvent {
-    /// The fields `HostUpgradeFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for HostUpgradeFailedEvent {
-    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
-}
-impl x::Structure for HostUpgradeFailedEvent {}
-impl std::ops::Deref for HostUpgradeFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostUpgradeFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostUpgradeFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
     }
 }

@@ -5,6 +5,377 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostTrustAuthorityAttestationInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostTrustAuthorityAttestationInfo {
+    /// `attestationStatus`.
+    pub attestation_status: String,
+    /// `serviceId`.
+    pub service_id: Option<String>,
+    /// `attestedAt`.
+    pub attested_at: Option<x::DateTime>,
+    /// `attestedUntil`.
+    pub attested_until: Option<x::DateTime>,
+    /// `messages`.
+    pub messages: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostTrustAuthorityAttestationInfo {
+    const TYPE_NAME: &'static str = "HostTrustAuthorityAttestationInfo";
+}
+impl x::Structure for HostTrustAuthorityAttestationInfo {}
+impl Clone for HostTrustAuthorityAttestationInfo {
+    fn clone(&self) -> Self {
+        Self {
+            attestation_status: self.attestation_status.clone(),
+            service_id: self.service_id.clone(),
+            attested_at: self.attested_at.clone(),
+            attested_until: self.attested_until.clone(),
+            messages: x::clone_vec(&self.messages),
+        }
+    }
+}
+impl x::Fields for HostTrustAuthorityAttestationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "attestationStatus" => r.read(&mut self.attestation_status),
+            "serviceId" => r.read_opt(&mut self.service_id),
+            "attestedAt" => r.read_opt(&mut self.attested_at),
+            "attestedUntil" => r.read_opt(&mut self.attested_until),
+            "messages" => r.read_push(&mut self.messages),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("attestationStatus", &self.attestation_status);
+        w.write_opt("serviceId", &self.service_id);
+        w.write_opt("attestedAt", &self.attested_at);
+        w.write_opt("attestedUntil", &self.attested_until);
+        w.write_vec("messages", &self.messages);
+    }
+}
+impl x::ArrayItem for HostTrustAuthorityAttestationInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTrustAuthorityAttestationInfo";
+    const ITEM_TAG: &'static str = "HostTrustAuthorityAttestationInfo";
+}
+/// `HostUnresolvedVmfsExtent` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsExtent {
+    /// `device`.
+    pub device: HostScsiDiskPartition,
+    /// `devicePath`.
+    pub device_path: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `isHeadExtent`.
+    pub is_head_extent: bool,
+    /// `ordinal`.
+    pub ordinal: i32,
+    /// `startBlock`.
+    pub start_block: i32,
+    /// `endBlock`.
+    pub end_block: i32,
+    /// `reason`.
+    pub reason: String,
+}
+impl x::SchemaType for HostUnresolvedVmfsExtent {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsExtent";
+}
+impl x::Structure for HostUnresolvedVmfsExtent {}
+impl x::Fields for HostUnresolvedVmfsExtent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "devicePath" => r.read(&mut self.device_path),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "isHeadExtent" => r.read(&mut self.is_head_extent),
+            "ordinal" => r.read(&mut self.ordinal),
+            "startBlock" => r.read(&mut self.start_block),
+            "endBlock" => r.read(&mut self.end_block),
+            "reason" => r.read(&mut self.reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("device", &self.device);
+        w.write("devicePath", &self.device_path);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("isHeadExtent", &self.is_head_extent);
+        w.write("ordinal", &self.ordinal);
+        w.write("startBlock", &self.start_block);
+        w.write("endBlock", &self.end_block);
+        w.write("reason", &self.reason);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsExtent {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsExtent";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsExtent";
+}
+/// `HostUnresolvedVmfsResignatureSpec` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResignatureSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+}
+impl x::SchemaType for HostUnresolvedVmfsResignatureSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResignatureSpec";
+}
+impl x::Structure for HostUnresolvedVmfsResignatureSpec {}
+impl Clone for HostUnresolvedVmfsResignatureSpec {
+    fn clone(&self) -> Self {
+        Self {
+            extent_device_path: x::clone_vec(&self.extent_device_path),
+        }
+    }
+}
+impl x::Fields for HostUnresolvedVmfsResignatureSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+    }
+}
+/// `HostUnresolvedVmfsResolutionResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResolutionResult {
+    /// `spec`.
+    pub spec: HostUnresolvedVmfsResolutionSpec,
+    /// `vmfs`.
+    pub vmfs: Option<HostVmfsVolume>,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostUnresolvedVmfsResolutionResult {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionResult";
+}
+impl x::Structure for HostUnresolvedVmfsResolutionResult {}
+impl x::Fields for HostUnresolvedVmfsResolutionResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "spec" => r.read(&mut self.spec),
+            "vmfs" => r.read_opt(&mut self.vmfs),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("spec", &self.spec);
+        w.write_opt("vmfs", &self.vmfs);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
+}
+/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResolutionSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+    /// `uuidResolution`.
+    pub uuid_resolution: String,
+}
+impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
+impl Clone for HostUnresolvedVmfsResolutionSpec {
+    fn clone(&self) -> Self {
+        Self {
+            extent_device_path: x::clone_vec(&self.extent_device_path),
+            uuid_resolution: self.uuid_resolution.clone(),
+        }
+    }
+}
+impl x::Fields for HostUnresolvedVmfsResolutionSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            "uuidResolution" => r.read(&mut self.uuid_resolution),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+        w.write("uuidResolution", &self.uuid_resolution);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostUnresolvedVmfsVolume {
+    /// `extent`.
+    pub extent: Vec<HostUnresolvedVmfsExtent>,
+    /// `vmfsLabel`.
+    pub vmfs_label: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `totalBlocks`.
+    pub total_blocks: i32,
+    /// `resolveStatus`.
+    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolume {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
+}
+impl x::Structure for HostUnresolvedVmfsVolume {}
+impl Clone for HostUnresolvedVmfsVolume {
+    fn clone(&self) -> Self {
+        Self {
+            extent: x::clone_vec(&self.extent),
+            vmfs_label: self.vmfs_label.clone(),
+            vmfs_uuid: self.vmfs_uuid.clone(),
+            total_blocks: self.total_blocks,
+            resolve_status: self.resolve_status.clone(),
+        }
+    }
+}
+impl x::Fields for HostUnresolvedVmfsVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extent" => r.read_push(&mut self.extent),
+            "vmfsLabel" => r.read(&mut self.vmfs_label),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "totalBlocks" => r.read(&mut self.total_blocks),
+            "resolveStatus" => r.read(&mut self.resolve_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extent", &self.extent);
+        w.write("vmfsLabel", &self.vmfs_label);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("totalBlocks", &self.total_blocks);
+        w.write("resolveStatus", &self.resolve_status);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsVolume {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
+}
+/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsVolumeResolveStatus {
+    /// `resolvable`.
+    pub resolvable: bool,
+    /// `incompleteExtents`.
+    pub incomplete_extents: Option<bool>,
+    /// `multipleCopies`.
+    pub multiple_copies: Option<bool>,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
+}
+impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
+impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "resolvable" => r.read(&mut self.resolvable),
+            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
+            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("resolvable", &self.resolvable);
+        w.write_opt("incompleteExtents", &self.incomplete_extents);
+        w.write_opt("multipleCopies", &self.multiple_copies);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostUpgradeFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUpgradeFailedEvent {
+    /// The fields `HostUpgradeFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostUpgradeFailedEvent {
+    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostUpgradeFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostUpgradeFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostUpgradeFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostUpgradeFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
 /// `HostUserWorldSwapNotEnabledEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -13,10 +384,13 @@ pub struct HostUserWorldSwapNotEnabledEvent {
     /// The fields `HostUserWorldSwapNotEnabledEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostUserWorldSwapNotEnabledEvent {
     const TYPE_NAME: &'static str = "HostUserWorldSwapNotEnabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostUserWorldSwapNotEnabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostUserWorldSwapNotEnabledEvent {
     type Target = HostEvent;
     #[inline]
@@ -24,12 +398,14 @@ impl std::ops::Deref for HostUserWorldSwapNotEnabledEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostUserWorldSwapNotEnabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostUserWorldSwapNotEnabledEvent {
     fn decode_field(
         &mut self,
@@ -1680,6 +2056,7 @@ impl x::Fields for HostVmfsVolume {
         w.write_opt("scsiDiskType", &self.scsi_disk_type);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostVnicConnectedToCustomizedDVPortEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1692,10 +2069,13 @@ pub struct HostVnicConnectedToCustomizedDVPortEvent {
     /// `prevPortKey`.
     pub prev_port_key: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostVnicConnectedToCustomizedDVPortEvent {
     const TYPE_NAME: &'static str = "HostVnicConnectedToCustomizedDVPortEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostVnicConnectedToCustomizedDVPortEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostVnicConnectedToCustomizedDVPortEvent {
     type Target = HostEvent;
     #[inline]
@@ -1703,12 +2083,14 @@ impl std::ops::Deref for HostVnicConnectedToCustomizedDVPortEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostVnicConnectedToCustomizedDVPortEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostVnicConnectedToCustomizedDVPortEvent {
     fn decode_field(
         &mut self,
@@ -2193,6 +2575,7 @@ impl x::Fields for HostVvolVolumeSpecification {
         }
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostWwnChangedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2209,10 +2592,13 @@ pub struct HostWwnChangedEvent {
     /// `newPortWwns`.
     pub new_port_wwns: Vec<i64>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostWwnChangedEvent {
     const TYPE_NAME: &'static str = "HostWwnChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostWwnChangedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for HostWwnChangedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -2224,6 +2610,7 @@ impl Clone for HostWwnChangedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostWwnChangedEvent {
     type Target = HostEvent;
     #[inline]
@@ -2231,12 +2618,14 @@ impl std::ops::Deref for HostWwnChangedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostWwnChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostWwnChangedEvent {
     fn decode_field(
         &mut self,
@@ -2261,6 +2650,7 @@ impl x::Fields for HostWwnChangedEvent {
         w.write_vec("newPortWwns", &self.new_port_wwns);
     }
 }
+#[cfg(feature = "all-events")]
 /// `HostWwnConflictEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -2275,10 +2665,13 @@ pub struct HostWwnConflictEvent {
     /// `wwn`.
     pub wwn: i64,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for HostWwnConflictEvent {
     const TYPE_NAME: &'static str = "HostWwnConflictEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for HostWwnConflictEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for HostWwnConflictEvent {
     fn clone(&self) -> Self {
         Self {
@@ -2289,6 +2682,7 @@ impl Clone for HostWwnConflictEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for HostWwnConflictEvent {
     type Target = HostEvent;
     #[inline]
@@ -2296,12 +2690,14 @@ impl std::ops::Deref for HostWwnConflictEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for HostWwnConflictEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for HostWwnConflictEvent {
     fn decode_field(
         &mut self,

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
 /// `HotSnapshotMoveNotSupported` (extends `SnapshotCopyNotSupported`).
 ///
 /// The fields of `SnapshotCopyNotSupported` are in `snapshot_copy_not_supported`, also reachable through `Deref`.
@@ -13,10 +14,13 @@ pub struct HotSnapshotMoveNotSupported {
     /// The fields `HotSnapshotMoveNotSupported` inherits from `SnapshotCopyNotSupported`.
     pub snapshot_copy_not_supported: SnapshotCopyNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HotSnapshotMoveNotSupported {
     const TYPE_NAME: &'static str = "HotSnapshotMoveNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HotSnapshotMoveNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HotSnapshotMoveNotSupported {
     type Target = SnapshotCopyNotSupported;
     #[inline]
@@ -24,12 +28,14 @@ impl std::ops::Deref for HotSnapshotMoveNotSupported {
         &self.snapshot_copy_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HotSnapshotMoveNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotCopyNotSupported {
         &mut self.snapshot_copy_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HotSnapshotMoveNotSupported {
     fn decode_field(
         &mut self,
@@ -94,6 +100,7 @@ impl x::Fields for HourlyTaskScheduler {
         w.write("minute", &self.minute);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `HttpFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -106,10 +113,13 @@ pub struct HttpFault {
     /// `statusMessage`.
     pub status_message: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for HttpFault {
     const TYPE_NAME: &'static str = "HttpFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for HttpFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for HttpFault {
     type Target = VimFault;
     #[inline]
@@ -117,12 +127,14 @@ impl std::ops::Deref for HttpFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for HttpFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for HttpFault {
     fn decode_field(
         &mut self,
@@ -588,6 +600,7 @@ impl x::ArrayItem for ID {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfID";
     const ITEM_TAG: &'static str = "ID";
 }
+#[cfg(feature = "all-faults")]
 /// `IDEDiskNotSupported` (extends `DiskNotSupported`).
 ///
 /// The fields of `DiskNotSupported` are in `disk_not_supported`, also reachable through `Deref`.
@@ -596,10 +609,13 @@ pub struct IDEDiskNotSupported {
     /// The fields `IDEDiskNotSupported` inherits from `DiskNotSupported`.
     pub disk_not_supported: DiskNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IDEDiskNotSupported {
     const TYPE_NAME: &'static str = "IDEDiskNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IDEDiskNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IDEDiskNotSupported {
     type Target = DiskNotSupported;
     #[inline]
@@ -607,12 +623,14 @@ impl std::ops::Deref for IDEDiskNotSupported {
         &self.disk_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IDEDiskNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DiskNotSupported {
         &mut self.disk_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IDEDiskNotSupported {
     fn decode_field(
         &mut self,
@@ -626,6 +644,7 @@ impl x::Fields for IDEDiskNotSupported {
         x::Fields::encode_fields(&self.disk_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IORMNotSupportedHostOnDatastore` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -640,10 +659,13 @@ pub struct IORMNotSupportedHostOnDatastore {
     /// `host`.
     pub host: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IORMNotSupportedHostOnDatastore {
     const TYPE_NAME: &'static str = "IORMNotSupportedHostOnDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IORMNotSupportedHostOnDatastore {}
+#[cfg(feature = "all-faults")]
 impl Clone for IORMNotSupportedHostOnDatastore {
     fn clone(&self) -> Self {
         Self {
@@ -654,6 +676,7 @@ impl Clone for IORMNotSupportedHostOnDatastore {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IORMNotSupportedHostOnDatastore {
     type Target = VimFault;
     #[inline]
@@ -661,12 +684,14 @@ impl std::ops::Deref for IORMNotSupportedHostOnDatastore {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IORMNotSupportedHostOnDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IORMNotSupportedHostOnDatastore {
     fn decode_field(
         &mut self,
@@ -689,6 +714,7 @@ impl x::Fields for IORMNotSupportedHostOnDatastore {
         w.write_vec("host", &self.host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `IScsiBootFailureEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -697,10 +723,13 @@ pub struct IScsiBootFailureEvent {
     /// The fields `IScsiBootFailureEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for IScsiBootFailureEvent {
     const TYPE_NAME: &'static str = "IScsiBootFailureEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for IScsiBootFailureEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for IScsiBootFailureEvent {
     type Target = HostEvent;
     #[inline]
@@ -708,12 +737,14 @@ impl std::ops::Deref for IScsiBootFailureEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for IScsiBootFailureEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for IScsiBootFailureEvent {
     fn decode_field(
         &mut self,
@@ -727,6 +758,7 @@ impl x::Fields for IScsiBootFailureEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ImportHostAddFailure` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -737,10 +769,13 @@ pub struct ImportHostAddFailure {
     /// `hostIp`.
     pub host_ip: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ImportHostAddFailure {
     const TYPE_NAME: &'static str = "ImportHostAddFailure";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ImportHostAddFailure {}
+#[cfg(feature = "all-faults")]
 impl Clone for ImportHostAddFailure {
     fn clone(&self) -> Self {
         Self {
@@ -749,6 +784,7 @@ impl Clone for ImportHostAddFailure {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ImportHostAddFailure {
     type Target = DvsFault;
     #[inline]
@@ -756,12 +792,14 @@ impl std::ops::Deref for ImportHostAddFailure {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ImportHostAddFailure {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ImportHostAddFailure {
     fn decode_field(
         &mut self,
@@ -780,6 +818,7 @@ impl x::Fields for ImportHostAddFailure {
         w.write_vec("hostIp", &self.host_ip);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ImportOperationBulkFault` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -790,10 +829,13 @@ pub struct ImportOperationBulkFault {
     /// `importFaults`.
     pub import_faults: Vec<ImportOperationBulkFaultFaultOnImport>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ImportOperationBulkFault {
     const TYPE_NAME: &'static str = "ImportOperationBulkFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ImportOperationBulkFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for ImportOperationBulkFault {
     fn clone(&self) -> Self {
         Self {
@@ -802,6 +844,7 @@ impl Clone for ImportOperationBulkFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ImportOperationBulkFault {
     type Target = DvsFault;
     #[inline]
@@ -809,12 +852,14 @@ impl std::ops::Deref for ImportOperationBulkFault {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ImportOperationBulkFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ImportOperationBulkFault {
     fn decode_field(
         &mut self,
@@ -905,6 +950,7 @@ impl x::Fields for ImportSpec {
         w.write_opt("instantiationOst", &self.instantiation_ost);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InUseFeatureManipulationDisallowed` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -913,10 +959,13 @@ pub struct InUseFeatureManipulationDisallowed {
     /// The fields `InUseFeatureManipulationDisallowed` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InUseFeatureManipulationDisallowed {
     const TYPE_NAME: &'static str = "InUseFeatureManipulationDisallowed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InUseFeatureManipulationDisallowed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InUseFeatureManipulationDisallowed {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -924,12 +973,14 @@ impl std::ops::Deref for InUseFeatureManipulationDisallowed {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InUseFeatureManipulationDisallowed {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InUseFeatureManipulationDisallowed {
     fn decode_field(
         &mut self,
@@ -943,6 +994,7 @@ impl x::Fields for InUseFeatureManipulationDisallowed {
         x::Fields::encode_fields(&self.not_enough_licenses, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InaccessibleDatastore` (extends `InvalidDatastore`).
 ///
 /// The fields of `InvalidDatastore` are in `invalid_datastore`, also reachable through `Deref`.
@@ -953,10 +1005,13 @@ pub struct InaccessibleDatastore {
     /// `detail`.
     pub detail: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InaccessibleDatastore {
     const TYPE_NAME: &'static str = "InaccessibleDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InaccessibleDatastore {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InaccessibleDatastore {
     type Target = InvalidDatastore;
     #[inline]
@@ -964,12 +1019,14 @@ impl std::ops::Deref for InaccessibleDatastore {
         &self.invalid_datastore
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InaccessibleDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDatastore {
         &mut self.invalid_datastore
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InaccessibleDatastore {
     fn decode_field(
         &mut self,
@@ -988,6 +1045,7 @@ impl x::Fields for InaccessibleDatastore {
         w.write_opt("detail", &self.detail);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InaccessibleFTMetadataDatastore` (extends `InaccessibleDatastore`).
 ///
 /// The fields of `InaccessibleDatastore` are in `inaccessible_datastore`, also reachable through `Deref`.
@@ -996,10 +1054,13 @@ pub struct InaccessibleFTMetadataDatastore {
     /// The fields `InaccessibleFTMetadataDatastore` inherits from `InaccessibleDatastore`.
     pub inaccessible_datastore: InaccessibleDatastore,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InaccessibleFTMetadataDatastore {
     const TYPE_NAME: &'static str = "InaccessibleFTMetadataDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InaccessibleFTMetadataDatastore {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InaccessibleFTMetadataDatastore {
     type Target = InaccessibleDatastore;
     #[inline]
@@ -1007,12 +1068,14 @@ impl std::ops::Deref for InaccessibleFTMetadataDatastore {
         &self.inaccessible_datastore
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InaccessibleFTMetadataDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut InaccessibleDatastore {
         &mut self.inaccessible_datastore
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InaccessibleFTMetadataDatastore {
     fn decode_field(
         &mut self,
@@ -1026,6 +1089,7 @@ impl x::Fields for InaccessibleFTMetadataDatastore {
         x::Fields::encode_fields(&self.inaccessible_datastore, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InaccessibleVFlashSource` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1036,10 +1100,13 @@ pub struct InaccessibleVFlashSource {
     /// `hostName`.
     pub host_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InaccessibleVFlashSource {
     const TYPE_NAME: &'static str = "InaccessibleVFlashSource";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InaccessibleVFlashSource {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InaccessibleVFlashSource {
     type Target = VimFault;
     #[inline]
@@ -1047,12 +1114,14 @@ impl std::ops::Deref for InaccessibleVFlashSource {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InaccessibleVFlashSource {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InaccessibleVFlashSource {
     fn decode_field(
         &mut self,
@@ -1071,6 +1140,7 @@ impl x::Fields for InaccessibleVFlashSource {
         w.write("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IncompatibleDefaultDevice` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -1081,10 +1151,13 @@ pub struct IncompatibleDefaultDevice {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IncompatibleDefaultDevice {
     const TYPE_NAME: &'static str = "IncompatibleDefaultDevice";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IncompatibleDefaultDevice {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IncompatibleDefaultDevice {
     type Target = MigrationFault;
     #[inline]
@@ -1092,12 +1165,14 @@ impl std::ops::Deref for IncompatibleDefaultDevice {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IncompatibleDefaultDevice {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IncompatibleDefaultDevice {
     fn decode_field(
         &mut self,
@@ -1116,6 +1191,7 @@ impl x::Fields for IncompatibleDefaultDevice {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IncompatibleHostForFtSecondary` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -1128,10 +1204,13 @@ pub struct IncompatibleHostForFtSecondary {
     /// `error`.
     pub error: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IncompatibleHostForFtSecondary {
     const TYPE_NAME: &'static str = "IncompatibleHostForFtSecondary";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IncompatibleHostForFtSecondary {}
+#[cfg(feature = "all-faults")]
 impl Clone for IncompatibleHostForFtSecondary {
     fn clone(&self) -> Self {
         Self {
@@ -1141,6 +1220,7 @@ impl Clone for IncompatibleHostForFtSecondary {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IncompatibleHostForFtSecondary {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -1148,12 +1228,14 @@ impl std::ops::Deref for IncompatibleHostForFtSecondary {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IncompatibleHostForFtSecondary {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IncompatibleHostForFtSecondary {
     fn decode_field(
         &mut self,
@@ -1180,6 +1262,7 @@ impl x::Fields for IncompatibleHostForFtSecondary {
         w.write_vec("error", &self.error);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IncompatibleHostForVmReplication` (extends `ReplicationFault`).
 ///
 /// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
@@ -1194,10 +1277,13 @@ pub struct IncompatibleHostForVmReplication {
     /// `reason`.
     pub reason: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IncompatibleHostForVmReplication {
     const TYPE_NAME: &'static str = "IncompatibleHostForVmReplication";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IncompatibleHostForVmReplication {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IncompatibleHostForVmReplication {
     type Target = ReplicationFault;
     #[inline]
@@ -1205,12 +1291,14 @@ impl std::ops::Deref for IncompatibleHostForVmReplication {
         &self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IncompatibleHostForVmReplication {
     #[inline]
     fn deref_mut(&mut self) -> &mut ReplicationFault {
         &mut self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IncompatibleHostForVmReplication {
     fn decode_field(
         &mut self,
@@ -1233,6 +1321,7 @@ impl x::Fields for IncompatibleHostForVmReplication {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IncompatibleSetting` (extends `InvalidArgument`).
 ///
 /// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
@@ -1243,10 +1332,13 @@ pub struct IncompatibleSetting {
     /// `conflictingProperty`.
     pub conflicting_property: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IncompatibleSetting {
     const TYPE_NAME: &'static str = "IncompatibleSetting";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IncompatibleSetting {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IncompatibleSetting {
     type Target = InvalidArgument;
     #[inline]
@@ -1254,12 +1346,14 @@ impl std::ops::Deref for IncompatibleSetting {
         &self.invalid_argument
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IncompatibleSetting {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidArgument {
         &mut self.invalid_argument
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IncompatibleSetting {
     fn decode_field(
         &mut self,

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
 /// `IncorrectFileType` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -13,10 +14,13 @@ pub struct IncorrectFileType {
     /// The fields `IncorrectFileType` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IncorrectFileType {
     const TYPE_NAME: &'static str = "IncorrectFileType";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IncorrectFileType {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IncorrectFileType {
     type Target = FileFault;
     #[inline]
@@ -24,12 +28,14 @@ impl std::ops::Deref for IncorrectFileType {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IncorrectFileType {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IncorrectFileType {
     fn decode_field(
         &mut self,
@@ -43,6 +49,7 @@ impl x::Fields for IncorrectFileType {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IncorrectHostInformation` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -51,10 +58,13 @@ pub struct IncorrectHostInformation {
     /// The fields `IncorrectHostInformation` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IncorrectHostInformation {
     const TYPE_NAME: &'static str = "IncorrectHostInformation";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IncorrectHostInformation {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IncorrectHostInformation {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -62,12 +72,14 @@ impl std::ops::Deref for IncorrectHostInformation {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IncorrectHostInformation {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IncorrectHostInformation {
     fn decode_field(
         &mut self,
@@ -81,6 +93,7 @@ impl x::Fields for IncorrectHostInformation {
         x::Fields::encode_fields(&self.not_enough_licenses, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `IncorrectHostInformationEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -89,10 +102,13 @@ pub struct IncorrectHostInformationEvent {
     /// The fields `IncorrectHostInformationEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for IncorrectHostInformationEvent {
     const TYPE_NAME: &'static str = "IncorrectHostInformationEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for IncorrectHostInformationEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for IncorrectHostInformationEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -100,12 +116,14 @@ impl std::ops::Deref for IncorrectHostInformationEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for IncorrectHostInformationEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for IncorrectHostInformationEvent {
     fn decode_field(
         &mut self,
@@ -119,6 +137,7 @@ impl x::Fields for IncorrectHostInformationEvent {
         x::Fields::encode_fields(&self.license_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IndependentDiskVMotionNotSupported` (extends `MigrationFeatureNotSupported`).
 ///
 /// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
@@ -127,10 +146,13 @@ pub struct IndependentDiskVMotionNotSupported {
     /// The fields `IndependentDiskVMotionNotSupported` inherits from `MigrationFeatureNotSupported`.
     pub migration_feature_not_supported: MigrationFeatureNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IndependentDiskVMotionNotSupported {
     const TYPE_NAME: &'static str = "IndependentDiskVMotionNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IndependentDiskVMotionNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IndependentDiskVMotionNotSupported {
     type Target = MigrationFeatureNotSupported;
     #[inline]
@@ -138,12 +160,14 @@ impl std::ops::Deref for IndependentDiskVMotionNotSupported {
         &self.migration_feature_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IndependentDiskVMotionNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFeatureNotSupported {
         &mut self.migration_feature_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IndependentDiskVMotionNotSupported {
     fn decode_field(
         &mut self,
@@ -157,6 +181,7 @@ impl x::Fields for IndependentDiskVMotionNotSupported {
         x::Fields::encode_fields(&self.migration_feature_not_supported, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `InfoUpgradeEvent` (extends `UpgradeEvent`).
 ///
 /// The fields of `UpgradeEvent` are in `upgrade_event`, also reachable through `Deref`.
@@ -165,10 +190,13 @@ pub struct InfoUpgradeEvent {
     /// The fields `InfoUpgradeEvent` inherits from `UpgradeEvent`.
     pub upgrade_event: UpgradeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for InfoUpgradeEvent {
     const TYPE_NAME: &'static str = "InfoUpgradeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for InfoUpgradeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for InfoUpgradeEvent {
     type Target = UpgradeEvent;
     #[inline]
@@ -176,12 +204,14 @@ impl std::ops::Deref for InfoUpgradeEvent {
         &self.upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for InfoUpgradeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut UpgradeEvent {
         &mut self.upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for InfoUpgradeEvent {
     fn decode_field(
         &mut self,
@@ -222,6 +252,7 @@ impl x::Fields for InheritablePolicy {
         w.write("inherited", &self.inherited);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientAgentVmsDeployed` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -236,10 +267,13 @@ pub struct InsufficientAgentVmsDeployed {
     /// `currentNumAgentVms`.
     pub current_num_agent_vms: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientAgentVmsDeployed {
     const TYPE_NAME: &'static str = "InsufficientAgentVmsDeployed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientAgentVmsDeployed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientAgentVmsDeployed {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -247,12 +281,14 @@ impl std::ops::Deref for InsufficientAgentVmsDeployed {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientAgentVmsDeployed {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientAgentVmsDeployed {
     fn decode_field(
         &mut self,
@@ -281,6 +317,7 @@ impl x::Fields for InsufficientAgentVmsDeployed {
         w.write("currentNumAgentVms", &self.current_num_agent_vms);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientCpuResourcesFault` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -293,10 +330,13 @@ pub struct InsufficientCpuResourcesFault {
     /// `requested`.
     pub requested: i64,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientCpuResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientCpuResourcesFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientCpuResourcesFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientCpuResourcesFault {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -304,12 +344,14 @@ impl std::ops::Deref for InsufficientCpuResourcesFault {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientCpuResourcesFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientCpuResourcesFault {
     fn decode_field(
         &mut self,
@@ -336,6 +378,7 @@ impl x::Fields for InsufficientCpuResourcesFault {
         w.write("requested", &self.requested);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientDisks` (extends `VsanDiskFault`).
 ///
 /// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
@@ -344,10 +387,13 @@ pub struct InsufficientDisks {
     /// The fields `InsufficientDisks` inherits from `VsanDiskFault`.
     pub vsan_disk_fault: VsanDiskFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientDisks {
     const TYPE_NAME: &'static str = "InsufficientDisks";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientDisks {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientDisks {
     type Target = VsanDiskFault;
     #[inline]
@@ -355,12 +401,14 @@ impl std::ops::Deref for InsufficientDisks {
         &self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientDisks {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanDiskFault {
         &mut self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientDisks {
     fn decode_field(
         &mut self,
@@ -374,6 +422,7 @@ impl x::Fields for InsufficientDisks {
         x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `InsufficientFailoverResourcesEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -382,10 +431,13 @@ pub struct InsufficientFailoverResourcesEvent {
     /// The fields `InsufficientFailoverResourcesEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for InsufficientFailoverResourcesEvent {
     const TYPE_NAME: &'static str = "InsufficientFailoverResourcesEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for InsufficientFailoverResourcesEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for InsufficientFailoverResourcesEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -393,12 +445,14 @@ impl std::ops::Deref for InsufficientFailoverResourcesEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for InsufficientFailoverResourcesEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for InsufficientFailoverResourcesEvent {
     fn decode_field(
         &mut self,
@@ -412,6 +466,7 @@ impl x::Fields for InsufficientFailoverResourcesEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientFailoverResourcesFault` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -420,10 +475,13 @@ pub struct InsufficientFailoverResourcesFault {
     /// The fields `InsufficientFailoverResourcesFault` inherits from `InsufficientResourcesFault`.
     pub insufficient_resources_fault: InsufficientResourcesFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientFailoverResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientFailoverResourcesFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientFailoverResourcesFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientFailoverResourcesFault {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -431,12 +489,14 @@ impl std::ops::Deref for InsufficientFailoverResourcesFault {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientFailoverResourcesFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientFailoverResourcesFault {
     fn decode_field(
         &mut self,
@@ -450,6 +510,7 @@ impl x::Fields for InsufficientFailoverResourcesFault {
         x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientGraphicsResourcesFault` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -458,10 +519,13 @@ pub struct InsufficientGraphicsResourcesFault {
     /// The fields `InsufficientGraphicsResourcesFault` inherits from `InsufficientResourcesFault`.
     pub insufficient_resources_fault: InsufficientResourcesFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientGraphicsResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientGraphicsResourcesFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientGraphicsResourcesFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientGraphicsResourcesFault {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -469,12 +533,14 @@ impl std::ops::Deref for InsufficientGraphicsResourcesFault {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientGraphicsResourcesFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientGraphicsResourcesFault {
     fn decode_field(
         &mut self,
@@ -488,6 +554,7 @@ impl x::Fields for InsufficientGraphicsResourcesFault {
         x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientHostCapacityFault` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -498,10 +565,13 @@ pub struct InsufficientHostCapacityFault {
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientHostCapacityFault {
     const TYPE_NAME: &'static str = "InsufficientHostCapacityFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientHostCapacityFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientHostCapacityFault {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -509,12 +579,14 @@ impl std::ops::Deref for InsufficientHostCapacityFault {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientHostCapacityFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientHostCapacityFault {
     fn decode_field(
         &mut self,
@@ -539,6 +611,7 @@ impl x::Fields for InsufficientHostCapacityFault {
         w.write_opt("host", &self.host);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientHostCpuCapacityFault` (extends `InsufficientHostCapacityFault`).
 ///
 /// The fields of `InsufficientHostCapacityFault` are in `insufficient_host_capacity_fault`, also reachable through `Deref`.
@@ -551,10 +624,13 @@ pub struct InsufficientHostCpuCapacityFault {
     /// `requested`.
     pub requested: i64,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientHostCpuCapacityFault {
     const TYPE_NAME: &'static str = "InsufficientHostCpuCapacityFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientHostCpuCapacityFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientHostCpuCapacityFault {
     type Target = InsufficientHostCapacityFault;
     #[inline]
@@ -562,12 +638,14 @@ impl std::ops::Deref for InsufficientHostCpuCapacityFault {
         &self.insufficient_host_capacity_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientHostCpuCapacityFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientHostCapacityFault {
         &mut self.insufficient_host_capacity_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientHostCpuCapacityFault {
     fn decode_field(
         &mut self,
@@ -594,6 +672,7 @@ impl x::Fields for InsufficientHostCpuCapacityFault {
         w.write("requested", &self.requested);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientHostMemoryCapacityFault` (extends `InsufficientHostCapacityFault`).
 ///
 /// The fields of `InsufficientHostCapacityFault` are in `insufficient_host_capacity_fault`, also reachable through `Deref`.
@@ -606,10 +685,13 @@ pub struct InsufficientHostMemoryCapacityFault {
     /// `requested`.
     pub requested: i64,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientHostMemoryCapacityFault {
     const TYPE_NAME: &'static str = "InsufficientHostMemoryCapacityFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientHostMemoryCapacityFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientHostMemoryCapacityFault {
     type Target = InsufficientHostCapacityFault;
     #[inline]
@@ -617,12 +699,14 @@ impl std::ops::Deref for InsufficientHostMemoryCapacityFault {
         &self.insufficient_host_capacity_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientHostMemoryCapacityFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientHostCapacityFault {
         &mut self.insufficient_host_capacity_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientHostMemoryCapacityFault {
     fn decode_field(
         &mut self,
@@ -649,6 +733,7 @@ impl x::Fields for InsufficientHostMemoryCapacityFault {
         w.write("requested", &self.requested);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientMemoryResourcesFault` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -661,10 +746,13 @@ pub struct InsufficientMemoryResourcesFault {
     /// `requested`.
     pub requested: i64,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientMemoryResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientMemoryResourcesFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientMemoryResourcesFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientMemoryResourcesFault {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -672,12 +760,14 @@ impl std::ops::Deref for InsufficientMemoryResourcesFault {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientMemoryResourcesFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientMemoryResourcesFault {
     fn decode_field(
         &mut self,
@@ -704,6 +794,7 @@ impl x::Fields for InsufficientMemoryResourcesFault {
         w.write("requested", &self.requested);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientNetworkCapacity` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -712,10 +803,13 @@ pub struct InsufficientNetworkCapacity {
     /// The fields `InsufficientNetworkCapacity` inherits from `InsufficientResourcesFault`.
     pub insufficient_resources_fault: InsufficientResourcesFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientNetworkCapacity {
     const TYPE_NAME: &'static str = "InsufficientNetworkCapacity";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientNetworkCapacity {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientNetworkCapacity {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -723,12 +817,14 @@ impl std::ops::Deref for InsufficientNetworkCapacity {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientNetworkCapacity {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientNetworkCapacity {
     fn decode_field(
         &mut self,
@@ -742,6 +838,7 @@ impl x::Fields for InsufficientNetworkCapacity {
         x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientNetworkResourcePoolCapacity` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -762,10 +859,13 @@ pub struct InsufficientNetworkResourcePoolCapacity {
     /// `device`.
     pub device: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientNetworkResourcePoolCapacity {
     const TYPE_NAME: &'static str = "InsufficientNetworkResourcePoolCapacity";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientNetworkResourcePoolCapacity {}
+#[cfg(feature = "all-faults")]
 impl Clone for InsufficientNetworkResourcePoolCapacity {
     fn clone(&self) -> Self {
         Self {
@@ -779,6 +879,7 @@ impl Clone for InsufficientNetworkResourcePoolCapacity {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientNetworkResourcePoolCapacity {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -786,12 +887,14 @@ impl std::ops::Deref for InsufficientNetworkResourcePoolCapacity {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientNetworkResourcePoolCapacity {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientNetworkResourcePoolCapacity {
     fn decode_field(
         &mut self,
@@ -826,6 +929,7 @@ impl x::Fields for InsufficientNetworkResourcePoolCapacity {
         w.write_vec("device", &self.device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientPerCpuCapacity` (extends `InsufficientHostCapacityFault`).
 ///
 /// The fields of `InsufficientHostCapacityFault` are in `insufficient_host_capacity_fault`, also reachable through `Deref`.
@@ -834,10 +938,13 @@ pub struct InsufficientPerCpuCapacity {
     /// The fields `InsufficientPerCpuCapacity` inherits from `InsufficientHostCapacityFault`.
     pub insufficient_host_capacity_fault: InsufficientHostCapacityFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientPerCpuCapacity {
     const TYPE_NAME: &'static str = "InsufficientPerCpuCapacity";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientPerCpuCapacity {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientPerCpuCapacity {
     type Target = InsufficientHostCapacityFault;
     #[inline]
@@ -845,12 +952,14 @@ impl std::ops::Deref for InsufficientPerCpuCapacity {
         &self.insufficient_host_capacity_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientPerCpuCapacity {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientHostCapacityFault {
         &mut self.insufficient_host_capacity_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientPerCpuCapacity {
     fn decode_field(
         &mut self,
@@ -902,6 +1011,7 @@ impl x::Fields for InsufficientResourcesFault {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientStandbyCpuResource` (extends `InsufficientStandbyResource`).
 ///
 /// The fields of `InsufficientStandbyResource` are in `insufficient_standby_resource`, also reachable through `Deref`.
@@ -914,10 +1024,13 @@ pub struct InsufficientStandbyCpuResource {
     /// `requested`.
     pub requested: i64,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientStandbyCpuResource {
     const TYPE_NAME: &'static str = "InsufficientStandbyCpuResource";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientStandbyCpuResource {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientStandbyCpuResource {
     type Target = InsufficientStandbyResource;
     #[inline]
@@ -925,12 +1038,14 @@ impl std::ops::Deref for InsufficientStandbyCpuResource {
         &self.insufficient_standby_resource
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientStandbyCpuResource {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientStandbyResource {
         &mut self.insufficient_standby_resource
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientStandbyCpuResource {
     fn decode_field(
         &mut self,
@@ -957,6 +1072,7 @@ impl x::Fields for InsufficientStandbyCpuResource {
         w.write("requested", &self.requested);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientStandbyMemoryResource` (extends `InsufficientStandbyResource`).
 ///
 /// The fields of `InsufficientStandbyResource` are in `insufficient_standby_resource`, also reachable through `Deref`.
@@ -969,10 +1085,13 @@ pub struct InsufficientStandbyMemoryResource {
     /// `requested`.
     pub requested: i64,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientStandbyMemoryResource {
     const TYPE_NAME: &'static str = "InsufficientStandbyMemoryResource";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientStandbyMemoryResource {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientStandbyMemoryResource {
     type Target = InsufficientStandbyResource;
     #[inline]
@@ -980,12 +1099,14 @@ impl std::ops::Deref for InsufficientStandbyMemoryResource {
         &self.insufficient_standby_resource
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientStandbyMemoryResource {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientStandbyResource {
         &mut self.insufficient_standby_resource
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientStandbyMemoryResource {
     fn decode_field(
         &mut self,
@@ -1012,6 +1133,7 @@ impl x::Fields for InsufficientStandbyMemoryResource {
         w.write("requested", &self.requested);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientStandbyResource` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -1020,10 +1142,13 @@ pub struct InsufficientStandbyResource {
     /// The fields `InsufficientStandbyResource` inherits from `InsufficientResourcesFault`.
     pub insufficient_resources_fault: InsufficientResourcesFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientStandbyResource {
     const TYPE_NAME: &'static str = "InsufficientStandbyResource";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientStandbyResource {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientStandbyResource {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -1031,12 +1156,14 @@ impl std::ops::Deref for InsufficientStandbyResource {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientStandbyResource {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientStandbyResource {
     fn decode_field(
         &mut self,
@@ -1050,6 +1177,7 @@ impl x::Fields for InsufficientStandbyResource {
         x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientStorageIops` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1064,10 +1192,13 @@ pub struct InsufficientStorageIops {
     /// `datastoreName`.
     pub datastore_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientStorageIops {
     const TYPE_NAME: &'static str = "InsufficientStorageIops";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientStorageIops {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientStorageIops {
     type Target = VimFault;
     #[inline]
@@ -1075,12 +1206,14 @@ impl std::ops::Deref for InsufficientStorageIops {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientStorageIops {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientStorageIops {
     fn decode_field(
         &mut self,
@@ -1103,6 +1236,7 @@ impl x::Fields for InsufficientStorageIops {
         w.write("datastoreName", &self.datastore_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientStorageSpace` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -1111,10 +1245,13 @@ pub struct InsufficientStorageSpace {
     /// The fields `InsufficientStorageSpace` inherits from `InsufficientResourcesFault`.
     pub insufficient_resources_fault: InsufficientResourcesFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientStorageSpace {
     const TYPE_NAME: &'static str = "InsufficientStorageSpace";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientStorageSpace {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientStorageSpace {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -1122,12 +1259,14 @@ impl std::ops::Deref for InsufficientStorageSpace {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientStorageSpace {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientStorageSpace {
     fn decode_field(
         &mut self,
@@ -1141,6 +1280,7 @@ impl x::Fields for InsufficientStorageSpace {
         x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InsufficientVFlashResourcesFault` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -1157,10 +1297,13 @@ pub struct InsufficientVFlashResourcesFault {
     /// `requestedSpace`.
     pub requested_space: i64,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InsufficientVFlashResourcesFault {
     const TYPE_NAME: &'static str = "InsufficientVFlashResourcesFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InsufficientVFlashResourcesFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InsufficientVFlashResourcesFault {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -1168,12 +1311,14 @@ impl std::ops::Deref for InsufficientVFlashResourcesFault {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InsufficientVFlashResourcesFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InsufficientVFlashResourcesFault {
     fn decode_field(
         &mut self,

@@ -148,6 +148,7 @@ impl x::Fields for IntPolicy {
         w.write_opt("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidAffinitySettingFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -156,10 +157,13 @@ pub struct InvalidAffinitySettingFault {
     /// The fields `InvalidAffinitySettingFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidAffinitySettingFault {
     const TYPE_NAME: &'static str = "InvalidAffinitySettingFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidAffinitySettingFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidAffinitySettingFault {
     type Target = VimFault;
     #[inline]
@@ -167,12 +171,14 @@ impl std::ops::Deref for InvalidAffinitySettingFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidAffinitySettingFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidAffinitySettingFault {
     fn decode_field(
         &mut self,
@@ -231,6 +237,7 @@ impl x::Fields for InvalidArgument {
         w.write_opt("invalidProperty", &self.invalid_property);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidBmcRole` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -239,10 +246,13 @@ pub struct InvalidBmcRole {
     /// The fields `InvalidBmcRole` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidBmcRole {
     const TYPE_NAME: &'static str = "InvalidBmcRole";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidBmcRole {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidBmcRole {
     type Target = VimFault;
     #[inline]
@@ -250,12 +260,14 @@ impl std::ops::Deref for InvalidBmcRole {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidBmcRole {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidBmcRole {
     fn decode_field(
         &mut self,
@@ -269,6 +281,7 @@ impl x::Fields for InvalidBmcRole {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidBundle` (extends `PlatformConfigFault`).
 ///
 /// The fields of `PlatformConfigFault` are in `platform_config_fault`, also reachable through `Deref`.
@@ -277,10 +290,13 @@ pub struct InvalidBundle {
     /// The fields `InvalidBundle` inherits from `PlatformConfigFault`.
     pub platform_config_fault: PlatformConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidBundle {
     const TYPE_NAME: &'static str = "InvalidBundle";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidBundle {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidBundle {
     type Target = PlatformConfigFault;
     #[inline]
@@ -288,12 +304,14 @@ impl std::ops::Deref for InvalidBundle {
         &self.platform_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidBundle {
     #[inline]
     fn deref_mut(&mut self) -> &mut PlatformConfigFault {
         &mut self.platform_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidBundle {
     fn decode_field(
         &mut self,
@@ -307,6 +325,7 @@ impl x::Fields for InvalidBundle {
         x::Fields::encode_fields(&self.platform_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidCAMCertificate` (extends `InvalidCAMServer`).
 ///
 /// The fields of `InvalidCAMServer` are in `invalid_cam_server`, also reachable through `Deref`.
@@ -315,10 +334,13 @@ pub struct InvalidCAMCertificate {
     /// The fields `InvalidCAMCertificate` inherits from `InvalidCAMServer`.
     pub invalid_cam_server: InvalidCAMServer,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidCAMCertificate {
     const TYPE_NAME: &'static str = "InvalidCAMCertificate";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidCAMCertificate {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidCAMCertificate {
     type Target = InvalidCAMServer;
     #[inline]
@@ -326,12 +348,14 @@ impl std::ops::Deref for InvalidCAMCertificate {
         &self.invalid_cam_server
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidCAMCertificate {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidCAMServer {
         &mut self.invalid_cam_server
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidCAMCertificate {
     fn decode_field(
         &mut self,
@@ -345,6 +369,7 @@ impl x::Fields for InvalidCAMCertificate {
         x::Fields::encode_fields(&self.invalid_cam_server, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidCAMServer` (extends `ActiveDirectoryFault`).
 ///
 /// The fields of `ActiveDirectoryFault` are in `active_directory_fault`, also reachable through `Deref`.
@@ -355,10 +380,13 @@ pub struct InvalidCAMServer {
     /// `camServer`.
     pub cam_server: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidCAMServer {
     const TYPE_NAME: &'static str = "InvalidCAMServer";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidCAMServer {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidCAMServer {
     type Target = ActiveDirectoryFault;
     #[inline]
@@ -366,12 +394,14 @@ impl std::ops::Deref for InvalidCAMServer {
         &self.active_directory_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidCAMServer {
     #[inline]
     fn deref_mut(&mut self) -> &mut ActiveDirectoryFault {
         &mut self.active_directory_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidCAMServer {
     fn decode_field(
         &mut self,
@@ -392,6 +422,7 @@ impl x::Fields for InvalidCAMServer {
         w.write("camServer", &self.cam_server);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidClientCertificate` (extends `InvalidLogin`).
 ///
 /// The fields of `InvalidLogin` are in `invalid_login`, also reachable through `Deref`.
@@ -400,10 +431,13 @@ pub struct InvalidClientCertificate {
     /// The fields `InvalidClientCertificate` inherits from `InvalidLogin`.
     pub invalid_login: InvalidLogin,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidClientCertificate {
     const TYPE_NAME: &'static str = "InvalidClientCertificate";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidClientCertificate {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidClientCertificate {
     type Target = InvalidLogin;
     #[inline]
@@ -411,12 +445,14 @@ impl std::ops::Deref for InvalidClientCertificate {
         &self.invalid_login
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidClientCertificate {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidLogin {
         &mut self.invalid_login
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidClientCertificate {
     fn decode_field(
         &mut self,
@@ -468,6 +504,7 @@ impl x::Fields for InvalidCollectorVersion {
         x::Fields::encode_fields(&self.method_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidController` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
@@ -478,10 +515,13 @@ pub struct InvalidController {
     /// `controllerKey`.
     pub controller_key: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidController {
     const TYPE_NAME: &'static str = "InvalidController";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidController {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidController {
     type Target = InvalidDeviceSpec;
     #[inline]
@@ -489,12 +529,14 @@ impl std::ops::Deref for InvalidController {
         &self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidController {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
         &mut self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidController {
     fn decode_field(
         &mut self,
@@ -513,6 +555,7 @@ impl x::Fields for InvalidController {
         w.write("controllerKey", &self.controller_key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidDasConfigArgument` (extends `InvalidArgument`).
 ///
 /// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
@@ -525,10 +568,13 @@ pub struct InvalidDasConfigArgument {
     /// `clusterName`.
     pub cluster_name: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidDasConfigArgument {
     const TYPE_NAME: &'static str = "InvalidDasConfigArgument";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDasConfigArgument {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDasConfigArgument {
     type Target = InvalidArgument;
     #[inline]
@@ -536,12 +582,14 @@ impl std::ops::Deref for InvalidDasConfigArgument {
         &self.invalid_argument
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidDasConfigArgument {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidArgument {
         &mut self.invalid_argument
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidDasConfigArgument {
     fn decode_field(
         &mut self,
@@ -562,6 +610,7 @@ impl x::Fields for InvalidDasConfigArgument {
         w.write_opt("clusterName", &self.cluster_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidDasRestartPriorityForFtVm` (extends `InvalidArgument`).
 ///
 /// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
@@ -574,10 +623,13 @@ pub struct InvalidDasRestartPriorityForFtVm {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidDasRestartPriorityForFtVm {
     const TYPE_NAME: &'static str = "InvalidDasRestartPriorityForFtVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDasRestartPriorityForFtVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDasRestartPriorityForFtVm {
     type Target = InvalidArgument;
     #[inline]
@@ -585,12 +637,14 @@ impl std::ops::Deref for InvalidDasRestartPriorityForFtVm {
         &self.invalid_argument
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidDasRestartPriorityForFtVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidArgument {
         &mut self.invalid_argument
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidDasRestartPriorityForFtVm {
     fn decode_field(
         &mut self,
@@ -705,6 +759,7 @@ impl x::Fields for InvalidDatastorePath {
         w.write("datastorePath", &self.datastore_path);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidDatastoreState` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
@@ -715,10 +770,13 @@ pub struct InvalidDatastoreState {
     /// `datastoreName`.
     pub datastore_name: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidDatastoreState {
     const TYPE_NAME: &'static str = "InvalidDatastoreState";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDatastoreState {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDatastoreState {
     type Target = InvalidState;
     #[inline]
@@ -726,12 +784,14 @@ impl std::ops::Deref for InvalidDatastoreState {
         &self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidDatastoreState {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidState {
         &mut self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidDatastoreState {
     fn decode_field(
         &mut self,
@@ -750,6 +810,7 @@ impl x::Fields for InvalidDatastoreState {
         w.write_opt("datastoreName", &self.datastore_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidDeviceBacking` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
@@ -758,10 +819,13 @@ pub struct InvalidDeviceBacking {
     /// The fields `InvalidDeviceBacking` inherits from `InvalidDeviceSpec`.
     pub invalid_device_spec: InvalidDeviceSpec,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidDeviceBacking {
     const TYPE_NAME: &'static str = "InvalidDeviceBacking";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDeviceBacking {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDeviceBacking {
     type Target = InvalidDeviceSpec;
     #[inline]
@@ -769,12 +833,14 @@ impl std::ops::Deref for InvalidDeviceBacking {
         &self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidDeviceBacking {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
         &mut self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidDeviceBacking {
     fn decode_field(
         &mut self,
@@ -788,6 +854,7 @@ impl x::Fields for InvalidDeviceBacking {
         x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidDeviceOperation` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
@@ -800,10 +867,13 @@ pub struct InvalidDeviceOperation {
     /// `badFileOp`.
     pub bad_file_op: Option<VirtualDeviceConfigSpecFileOperation>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidDeviceOperation {
     const TYPE_NAME: &'static str = "InvalidDeviceOperation";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDeviceOperation {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDeviceOperation {
     type Target = InvalidDeviceSpec;
     #[inline]
@@ -811,12 +881,14 @@ impl std::ops::Deref for InvalidDeviceOperation {
         &self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidDeviceOperation {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
         &mut self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidDeviceOperation {
     fn decode_field(
         &mut self,
@@ -837,6 +909,7 @@ impl x::Fields for InvalidDeviceOperation {
         w.write_opt("badFileOp", &self.bad_file_op);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidDeviceSpec` (extends `InvalidVmConfig`).
 ///
 /// The fields of `InvalidVmConfig` are in `invalid_vm_config`, also reachable through `Deref`.
@@ -847,10 +920,13 @@ pub struct InvalidDeviceSpec {
     /// `deviceIndex`.
     pub device_index: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidDeviceSpec {
     const TYPE_NAME: &'static str = "InvalidDeviceSpec";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDeviceSpec {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDeviceSpec {
     type Target = InvalidVmConfig;
     #[inline]
@@ -858,12 +934,14 @@ impl std::ops::Deref for InvalidDeviceSpec {
         &self.invalid_vm_config
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidDeviceSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidVmConfig {
         &mut self.invalid_vm_config
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidDeviceSpec {
     fn decode_field(
         &mut self,
@@ -882,6 +960,7 @@ impl x::Fields for InvalidDeviceSpec {
         w.write("deviceIndex", &self.device_index);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidDiskFormat` (extends `InvalidFormat`).
 ///
 /// The fields of `InvalidFormat` are in `invalid_format`, also reachable through `Deref`.
@@ -890,10 +969,13 @@ pub struct InvalidDiskFormat {
     /// The fields `InvalidDiskFormat` inherits from `InvalidFormat`.
     pub invalid_format: InvalidFormat,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidDiskFormat {
     const TYPE_NAME: &'static str = "InvalidDiskFormat";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDiskFormat {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDiskFormat {
     type Target = InvalidFormat;
     #[inline]
@@ -901,12 +983,14 @@ impl std::ops::Deref for InvalidDiskFormat {
         &self.invalid_format
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidDiskFormat {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidFormat {
         &mut self.invalid_format
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidDiskFormat {
     fn decode_field(
         &mut self,
@@ -920,6 +1004,7 @@ impl x::Fields for InvalidDiskFormat {
         x::Fields::encode_fields(&self.invalid_format, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidDrsBehaviorForFtVm` (extends `InvalidArgument`).
 ///
 /// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
@@ -932,10 +1017,13 @@ pub struct InvalidDrsBehaviorForFtVm {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidDrsBehaviorForFtVm {
     const TYPE_NAME: &'static str = "InvalidDrsBehaviorForFtVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDrsBehaviorForFtVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDrsBehaviorForFtVm {
     type Target = InvalidArgument;
     #[inline]
@@ -943,12 +1031,14 @@ impl std::ops::Deref for InvalidDrsBehaviorForFtVm {
         &self.invalid_argument
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidDrsBehaviorForFtVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidArgument {
         &mut self.invalid_argument
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidDrsBehaviorForFtVm {
     fn decode_field(
         &mut self,
@@ -969,6 +1059,7 @@ impl x::Fields for InvalidDrsBehaviorForFtVm {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `InvalidEditionEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -979,10 +1070,13 @@ pub struct InvalidEditionEvent {
     /// `feature`.
     pub feature: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for InvalidEditionEvent {
     const TYPE_NAME: &'static str = "InvalidEditionEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for InvalidEditionEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for InvalidEditionEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -990,12 +1084,14 @@ impl std::ops::Deref for InvalidEditionEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for InvalidEditionEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for InvalidEditionEvent {
     fn decode_field(
         &mut self,
@@ -1014,6 +1110,7 @@ impl x::Fields for InvalidEditionEvent {
         w.write("feature", &self.feature);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidEditionLicense` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -1024,10 +1121,13 @@ pub struct InvalidEditionLicense {
     /// `feature`.
     pub feature: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidEditionLicense {
     const TYPE_NAME: &'static str = "InvalidEditionLicense";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidEditionLicense {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidEditionLicense {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -1035,12 +1135,14 @@ impl std::ops::Deref for InvalidEditionLicense {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidEditionLicense {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidEditionLicense {
     fn decode_field(
         &mut self,
@@ -1059,6 +1161,7 @@ impl x::Fields for InvalidEditionLicense {
         w.write("feature", &self.feature);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidEvent` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1067,10 +1170,13 @@ pub struct InvalidEvent {
     /// The fields `InvalidEvent` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidEvent {
     const TYPE_NAME: &'static str = "InvalidEvent";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidEvent {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidEvent {
     type Target = VimFault;
     #[inline]
@@ -1078,12 +1184,14 @@ impl std::ops::Deref for InvalidEvent {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidEvent {
     fn decode_field(
         &mut self,
@@ -1097,6 +1205,7 @@ impl x::Fields for InvalidEvent {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidFolder` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1107,10 +1216,13 @@ pub struct InvalidFolder {
     /// `target`.
     pub target: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidFolder {
     const TYPE_NAME: &'static str = "InvalidFolder";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidFolder {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidFolder {
     type Target = VimFault;
     #[inline]
@@ -1118,12 +1230,14 @@ impl std::ops::Deref for InvalidFolder {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidFolder {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidFolder {
     fn decode_field(
         &mut self,
@@ -1142,6 +1256,7 @@ impl x::Fields for InvalidFolder {
         w.write("target", &self.target);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidFormat` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -1150,10 +1265,13 @@ pub struct InvalidFormat {
     /// The fields `InvalidFormat` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidFormat {
     const TYPE_NAME: &'static str = "InvalidFormat";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidFormat {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidFormat {
     type Target = VmConfigFault;
     #[inline]
@@ -1161,12 +1279,14 @@ impl std::ops::Deref for InvalidFormat {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidFormat {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidFormat {
     fn decode_field(
         &mut self,
@@ -1218,6 +1338,7 @@ impl x::Fields for InvalidGuestLogin {
         x::Fields::encode_fields(&self.guest_operations_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidHostConnectionState` (extends `InvalidHostState`).
 ///
 /// The fields of `InvalidHostState` are in `invalid_host_state`, also reachable through `Deref`.
@@ -1226,10 +1347,13 @@ pub struct InvalidHostConnectionState {
     /// The fields `InvalidHostConnectionState` inherits from `InvalidHostState`.
     pub invalid_host_state: InvalidHostState,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidHostConnectionState {
     const TYPE_NAME: &'static str = "InvalidHostConnectionState";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidHostConnectionState {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidHostConnectionState {
     type Target = InvalidHostState;
     #[inline]
@@ -1237,12 +1361,14 @@ impl std::ops::Deref for InvalidHostConnectionState {
         &self.invalid_host_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidHostConnectionState {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidHostState {
         &mut self.invalid_host_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidHostConnectionState {
     fn decode_field(
         &mut self,
@@ -1256,6 +1382,7 @@ impl x::Fields for InvalidHostConnectionState {
         x::Fields::encode_fields(&self.invalid_host_state, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidHostName` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -1264,10 +1391,13 @@ pub struct InvalidHostName {
     /// The fields `InvalidHostName` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidHostName {
     const TYPE_NAME: &'static str = "InvalidHostName";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidHostName {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidHostName {
     type Target = HostConfigFault;
     #[inline]
@@ -1275,12 +1405,14 @@ impl std::ops::Deref for InvalidHostName {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidHostName {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidHostName {
     fn decode_field(
         &mut self,
@@ -1339,6 +1471,7 @@ impl x::Fields for InvalidHostState {
         w.write_opt("host", &self.host);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidIndexArgument` (extends `InvalidArgument`).
 ///
 /// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
@@ -1349,10 +1482,13 @@ pub struct InvalidIndexArgument {
     /// `key`.
     pub key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidIndexArgument {
     const TYPE_NAME: &'static str = "InvalidIndexArgument";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidIndexArgument {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidIndexArgument {
     type Target = InvalidArgument;
     #[inline]
@@ -1360,12 +1496,14 @@ impl std::ops::Deref for InvalidIndexArgument {
         &self.invalid_argument
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidIndexArgument {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidArgument {
         &mut self.invalid_argument
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidIndexArgument {
     fn decode_field(
         &mut self,
@@ -1384,6 +1522,7 @@ impl x::Fields for InvalidIndexArgument {
         w.write("key", &self.key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidIpfixConfig` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -1394,10 +1533,13 @@ pub struct InvalidIpfixConfig {
     /// `property`.
     pub property: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidIpfixConfig {
     const TYPE_NAME: &'static str = "InvalidIpfixConfig";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidIpfixConfig {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidIpfixConfig {
     type Target = DvsFault;
     #[inline]
@@ -1405,12 +1547,14 @@ impl std::ops::Deref for InvalidIpfixConfig {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidIpfixConfig {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidIpfixConfig {
     fn decode_field(
         &mut self,
@@ -1429,6 +1573,7 @@ impl x::Fields for InvalidIpfixConfig {
         w.write_opt("property", &self.property);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidIpmiLoginInfo` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1437,10 +1582,13 @@ pub struct InvalidIpmiLoginInfo {
     /// The fields `InvalidIpmiLoginInfo` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidIpmiLoginInfo {
     const TYPE_NAME: &'static str = "InvalidIpmiLoginInfo";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidIpmiLoginInfo {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidIpmiLoginInfo {
     type Target = VimFault;
     #[inline]
@@ -1448,12 +1596,14 @@ impl std::ops::Deref for InvalidIpmiLoginInfo {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidIpmiLoginInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidIpmiLoginInfo {
     fn decode_field(
         &mut self,
@@ -1467,6 +1617,7 @@ impl x::Fields for InvalidIpmiLoginInfo {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidIpmiMacAddress` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1479,10 +1630,13 @@ pub struct InvalidIpmiMacAddress {
     /// `observedMacAddress`.
     pub observed_mac_address: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidIpmiMacAddress {
     const TYPE_NAME: &'static str = "InvalidIpmiMacAddress";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidIpmiMacAddress {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidIpmiMacAddress {
     type Target = VimFault;
     #[inline]
@@ -1490,12 +1644,14 @@ impl std::ops::Deref for InvalidIpmiMacAddress {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidIpmiMacAddress {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidIpmiMacAddress {
     fn decode_field(
         &mut self,
@@ -1516,6 +1672,7 @@ impl x::Fields for InvalidIpmiMacAddress {
         w.write("observedMacAddress", &self.observed_mac_address);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidLicense` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1526,10 +1683,13 @@ pub struct InvalidLicense {
     /// `licenseContent`.
     pub license_content: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidLicense {
     const TYPE_NAME: &'static str = "InvalidLicense";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidLicense {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidLicense {
     type Target = VimFault;
     #[inline]
@@ -1537,12 +1697,14 @@ impl std::ops::Deref for InvalidLicense {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidLicense {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidLicense {
     fn decode_field(
         &mut self,
@@ -1561,6 +1723,7 @@ impl x::Fields for InvalidLicense {
         w.write("licenseContent", &self.license_content);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidLocale` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1569,10 +1732,13 @@ pub struct InvalidLocale {
     /// The fields `InvalidLocale` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidLocale {
     const TYPE_NAME: &'static str = "InvalidLocale";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidLocale {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidLocale {
     type Target = VimFault;
     #[inline]
@@ -1580,12 +1746,14 @@ impl std::ops::Deref for InvalidLocale {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidLocale {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidLocale {
     fn decode_field(
         &mut self,
@@ -1686,6 +1854,7 @@ impl x::Fields for InvalidName {
         w.write_opt("entity", &self.entity);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidNasCredentials` (extends `NasConfigFault`).
 ///
 /// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
@@ -1696,10 +1865,13 @@ pub struct InvalidNasCredentials {
     /// `userName`.
     pub user_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidNasCredentials {
     const TYPE_NAME: &'static str = "InvalidNasCredentials";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidNasCredentials {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidNasCredentials {
     type Target = NasConfigFault;
     #[inline]
@@ -1707,12 +1879,14 @@ impl std::ops::Deref for InvalidNasCredentials {
         &self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidNasCredentials {
     #[inline]
     fn deref_mut(&mut self) -> &mut NasConfigFault {
         &mut self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidNasCredentials {
     fn decode_field(
         &mut self,
@@ -1731,6 +1905,7 @@ impl x::Fields for InvalidNasCredentials {
         w.write("userName", &self.user_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidNetworkInType` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
@@ -1739,10 +1914,13 @@ pub struct InvalidNetworkInType {
     /// The fields `InvalidNetworkInType` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidNetworkInType {
     const TYPE_NAME: &'static str = "InvalidNetworkInType";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidNetworkInType {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidNetworkInType {
     type Target = VAppPropertyFault;
     #[inline]
@@ -1750,12 +1928,14 @@ impl std::ops::Deref for InvalidNetworkInType {
         &self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidNetworkInType {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppPropertyFault {
         &mut self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidNetworkInType {
     fn decode_field(
         &mut self,
@@ -1769,6 +1949,7 @@ impl x::Fields for InvalidNetworkInType {
         x::Fields::encode_fields(&self.vapp_property_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidNetworkResource` (extends `NasConfigFault`).
 ///
 /// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
@@ -1781,10 +1962,13 @@ pub struct InvalidNetworkResource {
     /// `remotePath`.
     pub remote_path: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidNetworkResource {
     const TYPE_NAME: &'static str = "InvalidNetworkResource";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidNetworkResource {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidNetworkResource {
     type Target = NasConfigFault;
     #[inline]
@@ -1792,12 +1976,14 @@ impl std::ops::Deref for InvalidNetworkResource {
         &self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidNetworkResource {
     #[inline]
     fn deref_mut(&mut self) -> &mut NasConfigFault {
         &mut self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidNetworkResource {
     fn decode_field(
         &mut self,
@@ -1818,6 +2004,7 @@ impl x::Fields for InvalidNetworkResource {
         w.write("remotePath", &self.remote_path);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidOperationOnSecondaryVm` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -1828,10 +2015,13 @@ pub struct InvalidOperationOnSecondaryVm {
     /// `instanceUuid`.
     pub instance_uuid: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidOperationOnSecondaryVm {
     const TYPE_NAME: &'static str = "InvalidOperationOnSecondaryVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidOperationOnSecondaryVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidOperationOnSecondaryVm {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -1839,12 +2029,14 @@ impl std::ops::Deref for InvalidOperationOnSecondaryVm {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidOperationOnSecondaryVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidOperationOnSecondaryVm {
     fn decode_field(
         &mut self,
@@ -1918,6 +2110,7 @@ impl x::Fields for InvalidPowerState {
         w.write("existingState", &self.existing_state);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidPrivilege` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1928,10 +2121,13 @@ pub struct InvalidPrivilege {
     /// `privilege`.
     pub privilege: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidPrivilege {
     const TYPE_NAME: &'static str = "InvalidPrivilege";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidPrivilege {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidPrivilege {
     type Target = VimFault;
     #[inline]
@@ -1939,12 +2135,14 @@ impl std::ops::Deref for InvalidPrivilege {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidPrivilege {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidPrivilege {
     fn decode_field(
         &mut self,
@@ -1963,6 +2161,7 @@ impl x::Fields for InvalidPrivilege {
         w.write("privilege", &self.privilege);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidProfileReferenceHost` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -1979,10 +2178,13 @@ pub struct InvalidProfileReferenceHost {
     /// `profileName`.
     pub profile_name: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidProfileReferenceHost {
     const TYPE_NAME: &'static str = "InvalidProfileReferenceHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidProfileReferenceHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidProfileReferenceHost {
     type Target = RuntimeFault;
     #[inline]
@@ -1990,12 +2192,14 @@ impl std::ops::Deref for InvalidProfileReferenceHost {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidProfileReferenceHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidProfileReferenceHost {
     fn decode_field(
         &mut self,
@@ -2065,6 +2269,7 @@ impl x::Fields for InvalidProperty {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidPropertyType` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
@@ -2073,10 +2278,13 @@ pub struct InvalidPropertyType {
     /// The fields `InvalidPropertyType` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidPropertyType {
     const TYPE_NAME: &'static str = "InvalidPropertyType";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidPropertyType {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidPropertyType {
     type Target = VAppPropertyFault;
     #[inline]
@@ -2084,12 +2292,14 @@ impl std::ops::Deref for InvalidPropertyType {
         &self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidPropertyType {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppPropertyFault {
         &mut self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidPropertyType {
     fn decode_field(
         &mut self,
@@ -2103,6 +2313,7 @@ impl x::Fields for InvalidPropertyType {
         x::Fields::encode_fields(&self.vapp_property_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidPropertyValue` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
@@ -2111,10 +2322,13 @@ pub struct InvalidPropertyValue {
     /// The fields `InvalidPropertyValue` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidPropertyValue {
     const TYPE_NAME: &'static str = "InvalidPropertyValue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidPropertyValue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidPropertyValue {
     type Target = VAppPropertyFault;
     #[inline]
@@ -2122,12 +2336,14 @@ impl std::ops::Deref for InvalidPropertyValue {
         &self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidPropertyValue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppPropertyFault {
         &mut self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidPropertyValue {
     fn decode_field(
         &mut self,
@@ -2179,6 +2395,7 @@ impl x::Fields for InvalidRequest {
         x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidResourcePoolStructureFault` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -2187,10 +2404,13 @@ pub struct InvalidResourcePoolStructureFault {
     /// The fields `InvalidResourcePoolStructureFault` inherits from `InsufficientResourcesFault`.
     pub insufficient_resources_fault: InsufficientResourcesFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidResourcePoolStructureFault {
     const TYPE_NAME: &'static str = "InvalidResourcePoolStructureFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidResourcePoolStructureFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidResourcePoolStructureFault {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -2198,12 +2418,14 @@ impl std::ops::Deref for InvalidResourcePoolStructureFault {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidResourcePoolStructureFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidResourcePoolStructureFault {
     fn decode_field(
         &mut self,
@@ -2217,6 +2439,7 @@ impl x::Fields for InvalidResourcePoolStructureFault {
         x::Fields::encode_fields(&self.insufficient_resources_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidScheduledTask` (extends `RuntimeFault`).
 ///
 /// Since vSphere API 8.0.2.0.
@@ -2227,10 +2450,13 @@ pub struct InvalidScheduledTask {
     /// The fields `InvalidScheduledTask` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidScheduledTask {
     const TYPE_NAME: &'static str = "InvalidScheduledTask";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidScheduledTask {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidScheduledTask {
     type Target = RuntimeFault;
     #[inline]
@@ -2238,12 +2464,14 @@ impl std::ops::Deref for InvalidScheduledTask {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidScheduledTask {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidScheduledTask {
     fn decode_field(
         &mut self,
@@ -2258,6 +2486,7 @@ impl x::Fields for InvalidScheduledTask {
         x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidSnapshotFormat` (extends `InvalidFormat`).
 ///
 /// The fields of `InvalidFormat` are in `invalid_format`, also reachable through `Deref`.
@@ -2266,10 +2495,13 @@ pub struct InvalidSnapshotFormat {
     /// The fields `InvalidSnapshotFormat` inherits from `InvalidFormat`.
     pub invalid_format: InvalidFormat,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidSnapshotFormat {
     const TYPE_NAME: &'static str = "InvalidSnapshotFormat";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidSnapshotFormat {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidSnapshotFormat {
     type Target = InvalidFormat;
     #[inline]
@@ -2277,12 +2509,14 @@ impl std::ops::Deref for InvalidSnapshotFormat {
         &self.invalid_format
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidSnapshotFormat {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidFormat {
         &mut self.invalid_format
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidSnapshotFormat {
     fn decode_field(
         &mut self,
@@ -2334,6 +2568,7 @@ impl x::Fields for InvalidState {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidToken` (extends `RuntimeFault`).
 ///
 /// Since vSphere API 9.1.0.0.
@@ -2344,10 +2579,13 @@ pub struct InvalidToken {
     /// The fields `InvalidToken` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidToken {
     const TYPE_NAME: &'static str = "InvalidToken";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidToken {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidToken {
     type Target = RuntimeFault;
     #[inline]
@@ -2355,12 +2593,14 @@ impl std::ops::Deref for InvalidToken {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidToken {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidToken {
     fn decode_field(
         &mut self,
@@ -2465,6 +2705,7 @@ impl x::Fields for InvalidVmConfig {
         w.write_opt("property", &self.property);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InvalidVmState` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
@@ -2475,10 +2716,13 @@ pub struct InvalidVmState {
     /// `vm`.
     pub vm: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InvalidVmState {
     const TYPE_NAME: &'static str = "InvalidVmState";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InvalidVmState {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidVmState {
     type Target = InvalidState;
     #[inline]
@@ -2486,12 +2730,14 @@ impl std::ops::Deref for InvalidVmState {
         &self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InvalidVmState {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidState {
         &mut self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InvalidVmState {
     fn decode_field(
         &mut self,

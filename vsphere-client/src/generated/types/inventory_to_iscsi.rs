@@ -68,6 +68,7 @@ impl x::Fields for InventoryDescription {
         w.write_opt("numvDiskDev", &self.numv_disk_dev);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `InventoryHasStandardAloneHosts` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -78,10 +79,13 @@ pub struct InventoryHasStandardAloneHosts {
     /// `hosts`.
     pub hosts: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for InventoryHasStandardAloneHosts {
     const TYPE_NAME: &'static str = "InventoryHasStandardAloneHosts";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for InventoryHasStandardAloneHosts {}
+#[cfg(feature = "all-faults")]
 impl Clone for InventoryHasStandardAloneHosts {
     fn clone(&self) -> Self {
         Self {
@@ -90,6 +94,7 @@ impl Clone for InventoryHasStandardAloneHosts {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for InventoryHasStandardAloneHosts {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -97,12 +102,14 @@ impl std::ops::Deref for InventoryHasStandardAloneHosts {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for InventoryHasStandardAloneHosts {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for InventoryHasStandardAloneHosts {
     fn decode_field(
         &mut self,
@@ -355,6 +362,7 @@ impl x::Fields for IpAddressProfile {
         x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IpHostnameGeneratorError` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -363,10 +371,13 @@ pub struct IpHostnameGeneratorError {
     /// The fields `IpHostnameGeneratorError` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IpHostnameGeneratorError {
     const TYPE_NAME: &'static str = "IpHostnameGeneratorError";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IpHostnameGeneratorError {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IpHostnameGeneratorError {
     type Target = CustomizationFault;
     #[inline]
@@ -374,12 +385,14 @@ impl std::ops::Deref for IpHostnameGeneratorError {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IpHostnameGeneratorError {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IpHostnameGeneratorError {
     fn decode_field(
         &mut self,
@@ -766,6 +779,7 @@ impl x::ArrayItem for IscsiDependencyEntity {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfIscsiDependencyEntity";
     const ITEM_TAG: &'static str = "IscsiDependencyEntity";
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -774,10 +788,13 @@ pub struct IscsiFault {
     /// The fields `IscsiFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFault {
     const TYPE_NAME: &'static str = "IscsiFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFault {
     type Target = VimFault;
     #[inline]
@@ -785,12 +802,14 @@ impl std::ops::Deref for IscsiFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFault {
     fn decode_field(
         &mut self,
@@ -804,6 +823,7 @@ impl x::Fields for IscsiFault {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultInvalidVnic` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -814,10 +834,13 @@ pub struct IscsiFaultInvalidVnic {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultInvalidVnic {
     const TYPE_NAME: &'static str = "IscsiFaultInvalidVnic";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultInvalidVnic {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultInvalidVnic {
     type Target = IscsiFault;
     #[inline]
@@ -825,12 +848,14 @@ impl std::ops::Deref for IscsiFaultInvalidVnic {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultInvalidVnic {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultInvalidVnic {
     fn decode_field(
         &mut self,
@@ -849,6 +874,7 @@ impl x::Fields for IscsiFaultInvalidVnic {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultPnicInUse` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -859,10 +885,13 @@ pub struct IscsiFaultPnicInUse {
     /// `pnicDevice`.
     pub pnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultPnicInUse {
     const TYPE_NAME: &'static str = "IscsiFaultPnicInUse";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultPnicInUse {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultPnicInUse {
     type Target = IscsiFault;
     #[inline]
@@ -870,12 +899,14 @@ impl std::ops::Deref for IscsiFaultPnicInUse {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultPnicInUse {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultPnicInUse {
     fn decode_field(
         &mut self,
@@ -894,6 +925,7 @@ impl x::Fields for IscsiFaultPnicInUse {
         w.write("pnicDevice", &self.pnic_device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultVnicAlreadyBound` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -904,10 +936,13 @@ pub struct IscsiFaultVnicAlreadyBound {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultVnicAlreadyBound {
     const TYPE_NAME: &'static str = "IscsiFaultVnicAlreadyBound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicAlreadyBound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicAlreadyBound {
     type Target = IscsiFault;
     #[inline]
@@ -915,12 +950,14 @@ impl std::ops::Deref for IscsiFaultVnicAlreadyBound {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultVnicAlreadyBound {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultVnicAlreadyBound {
     fn decode_field(
         &mut self,
@@ -939,6 +976,7 @@ impl x::Fields for IscsiFaultVnicAlreadyBound {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultVnicHasActivePaths` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -949,10 +987,13 @@ pub struct IscsiFaultVnicHasActivePaths {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultVnicHasActivePaths {
     const TYPE_NAME: &'static str = "IscsiFaultVnicHasActivePaths";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicHasActivePaths {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicHasActivePaths {
     type Target = IscsiFault;
     #[inline]
@@ -960,12 +1001,14 @@ impl std::ops::Deref for IscsiFaultVnicHasActivePaths {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultVnicHasActivePaths {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultVnicHasActivePaths {
     fn decode_field(
         &mut self,
@@ -984,6 +1027,7 @@ impl x::Fields for IscsiFaultVnicHasActivePaths {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultVnicHasMultipleUplinks` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -994,10 +1038,13 @@ pub struct IscsiFaultVnicHasMultipleUplinks {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultVnicHasMultipleUplinks {
     const TYPE_NAME: &'static str = "IscsiFaultVnicHasMultipleUplinks";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicHasMultipleUplinks {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicHasMultipleUplinks {
     type Target = IscsiFault;
     #[inline]
@@ -1005,12 +1052,14 @@ impl std::ops::Deref for IscsiFaultVnicHasMultipleUplinks {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultVnicHasMultipleUplinks {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultVnicHasMultipleUplinks {
     fn decode_field(
         &mut self,
@@ -1029,6 +1078,7 @@ impl x::Fields for IscsiFaultVnicHasMultipleUplinks {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultVnicHasNoUplinks` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -1039,10 +1089,13 @@ pub struct IscsiFaultVnicHasNoUplinks {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultVnicHasNoUplinks {
     const TYPE_NAME: &'static str = "IscsiFaultVnicHasNoUplinks";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicHasNoUplinks {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicHasNoUplinks {
     type Target = IscsiFault;
     #[inline]
@@ -1050,12 +1103,14 @@ impl std::ops::Deref for IscsiFaultVnicHasNoUplinks {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultVnicHasNoUplinks {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultVnicHasNoUplinks {
     fn decode_field(
         &mut self,
@@ -1074,6 +1129,7 @@ impl x::Fields for IscsiFaultVnicHasNoUplinks {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultVnicHasWrongUplink` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -1084,10 +1140,13 @@ pub struct IscsiFaultVnicHasWrongUplink {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultVnicHasWrongUplink {
     const TYPE_NAME: &'static str = "IscsiFaultVnicHasWrongUplink";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicHasWrongUplink {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicHasWrongUplink {
     type Target = IscsiFault;
     #[inline]
@@ -1095,12 +1154,14 @@ impl std::ops::Deref for IscsiFaultVnicHasWrongUplink {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultVnicHasWrongUplink {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultVnicHasWrongUplink {
     fn decode_field(
         &mut self,
@@ -1119,6 +1180,7 @@ impl x::Fields for IscsiFaultVnicHasWrongUplink {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultVnicInUse` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -1129,10 +1191,13 @@ pub struct IscsiFaultVnicInUse {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultVnicInUse {
     const TYPE_NAME: &'static str = "IscsiFaultVnicInUse";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicInUse {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicInUse {
     type Target = IscsiFault;
     #[inline]
@@ -1140,12 +1205,14 @@ impl std::ops::Deref for IscsiFaultVnicInUse {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultVnicInUse {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultVnicInUse {
     fn decode_field(
         &mut self,
@@ -1164,6 +1231,7 @@ impl x::Fields for IscsiFaultVnicInUse {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultVnicIsLastPath` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -1174,10 +1242,13 @@ pub struct IscsiFaultVnicIsLastPath {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultVnicIsLastPath {
     const TYPE_NAME: &'static str = "IscsiFaultVnicIsLastPath";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicIsLastPath {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicIsLastPath {
     type Target = IscsiFault;
     #[inline]
@@ -1185,12 +1256,14 @@ impl std::ops::Deref for IscsiFaultVnicIsLastPath {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultVnicIsLastPath {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultVnicIsLastPath {
     fn decode_field(
         &mut self,
@@ -1209,6 +1282,7 @@ impl x::Fields for IscsiFaultVnicIsLastPath {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultVnicNotBound` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -1219,10 +1293,13 @@ pub struct IscsiFaultVnicNotBound {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultVnicNotBound {
     const TYPE_NAME: &'static str = "IscsiFaultVnicNotBound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicNotBound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicNotBound {
     type Target = IscsiFault;
     #[inline]
@@ -1230,12 +1307,14 @@ impl std::ops::Deref for IscsiFaultVnicNotBound {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultVnicNotBound {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultVnicNotBound {
     fn decode_field(
         &mut self,
@@ -1254,6 +1333,7 @@ impl x::Fields for IscsiFaultVnicNotBound {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `IscsiFaultVnicNotFound` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
@@ -1264,10 +1344,13 @@ pub struct IscsiFaultVnicNotFound {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for IscsiFaultVnicNotFound {
     const TYPE_NAME: &'static str = "IscsiFaultVnicNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicNotFound {
     type Target = IscsiFault;
     #[inline]
@@ -1275,12 +1358,14 @@ impl std::ops::Deref for IscsiFaultVnicNotFound {
         &self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for IscsiFaultVnicNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut IscsiFault {
         &mut self.iscsi_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for IscsiFaultVnicNotFound {
     fn decode_field(
         &mut self,

@@ -205,6 +205,7 @@ impl x::ArrayItem for KeyAnyValue {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfKeyAnyValue";
     const ITEM_TAG: &'static str = "KeyAnyValue";
 }
+#[cfg(feature = "all-faults")]
 /// `KeyNotFound` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -215,10 +216,13 @@ pub struct KeyNotFound {
     /// `key`.
     pub key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for KeyNotFound {
     const TYPE_NAME: &'static str = "KeyNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for KeyNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for KeyNotFound {
     type Target = VimFault;
     #[inline]
@@ -226,12 +230,14 @@ impl std::ops::Deref for KeyNotFound {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for KeyNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for KeyNotFound {
     fn decode_field(
         &mut self,
@@ -768,6 +774,7 @@ impl x::Fields for KmipServerStatus {
         w.write("description", &self.description);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `LargeRDMConversionNotSupported` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -778,10 +785,13 @@ pub struct LargeRDMConversionNotSupported {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LargeRDMConversionNotSupported {
     const TYPE_NAME: &'static str = "LargeRDMConversionNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LargeRDMConversionNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LargeRDMConversionNotSupported {
     type Target = MigrationFault;
     #[inline]
@@ -789,12 +799,14 @@ impl std::ops::Deref for LargeRDMConversionNotSupported {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LargeRDMConversionNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LargeRDMConversionNotSupported {
     fn decode_field(
         &mut self,
@@ -813,6 +825,7 @@ impl x::Fields for LargeRDMConversionNotSupported {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `LargeRDMNotSupportedOnDatastore` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -827,10 +840,13 @@ pub struct LargeRDMNotSupportedOnDatastore {
     /// `datastoreName`.
     pub datastore_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LargeRDMNotSupportedOnDatastore {
     const TYPE_NAME: &'static str = "LargeRDMNotSupportedOnDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LargeRDMNotSupportedOnDatastore {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LargeRDMNotSupportedOnDatastore {
     type Target = VmConfigFault;
     #[inline]
@@ -838,12 +854,14 @@ impl std::ops::Deref for LargeRDMNotSupportedOnDatastore {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LargeRDMNotSupportedOnDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LargeRDMNotSupportedOnDatastore {
     fn decode_field(
         &mut self,
@@ -897,6 +915,7 @@ impl x::Fields for LatencySensitivity {
         w.write_opt("sensitivity", &self.sensitivity);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `LegacyNetworkInterfaceInUse` (extends `CannotAccessNetwork`).
 ///
 /// The fields of `CannotAccessNetwork` are in `cannot_access_network`, also reachable through `Deref`.
@@ -905,10 +924,13 @@ pub struct LegacyNetworkInterfaceInUse {
     /// The fields `LegacyNetworkInterfaceInUse` inherits from `CannotAccessNetwork`.
     pub cannot_access_network: CannotAccessNetwork,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LegacyNetworkInterfaceInUse {
     const TYPE_NAME: &'static str = "LegacyNetworkInterfaceInUse";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LegacyNetworkInterfaceInUse {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LegacyNetworkInterfaceInUse {
     type Target = CannotAccessNetwork;
     #[inline]
@@ -916,12 +938,14 @@ impl std::ops::Deref for LegacyNetworkInterfaceInUse {
         &self.cannot_access_network
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LegacyNetworkInterfaceInUse {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotAccessNetwork {
         &mut self.cannot_access_network
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LegacyNetworkInterfaceInUse {
     fn decode_field(
         &mut self,
@@ -935,6 +959,7 @@ impl x::Fields for LegacyNetworkInterfaceInUse {
         x::Fields::encode_fields(&self.cannot_access_network, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `LicenseAssignmentFailed` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -945,10 +970,13 @@ pub struct LicenseAssignmentFailed {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LicenseAssignmentFailed {
     const TYPE_NAME: &'static str = "LicenseAssignmentFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LicenseAssignmentFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseAssignmentFailed {
     type Target = RuntimeFault;
     #[inline]
@@ -956,12 +984,14 @@ impl std::ops::Deref for LicenseAssignmentFailed {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LicenseAssignmentFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LicenseAssignmentFailed {
     fn decode_field(
         &mut self,
@@ -1136,6 +1166,7 @@ impl x::Fields for LicenseDiagnostics {
         w.write("opFailureMessage", &self.op_failure_message);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `LicenseDowngradeDisallowed` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -1150,10 +1181,13 @@ pub struct LicenseDowngradeDisallowed {
     /// `features`.
     pub features: Vec<KeyAnyValue>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LicenseDowngradeDisallowed {
     const TYPE_NAME: &'static str = "LicenseDowngradeDisallowed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LicenseDowngradeDisallowed {}
+#[cfg(feature = "all-faults")]
 impl Clone for LicenseDowngradeDisallowed {
     fn clone(&self) -> Self {
         Self {
@@ -1164,6 +1198,7 @@ impl Clone for LicenseDowngradeDisallowed {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseDowngradeDisallowed {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -1171,12 +1206,14 @@ impl std::ops::Deref for LicenseDowngradeDisallowed {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LicenseDowngradeDisallowed {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LicenseDowngradeDisallowed {
     fn decode_field(
         &mut self,
@@ -1199,6 +1236,7 @@ impl x::Fields for LicenseDowngradeDisallowed {
         w.write_vec("features", &self.features);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `LicenseEntityNotFound` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1209,10 +1247,13 @@ pub struct LicenseEntityNotFound {
     /// `entityId`.
     pub entity_id: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LicenseEntityNotFound {
     const TYPE_NAME: &'static str = "LicenseEntityNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LicenseEntityNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseEntityNotFound {
     type Target = VimFault;
     #[inline]
@@ -1220,12 +1261,14 @@ impl std::ops::Deref for LicenseEntityNotFound {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LicenseEntityNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LicenseEntityNotFound {
     fn decode_field(
         &mut self,
@@ -1244,6 +1287,7 @@ impl x::Fields for LicenseEntityNotFound {
         w.write("entityId", &self.entity_id);
     }
 }
+#[cfg(feature = "all-events")]
 /// `LicenseEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -1252,10 +1296,13 @@ pub struct LicenseEvent {
     /// The fields `LicenseEvent` inherits from `Event`.
     pub event: Event,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for LicenseEvent {
     const TYPE_NAME: &'static str = "LicenseEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for LicenseEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseEvent {
     type Target = Event;
     #[inline]
@@ -1263,12 +1310,14 @@ impl std::ops::Deref for LicenseEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for LicenseEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for LicenseEvent {
     fn decode_field(
         &mut self,
@@ -1282,6 +1331,7 @@ impl x::Fields for LicenseEvent {
         x::Fields::encode_fields(&self.event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `LicenseExpired` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -1292,10 +1342,13 @@ pub struct LicenseExpired {
     /// `licenseKey`.
     pub license_key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LicenseExpired {
     const TYPE_NAME: &'static str = "LicenseExpired";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LicenseExpired {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseExpired {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -1303,12 +1356,14 @@ impl std::ops::Deref for LicenseExpired {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LicenseExpired {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LicenseExpired {
     fn decode_field(
         &mut self,
@@ -1327,6 +1382,7 @@ impl x::Fields for LicenseExpired {
         w.write("licenseKey", &self.license_key);
     }
 }
+#[cfg(feature = "all-events")]
 /// `LicenseExpiredEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -1337,10 +1393,13 @@ pub struct LicenseExpiredEvent {
     /// `feature`.
     pub feature: LicenseFeatureInfo,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for LicenseExpiredEvent {
     const TYPE_NAME: &'static str = "LicenseExpiredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for LicenseExpiredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseExpiredEvent {
     type Target = Event;
     #[inline]
@@ -1348,12 +1407,14 @@ impl std::ops::Deref for LicenseExpiredEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for LicenseExpiredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for LicenseExpiredEvent {
     fn decode_field(
         &mut self,
@@ -1450,6 +1511,7 @@ impl x::ArrayItem for LicenseFeatureInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfLicenseFeatureInfo";
     const ITEM_TAG: &'static str = "LicenseFeatureInfo";
 }
+#[cfg(feature = "all-faults")]
 /// `LicenseKeyEntityMismatch` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -1458,10 +1520,13 @@ pub struct LicenseKeyEntityMismatch {
     /// The fields `LicenseKeyEntityMismatch` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LicenseKeyEntityMismatch {
     const TYPE_NAME: &'static str = "LicenseKeyEntityMismatch";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LicenseKeyEntityMismatch {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseKeyEntityMismatch {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -1469,12 +1534,14 @@ impl std::ops::Deref for LicenseKeyEntityMismatch {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LicenseKeyEntityMismatch {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LicenseKeyEntityMismatch {
     fn decode_field(
         &mut self,
@@ -1595,6 +1662,7 @@ impl x::ArrayItem for LicenseManagerLicenseInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfLicenseManagerLicenseInfo";
     const ITEM_TAG: &'static str = "LicenseManagerLicenseInfo";
 }
+#[cfg(feature = "all-events")]
 /// `LicenseNonComplianceEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -1605,10 +1673,13 @@ pub struct LicenseNonComplianceEvent {
     /// `url`.
     pub url: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for LicenseNonComplianceEvent {
     const TYPE_NAME: &'static str = "LicenseNonComplianceEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for LicenseNonComplianceEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseNonComplianceEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -1616,12 +1687,14 @@ impl std::ops::Deref for LicenseNonComplianceEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for LicenseNonComplianceEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for LicenseNonComplianceEvent {
     fn decode_field(
         &mut self,
@@ -1679,6 +1752,7 @@ impl x::ArrayItem for LicenseReservationInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfLicenseReservationInfo";
     const ITEM_TAG: &'static str = "LicenseReservationInfo";
 }
+#[cfg(feature = "all-faults")]
 /// `LicenseRestricted` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -1687,10 +1761,13 @@ pub struct LicenseRestricted {
     /// The fields `LicenseRestricted` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LicenseRestricted {
     const TYPE_NAME: &'static str = "LicenseRestricted";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LicenseRestricted {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseRestricted {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -1698,12 +1775,14 @@ impl std::ops::Deref for LicenseRestricted {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LicenseRestricted {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LicenseRestricted {
     fn decode_field(
         &mut self,
@@ -1717,6 +1796,7 @@ impl x::Fields for LicenseRestricted {
         x::Fields::encode_fields(&self.not_enough_licenses, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `LicenseRestrictedEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -1725,10 +1805,13 @@ pub struct LicenseRestrictedEvent {
     /// The fields `LicenseRestrictedEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for LicenseRestrictedEvent {
     const TYPE_NAME: &'static str = "LicenseRestrictedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for LicenseRestrictedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseRestrictedEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -1736,12 +1819,14 @@ impl std::ops::Deref for LicenseRestrictedEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for LicenseRestrictedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for LicenseRestrictedEvent {
     fn decode_field(
         &mut self,
@@ -1755,6 +1840,7 @@ impl x::Fields for LicenseRestrictedEvent {
         x::Fields::encode_fields(&self.license_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `LicenseServerAvailableEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -1765,10 +1851,13 @@ pub struct LicenseServerAvailableEvent {
     /// `licenseServer`.
     pub license_server: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for LicenseServerAvailableEvent {
     const TYPE_NAME: &'static str = "LicenseServerAvailableEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for LicenseServerAvailableEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseServerAvailableEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -1776,12 +1865,14 @@ impl std::ops::Deref for LicenseServerAvailableEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for LicenseServerAvailableEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for LicenseServerAvailableEvent {
     fn decode_field(
         &mut self,
@@ -1827,6 +1918,7 @@ impl x::Fields for LicenseServerSource {
         w.write("licenseServer", &self.license_server);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `LicenseServerUnavailable` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1837,10 +1929,13 @@ pub struct LicenseServerUnavailable {
     /// `licenseServer`.
     pub license_server: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LicenseServerUnavailable {
     const TYPE_NAME: &'static str = "LicenseServerUnavailable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LicenseServerUnavailable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseServerUnavailable {
     type Target = VimFault;
     #[inline]
@@ -1848,12 +1943,14 @@ impl std::ops::Deref for LicenseServerUnavailable {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LicenseServerUnavailable {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LicenseServerUnavailable {
     fn decode_field(
         &mut self,
@@ -1872,6 +1969,7 @@ impl x::Fields for LicenseServerUnavailable {
         w.write("licenseServer", &self.license_server);
     }
 }
+#[cfg(feature = "all-events")]
 /// `LicenseServerUnavailableEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -1882,10 +1980,13 @@ pub struct LicenseServerUnavailableEvent {
     /// `licenseServer`.
     pub license_server: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for LicenseServerUnavailableEvent {
     const TYPE_NAME: &'static str = "LicenseServerUnavailableEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for LicenseServerUnavailableEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseServerUnavailableEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -1893,12 +1994,14 @@ impl std::ops::Deref for LicenseServerUnavailableEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for LicenseServerUnavailableEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for LicenseServerUnavailableEvent {
     fn decode_field(
         &mut self,
@@ -1936,6 +2039,7 @@ impl x::Fields for LicenseSource {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-faults")]
 /// `LicenseSourceUnavailable` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -1946,10 +2050,13 @@ pub struct LicenseSourceUnavailable {
     /// `licenseSource`.
     pub license_source: AnyLicenseSource,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LicenseSourceUnavailable {
     const TYPE_NAME: &'static str = "LicenseSourceUnavailable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LicenseSourceUnavailable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseSourceUnavailable {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -1957,12 +2064,14 @@ impl std::ops::Deref for LicenseSourceUnavailable {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LicenseSourceUnavailable {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LicenseSourceUnavailable {
     fn decode_field(
         &mut self,

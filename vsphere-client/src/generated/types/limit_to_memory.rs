@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
 /// `LimitExceeded` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -17,10 +18,13 @@ pub struct LimitExceeded {
     /// `limit`.
     pub limit: Option<i32>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LimitExceeded {
     const TYPE_NAME: &'static str = "LimitExceeded";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LimitExceeded {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LimitExceeded {
     type Target = VimFault;
     #[inline]
@@ -28,12 +32,14 @@ impl std::ops::Deref for LimitExceeded {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LimitExceeded {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LimitExceeded {
     fn decode_field(
         &mut self,
@@ -172,6 +178,7 @@ impl x::Fields for LinkProfile {
         x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `LinuxVolumeNotClean` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -180,10 +187,13 @@ pub struct LinuxVolumeNotClean {
     /// The fields `LinuxVolumeNotClean` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LinuxVolumeNotClean {
     const TYPE_NAME: &'static str = "LinuxVolumeNotClean";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LinuxVolumeNotClean {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LinuxVolumeNotClean {
     type Target = CustomizationFault;
     #[inline]
@@ -191,12 +201,14 @@ impl std::ops::Deref for LinuxVolumeNotClean {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LinuxVolumeNotClean {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LinuxVolumeNotClean {
     fn decode_field(
         &mut self,
@@ -210,6 +222,7 @@ impl x::Fields for LinuxVolumeNotClean {
         x::Fields::encode_fields(&self.customization_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `LocalDatastoreCreatedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -222,10 +235,13 @@ pub struct LocalDatastoreCreatedEvent {
     /// `datastoreUrl`.
     pub datastore_url: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for LocalDatastoreCreatedEvent {
     const TYPE_NAME: &'static str = "LocalDatastoreCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for LocalDatastoreCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for LocalDatastoreCreatedEvent {
     type Target = HostEvent;
     #[inline]
@@ -233,12 +249,14 @@ impl std::ops::Deref for LocalDatastoreCreatedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for LocalDatastoreCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for LocalDatastoreCreatedEvent {
     fn decode_field(
         &mut self,
@@ -331,6 +349,7 @@ impl x::Fields for LocalLicenseSource {
         w.write("licenseKeys", &self.license_keys);
     }
 }
+#[cfg(feature = "all-events")]
 /// `LocalTSMEnabledEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -339,10 +358,13 @@ pub struct LocalTSMEnabledEvent {
     /// The fields `LocalTSMEnabledEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for LocalTSMEnabledEvent {
     const TYPE_NAME: &'static str = "LocalTSMEnabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for LocalTSMEnabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for LocalTSMEnabledEvent {
     type Target = HostEvent;
     #[inline]
@@ -350,12 +372,14 @@ impl std::ops::Deref for LocalTSMEnabledEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for LocalTSMEnabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for LocalTSMEnabledEvent {
     fn decode_field(
         &mut self,
@@ -507,6 +531,7 @@ impl x::ArrayItem for LocalizedMethodFault {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfLocalizedMethodFault";
     const ITEM_TAG: &'static str = "LocalizedMethodFault";
 }
+#[cfg(feature = "all-events")]
 /// `LockerMisconfiguredEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -517,10 +542,13 @@ pub struct LockerMisconfiguredEvent {
     /// `datastore`.
     pub datastore: DatastoreEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for LockerMisconfiguredEvent {
     const TYPE_NAME: &'static str = "LockerMisconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for LockerMisconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for LockerMisconfiguredEvent {
     type Target = Event;
     #[inline]
@@ -528,12 +556,14 @@ impl std::ops::Deref for LockerMisconfiguredEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for LockerMisconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for LockerMisconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -552,6 +582,7 @@ impl x::Fields for LockerMisconfiguredEvent {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `LockerReconfiguredEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -564,10 +595,13 @@ pub struct LockerReconfiguredEvent {
     /// `newDatastore`.
     pub new_datastore: Option<DatastoreEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for LockerReconfiguredEvent {
     const TYPE_NAME: &'static str = "LockerReconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for LockerReconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for LockerReconfiguredEvent {
     type Target = Event;
     #[inline]
@@ -575,12 +609,14 @@ impl std::ops::Deref for LockerReconfiguredEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for LockerReconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for LockerReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -601,6 +637,7 @@ impl x::Fields for LockerReconfiguredEvent {
         w.write_opt("newDatastore", &self.new_datastore);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `LogBundlingFailed` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -609,10 +646,13 @@ pub struct LogBundlingFailed {
     /// The fields `LogBundlingFailed` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for LogBundlingFailed {
     const TYPE_NAME: &'static str = "LogBundlingFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for LogBundlingFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for LogBundlingFailed {
     type Target = VimFault;
     #[inline]
@@ -620,12 +660,14 @@ impl std::ops::Deref for LogBundlingFailed {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for LogBundlingFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for LogBundlingFailed {
     fn decode_field(
         &mut self,
@@ -826,6 +868,7 @@ impl x::Fields for MacRange {
         w.write("mask", &self.mask);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MaintenanceModeFileMove` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -834,10 +877,13 @@ pub struct MaintenanceModeFileMove {
     /// The fields `MaintenanceModeFileMove` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MaintenanceModeFileMove {
     const TYPE_NAME: &'static str = "MaintenanceModeFileMove";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MaintenanceModeFileMove {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MaintenanceModeFileMove {
     type Target = MigrationFault;
     #[inline]
@@ -845,12 +891,14 @@ impl std::ops::Deref for MaintenanceModeFileMove {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MaintenanceModeFileMove {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MaintenanceModeFileMove {
     fn decode_field(
         &mut self,
@@ -895,6 +943,7 @@ impl x::Fields for ManagedByInfo {
         w.write("type", &self.type_);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ManagedEntityEventArgument` (extends `EntityEventArgument`).
 ///
 /// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
@@ -905,10 +954,13 @@ pub struct ManagedEntityEventArgument {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ManagedEntityEventArgument {
     const TYPE_NAME: &'static str = "ManagedEntityEventArgument";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ManagedEntityEventArgument {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ManagedEntityEventArgument {
     type Target = EntityEventArgument;
     #[inline]
@@ -916,12 +968,14 @@ impl std::ops::Deref for ManagedEntityEventArgument {
         &self.entity_event_argument
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ManagedEntityEventArgument {
     #[inline]
     fn deref_mut(&mut self) -> &mut EntityEventArgument {
         &mut self.entity_event_argument
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ManagedEntityEventArgument {
     fn decode_field(
         &mut self,
@@ -985,6 +1039,7 @@ impl x::Fields for ManagedObjectNotFound {
         w.write("obj", &self.obj);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MemoryFileFormatNotSupportedByDatastore` (extends `UnsupportedDatastore`).
 ///
 /// The fields of `UnsupportedDatastore` are in `unsupported_datastore`, also reachable through `Deref`.
@@ -997,10 +1052,13 @@ pub struct MemoryFileFormatNotSupportedByDatastore {
     /// `type`.
     pub type_: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MemoryFileFormatNotSupportedByDatastore {
     const TYPE_NAME: &'static str = "MemoryFileFormatNotSupportedByDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MemoryFileFormatNotSupportedByDatastore {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MemoryFileFormatNotSupportedByDatastore {
     type Target = UnsupportedDatastore;
     #[inline]
@@ -1008,12 +1066,14 @@ impl std::ops::Deref for MemoryFileFormatNotSupportedByDatastore {
         &self.unsupported_datastore
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MemoryFileFormatNotSupportedByDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut UnsupportedDatastore {
         &mut self.unsupported_datastore
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MemoryFileFormatNotSupportedByDatastore {
     fn decode_field(
         &mut self,
@@ -1034,6 +1094,7 @@ impl x::Fields for MemoryFileFormatNotSupportedByDatastore {
         w.write("type", &self.type_);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MemoryHotPlugNotSupported` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -1042,10 +1103,13 @@ pub struct MemoryHotPlugNotSupported {
     /// The fields `MemoryHotPlugNotSupported` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MemoryHotPlugNotSupported {
     const TYPE_NAME: &'static str = "MemoryHotPlugNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MemoryHotPlugNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MemoryHotPlugNotSupported {
     type Target = VmConfigFault;
     #[inline]
@@ -1053,12 +1117,14 @@ impl std::ops::Deref for MemoryHotPlugNotSupported {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MemoryHotPlugNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MemoryHotPlugNotSupported {
     fn decode_field(
         &mut self,
@@ -1072,6 +1138,7 @@ impl x::Fields for MemoryHotPlugNotSupported {
         x::Fields::encode_fields(&self.vm_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MemorySizeNotRecommended` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -1086,10 +1153,13 @@ pub struct MemorySizeNotRecommended {
     /// `maxMemorySizeMB`.
     pub max_memory_size_mb: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MemorySizeNotRecommended {
     const TYPE_NAME: &'static str = "MemorySizeNotRecommended";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MemorySizeNotRecommended {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MemorySizeNotRecommended {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -1097,12 +1167,14 @@ impl std::ops::Deref for MemorySizeNotRecommended {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MemorySizeNotRecommended {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MemorySizeNotRecommended {
     fn decode_field(
         &mut self,
@@ -1131,6 +1203,7 @@ impl x::Fields for MemorySizeNotRecommended {
         w.write("maxMemorySizeMB", &self.max_memory_size_mb);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MemorySizeNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -1145,10 +1218,13 @@ pub struct MemorySizeNotSupported {
     /// `maxMemorySizeMB`.
     pub max_memory_size_mb: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MemorySizeNotSupported {
     const TYPE_NAME: &'static str = "MemorySizeNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MemorySizeNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MemorySizeNotSupported {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -1156,12 +1232,14 @@ impl std::ops::Deref for MemorySizeNotSupported {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MemorySizeNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MemorySizeNotSupported {
     fn decode_field(
         &mut self,
@@ -1190,6 +1268,7 @@ impl x::Fields for MemorySizeNotSupported {
         w.write("maxMemorySizeMB", &self.max_memory_size_mb);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MemorySizeNotSupportedByDatastore` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -1204,10 +1283,13 @@ pub struct MemorySizeNotSupportedByDatastore {
     /// `maxMemorySizeMB`.
     pub max_memory_size_mb: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MemorySizeNotSupportedByDatastore {
     const TYPE_NAME: &'static str = "MemorySizeNotSupportedByDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MemorySizeNotSupportedByDatastore {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MemorySizeNotSupportedByDatastore {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -1215,12 +1297,14 @@ impl std::ops::Deref for MemorySizeNotSupportedByDatastore {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MemorySizeNotSupportedByDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MemorySizeNotSupportedByDatastore {
     fn decode_field(
         &mut self,
@@ -1249,6 +1333,7 @@ impl x::Fields for MemorySizeNotSupportedByDatastore {
         w.write("maxMemorySizeMB", &self.max_memory_size_mb);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MemorySnapshotOnIndependentDisk` (extends `SnapshotFault`).
 ///
 /// The fields of `SnapshotFault` are in `snapshot_fault`, also reachable through `Deref`.
@@ -1257,10 +1342,13 @@ pub struct MemorySnapshotOnIndependentDisk {
     /// The fields `MemorySnapshotOnIndependentDisk` inherits from `SnapshotFault`.
     pub snapshot_fault: SnapshotFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MemorySnapshotOnIndependentDisk {
     const TYPE_NAME: &'static str = "MemorySnapshotOnIndependentDisk";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MemorySnapshotOnIndependentDisk {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MemorySnapshotOnIndependentDisk {
     type Target = SnapshotFault;
     #[inline]
@@ -1268,12 +1356,14 @@ impl std::ops::Deref for MemorySnapshotOnIndependentDisk {
         &self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MemorySnapshotOnIndependentDisk {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotFault {
         &mut self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MemorySnapshotOnIndependentDisk {
     fn decode_field(
         &mut self,

@@ -75,6 +75,7 @@ impl x::ArrayItem for MethodActionArgument {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfMethodActionArgument";
     const ITEM_TAG: &'static str = "MethodActionArgument";
 }
+#[cfg(feature = "all-faults")]
 /// `MethodAlreadyDisabledFault` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -85,10 +86,13 @@ pub struct MethodAlreadyDisabledFault {
     /// `sourceId`.
     pub source_id: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MethodAlreadyDisabledFault {
     const TYPE_NAME: &'static str = "MethodAlreadyDisabledFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MethodAlreadyDisabledFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MethodAlreadyDisabledFault {
     type Target = RuntimeFault;
     #[inline]
@@ -96,12 +100,14 @@ impl std::ops::Deref for MethodAlreadyDisabledFault {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MethodAlreadyDisabledFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MethodAlreadyDisabledFault {
     fn decode_field(
         &mut self,
@@ -251,6 +257,7 @@ impl x::Fields for MethodFault {
         w.write_vec("faultMessage", &self.fault_message);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MethodNotFound` (extends `InvalidRequest`).
 ///
 /// The fields of `InvalidRequest` are in `invalid_request`, also reachable through `Deref`.
@@ -263,10 +270,13 @@ pub struct MethodNotFound {
     /// `method`.
     pub method: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MethodNotFound {
     const TYPE_NAME: &'static str = "MethodNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MethodNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MethodNotFound {
     type Target = InvalidRequest;
     #[inline]
@@ -274,12 +284,14 @@ impl std::ops::Deref for MethodNotFound {
         &self.invalid_request
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MethodNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidRequest {
         &mut self.invalid_request
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MethodNotFound {
     fn decode_field(
         &mut self,
@@ -351,6 +363,7 @@ impl x::Fields for MetricAlarmExpression {
         w.write_opt("redInterval", &self.red_interval);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MigrationDisabled` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -359,10 +372,13 @@ pub struct MigrationDisabled {
     /// The fields `MigrationDisabled` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MigrationDisabled {
     const TYPE_NAME: &'static str = "MigrationDisabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MigrationDisabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MigrationDisabled {
     type Target = MigrationFault;
     #[inline]
@@ -370,12 +386,14 @@ impl std::ops::Deref for MigrationDisabled {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MigrationDisabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MigrationDisabled {
     fn decode_field(
         &mut self,
@@ -389,6 +407,7 @@ impl x::Fields for MigrationDisabled {
         x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `MigrationErrorEvent` (extends `MigrationEvent`).
 ///
 /// The fields of `MigrationEvent` are in `migration_event`, also reachable through `Deref`.
@@ -397,10 +416,13 @@ pub struct MigrationErrorEvent {
     /// The fields `MigrationErrorEvent` inherits from `MigrationEvent`.
     pub migration_event: MigrationEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for MigrationErrorEvent {
     const TYPE_NAME: &'static str = "MigrationErrorEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for MigrationErrorEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for MigrationErrorEvent {
     type Target = MigrationEvent;
     #[inline]
@@ -408,12 +430,14 @@ impl std::ops::Deref for MigrationErrorEvent {
         &self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for MigrationErrorEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationEvent {
         &mut self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for MigrationErrorEvent {
     fn decode_field(
         &mut self,
@@ -427,6 +451,7 @@ impl x::Fields for MigrationErrorEvent {
         x::Fields::encode_fields(&self.migration_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `MigrationEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -437,10 +462,13 @@ pub struct MigrationEvent {
     /// `fault`.
     pub fault: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for MigrationEvent {
     const TYPE_NAME: &'static str = "MigrationEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for MigrationEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for MigrationEvent {
     type Target = VmEvent;
     #[inline]
@@ -448,12 +476,14 @@ impl std::ops::Deref for MigrationEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for MigrationEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for MigrationEvent {
     fn decode_field(
         &mut self,
@@ -472,6 +502,7 @@ impl x::Fields for MigrationEvent {
         w.write("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MigrationFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -480,10 +511,13 @@ pub struct MigrationFault {
     /// The fields `MigrationFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MigrationFault {
     const TYPE_NAME: &'static str = "MigrationFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MigrationFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MigrationFault {
     type Target = VimFault;
     #[inline]
@@ -491,12 +525,14 @@ impl std::ops::Deref for MigrationFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MigrationFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MigrationFault {
     fn decode_field(
         &mut self,
@@ -510,6 +546,7 @@ impl x::Fields for MigrationFault {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MigrationFeatureNotSupported` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -524,10 +561,13 @@ pub struct MigrationFeatureNotSupported {
     /// `failedHost`.
     pub failed_host: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MigrationFeatureNotSupported {
     const TYPE_NAME: &'static str = "MigrationFeatureNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MigrationFeatureNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MigrationFeatureNotSupported {
     type Target = MigrationFault;
     #[inline]
@@ -535,12 +575,14 @@ impl std::ops::Deref for MigrationFeatureNotSupported {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MigrationFeatureNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MigrationFeatureNotSupported {
     fn decode_field(
         &mut self,
@@ -563,6 +605,7 @@ impl x::Fields for MigrationFeatureNotSupported {
         w.write("failedHost", &self.failed_host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `MigrationHostErrorEvent` (extends `MigrationEvent`).
 ///
 /// The fields of `MigrationEvent` are in `migration_event`, also reachable through `Deref`.
@@ -573,10 +616,13 @@ pub struct MigrationHostErrorEvent {
     /// `dstHost`.
     pub dst_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for MigrationHostErrorEvent {
     const TYPE_NAME: &'static str = "MigrationHostErrorEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for MigrationHostErrorEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for MigrationHostErrorEvent {
     type Target = MigrationEvent;
     #[inline]
@@ -584,12 +630,14 @@ impl std::ops::Deref for MigrationHostErrorEvent {
         &self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for MigrationHostErrorEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationEvent {
         &mut self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for MigrationHostErrorEvent {
     fn decode_field(
         &mut self,
@@ -608,6 +656,7 @@ impl x::Fields for MigrationHostErrorEvent {
         w.write("dstHost", &self.dst_host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `MigrationHostWarningEvent` (extends `MigrationEvent`).
 ///
 /// The fields of `MigrationEvent` are in `migration_event`, also reachable through `Deref`.
@@ -618,10 +667,13 @@ pub struct MigrationHostWarningEvent {
     /// `dstHost`.
     pub dst_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for MigrationHostWarningEvent {
     const TYPE_NAME: &'static str = "MigrationHostWarningEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for MigrationHostWarningEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for MigrationHostWarningEvent {
     type Target = MigrationEvent;
     #[inline]
@@ -629,12 +681,14 @@ impl std::ops::Deref for MigrationHostWarningEvent {
         &self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for MigrationHostWarningEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationEvent {
         &mut self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for MigrationHostWarningEvent {
     fn decode_field(
         &mut self,
@@ -653,6 +707,7 @@ impl x::Fields for MigrationHostWarningEvent {
         w.write("dstHost", &self.dst_host);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MigrationNotReady` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -663,10 +718,13 @@ pub struct MigrationNotReady {
     /// `reason`.
     pub reason: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MigrationNotReady {
     const TYPE_NAME: &'static str = "MigrationNotReady";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MigrationNotReady {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MigrationNotReady {
     type Target = MigrationFault;
     #[inline]
@@ -674,12 +732,14 @@ impl std::ops::Deref for MigrationNotReady {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MigrationNotReady {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MigrationNotReady {
     fn decode_field(
         &mut self,
@@ -698,6 +758,7 @@ impl x::Fields for MigrationNotReady {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `MigrationResourceErrorEvent` (extends `MigrationEvent`).
 ///
 /// The fields of `MigrationEvent` are in `migration_event`, also reachable through `Deref`.
@@ -710,10 +771,13 @@ pub struct MigrationResourceErrorEvent {
     /// `dstHost`.
     pub dst_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for MigrationResourceErrorEvent {
     const TYPE_NAME: &'static str = "MigrationResourceErrorEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for MigrationResourceErrorEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for MigrationResourceErrorEvent {
     type Target = MigrationEvent;
     #[inline]
@@ -721,12 +785,14 @@ impl std::ops::Deref for MigrationResourceErrorEvent {
         &self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for MigrationResourceErrorEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationEvent {
         &mut self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for MigrationResourceErrorEvent {
     fn decode_field(
         &mut self,
@@ -747,6 +813,7 @@ impl x::Fields for MigrationResourceErrorEvent {
         w.write("dstHost", &self.dst_host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `MigrationResourceWarningEvent` (extends `MigrationEvent`).
 ///
 /// The fields of `MigrationEvent` are in `migration_event`, also reachable through `Deref`.
@@ -759,10 +826,13 @@ pub struct MigrationResourceWarningEvent {
     /// `dstHost`.
     pub dst_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for MigrationResourceWarningEvent {
     const TYPE_NAME: &'static str = "MigrationResourceWarningEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for MigrationResourceWarningEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for MigrationResourceWarningEvent {
     type Target = MigrationEvent;
     #[inline]
@@ -770,12 +840,14 @@ impl std::ops::Deref for MigrationResourceWarningEvent {
         &self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for MigrationResourceWarningEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationEvent {
         &mut self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for MigrationResourceWarningEvent {
     fn decode_field(
         &mut self,
@@ -796,6 +868,7 @@ impl x::Fields for MigrationResourceWarningEvent {
         w.write("dstHost", &self.dst_host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `MigrationWarningEvent` (extends `MigrationEvent`).
 ///
 /// The fields of `MigrationEvent` are in `migration_event`, also reachable through `Deref`.
@@ -804,10 +877,13 @@ pub struct MigrationWarningEvent {
     /// The fields `MigrationWarningEvent` inherits from `MigrationEvent`.
     pub migration_event: MigrationEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for MigrationWarningEvent {
     const TYPE_NAME: &'static str = "MigrationWarningEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for MigrationWarningEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for MigrationWarningEvent {
     type Target = MigrationEvent;
     #[inline]
@@ -815,12 +891,14 @@ impl std::ops::Deref for MigrationWarningEvent {
         &self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for MigrationWarningEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationEvent {
         &mut self.migration_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for MigrationWarningEvent {
     fn decode_field(
         &mut self,
@@ -834,6 +912,7 @@ impl x::Fields for MigrationWarningEvent {
         x::Fields::encode_fields(&self.migration_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MismatchedBundle` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -850,10 +929,13 @@ pub struct MismatchedBundle {
     /// `hostBuildNumber`.
     pub host_build_number: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MismatchedBundle {
     const TYPE_NAME: &'static str = "MismatchedBundle";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MismatchedBundle {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MismatchedBundle {
     type Target = VimFault;
     #[inline]
@@ -861,12 +943,14 @@ impl std::ops::Deref for MismatchedBundle {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MismatchedBundle {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MismatchedBundle {
     fn decode_field(
         &mut self,
@@ -891,6 +975,7 @@ impl x::Fields for MismatchedBundle {
         w.write("hostBuildNumber", &self.host_build_number);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MismatchedNetworkPolicies` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -905,10 +990,13 @@ pub struct MismatchedNetworkPolicies {
     /// `connected`.
     pub connected: bool,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MismatchedNetworkPolicies {
     const TYPE_NAME: &'static str = "MismatchedNetworkPolicies";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MismatchedNetworkPolicies {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MismatchedNetworkPolicies {
     type Target = MigrationFault;
     #[inline]
@@ -916,12 +1004,14 @@ impl std::ops::Deref for MismatchedNetworkPolicies {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MismatchedNetworkPolicies {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MismatchedNetworkPolicies {
     fn decode_field(
         &mut self,
@@ -944,6 +1034,7 @@ impl x::Fields for MismatchedNetworkPolicies {
         w.write("connected", &self.connected);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MismatchedVMotionNetworkNames` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -956,10 +1047,13 @@ pub struct MismatchedVMotionNetworkNames {
     /// `destNetwork`.
     pub dest_network: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MismatchedVMotionNetworkNames {
     const TYPE_NAME: &'static str = "MismatchedVMotionNetworkNames";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MismatchedVMotionNetworkNames {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MismatchedVMotionNetworkNames {
     type Target = MigrationFault;
     #[inline]
@@ -967,12 +1061,14 @@ impl std::ops::Deref for MismatchedVMotionNetworkNames {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MismatchedVMotionNetworkNames {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MismatchedVMotionNetworkNames {
     fn decode_field(
         &mut self,
@@ -993,6 +1089,7 @@ impl x::Fields for MismatchedVMotionNetworkNames {
         w.write("destNetwork", &self.dest_network);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MissingBmcSupport` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1001,10 +1098,13 @@ pub struct MissingBmcSupport {
     /// The fields `MissingBmcSupport` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MissingBmcSupport {
     const TYPE_NAME: &'static str = "MissingBmcSupport";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MissingBmcSupport {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MissingBmcSupport {
     type Target = VimFault;
     #[inline]
@@ -1012,12 +1112,14 @@ impl std::ops::Deref for MissingBmcSupport {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MissingBmcSupport {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MissingBmcSupport {
     fn decode_field(
         &mut self,
@@ -1031,6 +1133,7 @@ impl x::Fields for MissingBmcSupport {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MissingController` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
@@ -1039,10 +1142,13 @@ pub struct MissingController {
     /// The fields `MissingController` inherits from `InvalidDeviceSpec`.
     pub invalid_device_spec: InvalidDeviceSpec,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MissingController {
     const TYPE_NAME: &'static str = "MissingController";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MissingController {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MissingController {
     type Target = InvalidDeviceSpec;
     #[inline]
@@ -1050,12 +1156,14 @@ impl std::ops::Deref for MissingController {
         &self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MissingController {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidDeviceSpec {
         &mut self.invalid_device_spec
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MissingController {
     fn decode_field(
         &mut self,
@@ -1069,6 +1177,7 @@ impl x::Fields for MissingController {
         x::Fields::encode_fields(&self.invalid_device_spec, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MissingIpPool` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
@@ -1077,10 +1186,13 @@ pub struct MissingIpPool {
     /// The fields `MissingIpPool` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MissingIpPool {
     const TYPE_NAME: &'static str = "MissingIpPool";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MissingIpPool {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MissingIpPool {
     type Target = VAppPropertyFault;
     #[inline]
@@ -1088,12 +1200,14 @@ impl std::ops::Deref for MissingIpPool {
         &self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MissingIpPool {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppPropertyFault {
         &mut self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MissingIpPool {
     fn decode_field(
         &mut self,
@@ -1107,6 +1221,7 @@ impl x::Fields for MissingIpPool {
         x::Fields::encode_fields(&self.vapp_property_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MissingLinuxCustResources` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -1115,10 +1230,13 @@ pub struct MissingLinuxCustResources {
     /// The fields `MissingLinuxCustResources` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MissingLinuxCustResources {
     const TYPE_NAME: &'static str = "MissingLinuxCustResources";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MissingLinuxCustResources {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MissingLinuxCustResources {
     type Target = CustomizationFault;
     #[inline]
@@ -1126,12 +1244,14 @@ impl std::ops::Deref for MissingLinuxCustResources {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MissingLinuxCustResources {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MissingLinuxCustResources {
     fn decode_field(
         &mut self,
@@ -1145,6 +1265,7 @@ impl x::Fields for MissingLinuxCustResources {
         x::Fields::encode_fields(&self.customization_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MissingNetworkIpConfig` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
@@ -1153,10 +1274,13 @@ pub struct MissingNetworkIpConfig {
     /// The fields `MissingNetworkIpConfig` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MissingNetworkIpConfig {
     const TYPE_NAME: &'static str = "MissingNetworkIpConfig";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MissingNetworkIpConfig {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MissingNetworkIpConfig {
     type Target = VAppPropertyFault;
     #[inline]
@@ -1164,12 +1288,14 @@ impl std::ops::Deref for MissingNetworkIpConfig {
         &self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MissingNetworkIpConfig {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppPropertyFault {
         &mut self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MissingNetworkIpConfig {
     fn decode_field(
         &mut self,
@@ -1218,6 +1344,7 @@ impl x::ArrayItem for MissingObject {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfMissingObject";
     const ITEM_TAG: &'static str = "MissingObject";
 }
+#[cfg(feature = "all-faults")]
 /// `MissingPowerOffConfiguration` (extends `VAppConfigFault`).
 ///
 /// The fields of `VAppConfigFault` are in `vapp_config_fault`, also reachable through `Deref`.
@@ -1226,10 +1353,13 @@ pub struct MissingPowerOffConfiguration {
     /// The fields `MissingPowerOffConfiguration` inherits from `VAppConfigFault`.
     pub vapp_config_fault: VAppConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MissingPowerOffConfiguration {
     const TYPE_NAME: &'static str = "MissingPowerOffConfiguration";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MissingPowerOffConfiguration {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MissingPowerOffConfiguration {
     type Target = VAppConfigFault;
     #[inline]
@@ -1237,12 +1367,14 @@ impl std::ops::Deref for MissingPowerOffConfiguration {
         &self.vapp_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MissingPowerOffConfiguration {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppConfigFault {
         &mut self.vapp_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MissingPowerOffConfiguration {
     fn decode_field(
         &mut self,
@@ -1256,6 +1388,7 @@ impl x::Fields for MissingPowerOffConfiguration {
         x::Fields::encode_fields(&self.vapp_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MissingPowerOnConfiguration` (extends `VAppConfigFault`).
 ///
 /// The fields of `VAppConfigFault` are in `vapp_config_fault`, also reachable through `Deref`.
@@ -1264,10 +1397,13 @@ pub struct MissingPowerOnConfiguration {
     /// The fields `MissingPowerOnConfiguration` inherits from `VAppConfigFault`.
     pub vapp_config_fault: VAppConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MissingPowerOnConfiguration {
     const TYPE_NAME: &'static str = "MissingPowerOnConfiguration";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MissingPowerOnConfiguration {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MissingPowerOnConfiguration {
     type Target = VAppConfigFault;
     #[inline]
@@ -1275,12 +1411,14 @@ impl std::ops::Deref for MissingPowerOnConfiguration {
         &self.vapp_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MissingPowerOnConfiguration {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppConfigFault {
         &mut self.vapp_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MissingPowerOnConfiguration {
     fn decode_field(
         &mut self,
@@ -1329,6 +1467,7 @@ impl x::ArrayItem for MissingProperty {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfMissingProperty";
     const ITEM_TAG: &'static str = "MissingProperty";
 }
+#[cfg(feature = "all-faults")]
 /// `MissingWindowsCustResources` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -1337,10 +1476,13 @@ pub struct MissingWindowsCustResources {
     /// The fields `MissingWindowsCustResources` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MissingWindowsCustResources {
     const TYPE_NAME: &'static str = "MissingWindowsCustResources";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MissingWindowsCustResources {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MissingWindowsCustResources {
     type Target = CustomizationFault;
     #[inline]
@@ -1348,12 +1490,14 @@ impl std::ops::Deref for MissingWindowsCustResources {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MissingWindowsCustResources {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MissingWindowsCustResources {
     fn decode_field(
         &mut self,

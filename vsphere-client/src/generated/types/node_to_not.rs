@@ -95,6 +95,7 @@ impl x::Fields for NodeNetworkSpec {
         w.write("ipSettings", &self.ip_settings);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NonADUserRequired` (extends `ActiveDirectoryFault`).
 ///
 /// The fields of `ActiveDirectoryFault` are in `active_directory_fault`, also reachable through `Deref`.
@@ -103,10 +104,13 @@ pub struct NonADUserRequired {
     /// The fields `NonADUserRequired` inherits from `ActiveDirectoryFault`.
     pub active_directory_fault: ActiveDirectoryFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NonADUserRequired {
     const TYPE_NAME: &'static str = "NonADUserRequired";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NonADUserRequired {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NonADUserRequired {
     type Target = ActiveDirectoryFault;
     #[inline]
@@ -114,12 +118,14 @@ impl std::ops::Deref for NonADUserRequired {
         &self.active_directory_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NonADUserRequired {
     #[inline]
     fn deref_mut(&mut self) -> &mut ActiveDirectoryFault {
         &mut self.active_directory_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NonADUserRequired {
     fn decode_field(
         &mut self,
@@ -133,6 +139,7 @@ impl x::Fields for NonADUserRequired {
         x::Fields::encode_fields(&self.active_directory_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NonHomeRDMVMotionNotSupported` (extends `MigrationFeatureNotSupported`).
 ///
 /// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
@@ -143,10 +150,13 @@ pub struct NonHomeRDMVMotionNotSupported {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NonHomeRDMVMotionNotSupported {
     const TYPE_NAME: &'static str = "NonHomeRDMVMotionNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NonHomeRDMVMotionNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NonHomeRDMVMotionNotSupported {
     type Target = MigrationFeatureNotSupported;
     #[inline]
@@ -154,12 +164,14 @@ impl std::ops::Deref for NonHomeRDMVMotionNotSupported {
         &self.migration_feature_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NonHomeRDMVMotionNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFeatureNotSupported {
         &mut self.migration_feature_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NonHomeRDMVMotionNotSupported {
     fn decode_field(
         &mut self,
@@ -184,6 +196,7 @@ impl x::Fields for NonHomeRDMVMotionNotSupported {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NonPersistentDisksNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -192,10 +205,13 @@ pub struct NonPersistentDisksNotSupported {
     /// The fields `NonPersistentDisksNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NonPersistentDisksNotSupported {
     const TYPE_NAME: &'static str = "NonPersistentDisksNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NonPersistentDisksNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NonPersistentDisksNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -203,12 +219,14 @@ impl std::ops::Deref for NonPersistentDisksNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NonPersistentDisksNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NonPersistentDisksNotSupported {
     fn decode_field(
         &mut self,
@@ -222,6 +240,7 @@ impl x::Fields for NonPersistentDisksNotSupported {
         x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `NonVIWorkloadDetectedOnDatastoreEvent` (extends `DatastoreEvent`).
 ///
 /// The fields of `DatastoreEvent` are in `datastore_event`, also reachable through `Deref`.
@@ -230,10 +249,13 @@ pub struct NonVIWorkloadDetectedOnDatastoreEvent {
     /// The fields `NonVIWorkloadDetectedOnDatastoreEvent` inherits from `DatastoreEvent`.
     pub datastore_event: DatastoreEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for NonVIWorkloadDetectedOnDatastoreEvent {
     const TYPE_NAME: &'static str = "NonVIWorkloadDetectedOnDatastoreEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for NonVIWorkloadDetectedOnDatastoreEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for NonVIWorkloadDetectedOnDatastoreEvent {
     type Target = DatastoreEvent;
     #[inline]
@@ -241,12 +263,14 @@ impl std::ops::Deref for NonVIWorkloadDetectedOnDatastoreEvent {
         &self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for NonVIWorkloadDetectedOnDatastoreEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreEvent {
         &mut self.datastore_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for NonVIWorkloadDetectedOnDatastoreEvent {
     fn decode_field(
         &mut self,
@@ -260,6 +284,7 @@ impl x::Fields for NonVIWorkloadDetectedOnDatastoreEvent {
         x::Fields::encode_fields(&self.datastore_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NonVmwareOuiMacNotSupportedHost` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
@@ -270,10 +295,13 @@ pub struct NonVmwareOuiMacNotSupportedHost {
     /// `hostName`.
     pub host_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NonVmwareOuiMacNotSupportedHost {
     const TYPE_NAME: &'static str = "NonVmwareOuiMacNotSupportedHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NonVmwareOuiMacNotSupportedHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NonVmwareOuiMacNotSupportedHost {
     type Target = NotSupportedHost;
     #[inline]
@@ -281,12 +309,14 @@ impl std::ops::Deref for NonVmwareOuiMacNotSupportedHost {
         &self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NonVmwareOuiMacNotSupportedHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotSupportedHost {
         &mut self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NonVmwareOuiMacNotSupportedHost {
     fn decode_field(
         &mut self,
@@ -305,6 +335,7 @@ impl x::Fields for NonVmwareOuiMacNotSupportedHost {
         w.write("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotADirectory` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -313,10 +344,13 @@ pub struct NotADirectory {
     /// The fields `NotADirectory` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotADirectory {
     const TYPE_NAME: &'static str = "NotADirectory";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotADirectory {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotADirectory {
     type Target = FileFault;
     #[inline]
@@ -324,12 +358,14 @@ impl std::ops::Deref for NotADirectory {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotADirectory {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotADirectory {
     fn decode_field(
         &mut self,
@@ -343,6 +379,7 @@ impl x::Fields for NotADirectory {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotAFile` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -351,10 +388,13 @@ pub struct NotAFile {
     /// The fields `NotAFile` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotAFile {
     const TYPE_NAME: &'static str = "NotAFile";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotAFile {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotAFile {
     type Target = FileFault;
     #[inline]
@@ -362,12 +402,14 @@ impl std::ops::Deref for NotAFile {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotAFile {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotAFile {
     fn decode_field(
         &mut self,
@@ -419,6 +461,7 @@ impl x::Fields for NotAuthenticated {
         x::Fields::encode_fields(&self.no_permission, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotEnoughCpus` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -431,10 +474,13 @@ pub struct NotEnoughCpus {
     /// `numCpuVm`.
     pub num_cpu_vm: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotEnoughCpus {
     const TYPE_NAME: &'static str = "NotEnoughCpus";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotEnoughCpus {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotEnoughCpus {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -442,12 +488,14 @@ impl std::ops::Deref for NotEnoughCpus {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotEnoughCpus {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotEnoughCpus {
     fn decode_field(
         &mut self,
@@ -512,6 +560,7 @@ impl x::Fields for NotEnoughLicenses {
         x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotEnoughLogicalCpus` (extends `NotEnoughCpus`).
 ///
 /// The fields of `NotEnoughCpus` are in `not_enough_cpus`, also reachable through `Deref`.
@@ -522,10 +571,13 @@ pub struct NotEnoughLogicalCpus {
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotEnoughLogicalCpus {
     const TYPE_NAME: &'static str = "NotEnoughLogicalCpus";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotEnoughLogicalCpus {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotEnoughLogicalCpus {
     type Target = NotEnoughCpus;
     #[inline]
@@ -533,12 +585,14 @@ impl std::ops::Deref for NotEnoughLogicalCpus {
         &self.not_enough_cpus
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotEnoughLogicalCpus {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughCpus {
         &mut self.not_enough_cpus
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotEnoughLogicalCpus {
     fn decode_field(
         &mut self,
@@ -557,6 +611,7 @@ impl x::Fields for NotEnoughLogicalCpus {
         w.write_opt("host", &self.host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `NotEnoughResourcesToStartVmEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -567,10 +622,13 @@ pub struct NotEnoughResourcesToStartVmEvent {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for NotEnoughResourcesToStartVmEvent {
     const TYPE_NAME: &'static str = "NotEnoughResourcesToStartVmEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for NotEnoughResourcesToStartVmEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for NotEnoughResourcesToStartVmEvent {
     type Target = VmEvent;
     #[inline]
@@ -578,12 +636,14 @@ impl std::ops::Deref for NotEnoughResourcesToStartVmEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for NotEnoughResourcesToStartVmEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for NotEnoughResourcesToStartVmEvent {
     fn decode_field(
         &mut self,
@@ -716,6 +776,7 @@ impl x::Fields for NotSupported {
         x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotSupportedDeviceForFT` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -736,10 +797,13 @@ pub struct NotSupportedDeviceForFT {
     /// `deviceLabel`.
     pub device_label: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotSupportedDeviceForFT {
     const TYPE_NAME: &'static str = "NotSupportedDeviceForFT";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedDeviceForFT {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedDeviceForFT {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -747,12 +811,14 @@ impl std::ops::Deref for NotSupportedDeviceForFT {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotSupportedDeviceForFT {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotSupportedDeviceForFT {
     fn decode_field(
         &mut self,
@@ -787,6 +853,7 @@ impl x::Fields for NotSupportedDeviceForFT {
         w.write_opt("deviceLabel", &self.device_label);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotSupportedHost` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -799,10 +866,13 @@ pub struct NotSupportedHost {
     /// `productVersion`.
     pub product_version: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotSupportedHost {
     const TYPE_NAME: &'static str = "NotSupportedHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHost {
     type Target = HostConnectFault;
     #[inline]
@@ -810,12 +880,14 @@ impl std::ops::Deref for NotSupportedHost {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotSupportedHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotSupportedHost {
     fn decode_field(
         &mut self,
@@ -836,6 +908,7 @@ impl x::Fields for NotSupportedHost {
         w.write_opt("productVersion", &self.product_version);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotSupportedHostForChecksum` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -844,10 +917,13 @@ pub struct NotSupportedHostForChecksum {
     /// The fields `NotSupportedHostForChecksum` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotSupportedHostForChecksum {
     const TYPE_NAME: &'static str = "NotSupportedHostForChecksum";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostForChecksum {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostForChecksum {
     type Target = VimFault;
     #[inline]
@@ -855,12 +931,14 @@ impl std::ops::Deref for NotSupportedHostForChecksum {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotSupportedHostForChecksum {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotSupportedHostForChecksum {
     fn decode_field(
         &mut self,
@@ -874,6 +952,7 @@ impl x::Fields for NotSupportedHostForChecksum {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotSupportedHostForVFlash` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
@@ -884,10 +963,13 @@ pub struct NotSupportedHostForVFlash {
     /// `hostName`.
     pub host_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotSupportedHostForVFlash {
     const TYPE_NAME: &'static str = "NotSupportedHostForVFlash";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostForVFlash {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostForVFlash {
     type Target = NotSupportedHost;
     #[inline]
@@ -895,12 +977,14 @@ impl std::ops::Deref for NotSupportedHostForVFlash {
         &self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotSupportedHostForVFlash {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotSupportedHost {
         &mut self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotSupportedHostForVFlash {
     fn decode_field(
         &mut self,
@@ -919,6 +1003,7 @@ impl x::Fields for NotSupportedHostForVFlash {
         w.write("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotSupportedHostForVmcp` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
@@ -929,10 +1014,13 @@ pub struct NotSupportedHostForVmcp {
     /// `hostName`.
     pub host_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotSupportedHostForVmcp {
     const TYPE_NAME: &'static str = "NotSupportedHostForVmcp";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostForVmcp {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostForVmcp {
     type Target = NotSupportedHost;
     #[inline]
@@ -940,12 +1028,14 @@ impl std::ops::Deref for NotSupportedHostForVmcp {
         &self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotSupportedHostForVmcp {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotSupportedHost {
         &mut self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotSupportedHostForVmcp {
     fn decode_field(
         &mut self,
@@ -964,6 +1054,7 @@ impl x::Fields for NotSupportedHostForVmcp {
         w.write("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotSupportedHostForVmemFile` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
@@ -974,10 +1065,13 @@ pub struct NotSupportedHostForVmemFile {
     /// `hostName`.
     pub host_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotSupportedHostForVmemFile {
     const TYPE_NAME: &'static str = "NotSupportedHostForVmemFile";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostForVmemFile {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostForVmemFile {
     type Target = NotSupportedHost;
     #[inline]
@@ -985,12 +1079,14 @@ impl std::ops::Deref for NotSupportedHostForVmemFile {
         &self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotSupportedHostForVmemFile {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotSupportedHost {
         &mut self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotSupportedHostForVmemFile {
     fn decode_field(
         &mut self,
@@ -1009,6 +1105,7 @@ impl x::Fields for NotSupportedHostForVmemFile {
         w.write("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotSupportedHostForVsan` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
@@ -1019,10 +1116,13 @@ pub struct NotSupportedHostForVsan {
     /// `hostName`.
     pub host_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotSupportedHostForVsan {
     const TYPE_NAME: &'static str = "NotSupportedHostForVsan";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostForVsan {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostForVsan {
     type Target = NotSupportedHost;
     #[inline]
@@ -1030,12 +1130,14 @@ impl std::ops::Deref for NotSupportedHostForVsan {
         &self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotSupportedHostForVsan {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotSupportedHost {
         &mut self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotSupportedHostForVsan {
     fn decode_field(
         &mut self,
@@ -1054,6 +1156,7 @@ impl x::Fields for NotSupportedHostForVsan {
         w.write("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotSupportedHostInCluster` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
@@ -1062,10 +1165,13 @@ pub struct NotSupportedHostInCluster {
     /// The fields `NotSupportedHostInCluster` inherits from `NotSupportedHost`.
     pub not_supported_host: NotSupportedHost,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotSupportedHostInCluster {
     const TYPE_NAME: &'static str = "NotSupportedHostInCluster";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostInCluster {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostInCluster {
     type Target = NotSupportedHost;
     #[inline]
@@ -1073,12 +1179,14 @@ impl std::ops::Deref for NotSupportedHostInCluster {
         &self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotSupportedHostInCluster {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotSupportedHost {
         &mut self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotSupportedHostInCluster {
     fn decode_field(
         &mut self,
@@ -1092,6 +1200,7 @@ impl x::Fields for NotSupportedHostInCluster {
         x::Fields::encode_fields(&self.not_supported_host, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotSupportedHostInDvs` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
@@ -1102,10 +1211,13 @@ pub struct NotSupportedHostInDvs {
     /// `switchProductSpec`.
     pub switch_product_spec: DistributedVirtualSwitchProductSpec,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotSupportedHostInDvs {
     const TYPE_NAME: &'static str = "NotSupportedHostInDvs";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostInDvs {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostInDvs {
     type Target = NotSupportedHost;
     #[inline]
@@ -1113,12 +1225,14 @@ impl std::ops::Deref for NotSupportedHostInDvs {
         &self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotSupportedHostInDvs {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotSupportedHost {
         &mut self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotSupportedHostInDvs {
     fn decode_field(
         &mut self,
@@ -1137,6 +1251,7 @@ impl x::Fields for NotSupportedHostInDvs {
         w.write("switchProductSpec", &self.switch_product_spec);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotSupportedHostInHACluster` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
@@ -1149,10 +1264,13 @@ pub struct NotSupportedHostInHACluster {
     /// `build`.
     pub build: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotSupportedHostInHACluster {
     const TYPE_NAME: &'static str = "NotSupportedHostInHACluster";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostInHACluster {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostInHACluster {
     type Target = NotSupportedHost;
     #[inline]
@@ -1160,12 +1278,14 @@ impl std::ops::Deref for NotSupportedHostInHACluster {
         &self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotSupportedHostInHACluster {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotSupportedHost {
         &mut self.not_supported_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotSupportedHostInHACluster {
     fn decode_field(
         &mut self,
@@ -1186,6 +1306,7 @@ impl x::Fields for NotSupportedHostInHACluster {
         w.write("build", &self.build);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NotUserConfigurableProperty` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
@@ -1194,10 +1315,13 @@ pub struct NotUserConfigurableProperty {
     /// The fields `NotUserConfigurableProperty` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NotUserConfigurableProperty {
     const TYPE_NAME: &'static str = "NotUserConfigurableProperty";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NotUserConfigurableProperty {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotUserConfigurableProperty {
     type Target = VAppPropertyFault;
     #[inline]
@@ -1205,12 +1329,14 @@ impl std::ops::Deref for NotUserConfigurableProperty {
         &self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NotUserConfigurableProperty {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppPropertyFault {
         &mut self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NotUserConfigurableProperty {
     fn decode_field(
         &mut self,

@@ -96,6 +96,7 @@ impl x::Fields for NumPortsProfile {
         x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NumVirtualCoresPerSocketNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -108,10 +109,13 @@ pub struct NumVirtualCoresPerSocketNotSupported {
     /// `numCoresPerSocketVm`.
     pub num_cores_per_socket_vm: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NumVirtualCoresPerSocketNotSupported {
     const TYPE_NAME: &'static str = "NumVirtualCoresPerSocketNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NumVirtualCoresPerSocketNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NumVirtualCoresPerSocketNotSupported {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -119,12 +123,14 @@ impl std::ops::Deref for NumVirtualCoresPerSocketNotSupported {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NumVirtualCoresPerSocketNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NumVirtualCoresPerSocketNotSupported {
     fn decode_field(
         &mut self,
@@ -156,6 +162,7 @@ impl x::Fields for NumVirtualCoresPerSocketNotSupported {
         w.write("numCoresPerSocketVm", &self.num_cores_per_socket_vm);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NumVirtualCpusExceedsLimit` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -166,10 +173,13 @@ pub struct NumVirtualCpusExceedsLimit {
     /// `maxSupportedVcpus`.
     pub max_supported_vcpus: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NumVirtualCpusExceedsLimit {
     const TYPE_NAME: &'static str = "NumVirtualCpusExceedsLimit";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NumVirtualCpusExceedsLimit {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NumVirtualCpusExceedsLimit {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -177,12 +187,14 @@ impl std::ops::Deref for NumVirtualCpusExceedsLimit {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NumVirtualCpusExceedsLimit {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NumVirtualCpusExceedsLimit {
     fn decode_field(
         &mut self,
@@ -207,6 +219,7 @@ impl x::Fields for NumVirtualCpusExceedsLimit {
         w.write("maxSupportedVcpus", &self.max_supported_vcpus);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NumVirtualCpusIncompatible` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -219,10 +232,13 @@ pub struct NumVirtualCpusIncompatible {
     /// `numCpu`.
     pub num_cpu: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NumVirtualCpusIncompatible {
     const TYPE_NAME: &'static str = "NumVirtualCpusIncompatible";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NumVirtualCpusIncompatible {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NumVirtualCpusIncompatible {
     type Target = VmConfigFault;
     #[inline]
@@ -230,12 +246,14 @@ impl std::ops::Deref for NumVirtualCpusIncompatible {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NumVirtualCpusIncompatible {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NumVirtualCpusIncompatible {
     fn decode_field(
         &mut self,
@@ -256,6 +274,7 @@ impl x::Fields for NumVirtualCpusIncompatible {
         w.write("numCpu", &self.num_cpu);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NumVirtualCpusNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -268,10 +287,13 @@ pub struct NumVirtualCpusNotSupported {
     /// `numCpuVm`.
     pub num_cpu_vm: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NumVirtualCpusNotSupported {
     const TYPE_NAME: &'static str = "NumVirtualCpusNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NumVirtualCpusNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NumVirtualCpusNotSupported {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -279,12 +301,14 @@ impl std::ops::Deref for NumVirtualCpusNotSupported {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NumVirtualCpusNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NumVirtualCpusNotSupported {
     fn decode_field(
         &mut self,

@@ -227,6 +227,7 @@ impl x::Fields for OpaqueSwitchProfile {
         x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OperationDisabledByGuest` (extends `GuestOperationsFault`).
 ///
 /// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
@@ -235,10 +236,13 @@ pub struct OperationDisabledByGuest {
     /// The fields `OperationDisabledByGuest` inherits from `GuestOperationsFault`.
     pub guest_operations_fault: GuestOperationsFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OperationDisabledByGuest {
     const TYPE_NAME: &'static str = "OperationDisabledByGuest";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OperationDisabledByGuest {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OperationDisabledByGuest {
     type Target = GuestOperationsFault;
     #[inline]
@@ -246,12 +250,14 @@ impl std::ops::Deref for OperationDisabledByGuest {
         &self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OperationDisabledByGuest {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestOperationsFault {
         &mut self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OperationDisabledByGuest {
     fn decode_field(
         &mut self,
@@ -265,6 +271,7 @@ impl x::Fields for OperationDisabledByGuest {
         x::Fields::encode_fields(&self.guest_operations_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OperationDisallowedOnHost` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -273,10 +280,13 @@ pub struct OperationDisallowedOnHost {
     /// The fields `OperationDisallowedOnHost` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OperationDisallowedOnHost {
     const TYPE_NAME: &'static str = "OperationDisallowedOnHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OperationDisallowedOnHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OperationDisallowedOnHost {
     type Target = RuntimeFault;
     #[inline]
@@ -284,12 +294,14 @@ impl std::ops::Deref for OperationDisallowedOnHost {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OperationDisallowedOnHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OperationDisallowedOnHost {
     fn decode_field(
         &mut self,
@@ -303,6 +315,7 @@ impl x::Fields for OperationDisallowedOnHost {
         x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OperationNotSupportedByGuest` (extends `GuestOperationsFault`).
 ///
 /// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
@@ -311,10 +324,13 @@ pub struct OperationNotSupportedByGuest {
     /// The fields `OperationNotSupportedByGuest` inherits from `GuestOperationsFault`.
     pub guest_operations_fault: GuestOperationsFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OperationNotSupportedByGuest {
     const TYPE_NAME: &'static str = "OperationNotSupportedByGuest";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OperationNotSupportedByGuest {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OperationNotSupportedByGuest {
     type Target = GuestOperationsFault;
     #[inline]
@@ -322,12 +338,14 @@ impl std::ops::Deref for OperationNotSupportedByGuest {
         &self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OperationNotSupportedByGuest {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestOperationsFault {
         &mut self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OperationNotSupportedByGuest {
     fn decode_field(
         &mut self,
@@ -535,6 +553,7 @@ impl x::Fields for OrAlarmExpression {
         w.write_vec("expression", &self.expression);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OutOfBounds` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -545,10 +564,13 @@ pub struct OutOfBounds {
     /// `argumentName`.
     pub argument_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OutOfBounds {
     const TYPE_NAME: &'static str = "OutOfBounds";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OutOfBounds {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OutOfBounds {
     type Target = VimFault;
     #[inline]
@@ -556,12 +578,14 @@ impl std::ops::Deref for OutOfBounds {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OutOfBounds {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OutOfBounds {
     fn decode_field(
         &mut self,
@@ -580,6 +604,7 @@ impl x::Fields for OutOfBounds {
         w.write("argumentName", &self.argument_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `OutOfSyncDvsHost` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -590,10 +615,13 @@ pub struct OutOfSyncDvsHost {
     /// `hostOutOfSync`.
     pub host_out_of_sync: Vec<DvsOutOfSyncHostArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for OutOfSyncDvsHost {
     const TYPE_NAME: &'static str = "OutOfSyncDvsHost";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for OutOfSyncDvsHost {}
+#[cfg(feature = "all-events")]
 impl Clone for OutOfSyncDvsHost {
     fn clone(&self) -> Self {
         Self {
@@ -602,6 +630,7 @@ impl Clone for OutOfSyncDvsHost {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for OutOfSyncDvsHost {
     type Target = DvsEvent;
     #[inline]
@@ -609,12 +638,14 @@ impl std::ops::Deref for OutOfSyncDvsHost {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for OutOfSyncDvsHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for OutOfSyncDvsHost {
     fn decode_field(
         &mut self,
@@ -633,6 +664,7 @@ impl x::Fields for OutOfSyncDvsHost {
         w.write_vec("hostOutOfSync", &self.host_out_of_sync);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfAttribute` (extends `OvfInvalidPackage`).
 ///
 /// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
@@ -645,10 +677,13 @@ pub struct OvfAttribute {
     /// `attributeName`.
     pub attribute_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfAttribute {
     const TYPE_NAME: &'static str = "OvfAttribute";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfAttribute {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfAttribute {
     type Target = OvfInvalidPackage;
     #[inline]
@@ -656,12 +691,14 @@ impl std::ops::Deref for OvfAttribute {
         &self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfAttribute {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
         &mut self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfAttribute {
     fn decode_field(
         &mut self,
@@ -682,6 +719,7 @@ impl x::Fields for OvfAttribute {
         w.write("attributeName", &self.attribute_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConnectedDevice` (extends `OvfHardwareExport`).
 ///
 /// The fields of `OvfHardwareExport` are in `ovf_hardware_export`, also reachable through `Deref`.
@@ -690,10 +728,13 @@ pub struct OvfConnectedDevice {
     /// The fields `OvfConnectedDevice` inherits from `OvfHardwareExport`.
     pub ovf_hardware_export: OvfHardwareExport,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConnectedDevice {
     const TYPE_NAME: &'static str = "OvfConnectedDevice";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConnectedDevice {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConnectedDevice {
     type Target = OvfHardwareExport;
     #[inline]
@@ -701,12 +742,14 @@ impl std::ops::Deref for OvfConnectedDevice {
         &self.ovf_hardware_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConnectedDevice {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfHardwareExport {
         &mut self.ovf_hardware_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConnectedDevice {
     fn decode_field(
         &mut self,
@@ -720,6 +763,7 @@ impl x::Fields for OvfConnectedDevice {
         x::Fields::encode_fields(&self.ovf_hardware_export, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConnectedDeviceFloppy` (extends `OvfConnectedDevice`).
 ///
 /// The fields of `OvfConnectedDevice` are in `ovf_connected_device`, also reachable through `Deref`.
@@ -730,10 +774,13 @@ pub struct OvfConnectedDeviceFloppy {
     /// `filename`.
     pub filename: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConnectedDeviceFloppy {
     const TYPE_NAME: &'static str = "OvfConnectedDeviceFloppy";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConnectedDeviceFloppy {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConnectedDeviceFloppy {
     type Target = OvfConnectedDevice;
     #[inline]
@@ -741,12 +788,14 @@ impl std::ops::Deref for OvfConnectedDeviceFloppy {
         &self.ovf_connected_device
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConnectedDeviceFloppy {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfConnectedDevice {
         &mut self.ovf_connected_device
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConnectedDeviceFloppy {
     fn decode_field(
         &mut self,
@@ -765,6 +814,7 @@ impl x::Fields for OvfConnectedDeviceFloppy {
         w.write("filename", &self.filename);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConnectedDeviceIso` (extends `OvfConnectedDevice`).
 ///
 /// The fields of `OvfConnectedDevice` are in `ovf_connected_device`, also reachable through `Deref`.
@@ -775,10 +825,13 @@ pub struct OvfConnectedDeviceIso {
     /// `filename`.
     pub filename: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConnectedDeviceIso {
     const TYPE_NAME: &'static str = "OvfConnectedDeviceIso";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConnectedDeviceIso {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConnectedDeviceIso {
     type Target = OvfConnectedDevice;
     #[inline]
@@ -786,12 +839,14 @@ impl std::ops::Deref for OvfConnectedDeviceIso {
         &self.ovf_connected_device
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConnectedDeviceIso {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfConnectedDevice {
         &mut self.ovf_connected_device
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConnectedDeviceIso {
     fn decode_field(
         &mut self,
@@ -810,6 +865,7 @@ impl x::Fields for OvfConnectedDeviceIso {
         w.write("filename", &self.filename);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConstraint` (extends `OvfInvalidPackage`).
 ///
 /// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
@@ -820,10 +876,13 @@ pub struct OvfConstraint {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConstraint {
     const TYPE_NAME: &'static str = "OvfConstraint";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConstraint {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConstraint {
     type Target = OvfInvalidPackage;
     #[inline]
@@ -831,12 +890,14 @@ impl std::ops::Deref for OvfConstraint {
         &self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConstraint {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
         &mut self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConstraint {
     fn decode_field(
         &mut self,
@@ -855,6 +916,7 @@ impl x::Fields for OvfConstraint {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConsumerCallbackFault` (extends `OvfFault`).
 ///
 /// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
@@ -867,10 +929,13 @@ pub struct OvfConsumerCallbackFault {
     /// `extensionName`.
     pub extension_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConsumerCallbackFault {
     const TYPE_NAME: &'static str = "OvfConsumerCallbackFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConsumerCallbackFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConsumerCallbackFault {
     type Target = OvfFault;
     #[inline]
@@ -878,12 +943,14 @@ impl std::ops::Deref for OvfConsumerCallbackFault {
         &self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConsumerCallbackFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfFault {
         &mut self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConsumerCallbackFault {
     fn decode_field(
         &mut self,
@@ -904,6 +971,7 @@ impl x::Fields for OvfConsumerCallbackFault {
         w.write("extensionName", &self.extension_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConsumerCommunicationError` (extends `OvfConsumerCallbackFault`).
 ///
 /// The fields of `OvfConsumerCallbackFault` are in `ovf_consumer_callback_fault`, also reachable through `Deref`.
@@ -914,10 +982,13 @@ pub struct OvfConsumerCommunicationError {
     /// `description`.
     pub description: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConsumerCommunicationError {
     const TYPE_NAME: &'static str = "OvfConsumerCommunicationError";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConsumerCommunicationError {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConsumerCommunicationError {
     type Target = OvfConsumerCallbackFault;
     #[inline]
@@ -925,12 +996,14 @@ impl std::ops::Deref for OvfConsumerCommunicationError {
         &self.ovf_consumer_callback_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConsumerCommunicationError {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfConsumerCallbackFault {
         &mut self.ovf_consumer_callback_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConsumerCommunicationError {
     fn decode_field(
         &mut self,
@@ -955,6 +1028,7 @@ impl x::Fields for OvfConsumerCommunicationError {
         w.write("description", &self.description);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConsumerFault` (extends `OvfConsumerCallbackFault`).
 ///
 /// The fields of `OvfConsumerCallbackFault` are in `ovf_consumer_callback_fault`, also reachable through `Deref`.
@@ -969,10 +1043,13 @@ pub struct OvfConsumerFault {
     /// `params`.
     pub params: Vec<KeyValue>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConsumerFault {
     const TYPE_NAME: &'static str = "OvfConsumerFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConsumerFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for OvfConsumerFault {
     fn clone(&self) -> Self {
         Self {
@@ -983,6 +1060,7 @@ impl Clone for OvfConsumerFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConsumerFault {
     type Target = OvfConsumerCallbackFault;
     #[inline]
@@ -990,12 +1068,14 @@ impl std::ops::Deref for OvfConsumerFault {
         &self.ovf_consumer_callback_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConsumerFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfConsumerCallbackFault {
         &mut self.ovf_consumer_callback_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConsumerFault {
     fn decode_field(
         &mut self,
@@ -1024,6 +1104,7 @@ impl x::Fields for OvfConsumerFault {
         w.write_vec("params", &self.params);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConsumerInvalidSection` (extends `OvfConsumerCallbackFault`).
 ///
 /// The fields of `OvfConsumerCallbackFault` are in `ovf_consumer_callback_fault`, also reachable through `Deref`.
@@ -1036,10 +1117,13 @@ pub struct OvfConsumerInvalidSection {
     /// `description`.
     pub description: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConsumerInvalidSection {
     const TYPE_NAME: &'static str = "OvfConsumerInvalidSection";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConsumerInvalidSection {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConsumerInvalidSection {
     type Target = OvfConsumerCallbackFault;
     #[inline]
@@ -1047,12 +1131,14 @@ impl std::ops::Deref for OvfConsumerInvalidSection {
         &self.ovf_consumer_callback_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConsumerInvalidSection {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfConsumerCallbackFault {
         &mut self.ovf_consumer_callback_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConsumerInvalidSection {
     fn decode_field(
         &mut self,
@@ -1172,6 +1258,7 @@ impl x::ArrayItem for OvfConsumerOvfSection {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfConsumerOvfSection";
     const ITEM_TAG: &'static str = "OvfConsumerOvfSection";
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConsumerPowerOnFault` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
@@ -1186,10 +1273,13 @@ pub struct OvfConsumerPowerOnFault {
     /// `description`.
     pub description: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConsumerPowerOnFault {
     const TYPE_NAME: &'static str = "OvfConsumerPowerOnFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConsumerPowerOnFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConsumerPowerOnFault {
     type Target = InvalidState;
     #[inline]
@@ -1197,12 +1287,14 @@ impl std::ops::Deref for OvfConsumerPowerOnFault {
         &self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConsumerPowerOnFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidState {
         &mut self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConsumerPowerOnFault {
     fn decode_field(
         &mut self,
@@ -1225,6 +1317,7 @@ impl x::Fields for OvfConsumerPowerOnFault {
         w.write("description", &self.description);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConsumerUndeclaredSection` (extends `OvfConsumerCallbackFault`).
 ///
 /// The fields of `OvfConsumerCallbackFault` are in `ovf_consumer_callback_fault`, also reachable through `Deref`.
@@ -1235,10 +1328,13 @@ pub struct OvfConsumerUndeclaredSection {
     /// `qualifiedSectionType`.
     pub qualified_section_type: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConsumerUndeclaredSection {
     const TYPE_NAME: &'static str = "OvfConsumerUndeclaredSection";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConsumerUndeclaredSection {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConsumerUndeclaredSection {
     type Target = OvfConsumerCallbackFault;
     #[inline]
@@ -1246,12 +1342,14 @@ impl std::ops::Deref for OvfConsumerUndeclaredSection {
         &self.ovf_consumer_callback_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConsumerUndeclaredSection {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfConsumerCallbackFault {
         &mut self.ovf_consumer_callback_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConsumerUndeclaredSection {
     fn decode_field(
         &mut self,
@@ -1276,6 +1374,7 @@ impl x::Fields for OvfConsumerUndeclaredSection {
         w.write("qualifiedSectionType", &self.qualified_section_type);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConsumerUndefinedPrefix` (extends `OvfConsumerCallbackFault`).
 ///
 /// The fields of `OvfConsumerCallbackFault` are in `ovf_consumer_callback_fault`, also reachable through `Deref`.
@@ -1286,10 +1385,13 @@ pub struct OvfConsumerUndefinedPrefix {
     /// `prefix`.
     pub prefix: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConsumerUndefinedPrefix {
     const TYPE_NAME: &'static str = "OvfConsumerUndefinedPrefix";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConsumerUndefinedPrefix {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConsumerUndefinedPrefix {
     type Target = OvfConsumerCallbackFault;
     #[inline]
@@ -1297,12 +1399,14 @@ impl std::ops::Deref for OvfConsumerUndefinedPrefix {
         &self.ovf_consumer_callback_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConsumerUndefinedPrefix {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfConsumerCallbackFault {
         &mut self.ovf_consumer_callback_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConsumerUndefinedPrefix {
     fn decode_field(
         &mut self,
@@ -1327,6 +1431,7 @@ impl x::Fields for OvfConsumerUndefinedPrefix {
         w.write("prefix", &self.prefix);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfConsumerValidationFault` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -1341,10 +1446,13 @@ pub struct OvfConsumerValidationFault {
     /// `message`.
     pub message: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfConsumerValidationFault {
     const TYPE_NAME: &'static str = "OvfConsumerValidationFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfConsumerValidationFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfConsumerValidationFault {
     type Target = VmConfigFault;
     #[inline]
@@ -1352,12 +1460,14 @@ impl std::ops::Deref for OvfConsumerValidationFault {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfConsumerValidationFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfConsumerValidationFault {
     fn decode_field(
         &mut self,
@@ -1380,6 +1490,7 @@ impl x::Fields for OvfConsumerValidationFault {
         w.write("message", &self.message);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfCpuCompatibility` (extends `OvfImport`).
 ///
 /// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
@@ -1396,10 +1507,13 @@ pub struct OvfCpuCompatibility {
     /// `desiredRegisterValue`.
     pub desired_register_value: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfCpuCompatibility {
     const TYPE_NAME: &'static str = "OvfCpuCompatibility";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfCpuCompatibility {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfCpuCompatibility {
     type Target = OvfImport;
     #[inline]
@@ -1407,12 +1521,14 @@ impl std::ops::Deref for OvfCpuCompatibility {
         &self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfCpuCompatibility {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfImport {
         &mut self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfCpuCompatibility {
     fn decode_field(
         &mut self,
@@ -1437,6 +1553,7 @@ impl x::Fields for OvfCpuCompatibility {
         w.write("desiredRegisterValue", &self.desired_register_value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfCpuCompatibilityCheckNotSupported` (extends `OvfImport`).
 ///
 /// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
@@ -1445,10 +1562,13 @@ pub struct OvfCpuCompatibilityCheckNotSupported {
     /// The fields `OvfCpuCompatibilityCheckNotSupported` inherits from `OvfImport`.
     pub ovf_import: OvfImport,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfCpuCompatibilityCheckNotSupported {
     const TYPE_NAME: &'static str = "OvfCpuCompatibilityCheckNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfCpuCompatibilityCheckNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfCpuCompatibilityCheckNotSupported {
     type Target = OvfImport;
     #[inline]
@@ -1456,12 +1576,14 @@ impl std::ops::Deref for OvfCpuCompatibilityCheckNotSupported {
         &self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfCpuCompatibilityCheckNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfImport {
         &mut self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfCpuCompatibilityCheckNotSupported {
     fn decode_field(
         &mut self,
@@ -1814,6 +1936,7 @@ impl x::ArrayItem for OvfDeploymentOption {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfDeploymentOption";
     const ITEM_TAG: &'static str = "OvfDeploymentOption";
 }
+#[cfg(feature = "all-faults")]
 /// `OvfDiskMappingNotFound` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
@@ -1826,10 +1949,13 @@ pub struct OvfDiskMappingNotFound {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfDiskMappingNotFound {
     const TYPE_NAME: &'static str = "OvfDiskMappingNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfDiskMappingNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfDiskMappingNotFound {
     type Target = OvfSystemFault;
     #[inline]
@@ -1837,12 +1963,14 @@ impl std::ops::Deref for OvfDiskMappingNotFound {
         &self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfDiskMappingNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfSystemFault {
         &mut self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfDiskMappingNotFound {
     fn decode_field(
         &mut self,
@@ -1863,6 +1991,7 @@ impl x::Fields for OvfDiskMappingNotFound {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfDiskOrderConstraint` (extends `OvfConstraint`).
 ///
 /// The fields of `OvfConstraint` are in `ovf_constraint`, also reachable through `Deref`.
@@ -1871,10 +2000,13 @@ pub struct OvfDiskOrderConstraint {
     /// The fields `OvfDiskOrderConstraint` inherits from `OvfConstraint`.
     pub ovf_constraint: OvfConstraint,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfDiskOrderConstraint {
     const TYPE_NAME: &'static str = "OvfDiskOrderConstraint";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfDiskOrderConstraint {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfDiskOrderConstraint {
     type Target = OvfConstraint;
     #[inline]
@@ -1882,12 +2014,14 @@ impl std::ops::Deref for OvfDiskOrderConstraint {
         &self.ovf_constraint
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfDiskOrderConstraint {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfConstraint {
         &mut self.ovf_constraint
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfDiskOrderConstraint {
     fn decode_field(
         &mut self,
@@ -1901,6 +2035,7 @@ impl x::Fields for OvfDiskOrderConstraint {
         x::Fields::encode_fields(&self.ovf_constraint, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfDuplicateElement` (extends `OvfElement`).
 ///
 /// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
@@ -1909,10 +2044,13 @@ pub struct OvfDuplicateElement {
     /// The fields `OvfDuplicateElement` inherits from `OvfElement`.
     pub ovf_element: OvfElement,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfDuplicateElement {
     const TYPE_NAME: &'static str = "OvfDuplicateElement";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfDuplicateElement {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfDuplicateElement {
     type Target = OvfElement;
     #[inline]
@@ -1920,12 +2058,14 @@ impl std::ops::Deref for OvfDuplicateElement {
         &self.ovf_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfDuplicateElement {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfElement {
         &mut self.ovf_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfDuplicateElement {
     fn decode_field(
         &mut self,
@@ -1939,6 +2079,7 @@ impl x::Fields for OvfDuplicateElement {
         x::Fields::encode_fields(&self.ovf_element, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfDuplicatedElementBoundary` (extends `OvfElement`).
 ///
 /// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
@@ -1949,10 +2090,13 @@ pub struct OvfDuplicatedElementBoundary {
     /// `boundary`.
     pub boundary: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfDuplicatedElementBoundary {
     const TYPE_NAME: &'static str = "OvfDuplicatedElementBoundary";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfDuplicatedElementBoundary {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfDuplicatedElementBoundary {
     type Target = OvfElement;
     #[inline]
@@ -1960,12 +2104,14 @@ impl std::ops::Deref for OvfDuplicatedElementBoundary {
         &self.ovf_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfDuplicatedElementBoundary {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfElement {
         &mut self.ovf_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfDuplicatedElementBoundary {
     fn decode_field(
         &mut self,
@@ -1984,6 +2130,7 @@ impl x::Fields for OvfDuplicatedElementBoundary {
         w.write("boundary", &self.boundary);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfDuplicatedPropertyIdExport` (extends `OvfExport`).
 ///
 /// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
@@ -1994,10 +2141,13 @@ pub struct OvfDuplicatedPropertyIdExport {
     /// `fqid`.
     pub fqid: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfDuplicatedPropertyIdExport {
     const TYPE_NAME: &'static str = "OvfDuplicatedPropertyIdExport";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfDuplicatedPropertyIdExport {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfDuplicatedPropertyIdExport {
     type Target = OvfExport;
     #[inline]
@@ -2005,12 +2155,14 @@ impl std::ops::Deref for OvfDuplicatedPropertyIdExport {
         &self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfDuplicatedPropertyIdExport {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfExport {
         &mut self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfDuplicatedPropertyIdExport {
     fn decode_field(
         &mut self,
@@ -2029,6 +2181,7 @@ impl x::Fields for OvfDuplicatedPropertyIdExport {
         w.write("fqid", &self.fqid);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfDuplicatedPropertyIdImport` (extends `OvfExport`).
 ///
 /// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
@@ -2037,10 +2190,13 @@ pub struct OvfDuplicatedPropertyIdImport {
     /// The fields `OvfDuplicatedPropertyIdImport` inherits from `OvfExport`.
     pub ovf_export: OvfExport,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfDuplicatedPropertyIdImport {
     const TYPE_NAME: &'static str = "OvfDuplicatedPropertyIdImport";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfDuplicatedPropertyIdImport {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfDuplicatedPropertyIdImport {
     type Target = OvfExport;
     #[inline]
@@ -2048,12 +2204,14 @@ impl std::ops::Deref for OvfDuplicatedPropertyIdImport {
         &self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfDuplicatedPropertyIdImport {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfExport {
         &mut self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfDuplicatedPropertyIdImport {
     fn decode_field(
         &mut self,
@@ -2067,6 +2225,7 @@ impl x::Fields for OvfDuplicatedPropertyIdImport {
         x::Fields::encode_fields(&self.ovf_export, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfElement` (extends `OvfInvalidPackage`).
 ///
 /// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
@@ -2077,10 +2236,13 @@ pub struct OvfElement {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfElement {
     const TYPE_NAME: &'static str = "OvfElement";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfElement {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfElement {
     type Target = OvfInvalidPackage;
     #[inline]
@@ -2088,12 +2250,14 @@ impl std::ops::Deref for OvfElement {
         &self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfElement {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
         &mut self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfElement {
     fn decode_field(
         &mut self,
@@ -2112,6 +2276,7 @@ impl x::Fields for OvfElement {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfElementInvalidValue` (extends `OvfElement`).
 ///
 /// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
@@ -2122,10 +2287,13 @@ pub struct OvfElementInvalidValue {
     /// `value`.
     pub value: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfElementInvalidValue {
     const TYPE_NAME: &'static str = "OvfElementInvalidValue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfElementInvalidValue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfElementInvalidValue {
     type Target = OvfElement;
     #[inline]
@@ -2133,12 +2301,14 @@ impl std::ops::Deref for OvfElementInvalidValue {
         &self.ovf_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfElementInvalidValue {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfElement {
         &mut self.ovf_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfElementInvalidValue {
     fn decode_field(
         &mut self,
@@ -2157,6 +2327,7 @@ impl x::Fields for OvfElementInvalidValue {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfExport` (extends `OvfFault`).
 ///
 /// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
@@ -2165,10 +2336,13 @@ pub struct OvfExport {
     /// The fields `OvfExport` inherits from `OvfFault`.
     pub ovf_fault: OvfFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfExport {
     const TYPE_NAME: &'static str = "OvfExport";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfExport {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfExport {
     type Target = OvfFault;
     #[inline]
@@ -2176,12 +2350,14 @@ impl std::ops::Deref for OvfExport {
         &self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfExport {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfFault {
         &mut self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfExport {
     fn decode_field(
         &mut self,
@@ -2195,6 +2371,7 @@ impl x::Fields for OvfExport {
         x::Fields::encode_fields(&self.ovf_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfExportFailed` (extends `OvfExport`).
 ///
 /// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
@@ -2203,10 +2380,13 @@ pub struct OvfExportFailed {
     /// The fields `OvfExportFailed` inherits from `OvfExport`.
     pub ovf_export: OvfExport,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfExportFailed {
     const TYPE_NAME: &'static str = "OvfExportFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfExportFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfExportFailed {
     type Target = OvfExport;
     #[inline]
@@ -2214,12 +2394,14 @@ impl std::ops::Deref for OvfExportFailed {
         &self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfExportFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfExport {
         &mut self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfExportFailed {
     fn decode_field(
         &mut self,
@@ -2233,6 +2415,7 @@ impl x::Fields for OvfExportFailed {
         x::Fields::encode_fields(&self.ovf_export, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -2241,10 +2424,13 @@ pub struct OvfFault {
     /// The fields `OvfFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfFault {
     const TYPE_NAME: &'static str = "OvfFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfFault {
     type Target = VimFault;
     #[inline]
@@ -2252,12 +2438,14 @@ impl std::ops::Deref for OvfFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfFault {
     fn decode_field(
         &mut self,
@@ -2381,6 +2569,7 @@ impl x::ArrayItem for OvfFileItem {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfFileItem";
     const ITEM_TAG: &'static str = "OvfFileItem";
 }
+#[cfg(feature = "all-faults")]
 /// `OvfHardwareCheck` (extends `OvfImport`).
 ///
 /// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
@@ -2389,10 +2578,13 @@ pub struct OvfHardwareCheck {
     /// The fields `OvfHardwareCheck` inherits from `OvfImport`.
     pub ovf_import: OvfImport,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfHardwareCheck {
     const TYPE_NAME: &'static str = "OvfHardwareCheck";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfHardwareCheck {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfHardwareCheck {
     type Target = OvfImport;
     #[inline]
@@ -2400,12 +2592,14 @@ impl std::ops::Deref for OvfHardwareCheck {
         &self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfHardwareCheck {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfImport {
         &mut self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfHardwareCheck {
     fn decode_field(
         &mut self,
@@ -2419,6 +2613,7 @@ impl x::Fields for OvfHardwareCheck {
         x::Fields::encode_fields(&self.ovf_import, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfHardwareExport` (extends `OvfExport`).
 ///
 /// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
@@ -2431,10 +2626,13 @@ pub struct OvfHardwareExport {
     /// `vmPath`.
     pub vm_path: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfHardwareExport {
     const TYPE_NAME: &'static str = "OvfHardwareExport";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfHardwareExport {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfHardwareExport {
     type Target = OvfExport;
     #[inline]
@@ -2442,12 +2640,14 @@ impl std::ops::Deref for OvfHardwareExport {
         &self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfHardwareExport {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfExport {
         &mut self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfHardwareExport {
     fn decode_field(
         &mut self,
@@ -2468,6 +2668,7 @@ impl x::Fields for OvfHardwareExport {
         w.write("vmPath", &self.vm_path);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfHostResourceConstraint` (extends `OvfConstraint`).
 ///
 /// The fields of `OvfConstraint` are in `ovf_constraint`, also reachable through `Deref`.
@@ -2478,10 +2679,13 @@ pub struct OvfHostResourceConstraint {
     /// `value`.
     pub value: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfHostResourceConstraint {
     const TYPE_NAME: &'static str = "OvfHostResourceConstraint";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfHostResourceConstraint {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfHostResourceConstraint {
     type Target = OvfConstraint;
     #[inline]
@@ -2489,12 +2693,14 @@ impl std::ops::Deref for OvfHostResourceConstraint {
         &self.ovf_constraint
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfHostResourceConstraint {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfConstraint {
         &mut self.ovf_constraint
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfHostResourceConstraint {
     fn decode_field(
         &mut self,
@@ -2513,6 +2719,7 @@ impl x::Fields for OvfHostResourceConstraint {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfHostValueNotParsed` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
@@ -2525,10 +2732,13 @@ pub struct OvfHostValueNotParsed {
     /// `value`.
     pub value: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfHostValueNotParsed {
     const TYPE_NAME: &'static str = "OvfHostValueNotParsed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfHostValueNotParsed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfHostValueNotParsed {
     type Target = OvfSystemFault;
     #[inline]
@@ -2536,12 +2746,14 @@ impl std::ops::Deref for OvfHostValueNotParsed {
         &self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfHostValueNotParsed {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfSystemFault {
         &mut self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfHostValueNotParsed {
     fn decode_field(
         &mut self,
@@ -2562,6 +2774,7 @@ impl x::Fields for OvfHostValueNotParsed {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfImport` (extends `OvfFault`).
 ///
 /// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
@@ -2570,10 +2783,13 @@ pub struct OvfImport {
     /// The fields `OvfImport` inherits from `OvfFault`.
     pub ovf_fault: OvfFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfImport {
     const TYPE_NAME: &'static str = "OvfImport";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfImport {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfImport {
     type Target = OvfFault;
     #[inline]
@@ -2581,12 +2797,14 @@ impl std::ops::Deref for OvfImport {
         &self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfImport {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfFault {
         &mut self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfImport {
     fn decode_field(
         &mut self,
@@ -2600,6 +2818,7 @@ impl x::Fields for OvfImport {
         x::Fields::encode_fields(&self.ovf_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfImportFailed` (extends `OvfImport`).
 ///
 /// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
@@ -2608,10 +2827,13 @@ pub struct OvfImportFailed {
     /// The fields `OvfImportFailed` inherits from `OvfImport`.
     pub ovf_import: OvfImport,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfImportFailed {
     const TYPE_NAME: &'static str = "OvfImportFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfImportFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfImportFailed {
     type Target = OvfImport;
     #[inline]
@@ -2619,12 +2841,14 @@ impl std::ops::Deref for OvfImportFailed {
         &self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfImportFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfImport {
         &mut self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfImportFailed {
     fn decode_field(
         &mut self,
@@ -2758,6 +2982,7 @@ impl x::Fields for OvfImportParams {
         w.write_vec("diskProfiles", &self.disk_profiles);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfInternalError` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
@@ -2766,10 +2991,13 @@ pub struct OvfInternalError {
     /// The fields `OvfInternalError` inherits from `OvfSystemFault`.
     pub ovf_system_fault: OvfSystemFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfInternalError {
     const TYPE_NAME: &'static str = "OvfInternalError";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfInternalError {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfInternalError {
     type Target = OvfSystemFault;
     #[inline]
@@ -2777,12 +3005,14 @@ impl std::ops::Deref for OvfInternalError {
         &self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfInternalError {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfSystemFault {
         &mut self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfInternalError {
     fn decode_field(
         &mut self,
@@ -2796,6 +3026,7 @@ impl x::Fields for OvfInternalError {
         x::Fields::encode_fields(&self.ovf_system_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfInvalidPackage` (extends `OvfFault`).
 ///
 /// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
@@ -2806,10 +3037,13 @@ pub struct OvfInvalidPackage {
     /// `lineNumber`.
     pub line_number: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfInvalidPackage {
     const TYPE_NAME: &'static str = "OvfInvalidPackage";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfInvalidPackage {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfInvalidPackage {
     type Target = OvfFault;
     #[inline]
@@ -2817,12 +3051,14 @@ impl std::ops::Deref for OvfInvalidPackage {
         &self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfInvalidPackage {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfFault {
         &mut self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfInvalidPackage {
     fn decode_field(
         &mut self,
@@ -2841,6 +3077,7 @@ impl x::Fields for OvfInvalidPackage {
         w.write("lineNumber", &self.line_number);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfInvalidValue` (extends `OvfAttribute`).
 ///
 /// The fields of `OvfAttribute` are in `ovf_attribute`, also reachable through `Deref`.
@@ -2851,10 +3088,13 @@ pub struct OvfInvalidValue {
     /// `value`.
     pub value: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfInvalidValue {
     const TYPE_NAME: &'static str = "OvfInvalidValue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfInvalidValue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfInvalidValue {
     type Target = OvfAttribute;
     #[inline]
@@ -2862,12 +3102,14 @@ impl std::ops::Deref for OvfInvalidValue {
         &self.ovf_attribute
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfInvalidValue {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfAttribute {
         &mut self.ovf_attribute
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfInvalidValue {
     fn decode_field(
         &mut self,
@@ -2886,6 +3128,7 @@ impl x::Fields for OvfInvalidValue {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfInvalidValueConfiguration` (extends `OvfInvalidValue`).
 ///
 /// The fields of `OvfInvalidValue` are in `ovf_invalid_value`, also reachable through `Deref`.
@@ -2894,10 +3137,13 @@ pub struct OvfInvalidValueConfiguration {
     /// The fields `OvfInvalidValueConfiguration` inherits from `OvfInvalidValue`.
     pub ovf_invalid_value: OvfInvalidValue,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfInvalidValueConfiguration {
     const TYPE_NAME: &'static str = "OvfInvalidValueConfiguration";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfInvalidValueConfiguration {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfInvalidValueConfiguration {
     type Target = OvfInvalidValue;
     #[inline]
@@ -2905,12 +3151,14 @@ impl std::ops::Deref for OvfInvalidValueConfiguration {
         &self.ovf_invalid_value
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfInvalidValueConfiguration {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfInvalidValue {
         &mut self.ovf_invalid_value
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfInvalidValueConfiguration {
     fn decode_field(
         &mut self,
@@ -2924,6 +3172,7 @@ impl x::Fields for OvfInvalidValueConfiguration {
         x::Fields::encode_fields(&self.ovf_invalid_value, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfInvalidValueEmpty` (extends `OvfInvalidValue`).
 ///
 /// The fields of `OvfInvalidValue` are in `ovf_invalid_value`, also reachable through `Deref`.
@@ -2932,10 +3181,13 @@ pub struct OvfInvalidValueEmpty {
     /// The fields `OvfInvalidValueEmpty` inherits from `OvfInvalidValue`.
     pub ovf_invalid_value: OvfInvalidValue,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfInvalidValueEmpty {
     const TYPE_NAME: &'static str = "OvfInvalidValueEmpty";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfInvalidValueEmpty {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfInvalidValueEmpty {
     type Target = OvfInvalidValue;
     #[inline]
@@ -2943,12 +3195,14 @@ impl std::ops::Deref for OvfInvalidValueEmpty {
         &self.ovf_invalid_value
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfInvalidValueEmpty {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfInvalidValue {
         &mut self.ovf_invalid_value
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfInvalidValueEmpty {
     fn decode_field(
         &mut self,
@@ -2962,6 +3216,7 @@ impl x::Fields for OvfInvalidValueEmpty {
         x::Fields::encode_fields(&self.ovf_invalid_value, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfInvalidValueFormatMalformed` (extends `OvfInvalidValue`).
 ///
 /// The fields of `OvfInvalidValue` are in `ovf_invalid_value`, also reachable through `Deref`.
@@ -2970,10 +3225,13 @@ pub struct OvfInvalidValueFormatMalformed {
     /// The fields `OvfInvalidValueFormatMalformed` inherits from `OvfInvalidValue`.
     pub ovf_invalid_value: OvfInvalidValue,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfInvalidValueFormatMalformed {
     const TYPE_NAME: &'static str = "OvfInvalidValueFormatMalformed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfInvalidValueFormatMalformed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfInvalidValueFormatMalformed {
     type Target = OvfInvalidValue;
     #[inline]
@@ -2981,12 +3239,14 @@ impl std::ops::Deref for OvfInvalidValueFormatMalformed {
         &self.ovf_invalid_value
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfInvalidValueFormatMalformed {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfInvalidValue {
         &mut self.ovf_invalid_value
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfInvalidValueFormatMalformed {
     fn decode_field(
         &mut self,
@@ -3000,6 +3260,7 @@ impl x::Fields for OvfInvalidValueFormatMalformed {
         x::Fields::encode_fields(&self.ovf_invalid_value, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfInvalidValueReference` (extends `OvfInvalidValue`).
 ///
 /// The fields of `OvfInvalidValue` are in `ovf_invalid_value`, also reachable through `Deref`.
@@ -3008,10 +3269,13 @@ pub struct OvfInvalidValueReference {
     /// The fields `OvfInvalidValueReference` inherits from `OvfInvalidValue`.
     pub ovf_invalid_value: OvfInvalidValue,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfInvalidValueReference {
     const TYPE_NAME: &'static str = "OvfInvalidValueReference";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfInvalidValueReference {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfInvalidValueReference {
     type Target = OvfInvalidValue;
     #[inline]
@@ -3019,12 +3283,14 @@ impl std::ops::Deref for OvfInvalidValueReference {
         &self.ovf_invalid_value
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfInvalidValueReference {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfInvalidValue {
         &mut self.ovf_invalid_value
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfInvalidValueReference {
     fn decode_field(
         &mut self,
@@ -3038,6 +3304,7 @@ impl x::Fields for OvfInvalidValueReference {
         x::Fields::encode_fields(&self.ovf_invalid_value, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfInvalidVmName` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
@@ -3048,10 +3315,13 @@ pub struct OvfInvalidVmName {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfInvalidVmName {
     const TYPE_NAME: &'static str = "OvfInvalidVmName";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfInvalidVmName {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfInvalidVmName {
     type Target = OvfUnsupportedPackage;
     #[inline]
@@ -3059,12 +3329,14 @@ impl std::ops::Deref for OvfInvalidVmName {
         &self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfInvalidVmName {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
         &mut self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfInvalidVmName {
     fn decode_field(
         &mut self,
@@ -3138,6 +3410,7 @@ impl x::Fields for OvfManagerCommonParams {
         w.write_vec("importOption", &self.import_option);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfMappedOsId` (extends `OvfImport`).
 ///
 /// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
@@ -3152,10 +3425,13 @@ pub struct OvfMappedOsId {
     /// `targetDescription`.
     pub target_description: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfMappedOsId {
     const TYPE_NAME: &'static str = "OvfMappedOsId";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfMappedOsId {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfMappedOsId {
     type Target = OvfImport;
     #[inline]
@@ -3163,12 +3439,14 @@ impl std::ops::Deref for OvfMappedOsId {
         &self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfMappedOsId {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfImport {
         &mut self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfMappedOsId {
     fn decode_field(
         &mut self,
@@ -3189,283 +3467,5 @@ impl x::Fields for OvfMappedOsId {
         w.write("ovfId", &self.ovf_id);
         w.write("ovfDescription", &self.ovf_description);
         w.write("targetDescription", &self.target_description);
-    }
-}
-/// `OvfMissingAttribute` (extends `OvfAttribute`).
-///
-/// The fields of `OvfAttribute` are in `ovf_attribute`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfMissingAttribute {
-    /// The fields `OvfMissingAttribute` inherits from `OvfAttribute`.
-    pub ovf_attribute: OvfAttribute,
-}
-impl x::SchemaType for OvfMissingAttribute {
-    const TYPE_NAME: &'static str = "OvfMissingAttribute";
-}
-impl x::Structure for OvfMissingAttribute {}
-impl std::ops::Deref for OvfMissingAttribute {
-    type Target = OvfAttribute;
-    #[inline]
-    fn deref(&self) -> &OvfAttribute {
-        &self.ovf_attribute
-    }
-}
-impl std::ops::DerefMut for OvfMissingAttribute {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfAttribute {
-        &mut self.ovf_attribute
-    }
-}
-impl x::Fields for OvfMissingAttribute {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.ovf_attribute, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_attribute, w);
-    }
-}
-/// `OvfMissingElement` (extends `OvfElement`).
-///
-/// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfMissingElement {
-    /// The fields `OvfMissingElement` inherits from `OvfElement`.
-    pub ovf_element: OvfElement,
-}
-impl x::SchemaType for OvfMissingElement {
-    const TYPE_NAME: &'static str = "OvfMissingElement";
-}
-impl x::Structure for OvfMissingElement {}
-impl std::ops::Deref for OvfMissingElement {
-    type Target = OvfElement;
-    #[inline]
-    fn deref(&self) -> &OvfElement {
-        &self.ovf_element
-    }
-}
-impl std::ops::DerefMut for OvfMissingElement {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfElement {
-        &mut self.ovf_element
-    }
-}
-impl x::Fields for OvfMissingElement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.ovf_element, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_element, w);
-    }
-}
-/// `OvfMissingElementNormalBoundary` (extends `OvfMissingElement`).
-///
-/// The fields of `OvfMissingElement` are in `ovf_missing_element`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfMissingElementNormalBoundary {
-    /// The fields `OvfMissingElementNormalBoundary` inherits from `OvfMissingElement`.
-    pub ovf_missing_element: OvfMissingElement,
-    /// `boundary`.
-    pub boundary: String,
-}
-impl x::SchemaType for OvfMissingElementNormalBoundary {
-    const TYPE_NAME: &'static str = "OvfMissingElementNormalBoundary";
-}
-impl x::Structure for OvfMissingElementNormalBoundary {}
-impl std::ops::Deref for OvfMissingElementNormalBoundary {
-    type Target = OvfMissingElement;
-    #[inline]
-    fn deref(&self) -> &OvfMissingElement {
-        &self.ovf_missing_element
-    }
-}
-impl std::ops::DerefMut for OvfMissingElementNormalBoundary {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfMissingElement {
-        &mut self.ovf_missing_element
-    }
-}
-impl x::Fields for OvfMissingElementNormalBoundary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "boundary" => r.read(&mut self.boundary),
-            _ => return x::Fields::decode_field(&mut self.ovf_missing_element, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_missing_element, w);
-        w.write("boundary", &self.boundary);
-    }
-}
-/// `OvfMissingHardware` (extends `OvfImport`).
-///
-/// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfMissingHardware {
-    /// The fields `OvfMissingHardware` inherits from `OvfImport`.
-    pub ovf_import: OvfImport,
-    /// `name`.
-    pub name: String,
-    /// `resourceType`.
-    pub resource_type: i32,
-}
-impl x::SchemaType for OvfMissingHardware {
-    const TYPE_NAME: &'static str = "OvfMissingHardware";
-}
-impl x::Structure for OvfMissingHardware {}
-impl std::ops::Deref for OvfMissingHardware {
-    type Target = OvfImport;
-    #[inline]
-    fn deref(&self) -> &OvfImport {
-        &self.ovf_import
-    }
-}
-impl std::ops::DerefMut for OvfMissingHardware {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfImport {
-        &mut self.ovf_import
-    }
-}
-impl x::Fields for OvfMissingHardware {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "resourceType" => r.read(&mut self.resource_type),
-            _ => return x::Fields::decode_field(&mut self.ovf_import, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_import, w);
-        w.write("name", &self.name);
-        w.write("resourceType", &self.resource_type);
-    }
-}
-/// `OvfNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNetworkInfo {
-    /// `name`.
-    pub name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for OvfNetworkInfo {
-    const TYPE_NAME: &'static str = "OvfNetworkInfo";
-}
-impl x::Structure for OvfNetworkInfo {}
-impl x::Fields for OvfNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("description", &self.description);
-    }
-}
-impl x::ArrayItem for OvfNetworkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfNetworkInfo";
-    const ITEM_TAG: &'static str = "OvfNetworkInfo";
-}
-/// `OvfNetworkMapping` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNetworkMapping {
-    /// `name`.
-    pub name: String,
-    /// `network`.
-    pub network: x::ManagedObjectReference,
-}
-impl x::SchemaType for OvfNetworkMapping {
-    const TYPE_NAME: &'static str = "OvfNetworkMapping";
-}
-impl x::Structure for OvfNetworkMapping {}
-impl x::Fields for OvfNetworkMapping {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "network" => r.read(&mut self.network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("network", &self.network);
-    }
-}
-impl x::ArrayItem for OvfNetworkMapping {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfNetworkMapping";
-    const ITEM_TAG: &'static str = "OvfNetworkMapping";
-}
-/// `OvfNetworkMappingNotSupported` (extends `OvfImport`).
-///
-/// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfNetworkMappingNotSupported {
-    /// The fields `OvfNetworkMappingNotSupported` inherits from `OvfImport`.
-    pub ovf_import: OvfImport,
-}
-impl x::SchemaType for OvfNetworkMappingNotSupported {
-    const TYPE_NAME: &'static str = "OvfNetworkMappingNotSupported";
-}
-impl x::Structure for OvfNetworkMappingNotSupported {}
-impl std::ops::Deref for OvfNetworkMappingNotSupported {
-    type Target = OvfImport;
-    #[inline]
-    fn deref(&self) -> &OvfImport {
-        &self.ovf_import
-    }
-}
-impl std::ops::DerefMut for OvfNetworkMappingNotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfImport {
-        &mut self.ovf_import
-    }
-}
-impl x::Fields for OvfNetworkMappingNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.ovf_import, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_import, w);
     }
 }

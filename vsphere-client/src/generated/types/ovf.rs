@@ -5,6 +5,315 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
+/// `OvfMissingAttribute` (extends `OvfAttribute`).
+///
+/// The fields of `OvfAttribute` are in `ovf_attribute`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfMissingAttribute {
+    /// The fields `OvfMissingAttribute` inherits from `OvfAttribute`.
+    pub ovf_attribute: OvfAttribute,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfMissingAttribute {
+    const TYPE_NAME: &'static str = "OvfMissingAttribute";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfMissingAttribute {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfMissingAttribute {
+    type Target = OvfAttribute;
+    #[inline]
+    fn deref(&self) -> &OvfAttribute {
+        &self.ovf_attribute
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfMissingAttribute {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfAttribute {
+        &mut self.ovf_attribute
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfMissingAttribute {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_attribute, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_attribute, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfMissingElement` (extends `OvfElement`).
+///
+/// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfMissingElement {
+    /// The fields `OvfMissingElement` inherits from `OvfElement`.
+    pub ovf_element: OvfElement,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfMissingElement {
+    const TYPE_NAME: &'static str = "OvfMissingElement";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfMissingElement {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfMissingElement {
+    type Target = OvfElement;
+    #[inline]
+    fn deref(&self) -> &OvfElement {
+        &self.ovf_element
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfMissingElement {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfElement {
+        &mut self.ovf_element
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfMissingElement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_element, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_element, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfMissingElementNormalBoundary` (extends `OvfMissingElement`).
+///
+/// The fields of `OvfMissingElement` are in `ovf_missing_element`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfMissingElementNormalBoundary {
+    /// The fields `OvfMissingElementNormalBoundary` inherits from `OvfMissingElement`.
+    pub ovf_missing_element: OvfMissingElement,
+    /// `boundary`.
+    pub boundary: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfMissingElementNormalBoundary {
+    const TYPE_NAME: &'static str = "OvfMissingElementNormalBoundary";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfMissingElementNormalBoundary {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfMissingElementNormalBoundary {
+    type Target = OvfMissingElement;
+    #[inline]
+    fn deref(&self) -> &OvfMissingElement {
+        &self.ovf_missing_element
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfMissingElementNormalBoundary {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfMissingElement {
+        &mut self.ovf_missing_element
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfMissingElementNormalBoundary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "boundary" => r.read(&mut self.boundary),
+            _ => return x::Fields::decode_field(&mut self.ovf_missing_element, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_missing_element, w);
+        w.write("boundary", &self.boundary);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfMissingHardware` (extends `OvfImport`).
+///
+/// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfMissingHardware {
+    /// The fields `OvfMissingHardware` inherits from `OvfImport`.
+    pub ovf_import: OvfImport,
+    /// `name`.
+    pub name: String,
+    /// `resourceType`.
+    pub resource_type: i32,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfMissingHardware {
+    const TYPE_NAME: &'static str = "OvfMissingHardware";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfMissingHardware {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfMissingHardware {
+    type Target = OvfImport;
+    #[inline]
+    fn deref(&self) -> &OvfImport {
+        &self.ovf_import
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfMissingHardware {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfImport {
+        &mut self.ovf_import
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfMissingHardware {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "resourceType" => r.read(&mut self.resource_type),
+            _ => return x::Fields::decode_field(&mut self.ovf_import, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_import, w);
+        w.write("name", &self.name);
+        w.write("resourceType", &self.resource_type);
+    }
+}
+/// `OvfNetworkInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNetworkInfo {
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: String,
+}
+impl x::SchemaType for OvfNetworkInfo {
+    const TYPE_NAME: &'static str = "OvfNetworkInfo";
+}
+impl x::Structure for OvfNetworkInfo {}
+impl x::Fields for OvfNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("description", &self.description);
+    }
+}
+impl x::ArrayItem for OvfNetworkInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfNetworkInfo";
+    const ITEM_TAG: &'static str = "OvfNetworkInfo";
+}
+/// `OvfNetworkMapping` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNetworkMapping {
+    /// `name`.
+    pub name: String,
+    /// `network`.
+    pub network: x::ManagedObjectReference,
+}
+impl x::SchemaType for OvfNetworkMapping {
+    const TYPE_NAME: &'static str = "OvfNetworkMapping";
+}
+impl x::Structure for OvfNetworkMapping {}
+impl x::Fields for OvfNetworkMapping {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "network" => r.read(&mut self.network),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("network", &self.network);
+    }
+}
+impl x::ArrayItem for OvfNetworkMapping {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfNetworkMapping";
+    const ITEM_TAG: &'static str = "OvfNetworkMapping";
+}
+#[cfg(feature = "all-faults")]
+/// `OvfNetworkMappingNotSupported` (extends `OvfImport`).
+///
+/// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNetworkMappingNotSupported {
+    /// The fields `OvfNetworkMappingNotSupported` inherits from `OvfImport`.
+    pub ovf_import: OvfImport,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfNetworkMappingNotSupported {
+    const TYPE_NAME: &'static str = "OvfNetworkMappingNotSupported";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfNetworkMappingNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfNetworkMappingNotSupported {
+    type Target = OvfImport;
+    #[inline]
+    fn deref(&self) -> &OvfImport {
+        &self.ovf_import
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfNetworkMappingNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfImport {
+        &mut self.ovf_import
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfNetworkMappingNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_import, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_import, w);
+    }
+}
+#[cfg(feature = "all-faults")]
 /// `OvfNoHostNic` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
@@ -13,10 +322,13 @@ pub struct OvfNoHostNic {
     /// The fields `OvfNoHostNic` inherits from `OvfUnsupportedPackage`.
     pub ovf_unsupported_package: OvfUnsupportedPackage,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfNoHostNic {
     const TYPE_NAME: &'static str = "OvfNoHostNic";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfNoHostNic {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfNoHostNic {
     type Target = OvfUnsupportedPackage;
     #[inline]
@@ -24,12 +336,14 @@ impl std::ops::Deref for OvfNoHostNic {
         &self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfNoHostNic {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
         &mut self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfNoHostNic {
     fn decode_field(
         &mut self,
@@ -43,6 +357,7 @@ impl x::Fields for OvfNoHostNic {
         x::Fields::encode_fields(&self.ovf_unsupported_package, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfNoSpaceOnController` (extends `OvfUnsupportedElement`).
 ///
 /// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
@@ -53,10 +368,13 @@ pub struct OvfNoSpaceOnController {
     /// `parent`.
     pub parent: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfNoSpaceOnController {
     const TYPE_NAME: &'static str = "OvfNoSpaceOnController";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfNoSpaceOnController {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfNoSpaceOnController {
     type Target = OvfUnsupportedElement;
     #[inline]
@@ -64,12 +382,14 @@ impl std::ops::Deref for OvfNoSpaceOnController {
         &self.ovf_unsupported_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfNoSpaceOnController {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedElement {
         &mut self.ovf_unsupported_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfNoSpaceOnController {
     fn decode_field(
         &mut self,
@@ -94,6 +414,7 @@ impl x::Fields for OvfNoSpaceOnController {
         w.write("parent", &self.parent);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfNoSupportedHardwareFamily` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
@@ -104,10 +425,13 @@ pub struct OvfNoSupportedHardwareFamily {
     /// `version`.
     pub version: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfNoSupportedHardwareFamily {
     const TYPE_NAME: &'static str = "OvfNoSupportedHardwareFamily";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfNoSupportedHardwareFamily {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfNoSupportedHardwareFamily {
     type Target = OvfUnsupportedPackage;
     #[inline]
@@ -115,12 +439,14 @@ impl std::ops::Deref for OvfNoSupportedHardwareFamily {
         &self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfNoSupportedHardwareFamily {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
         &mut self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfNoSupportedHardwareFamily {
     fn decode_field(
         &mut self,
@@ -347,6 +673,7 @@ impl x::Fields for OvfParseDescriptorResult {
         w.write_vec("warning", &self.warning);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfProperty` (extends `OvfInvalidPackage`).
 ///
 /// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
@@ -359,10 +686,13 @@ pub struct OvfProperty {
     /// `value`.
     pub value: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfProperty {
     const TYPE_NAME: &'static str = "OvfProperty";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfProperty {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfProperty {
     type Target = OvfInvalidPackage;
     #[inline]
@@ -370,12 +700,14 @@ impl std::ops::Deref for OvfProperty {
         &self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfProperty {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
         &mut self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfProperty {
     fn decode_field(
         &mut self,
@@ -396,6 +728,7 @@ impl x::Fields for OvfProperty {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfPropertyExport` (extends `OvfExport`).
 ///
 /// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
@@ -408,10 +741,13 @@ pub struct OvfPropertyExport {
     /// `value`.
     pub value: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfPropertyExport {
     const TYPE_NAME: &'static str = "OvfPropertyExport";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyExport {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyExport {
     type Target = OvfExport;
     #[inline]
@@ -419,12 +755,14 @@ impl std::ops::Deref for OvfPropertyExport {
         &self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfPropertyExport {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfExport {
         &mut self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfPropertyExport {
     fn decode_field(
         &mut self,
@@ -445,6 +783,7 @@ impl x::Fields for OvfPropertyExport {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfPropertyNetwork` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
@@ -453,10 +792,13 @@ pub struct OvfPropertyNetwork {
     /// The fields `OvfPropertyNetwork` inherits from `OvfProperty`.
     pub ovf_property: OvfProperty,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfPropertyNetwork {
     const TYPE_NAME: &'static str = "OvfPropertyNetwork";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyNetwork {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyNetwork {
     type Target = OvfProperty;
     #[inline]
@@ -464,12 +806,14 @@ impl std::ops::Deref for OvfPropertyNetwork {
         &self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfPropertyNetwork {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfProperty {
         &mut self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfPropertyNetwork {
     fn decode_field(
         &mut self,
@@ -483,6 +827,7 @@ impl x::Fields for OvfPropertyNetwork {
         x::Fields::encode_fields(&self.ovf_property, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfPropertyNetworkExport` (extends `OvfExport`).
 ///
 /// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
@@ -493,10 +838,13 @@ pub struct OvfPropertyNetworkExport {
     /// `network`.
     pub network: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfPropertyNetworkExport {
     const TYPE_NAME: &'static str = "OvfPropertyNetworkExport";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyNetworkExport {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyNetworkExport {
     type Target = OvfExport;
     #[inline]
@@ -504,12 +852,14 @@ impl std::ops::Deref for OvfPropertyNetworkExport {
         &self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfPropertyNetworkExport {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfExport {
         &mut self.ovf_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfPropertyNetworkExport {
     fn decode_field(
         &mut self,
@@ -528,6 +878,7 @@ impl x::Fields for OvfPropertyNetworkExport {
         w.write("network", &self.network);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfPropertyQualifier` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
@@ -538,10 +889,13 @@ pub struct OvfPropertyQualifier {
     /// `qualifier`.
     pub qualifier: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfPropertyQualifier {
     const TYPE_NAME: &'static str = "OvfPropertyQualifier";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyQualifier {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyQualifier {
     type Target = OvfProperty;
     #[inline]
@@ -549,12 +903,14 @@ impl std::ops::Deref for OvfPropertyQualifier {
         &self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfPropertyQualifier {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfProperty {
         &mut self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfPropertyQualifier {
     fn decode_field(
         &mut self,
@@ -573,6 +929,7 @@ impl x::Fields for OvfPropertyQualifier {
         w.write("qualifier", &self.qualifier);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfPropertyQualifierDuplicate` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
@@ -583,10 +940,13 @@ pub struct OvfPropertyQualifierDuplicate {
     /// `qualifier`.
     pub qualifier: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfPropertyQualifierDuplicate {
     const TYPE_NAME: &'static str = "OvfPropertyQualifierDuplicate";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyQualifierDuplicate {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyQualifierDuplicate {
     type Target = OvfProperty;
     #[inline]
@@ -594,12 +954,14 @@ impl std::ops::Deref for OvfPropertyQualifierDuplicate {
         &self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfPropertyQualifierDuplicate {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfProperty {
         &mut self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfPropertyQualifierDuplicate {
     fn decode_field(
         &mut self,
@@ -618,6 +980,7 @@ impl x::Fields for OvfPropertyQualifierDuplicate {
         w.write("qualifier", &self.qualifier);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfPropertyQualifierIgnored` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
@@ -628,10 +991,13 @@ pub struct OvfPropertyQualifierIgnored {
     /// `qualifier`.
     pub qualifier: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfPropertyQualifierIgnored {
     const TYPE_NAME: &'static str = "OvfPropertyQualifierIgnored";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyQualifierIgnored {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyQualifierIgnored {
     type Target = OvfProperty;
     #[inline]
@@ -639,12 +1005,14 @@ impl std::ops::Deref for OvfPropertyQualifierIgnored {
         &self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfPropertyQualifierIgnored {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfProperty {
         &mut self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfPropertyQualifierIgnored {
     fn decode_field(
         &mut self,
@@ -663,6 +1031,7 @@ impl x::Fields for OvfPropertyQualifierIgnored {
         w.write("qualifier", &self.qualifier);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfPropertyType` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
@@ -671,10 +1040,13 @@ pub struct OvfPropertyType {
     /// The fields `OvfPropertyType` inherits from `OvfProperty`.
     pub ovf_property: OvfProperty,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfPropertyType {
     const TYPE_NAME: &'static str = "OvfPropertyType";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyType {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyType {
     type Target = OvfProperty;
     #[inline]
@@ -682,12 +1054,14 @@ impl std::ops::Deref for OvfPropertyType {
         &self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfPropertyType {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfProperty {
         &mut self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfPropertyType {
     fn decode_field(
         &mut self,
@@ -701,6 +1075,7 @@ impl x::Fields for OvfPropertyType {
         x::Fields::encode_fields(&self.ovf_property, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfPropertyValue` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
@@ -709,10 +1084,13 @@ pub struct OvfPropertyValue {
     /// The fields `OvfPropertyValue` inherits from `OvfProperty`.
     pub ovf_property: OvfProperty,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfPropertyValue {
     const TYPE_NAME: &'static str = "OvfPropertyValue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyValue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyValue {
     type Target = OvfProperty;
     #[inline]
@@ -720,12 +1098,14 @@ impl std::ops::Deref for OvfPropertyValue {
         &self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfPropertyValue {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfProperty {
         &mut self.ovf_property
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfPropertyValue {
     fn decode_field(
         &mut self,
@@ -824,6 +1204,7 @@ impl x::ArrayItem for OvfStorageProfileMapping {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfStorageProfileMapping";
     const ITEM_TAG: &'static str = "OvfStorageProfileMapping";
 }
+#[cfg(feature = "all-faults")]
 /// `OvfSystemFault` (extends `OvfFault`).
 ///
 /// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
@@ -832,10 +1213,13 @@ pub struct OvfSystemFault {
     /// The fields `OvfSystemFault` inherits from `OvfFault`.
     pub ovf_fault: OvfFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfSystemFault {
     const TYPE_NAME: &'static str = "OvfSystemFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfSystemFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfSystemFault {
     type Target = OvfFault;
     #[inline]
@@ -843,12 +1227,14 @@ impl std::ops::Deref for OvfSystemFault {
         &self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfSystemFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfFault {
         &mut self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfSystemFault {
     fn decode_field(
         &mut self,
@@ -862,6 +1248,7 @@ impl x::Fields for OvfSystemFault {
         x::Fields::encode_fields(&self.ovf_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfToXmlUnsupportedElement` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
@@ -872,10 +1259,13 @@ pub struct OvfToXmlUnsupportedElement {
     /// `name`.
     pub name: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfToXmlUnsupportedElement {
     const TYPE_NAME: &'static str = "OvfToXmlUnsupportedElement";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfToXmlUnsupportedElement {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfToXmlUnsupportedElement {
     type Target = OvfSystemFault;
     #[inline]
@@ -883,12 +1273,14 @@ impl std::ops::Deref for OvfToXmlUnsupportedElement {
         &self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfToXmlUnsupportedElement {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfSystemFault {
         &mut self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfToXmlUnsupportedElement {
     fn decode_field(
         &mut self,
@@ -907,6 +1299,7 @@ impl x::Fields for OvfToXmlUnsupportedElement {
         w.write_opt("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnableToExportDisk` (extends `OvfHardwareExport`).
 ///
 /// The fields of `OvfHardwareExport` are in `ovf_hardware_export`, also reachable through `Deref`.
@@ -917,10 +1310,13 @@ pub struct OvfUnableToExportDisk {
     /// `diskName`.
     pub disk_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnableToExportDisk {
     const TYPE_NAME: &'static str = "OvfUnableToExportDisk";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnableToExportDisk {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnableToExportDisk {
     type Target = OvfHardwareExport;
     #[inline]
@@ -928,12 +1324,14 @@ impl std::ops::Deref for OvfUnableToExportDisk {
         &self.ovf_hardware_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnableToExportDisk {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfHardwareExport {
         &mut self.ovf_hardware_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnableToExportDisk {
     fn decode_field(
         &mut self,
@@ -952,6 +1350,7 @@ impl x::Fields for OvfUnableToExportDisk {
         w.write("diskName", &self.disk_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnexpectedElement` (extends `OvfElement`).
 ///
 /// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
@@ -960,10 +1359,13 @@ pub struct OvfUnexpectedElement {
     /// The fields `OvfUnexpectedElement` inherits from `OvfElement`.
     pub ovf_element: OvfElement,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnexpectedElement {
     const TYPE_NAME: &'static str = "OvfUnexpectedElement";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnexpectedElement {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnexpectedElement {
     type Target = OvfElement;
     #[inline]
@@ -971,12 +1373,14 @@ impl std::ops::Deref for OvfUnexpectedElement {
         &self.ovf_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnexpectedElement {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfElement {
         &mut self.ovf_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnexpectedElement {
     fn decode_field(
         &mut self,
@@ -990,6 +1394,7 @@ impl x::Fields for OvfUnexpectedElement {
         x::Fields::encode_fields(&self.ovf_element, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnknownDevice` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
@@ -1002,10 +1407,13 @@ pub struct OvfUnknownDevice {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnknownDevice {
     const TYPE_NAME: &'static str = "OvfUnknownDevice";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnknownDevice {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnknownDevice {
     type Target = OvfSystemFault;
     #[inline]
@@ -1013,12 +1421,14 @@ impl std::ops::Deref for OvfUnknownDevice {
         &self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnknownDevice {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfSystemFault {
         &mut self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnknownDevice {
     fn decode_field(
         &mut self,
@@ -1039,6 +1449,7 @@ impl x::Fields for OvfUnknownDevice {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnknownDeviceBacking` (extends `OvfHardwareExport`).
 ///
 /// The fields of `OvfHardwareExport` are in `ovf_hardware_export`, also reachable through `Deref`.
@@ -1049,10 +1460,13 @@ pub struct OvfUnknownDeviceBacking {
     /// `backing`.
     pub backing: AnyVirtualDeviceBackingInfo,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnknownDeviceBacking {
     const TYPE_NAME: &'static str = "OvfUnknownDeviceBacking";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnknownDeviceBacking {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnknownDeviceBacking {
     type Target = OvfHardwareExport;
     #[inline]
@@ -1060,12 +1474,14 @@ impl std::ops::Deref for OvfUnknownDeviceBacking {
         &self.ovf_hardware_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnknownDeviceBacking {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfHardwareExport {
         &mut self.ovf_hardware_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnknownDeviceBacking {
     fn decode_field(
         &mut self,
@@ -1084,6 +1500,7 @@ impl x::Fields for OvfUnknownDeviceBacking {
         w.write("backing", &self.backing);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnknownEntity` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
@@ -1094,10 +1511,13 @@ pub struct OvfUnknownEntity {
     /// `lineNumber`.
     pub line_number: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnknownEntity {
     const TYPE_NAME: &'static str = "OvfUnknownEntity";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnknownEntity {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnknownEntity {
     type Target = OvfSystemFault;
     #[inline]
@@ -1105,12 +1525,14 @@ impl std::ops::Deref for OvfUnknownEntity {
         &self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnknownEntity {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfSystemFault {
         &mut self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnknownEntity {
     fn decode_field(
         &mut self,
@@ -1129,6 +1551,7 @@ impl x::Fields for OvfUnknownEntity {
         w.write("lineNumber", &self.line_number);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedAttribute` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
@@ -1141,10 +1564,13 @@ pub struct OvfUnsupportedAttribute {
     /// `attributeName`.
     pub attribute_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedAttribute {
     const TYPE_NAME: &'static str = "OvfUnsupportedAttribute";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedAttribute {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedAttribute {
     type Target = OvfUnsupportedPackage;
     #[inline]
@@ -1152,12 +1578,14 @@ impl std::ops::Deref for OvfUnsupportedAttribute {
         &self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedAttribute {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
         &mut self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedAttribute {
     fn decode_field(
         &mut self,
@@ -1184,6 +1612,7 @@ impl x::Fields for OvfUnsupportedAttribute {
         w.write("attributeName", &self.attribute_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedAttributeValue` (extends `OvfUnsupportedAttribute`).
 ///
 /// The fields of `OvfUnsupportedAttribute` are in `ovf_unsupported_attribute`, also reachable through `Deref`.
@@ -1194,10 +1623,13 @@ pub struct OvfUnsupportedAttributeValue {
     /// `value`.
     pub value: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedAttributeValue {
     const TYPE_NAME: &'static str = "OvfUnsupportedAttributeValue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedAttributeValue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedAttributeValue {
     type Target = OvfUnsupportedAttribute;
     #[inline]
@@ -1205,12 +1637,14 @@ impl std::ops::Deref for OvfUnsupportedAttributeValue {
         &self.ovf_unsupported_attribute
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedAttributeValue {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedAttribute {
         &mut self.ovf_unsupported_attribute
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedAttributeValue {
     fn decode_field(
         &mut self,
@@ -1235,6 +1669,7 @@ impl x::Fields for OvfUnsupportedAttributeValue {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedDeviceBackingInfo` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
@@ -1251,10 +1686,13 @@ pub struct OvfUnsupportedDeviceBackingInfo {
     /// `backingName`.
     pub backing_name: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedDeviceBackingInfo {
     const TYPE_NAME: &'static str = "OvfUnsupportedDeviceBackingInfo";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedDeviceBackingInfo {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedDeviceBackingInfo {
     type Target = OvfSystemFault;
     #[inline]
@@ -1262,12 +1700,14 @@ impl std::ops::Deref for OvfUnsupportedDeviceBackingInfo {
         &self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedDeviceBackingInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfSystemFault {
         &mut self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedDeviceBackingInfo {
     fn decode_field(
         &mut self,
@@ -1292,6 +1732,7 @@ impl x::Fields for OvfUnsupportedDeviceBackingInfo {
         w.write_opt("backingName", &self.backing_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedDeviceBackingOption` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
@@ -1308,10 +1749,13 @@ pub struct OvfUnsupportedDeviceBackingOption {
     /// `backingName`.
     pub backing_name: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedDeviceBackingOption {
     const TYPE_NAME: &'static str = "OvfUnsupportedDeviceBackingOption";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedDeviceBackingOption {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedDeviceBackingOption {
     type Target = OvfSystemFault;
     #[inline]
@@ -1319,12 +1763,14 @@ impl std::ops::Deref for OvfUnsupportedDeviceBackingOption {
         &self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedDeviceBackingOption {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfSystemFault {
         &mut self.ovf_system_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedDeviceBackingOption {
     fn decode_field(
         &mut self,
@@ -1349,6 +1795,7 @@ impl x::Fields for OvfUnsupportedDeviceBackingOption {
         w.write_opt("backingName", &self.backing_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedDeviceExport` (extends `OvfHardwareExport`).
 ///
 /// The fields of `OvfHardwareExport` are in `ovf_hardware_export`, also reachable through `Deref`.
@@ -1357,10 +1804,13 @@ pub struct OvfUnsupportedDeviceExport {
     /// The fields `OvfUnsupportedDeviceExport` inherits from `OvfHardwareExport`.
     pub ovf_hardware_export: OvfHardwareExport,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedDeviceExport {
     const TYPE_NAME: &'static str = "OvfUnsupportedDeviceExport";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedDeviceExport {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedDeviceExport {
     type Target = OvfHardwareExport;
     #[inline]
@@ -1368,12 +1818,14 @@ impl std::ops::Deref for OvfUnsupportedDeviceExport {
         &self.ovf_hardware_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedDeviceExport {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfHardwareExport {
         &mut self.ovf_hardware_export
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedDeviceExport {
     fn decode_field(
         &mut self,
@@ -1387,6 +1839,7 @@ impl x::Fields for OvfUnsupportedDeviceExport {
         x::Fields::encode_fields(&self.ovf_hardware_export, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedDiskProvisioning` (extends `OvfImport`).
 ///
 /// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
@@ -1399,10 +1852,13 @@ pub struct OvfUnsupportedDiskProvisioning {
     /// `supportedDiskProvisioning`.
     pub supported_disk_provisioning: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedDiskProvisioning {
     const TYPE_NAME: &'static str = "OvfUnsupportedDiskProvisioning";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedDiskProvisioning {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedDiskProvisioning {
     type Target = OvfImport;
     #[inline]
@@ -1410,12 +1866,14 @@ impl std::ops::Deref for OvfUnsupportedDiskProvisioning {
         &self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedDiskProvisioning {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfImport {
         &mut self.ovf_import
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedDiskProvisioning {
     fn decode_field(
         &mut self,
@@ -1436,6 +1894,7 @@ impl x::Fields for OvfUnsupportedDiskProvisioning {
         w.write("supportedDiskProvisioning", &self.supported_disk_provisioning);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedElement` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
@@ -1446,10 +1905,13 @@ pub struct OvfUnsupportedElement {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedElement {
     const TYPE_NAME: &'static str = "OvfUnsupportedElement";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedElement {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedElement {
     type Target = OvfUnsupportedPackage;
     #[inline]
@@ -1457,12 +1919,14 @@ impl std::ops::Deref for OvfUnsupportedElement {
         &self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedElement {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
         &mut self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedElement {
     fn decode_field(
         &mut self,
@@ -1487,6 +1951,7 @@ impl x::Fields for OvfUnsupportedElement {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedElementValue` (extends `OvfUnsupportedElement`).
 ///
 /// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
@@ -1497,10 +1962,13 @@ pub struct OvfUnsupportedElementValue {
     /// `value`.
     pub value: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedElementValue {
     const TYPE_NAME: &'static str = "OvfUnsupportedElementValue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedElementValue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedElementValue {
     type Target = OvfUnsupportedElement;
     #[inline]
@@ -1508,12 +1976,14 @@ impl std::ops::Deref for OvfUnsupportedElementValue {
         &self.ovf_unsupported_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedElementValue {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedElement {
         &mut self.ovf_unsupported_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedElementValue {
     fn decode_field(
         &mut self,
@@ -1538,6 +2008,7 @@ impl x::Fields for OvfUnsupportedElementValue {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedPackage` (extends `OvfFault`).
 ///
 /// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
@@ -1548,10 +2019,13 @@ pub struct OvfUnsupportedPackage {
     /// `lineNumber`.
     pub line_number: Option<i32>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedPackage {
     const TYPE_NAME: &'static str = "OvfUnsupportedPackage";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedPackage {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedPackage {
     type Target = OvfFault;
     #[inline]
@@ -1559,12 +2033,14 @@ impl std::ops::Deref for OvfUnsupportedPackage {
         &self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedPackage {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfFault {
         &mut self.ovf_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedPackage {
     fn decode_field(
         &mut self,
@@ -1583,6 +2059,7 @@ impl x::Fields for OvfUnsupportedPackage {
         w.write_opt("lineNumber", &self.line_number);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedSection` (extends `OvfUnsupportedElement`).
 ///
 /// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
@@ -1593,10 +2070,13 @@ pub struct OvfUnsupportedSection {
     /// `info`.
     pub info: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedSection {
     const TYPE_NAME: &'static str = "OvfUnsupportedSection";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedSection {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedSection {
     type Target = OvfUnsupportedElement;
     #[inline]
@@ -1604,12 +2084,14 @@ impl std::ops::Deref for OvfUnsupportedSection {
         &self.ovf_unsupported_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedSection {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedElement {
         &mut self.ovf_unsupported_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedSection {
     fn decode_field(
         &mut self,
@@ -1634,6 +2116,7 @@ impl x::Fields for OvfUnsupportedSection {
         w.write("info", &self.info);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedSubType` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
@@ -1650,10 +2133,13 @@ pub struct OvfUnsupportedSubType {
     /// `deviceSubType`.
     pub device_sub_type: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedSubType {
     const TYPE_NAME: &'static str = "OvfUnsupportedSubType";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedSubType {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedSubType {
     type Target = OvfUnsupportedPackage;
     #[inline]
@@ -1661,12 +2147,14 @@ impl std::ops::Deref for OvfUnsupportedSubType {
         &self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedSubType {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
         &mut self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedSubType {
     fn decode_field(
         &mut self,
@@ -1697,6 +2185,7 @@ impl x::Fields for OvfUnsupportedSubType {
         w.write("deviceSubType", &self.device_sub_type);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfUnsupportedType` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
@@ -1711,10 +2200,13 @@ pub struct OvfUnsupportedType {
     /// `deviceType`.
     pub device_type: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfUnsupportedType {
     const TYPE_NAME: &'static str = "OvfUnsupportedType";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedType {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedType {
     type Target = OvfUnsupportedPackage;
     #[inline]
@@ -1722,12 +2214,14 @@ impl std::ops::Deref for OvfUnsupportedType {
         &self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfUnsupportedType {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
         &mut self.ovf_unsupported_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfUnsupportedType {
     fn decode_field(
         &mut self,
@@ -1855,6 +2349,7 @@ impl x::Fields for OvfValidateHostResult {
         w.write_vec("supportedDiskProvisioning", &self.supported_disk_provisioning);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfWrongElement` (extends `OvfElement`).
 ///
 /// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
@@ -1863,10 +2358,13 @@ pub struct OvfWrongElement {
     /// The fields `OvfWrongElement` inherits from `OvfElement`.
     pub ovf_element: OvfElement,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfWrongElement {
     const TYPE_NAME: &'static str = "OvfWrongElement";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfWrongElement {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfWrongElement {
     type Target = OvfElement;
     #[inline]
@@ -1874,12 +2372,14 @@ impl std::ops::Deref for OvfWrongElement {
         &self.ovf_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfWrongElement {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfElement {
         &mut self.ovf_element
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfWrongElement {
     fn decode_field(
         &mut self,
@@ -1893,6 +2393,7 @@ impl x::Fields for OvfWrongElement {
         x::Fields::encode_fields(&self.ovf_element, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfWrongNamespace` (extends `OvfInvalidPackage`).
 ///
 /// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
@@ -1903,10 +2404,13 @@ pub struct OvfWrongNamespace {
     /// `namespaceName`.
     pub namespace_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfWrongNamespace {
     const TYPE_NAME: &'static str = "OvfWrongNamespace";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfWrongNamespace {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfWrongNamespace {
     type Target = OvfInvalidPackage;
     #[inline]
@@ -1914,12 +2418,14 @@ impl std::ops::Deref for OvfWrongNamespace {
         &self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfWrongNamespace {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
         &mut self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfWrongNamespace {
     fn decode_field(
         &mut self,
@@ -1938,6 +2444,7 @@ impl x::Fields for OvfWrongNamespace {
         w.write("namespaceName", &self.namespace_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `OvfXmlFormat` (extends `OvfInvalidPackage`).
 ///
 /// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
@@ -1948,10 +2455,13 @@ pub struct OvfXmlFormat {
     /// `description`.
     pub description: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for OvfXmlFormat {
     const TYPE_NAME: &'static str = "OvfXmlFormat";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for OvfXmlFormat {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfXmlFormat {
     type Target = OvfInvalidPackage;
     #[inline]
@@ -1959,12 +2469,14 @@ impl std::ops::Deref for OvfXmlFormat {
         &self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for OvfXmlFormat {
     #[inline]
     fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
         &mut self.ovf_invalid_package
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for OvfXmlFormat {
     fn decode_field(
         &mut self,

@@ -281,6 +281,7 @@ impl x::Fields for PasswordField {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PatchAlreadyInstalled` (extends `PatchNotApplicable`).
 ///
 /// The fields of `PatchNotApplicable` are in `patch_not_applicable`, also reachable through `Deref`.
@@ -289,10 +290,13 @@ pub struct PatchAlreadyInstalled {
     /// The fields `PatchAlreadyInstalled` inherits from `PatchNotApplicable`.
     pub patch_not_applicable: PatchNotApplicable,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PatchAlreadyInstalled {
     const TYPE_NAME: &'static str = "PatchAlreadyInstalled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PatchAlreadyInstalled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PatchAlreadyInstalled {
     type Target = PatchNotApplicable;
     #[inline]
@@ -300,12 +304,14 @@ impl std::ops::Deref for PatchAlreadyInstalled {
         &self.patch_not_applicable
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PatchAlreadyInstalled {
     #[inline]
     fn deref_mut(&mut self) -> &mut PatchNotApplicable {
         &mut self.patch_not_applicable
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PatchAlreadyInstalled {
     fn decode_field(
         &mut self,
@@ -319,6 +325,7 @@ impl x::Fields for PatchAlreadyInstalled {
         x::Fields::encode_fields(&self.patch_not_applicable, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PatchBinariesNotFound` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -331,10 +338,13 @@ pub struct PatchBinariesNotFound {
     /// `binary`.
     pub binary: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PatchBinariesNotFound {
     const TYPE_NAME: &'static str = "PatchBinariesNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PatchBinariesNotFound {}
+#[cfg(feature = "all-faults")]
 impl Clone for PatchBinariesNotFound {
     fn clone(&self) -> Self {
         Self {
@@ -344,6 +354,7 @@ impl Clone for PatchBinariesNotFound {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PatchBinariesNotFound {
     type Target = VimFault;
     #[inline]
@@ -351,12 +362,14 @@ impl std::ops::Deref for PatchBinariesNotFound {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PatchBinariesNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PatchBinariesNotFound {
     fn decode_field(
         &mut self,
@@ -377,6 +390,7 @@ impl x::Fields for PatchBinariesNotFound {
         w.write_vec("binary", &self.binary);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PatchInstallFailed` (extends `PlatformConfigFault`).
 ///
 /// The fields of `PlatformConfigFault` are in `platform_config_fault`, also reachable through `Deref`.
@@ -387,10 +401,13 @@ pub struct PatchInstallFailed {
     /// `rolledBack`.
     pub rolled_back: bool,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PatchInstallFailed {
     const TYPE_NAME: &'static str = "PatchInstallFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PatchInstallFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PatchInstallFailed {
     type Target = PlatformConfigFault;
     #[inline]
@@ -398,12 +415,14 @@ impl std::ops::Deref for PatchInstallFailed {
         &self.platform_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PatchInstallFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut PlatformConfigFault {
         &mut self.platform_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PatchInstallFailed {
     fn decode_field(
         &mut self,
@@ -422,6 +441,7 @@ impl x::Fields for PatchInstallFailed {
         w.write("rolledBack", &self.rolled_back);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PatchIntegrityError` (extends `PlatformConfigFault`).
 ///
 /// The fields of `PlatformConfigFault` are in `platform_config_fault`, also reachable through `Deref`.
@@ -430,10 +450,13 @@ pub struct PatchIntegrityError {
     /// The fields `PatchIntegrityError` inherits from `PlatformConfigFault`.
     pub platform_config_fault: PlatformConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PatchIntegrityError {
     const TYPE_NAME: &'static str = "PatchIntegrityError";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PatchIntegrityError {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PatchIntegrityError {
     type Target = PlatformConfigFault;
     #[inline]
@@ -441,12 +464,14 @@ impl std::ops::Deref for PatchIntegrityError {
         &self.platform_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PatchIntegrityError {
     #[inline]
     fn deref_mut(&mut self) -> &mut PlatformConfigFault {
         &mut self.platform_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PatchIntegrityError {
     fn decode_field(
         &mut self,
@@ -460,6 +485,7 @@ impl x::Fields for PatchIntegrityError {
         x::Fields::encode_fields(&self.platform_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PatchMetadataCorrupted` (extends `PatchMetadataInvalid`).
 ///
 /// The fields of `PatchMetadataInvalid` are in `patch_metadata_invalid`, also reachable through `Deref`.
@@ -468,10 +494,13 @@ pub struct PatchMetadataCorrupted {
     /// The fields `PatchMetadataCorrupted` inherits from `PatchMetadataInvalid`.
     pub patch_metadata_invalid: PatchMetadataInvalid,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PatchMetadataCorrupted {
     const TYPE_NAME: &'static str = "PatchMetadataCorrupted";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PatchMetadataCorrupted {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PatchMetadataCorrupted {
     type Target = PatchMetadataInvalid;
     #[inline]
@@ -479,12 +508,14 @@ impl std::ops::Deref for PatchMetadataCorrupted {
         &self.patch_metadata_invalid
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PatchMetadataCorrupted {
     #[inline]
     fn deref_mut(&mut self) -> &mut PatchMetadataInvalid {
         &mut self.patch_metadata_invalid
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PatchMetadataCorrupted {
     fn decode_field(
         &mut self,
@@ -498,6 +529,7 @@ impl x::Fields for PatchMetadataCorrupted {
         x::Fields::encode_fields(&self.patch_metadata_invalid, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PatchMetadataInvalid` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -510,10 +542,13 @@ pub struct PatchMetadataInvalid {
     /// `metaData`.
     pub meta_data: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PatchMetadataInvalid {
     const TYPE_NAME: &'static str = "PatchMetadataInvalid";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PatchMetadataInvalid {}
+#[cfg(feature = "all-faults")]
 impl Clone for PatchMetadataInvalid {
     fn clone(&self) -> Self {
         Self {
@@ -523,6 +558,7 @@ impl Clone for PatchMetadataInvalid {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PatchMetadataInvalid {
     type Target = VimFault;
     #[inline]
@@ -530,12 +566,14 @@ impl std::ops::Deref for PatchMetadataInvalid {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PatchMetadataInvalid {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PatchMetadataInvalid {
     fn decode_field(
         &mut self,
@@ -556,6 +594,7 @@ impl x::Fields for PatchMetadataInvalid {
         w.write_vec("metaData", &self.meta_data);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PatchMetadataNotFound` (extends `PatchMetadataInvalid`).
 ///
 /// The fields of `PatchMetadataInvalid` are in `patch_metadata_invalid`, also reachable through `Deref`.
@@ -564,10 +603,13 @@ pub struct PatchMetadataNotFound {
     /// The fields `PatchMetadataNotFound` inherits from `PatchMetadataInvalid`.
     pub patch_metadata_invalid: PatchMetadataInvalid,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PatchMetadataNotFound {
     const TYPE_NAME: &'static str = "PatchMetadataNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PatchMetadataNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PatchMetadataNotFound {
     type Target = PatchMetadataInvalid;
     #[inline]
@@ -575,12 +617,14 @@ impl std::ops::Deref for PatchMetadataNotFound {
         &self.patch_metadata_invalid
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PatchMetadataNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut PatchMetadataInvalid {
         &mut self.patch_metadata_invalid
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PatchMetadataNotFound {
     fn decode_field(
         &mut self,
@@ -594,6 +638,7 @@ impl x::Fields for PatchMetadataNotFound {
         x::Fields::encode_fields(&self.patch_metadata_invalid, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PatchMissingDependencies` (extends `PatchNotApplicable`).
 ///
 /// The fields of `PatchNotApplicable` are in `patch_not_applicable`, also reachable through `Deref`.
@@ -606,10 +651,13 @@ pub struct PatchMissingDependencies {
     /// `prerequisiteLib`.
     pub prerequisite_lib: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PatchMissingDependencies {
     const TYPE_NAME: &'static str = "PatchMissingDependencies";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PatchMissingDependencies {}
+#[cfg(feature = "all-faults")]
 impl Clone for PatchMissingDependencies {
     fn clone(&self) -> Self {
         Self {
@@ -619,6 +667,7 @@ impl Clone for PatchMissingDependencies {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PatchMissingDependencies {
     type Target = PatchNotApplicable;
     #[inline]
@@ -626,12 +675,14 @@ impl std::ops::Deref for PatchMissingDependencies {
         &self.patch_not_applicable
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PatchMissingDependencies {
     #[inline]
     fn deref_mut(&mut self) -> &mut PatchNotApplicable {
         &mut self.patch_not_applicable
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PatchMissingDependencies {
     fn decode_field(
         &mut self,
@@ -652,6 +703,7 @@ impl x::Fields for PatchMissingDependencies {
         w.write_vec("prerequisiteLib", &self.prerequisite_lib);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PatchNotApplicable` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -662,10 +714,13 @@ pub struct PatchNotApplicable {
     /// `patchID`.
     pub patch_id: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PatchNotApplicable {
     const TYPE_NAME: &'static str = "PatchNotApplicable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PatchNotApplicable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PatchNotApplicable {
     type Target = VimFault;
     #[inline]
@@ -673,12 +728,14 @@ impl std::ops::Deref for PatchNotApplicable {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PatchNotApplicable {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PatchNotApplicable {
     fn decode_field(
         &mut self,
@@ -697,6 +754,7 @@ impl x::Fields for PatchNotApplicable {
         w.write("patchID", &self.patch_id);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PatchSuperseded` (extends `PatchNotApplicable`).
 ///
 /// The fields of `PatchNotApplicable` are in `patch_not_applicable`, also reachable through `Deref`.
@@ -707,10 +765,13 @@ pub struct PatchSuperseded {
     /// `supersede`.
     pub supersede: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PatchSuperseded {
     const TYPE_NAME: &'static str = "PatchSuperseded";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PatchSuperseded {}
+#[cfg(feature = "all-faults")]
 impl Clone for PatchSuperseded {
     fn clone(&self) -> Self {
         Self {
@@ -719,6 +780,7 @@ impl Clone for PatchSuperseded {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PatchSuperseded {
     type Target = PatchNotApplicable;
     #[inline]
@@ -726,12 +788,14 @@ impl std::ops::Deref for PatchSuperseded {
         &self.patch_not_applicable
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PatchSuperseded {
     #[inline]
     fn deref_mut(&mut self) -> &mut PatchNotApplicable {
         &mut self.patch_not_applicable
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PatchSuperseded {
     fn decode_field(
         &mut self,

@@ -164,6 +164,7 @@ impl x::ArrayItem for Permission {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPermission";
     const ITEM_TAG: &'static str = "Permission";
 }
+#[cfg(feature = "all-events")]
 /// `PermissionAddedEvent` (extends `PermissionEvent`).
 ///
 /// The fields of `PermissionEvent` are in `permission_event`, also reachable through `Deref`.
@@ -176,10 +177,13 @@ pub struct PermissionAddedEvent {
     /// `propagate`.
     pub propagate: bool,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for PermissionAddedEvent {
     const TYPE_NAME: &'static str = "PermissionAddedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for PermissionAddedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for PermissionAddedEvent {
     type Target = PermissionEvent;
     #[inline]
@@ -187,12 +191,14 @@ impl std::ops::Deref for PermissionAddedEvent {
         &self.permission_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for PermissionAddedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut PermissionEvent {
         &mut self.permission_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for PermissionAddedEvent {
     fn decode_field(
         &mut self,
@@ -213,6 +219,7 @@ impl x::Fields for PermissionAddedEvent {
         w.write("propagate", &self.propagate);
     }
 }
+#[cfg(feature = "all-events")]
 /// `PermissionEvent` (extends `AuthorizationEvent`).
 ///
 /// The fields of `AuthorizationEvent` are in `authorization_event`, also reachable through `Deref`.
@@ -227,10 +234,13 @@ pub struct PermissionEvent {
     /// `group`.
     pub group: bool,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for PermissionEvent {
     const TYPE_NAME: &'static str = "PermissionEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for PermissionEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for PermissionEvent {
     type Target = AuthorizationEvent;
     #[inline]
@@ -238,12 +248,14 @@ impl std::ops::Deref for PermissionEvent {
         &self.authorization_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for PermissionEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AuthorizationEvent {
         &mut self.authorization_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for PermissionEvent {
     fn decode_field(
         &mut self,
@@ -315,6 +327,7 @@ impl x::ArrayItem for PermissionProfile {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPermissionProfile";
     const ITEM_TAG: &'static str = "PermissionProfile";
 }
+#[cfg(feature = "all-events")]
 /// `PermissionRemovedEvent` (extends `PermissionEvent`).
 ///
 /// The fields of `PermissionEvent` are in `permission_event`, also reachable through `Deref`.
@@ -323,10 +336,13 @@ pub struct PermissionRemovedEvent {
     /// The fields `PermissionRemovedEvent` inherits from `PermissionEvent`.
     pub permission_event: PermissionEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for PermissionRemovedEvent {
     const TYPE_NAME: &'static str = "PermissionRemovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for PermissionRemovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for PermissionRemovedEvent {
     type Target = PermissionEvent;
     #[inline]
@@ -334,12 +350,14 @@ impl std::ops::Deref for PermissionRemovedEvent {
         &self.permission_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for PermissionRemovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut PermissionEvent {
         &mut self.permission_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for PermissionRemovedEvent {
     fn decode_field(
         &mut self,
@@ -353,6 +371,7 @@ impl x::Fields for PermissionRemovedEvent {
         x::Fields::encode_fields(&self.permission_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `PermissionUpdatedEvent` (extends `PermissionEvent`).
 ///
 /// The fields of `PermissionEvent` are in `permission_event`, also reachable through `Deref`.
@@ -369,10 +388,13 @@ pub struct PermissionUpdatedEvent {
     /// `prevPropagate`.
     pub prev_propagate: Option<bool>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for PermissionUpdatedEvent {
     const TYPE_NAME: &'static str = "PermissionUpdatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for PermissionUpdatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for PermissionUpdatedEvent {
     type Target = PermissionEvent;
     #[inline]
@@ -380,12 +402,14 @@ impl std::ops::Deref for PermissionUpdatedEvent {
         &self.permission_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for PermissionUpdatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut PermissionEvent {
         &mut self.permission_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for PermissionUpdatedEvent {
     fn decode_field(
         &mut self,
@@ -410,6 +434,7 @@ impl x::Fields for PermissionUpdatedEvent {
         w.write_opt("prevPropagate", &self.prev_propagate);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PhysCompatRDMNotSupported` (extends `RDMNotSupported`).
 ///
 /// The fields of `RDMNotSupported` are in `rdm_not_supported`, also reachable through `Deref`.
@@ -418,10 +443,13 @@ pub struct PhysCompatRDMNotSupported {
     /// The fields `PhysCompatRDMNotSupported` inherits from `RDMNotSupported`.
     pub rdm_not_supported: RDMNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PhysCompatRDMNotSupported {
     const TYPE_NAME: &'static str = "PhysCompatRDMNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PhysCompatRDMNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PhysCompatRDMNotSupported {
     type Target = RDMNotSupported;
     #[inline]
@@ -429,12 +457,14 @@ impl std::ops::Deref for PhysCompatRDMNotSupported {
         &self.rdm_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PhysCompatRDMNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut RDMNotSupported {
         &mut self.rdm_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PhysCompatRDMNotSupported {
     fn decode_field(
         &mut self,

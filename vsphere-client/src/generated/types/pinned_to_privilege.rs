@@ -434,6 +434,7 @@ impl x::ArrayItem for PlacementSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPlacementSpec";
     const ITEM_TAG: &'static str = "PlacementSpec";
 }
+#[cfg(feature = "all-faults")]
 /// `PlatformConfigFault` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -444,10 +445,13 @@ pub struct PlatformConfigFault {
     /// `text`.
     pub text: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PlatformConfigFault {
     const TYPE_NAME: &'static str = "PlatformConfigFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PlatformConfigFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PlatformConfigFault {
     type Target = HostConfigFault;
     #[inline]
@@ -455,12 +459,14 @@ impl std::ops::Deref for PlatformConfigFault {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PlatformConfigFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PlatformConfigFault {
     fn decode_field(
         &mut self,
@@ -898,6 +904,7 @@ impl x::Fields for PosixUserSearchResult {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PowerOnFtSecondaryFailed` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -916,10 +923,13 @@ pub struct PowerOnFtSecondaryFailed {
     /// `rootCause`.
     pub root_cause: LocalizedMethodFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PowerOnFtSecondaryFailed {
     const TYPE_NAME: &'static str = "PowerOnFtSecondaryFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PowerOnFtSecondaryFailed {}
+#[cfg(feature = "all-faults")]
 impl Clone for PowerOnFtSecondaryFailed {
     fn clone(&self) -> Self {
         Self {
@@ -932,6 +942,7 @@ impl Clone for PowerOnFtSecondaryFailed {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PowerOnFtSecondaryFailed {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -939,12 +950,14 @@ impl std::ops::Deref for PowerOnFtSecondaryFailed {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PowerOnFtSecondaryFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PowerOnFtSecondaryFailed {
     fn decode_field(
         &mut self,
@@ -977,6 +990,7 @@ impl x::Fields for PowerOnFtSecondaryFailed {
         w.write("rootCause", &self.root_cause);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `PowerOnFtSecondaryTimedout` (extends `Timedout`).
 ///
 /// The fields of `Timedout` are in `timedout`, also reachable through `Deref`.
@@ -991,10 +1005,13 @@ pub struct PowerOnFtSecondaryTimedout {
     /// `timeout`.
     pub timeout: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for PowerOnFtSecondaryTimedout {
     const TYPE_NAME: &'static str = "PowerOnFtSecondaryTimedout";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for PowerOnFtSecondaryTimedout {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for PowerOnFtSecondaryTimedout {
     type Target = Timedout;
     #[inline]
@@ -1002,12 +1019,14 @@ impl std::ops::Deref for PowerOnFtSecondaryTimedout {
         &self.timedout
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for PowerOnFtSecondaryTimedout {
     #[inline]
     fn deref_mut(&mut self) -> &mut Timedout {
         &mut self.timedout
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for PowerOnFtSecondaryTimedout {
     fn decode_field(
         &mut self,

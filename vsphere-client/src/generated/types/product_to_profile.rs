@@ -141,6 +141,7 @@ impl x::ArrayItem for ProfileApplyProfileProperty {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileApplyProfileProperty";
     const ITEM_TAG: &'static str = "ProfileApplyProfileProperty";
 }
+#[cfg(feature = "all-events")]
 /// `ProfileAssociatedEvent` (extends `ProfileEvent`).
 ///
 /// The fields of `ProfileEvent` are in `profile_event`, also reachable through `Deref`.
@@ -149,10 +150,13 @@ pub struct ProfileAssociatedEvent {
     /// The fields `ProfileAssociatedEvent` inherits from `ProfileEvent`.
     pub profile_event: ProfileEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ProfileAssociatedEvent {
     const TYPE_NAME: &'static str = "ProfileAssociatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ProfileAssociatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ProfileAssociatedEvent {
     type Target = ProfileEvent;
     #[inline]
@@ -160,12 +164,14 @@ impl std::ops::Deref for ProfileAssociatedEvent {
         &self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ProfileAssociatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileEvent {
         &mut self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ProfileAssociatedEvent {
     fn decode_field(
         &mut self,
@@ -179,6 +185,7 @@ impl x::Fields for ProfileAssociatedEvent {
         x::Fields::encode_fields(&self.profile_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ProfileChangedEvent` (extends `ProfileEvent`).
 ///
 /// The fields of `ProfileEvent` are in `profile_event`, also reachable through `Deref`.
@@ -187,10 +194,13 @@ pub struct ProfileChangedEvent {
     /// The fields `ProfileChangedEvent` inherits from `ProfileEvent`.
     pub profile_event: ProfileEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ProfileChangedEvent {
     const TYPE_NAME: &'static str = "ProfileChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ProfileChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ProfileChangedEvent {
     type Target = ProfileEvent;
     #[inline]
@@ -198,12 +208,14 @@ impl std::ops::Deref for ProfileChangedEvent {
         &self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ProfileChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileEvent {
         &mut self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ProfileChangedEvent {
     fn decode_field(
         &mut self,
@@ -408,6 +420,7 @@ impl x::Fields for ProfileCreateSpec {
         w.write_opt("enabled", &self.enabled);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ProfileCreatedEvent` (extends `ProfileEvent`).
 ///
 /// The fields of `ProfileEvent` are in `profile_event`, also reachable through `Deref`.
@@ -416,10 +429,13 @@ pub struct ProfileCreatedEvent {
     /// The fields `ProfileCreatedEvent` inherits from `ProfileEvent`.
     pub profile_event: ProfileEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ProfileCreatedEvent {
     const TYPE_NAME: &'static str = "ProfileCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ProfileCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ProfileCreatedEvent {
     type Target = ProfileEvent;
     #[inline]
@@ -427,12 +443,14 @@ impl std::ops::Deref for ProfileCreatedEvent {
         &self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ProfileCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileEvent {
         &mut self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ProfileCreatedEvent {
     fn decode_field(
         &mut self,
@@ -566,6 +584,7 @@ impl x::ArrayItem for ProfileDescriptionSection {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileDescriptionSection";
     const ITEM_TAG: &'static str = "ProfileDescriptionSection";
 }
+#[cfg(feature = "all-events")]
 /// `ProfileDissociatedEvent` (extends `ProfileEvent`).
 ///
 /// The fields of `ProfileEvent` are in `profile_event`, also reachable through `Deref`.
@@ -574,10 +593,13 @@ pub struct ProfileDissociatedEvent {
     /// The fields `ProfileDissociatedEvent` inherits from `ProfileEvent`.
     pub profile_event: ProfileEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ProfileDissociatedEvent {
     const TYPE_NAME: &'static str = "ProfileDissociatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ProfileDissociatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ProfileDissociatedEvent {
     type Target = ProfileEvent;
     #[inline]
@@ -585,12 +607,14 @@ impl std::ops::Deref for ProfileDissociatedEvent {
         &self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ProfileDissociatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileEvent {
         &mut self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ProfileDissociatedEvent {
     fn decode_field(
         &mut self,
@@ -604,6 +628,7 @@ impl x::Fields for ProfileDissociatedEvent {
         x::Fields::encode_fields(&self.profile_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ProfileEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -614,10 +639,13 @@ pub struct ProfileEvent {
     /// `profile`.
     pub profile: ProfileEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ProfileEvent {
     const TYPE_NAME: &'static str = "ProfileEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ProfileEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ProfileEvent {
     type Target = Event;
     #[inline]
@@ -625,12 +653,14 @@ impl std::ops::Deref for ProfileEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ProfileEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ProfileEvent {
     fn decode_field(
         &mut self,
@@ -649,6 +679,7 @@ impl x::Fields for ProfileEvent {
         w.write("profile", &self.profile);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ProfileEventArgument` (extends `EventArgument`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ProfileEventArgument {
@@ -657,10 +688,13 @@ pub struct ProfileEventArgument {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ProfileEventArgument {
     const TYPE_NAME: &'static str = "ProfileEventArgument";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ProfileEventArgument {}
+#[cfg(feature = "all-events")]
 impl x::Fields for ProfileEventArgument {
     fn decode_field(
         &mut self,
@@ -1360,6 +1394,7 @@ impl x::ArrayItem for ProfilePropertyPath {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfilePropertyPath";
     const ITEM_TAG: &'static str = "ProfilePropertyPath";
 }
+#[cfg(feature = "all-events")]
 /// `ProfileReferenceHostChangedEvent` (extends `ProfileEvent`).
 ///
 /// The fields of `ProfileEvent` are in `profile_event`, also reachable through `Deref`.
@@ -1374,10 +1409,13 @@ pub struct ProfileReferenceHostChangedEvent {
     /// `prevReferenceHostName`.
     pub prev_reference_host_name: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ProfileReferenceHostChangedEvent {
     const TYPE_NAME: &'static str = "ProfileReferenceHostChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ProfileReferenceHostChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ProfileReferenceHostChangedEvent {
     type Target = ProfileEvent;
     #[inline]
@@ -1385,12 +1423,14 @@ impl std::ops::Deref for ProfileReferenceHostChangedEvent {
         &self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ProfileReferenceHostChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileEvent {
         &mut self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ProfileReferenceHostChangedEvent {
     fn decode_field(
         &mut self,
@@ -1413,6 +1453,7 @@ impl x::Fields for ProfileReferenceHostChangedEvent {
         w.write_opt("prevReferenceHostName", &self.prev_reference_host_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ProfileRemovedEvent` (extends `ProfileEvent`).
 ///
 /// The fields of `ProfileEvent` are in `profile_event`, also reachable through `Deref`.
@@ -1421,10 +1462,13 @@ pub struct ProfileRemovedEvent {
     /// The fields `ProfileRemovedEvent` inherits from `ProfileEvent`.
     pub profile_event: ProfileEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ProfileRemovedEvent {
     const TYPE_NAME: &'static str = "ProfileRemovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ProfileRemovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ProfileRemovedEvent {
     type Target = ProfileEvent;
     #[inline]
@@ -1432,12 +1476,14 @@ impl std::ops::Deref for ProfileRemovedEvent {
         &self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ProfileRemovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileEvent {
         &mut self.profile_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ProfileRemovedEvent {
     fn decode_field(
         &mut self,
@@ -1554,6 +1600,7 @@ impl x::Fields for ProfileSimpleExpression {
         w.write_vec("parameter", &self.parameter);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ProfileUpdateFailed` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1566,10 +1613,13 @@ pub struct ProfileUpdateFailed {
     /// `warnings`.
     pub warnings: Vec<ProfileUpdateFailedUpdateFailure>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ProfileUpdateFailed {
     const TYPE_NAME: &'static str = "ProfileUpdateFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ProfileUpdateFailed {}
+#[cfg(feature = "all-faults")]
 impl Clone for ProfileUpdateFailed {
     fn clone(&self) -> Self {
         Self {
@@ -1579,6 +1629,7 @@ impl Clone for ProfileUpdateFailed {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ProfileUpdateFailed {
     type Target = VimFault;
     #[inline]
@@ -1586,12 +1637,14 @@ impl std::ops::Deref for ProfileUpdateFailed {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ProfileUpdateFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ProfileUpdateFailed {
     fn decode_field(
         &mut self,

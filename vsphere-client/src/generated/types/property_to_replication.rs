@@ -193,6 +193,7 @@ impl x::ArrayItem for PropertySpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPropertySpec";
     const ITEM_TAG: &'static str = "PropertySpec";
 }
+#[cfg(feature = "all-faults")]
 /// `QuarantineModeFault` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -205,10 +206,13 @@ pub struct QuarantineModeFault {
     /// `faultType`.
     pub fault_type: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for QuarantineModeFault {
     const TYPE_NAME: &'static str = "QuarantineModeFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for QuarantineModeFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for QuarantineModeFault {
     type Target = VmConfigFault;
     #[inline]
@@ -216,12 +220,14 @@ impl std::ops::Deref for QuarantineModeFault {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for QuarantineModeFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for QuarantineModeFault {
     fn decode_field(
         &mut self,
@@ -242,6 +248,7 @@ impl x::Fields for QuarantineModeFault {
         w.write("faultType", &self.fault_type);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `QuestionPending` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
@@ -252,10 +259,13 @@ pub struct QuestionPending {
     /// `text`.
     pub text: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for QuestionPending {
     const TYPE_NAME: &'static str = "QuestionPending";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for QuestionPending {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for QuestionPending {
     type Target = InvalidState;
     #[inline]
@@ -263,12 +273,14 @@ impl std::ops::Deref for QuestionPending {
         &self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for QuestionPending {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidState {
         &mut self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for QuestionPending {
     fn decode_field(
         &mut self,
@@ -287,6 +299,7 @@ impl x::Fields for QuestionPending {
         w.write("text", &self.text);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `QuiesceDatastoreIOForHAFailed` (extends `ResourceInUse`).
 ///
 /// The fields of `ResourceInUse` are in `resource_in_use`, also reachable through `Deref`.
@@ -303,10 +316,13 @@ pub struct QuiesceDatastoreIOForHAFailed {
     /// `dsName`.
     pub ds_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for QuiesceDatastoreIOForHAFailed {
     const TYPE_NAME: &'static str = "QuiesceDatastoreIOForHAFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for QuiesceDatastoreIOForHAFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for QuiesceDatastoreIOForHAFailed {
     type Target = ResourceInUse;
     #[inline]
@@ -314,12 +330,14 @@ impl std::ops::Deref for QuiesceDatastoreIOForHAFailed {
         &self.resource_in_use
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for QuiesceDatastoreIOForHAFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut ResourceInUse {
         &mut self.resource_in_use
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for QuiesceDatastoreIOForHAFailed {
     fn decode_field(
         &mut self,
@@ -344,6 +362,7 @@ impl x::Fields for QuiesceDatastoreIOForHAFailed {
         w.write("dsName", &self.ds_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RDMConversionNotSupported` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -354,10 +373,13 @@ pub struct RDMConversionNotSupported {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RDMConversionNotSupported {
     const TYPE_NAME: &'static str = "RDMConversionNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RDMConversionNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RDMConversionNotSupported {
     type Target = MigrationFault;
     #[inline]
@@ -365,12 +387,14 @@ impl std::ops::Deref for RDMConversionNotSupported {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RDMConversionNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RDMConversionNotSupported {
     fn decode_field(
         &mut self,
@@ -389,6 +413,7 @@ impl x::Fields for RDMConversionNotSupported {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RDMNotPreserved` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -399,10 +424,13 @@ pub struct RDMNotPreserved {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RDMNotPreserved {
     const TYPE_NAME: &'static str = "RDMNotPreserved";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RDMNotPreserved {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RDMNotPreserved {
     type Target = MigrationFault;
     #[inline]
@@ -410,12 +438,14 @@ impl std::ops::Deref for RDMNotPreserved {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RDMNotPreserved {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RDMNotPreserved {
     fn decode_field(
         &mut self,
@@ -434,6 +464,7 @@ impl x::Fields for RDMNotPreserved {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RDMNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -442,10 +473,13 @@ pub struct RDMNotSupported {
     /// The fields `RDMNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RDMNotSupported {
     const TYPE_NAME: &'static str = "RDMNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RDMNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RDMNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -453,12 +487,14 @@ impl std::ops::Deref for RDMNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RDMNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RDMNotSupported {
     fn decode_field(
         &mut self,
@@ -472,6 +508,7 @@ impl x::Fields for RDMNotSupported {
         x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RDMNotSupportedOnDatastore` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -486,10 +523,13 @@ pub struct RDMNotSupportedOnDatastore {
     /// `datastoreName`.
     pub datastore_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RDMNotSupportedOnDatastore {
     const TYPE_NAME: &'static str = "RDMNotSupportedOnDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RDMNotSupportedOnDatastore {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RDMNotSupportedOnDatastore {
     type Target = VmConfigFault;
     #[inline]
@@ -497,12 +537,14 @@ impl std::ops::Deref for RDMNotSupportedOnDatastore {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RDMNotSupportedOnDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RDMNotSupportedOnDatastore {
     fn decode_field(
         &mut self,
@@ -525,6 +567,7 @@ impl x::Fields for RDMNotSupportedOnDatastore {
         w.write("datastoreName", &self.datastore_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RDMPointsToInaccessibleDisk` (extends `CannotAccessVmDisk`).
 ///
 /// The fields of `CannotAccessVmDisk` are in `cannot_access_vm_disk`, also reachable through `Deref`.
@@ -533,10 +576,13 @@ pub struct RDMPointsToInaccessibleDisk {
     /// The fields `RDMPointsToInaccessibleDisk` inherits from `CannotAccessVmDisk`.
     pub cannot_access_vm_disk: CannotAccessVmDisk,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RDMPointsToInaccessibleDisk {
     const TYPE_NAME: &'static str = "RDMPointsToInaccessibleDisk";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RDMPointsToInaccessibleDisk {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RDMPointsToInaccessibleDisk {
     type Target = CannotAccessVmDisk;
     #[inline]
@@ -544,12 +590,14 @@ impl std::ops::Deref for RDMPointsToInaccessibleDisk {
         &self.cannot_access_vm_disk
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RDMPointsToInaccessibleDisk {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotAccessVmDisk {
         &mut self.cannot_access_vm_disk
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RDMPointsToInaccessibleDisk {
     fn decode_field(
         &mut self,
@@ -563,6 +611,7 @@ impl x::Fields for RDMPointsToInaccessibleDisk {
         x::Fields::encode_fields(&self.cannot_access_vm_disk, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RawDiskNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -571,10 +620,13 @@ pub struct RawDiskNotSupported {
     /// The fields `RawDiskNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RawDiskNotSupported {
     const TYPE_NAME: &'static str = "RawDiskNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RawDiskNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RawDiskNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -582,12 +634,14 @@ impl std::ops::Deref for RawDiskNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RawDiskNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RawDiskNotSupported {
     fn decode_field(
         &mut self,
@@ -601,6 +655,7 @@ impl x::Fields for RawDiskNotSupported {
         x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ReadHostResourcePoolTreeFailed` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -609,10 +664,13 @@ pub struct ReadHostResourcePoolTreeFailed {
     /// The fields `ReadHostResourcePoolTreeFailed` inherits from `HostConnectFault`.
     pub host_connect_fault: HostConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReadHostResourcePoolTreeFailed {
     const TYPE_NAME: &'static str = "ReadHostResourcePoolTreeFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReadHostResourcePoolTreeFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReadHostResourcePoolTreeFailed {
     type Target = HostConnectFault;
     #[inline]
@@ -620,12 +678,14 @@ impl std::ops::Deref for ReadHostResourcePoolTreeFailed {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReadHostResourcePoolTreeFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReadHostResourcePoolTreeFailed {
     fn decode_field(
         &mut self,
@@ -639,6 +699,7 @@ impl x::Fields for ReadHostResourcePoolTreeFailed {
         x::Fields::encode_fields(&self.host_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ReadOnlyDisksWithLegacyDestination` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -651,10 +712,13 @@ pub struct ReadOnlyDisksWithLegacyDestination {
     /// `timeoutDanger`.
     pub timeout_danger: bool,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReadOnlyDisksWithLegacyDestination {
     const TYPE_NAME: &'static str = "ReadOnlyDisksWithLegacyDestination";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReadOnlyDisksWithLegacyDestination {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReadOnlyDisksWithLegacyDestination {
     type Target = MigrationFault;
     #[inline]
@@ -662,12 +726,14 @@ impl std::ops::Deref for ReadOnlyDisksWithLegacyDestination {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReadOnlyDisksWithLegacyDestination {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReadOnlyDisksWithLegacyDestination {
     fn decode_field(
         &mut self,
@@ -688,6 +754,7 @@ impl x::Fields for ReadOnlyDisksWithLegacyDestination {
         w.write("timeoutDanger", &self.timeout_danger);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RebootRequired` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -698,10 +765,13 @@ pub struct RebootRequired {
     /// `patch`.
     pub patch: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RebootRequired {
     const TYPE_NAME: &'static str = "RebootRequired";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RebootRequired {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RebootRequired {
     type Target = VimFault;
     #[inline]
@@ -709,12 +779,14 @@ impl std::ops::Deref for RebootRequired {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RebootRequired {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RebootRequired {
     fn decode_field(
         &mut self,
@@ -733,6 +805,7 @@ impl x::Fields for RebootRequired {
         w.write_opt("patch", &self.patch);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RecordReplayDisabled` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -741,10 +814,13 @@ pub struct RecordReplayDisabled {
     /// The fields `RecordReplayDisabled` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RecordReplayDisabled {
     const TYPE_NAME: &'static str = "RecordReplayDisabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RecordReplayDisabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RecordReplayDisabled {
     type Target = VimFault;
     #[inline]
@@ -752,12 +828,14 @@ impl std::ops::Deref for RecordReplayDisabled {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RecordReplayDisabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RecordReplayDisabled {
     fn decode_field(
         &mut self,
@@ -771,6 +849,7 @@ impl x::Fields for RecordReplayDisabled {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `RecoveryEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -787,10 +866,13 @@ pub struct RecoveryEvent {
     /// `vnic`.
     pub vnic: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for RecoveryEvent {
     const TYPE_NAME: &'static str = "RecoveryEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for RecoveryEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for RecoveryEvent {
     type Target = DvsEvent;
     #[inline]
@@ -798,12 +880,14 @@ impl std::ops::Deref for RecoveryEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for RecoveryEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for RecoveryEvent {
     fn decode_field(
         &mut self,
@@ -912,6 +996,7 @@ impl x::ArrayItem for Relation {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfRelation";
     const ITEM_TAG: &'static str = "Relation";
 }
+#[cfg(feature = "all-faults")]
 /// `RemoteDeviceNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -920,10 +1005,13 @@ pub struct RemoteDeviceNotSupported {
     /// The fields `RemoteDeviceNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RemoteDeviceNotSupported {
     const TYPE_NAME: &'static str = "RemoteDeviceNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RemoteDeviceNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RemoteDeviceNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -931,12 +1019,14 @@ impl std::ops::Deref for RemoteDeviceNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RemoteDeviceNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RemoteDeviceNotSupported {
     fn decode_field(
         &mut self,
@@ -950,6 +1040,7 @@ impl x::Fields for RemoteDeviceNotSupported {
         x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `RemoteTSMEnabledEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -958,10 +1049,13 @@ pub struct RemoteTSMEnabledEvent {
     /// The fields `RemoteTSMEnabledEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for RemoteTSMEnabledEvent {
     const TYPE_NAME: &'static str = "RemoteTSMEnabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for RemoteTSMEnabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for RemoteTSMEnabledEvent {
     type Target = HostEvent;
     #[inline]
@@ -969,12 +1063,14 @@ impl std::ops::Deref for RemoteTSMEnabledEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for RemoteTSMEnabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for RemoteTSMEnabledEvent {
     fn decode_field(
         &mut self,
@@ -988,6 +1084,7 @@ impl x::Fields for RemoteTSMEnabledEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RemoveFailed` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -996,10 +1093,13 @@ pub struct RemoveFailed {
     /// The fields `RemoveFailed` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RemoveFailed {
     const TYPE_NAME: &'static str = "RemoveFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RemoveFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RemoveFailed {
     type Target = VimFault;
     #[inline]
@@ -1007,12 +1107,14 @@ impl std::ops::Deref for RemoveFailed {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RemoveFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RemoveFailed {
     fn decode_field(
         &mut self,
@@ -1026,6 +1128,7 @@ impl x::Fields for RemoveFailed {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ReplicationConfigFault` (extends `ReplicationFault`).
 ///
 /// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
@@ -1034,10 +1137,13 @@ pub struct ReplicationConfigFault {
     /// The fields `ReplicationConfigFault` inherits from `ReplicationFault`.
     pub replication_fault: ReplicationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReplicationConfigFault {
     const TYPE_NAME: &'static str = "ReplicationConfigFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReplicationConfigFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReplicationConfigFault {
     type Target = ReplicationFault;
     #[inline]
@@ -1045,12 +1151,14 @@ impl std::ops::Deref for ReplicationConfigFault {
         &self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReplicationConfigFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut ReplicationFault {
         &mut self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReplicationConfigFault {
     fn decode_field(
         &mut self,
@@ -1224,6 +1332,7 @@ impl x::Fields for ReplicationConfigSpec {
         w.write_vec("disk", &self.disk);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ReplicationDiskConfigFault` (extends `ReplicationConfigFault`).
 ///
 /// The fields of `ReplicationConfigFault` are in `replication_config_fault`, also reachable through `Deref`.
@@ -1238,10 +1347,13 @@ pub struct ReplicationDiskConfigFault {
     /// `key`.
     pub key: Option<i32>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReplicationDiskConfigFault {
     const TYPE_NAME: &'static str = "ReplicationDiskConfigFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReplicationDiskConfigFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReplicationDiskConfigFault {
     type Target = ReplicationConfigFault;
     #[inline]
@@ -1249,12 +1361,14 @@ impl std::ops::Deref for ReplicationDiskConfigFault {
         &self.replication_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReplicationDiskConfigFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut ReplicationConfigFault {
         &mut self.replication_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReplicationDiskConfigFault {
     fn decode_field(
         &mut self,
@@ -1283,6 +1397,7 @@ impl x::Fields for ReplicationDiskConfigFault {
         w.write_opt("key", &self.key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ReplicationFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1291,10 +1406,13 @@ pub struct ReplicationFault {
     /// The fields `ReplicationFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReplicationFault {
     const TYPE_NAME: &'static str = "ReplicationFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReplicationFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReplicationFault {
     type Target = VimFault;
     #[inline]
@@ -1302,12 +1420,14 @@ impl std::ops::Deref for ReplicationFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReplicationFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReplicationFault {
     fn decode_field(
         &mut self,
@@ -1352,6 +1472,7 @@ impl x::Fields for ReplicationGroupId {
         w.write("deviceGroupId", &self.device_group_id);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ReplicationIncompatibleWithFT` (extends `ReplicationFault`).
 ///
 /// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
@@ -1360,10 +1481,13 @@ pub struct ReplicationIncompatibleWithFT {
     /// The fields `ReplicationIncompatibleWithFT` inherits from `ReplicationFault`.
     pub replication_fault: ReplicationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReplicationIncompatibleWithFT {
     const TYPE_NAME: &'static str = "ReplicationIncompatibleWithFT";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReplicationIncompatibleWithFT {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReplicationIncompatibleWithFT {
     type Target = ReplicationFault;
     #[inline]
@@ -1371,12 +1495,14 @@ impl std::ops::Deref for ReplicationIncompatibleWithFT {
         &self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReplicationIncompatibleWithFT {
     #[inline]
     fn deref_mut(&mut self) -> &mut ReplicationFault {
         &mut self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReplicationIncompatibleWithFT {
     fn decode_field(
         &mut self,
@@ -1425,6 +1551,7 @@ impl x::ArrayItem for ReplicationInfoDiskSettings {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfReplicationInfoDiskSettings";
     const ITEM_TAG: &'static str = "ReplicationInfoDiskSettings";
 }
+#[cfg(feature = "all-faults")]
 /// `ReplicationInvalidOptions` (extends `ReplicationFault`).
 ///
 /// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
@@ -1437,10 +1564,13 @@ pub struct ReplicationInvalidOptions {
     /// `entity`.
     pub entity: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReplicationInvalidOptions {
     const TYPE_NAME: &'static str = "ReplicationInvalidOptions";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReplicationInvalidOptions {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReplicationInvalidOptions {
     type Target = ReplicationFault;
     #[inline]
@@ -1448,12 +1578,14 @@ impl std::ops::Deref for ReplicationInvalidOptions {
         &self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReplicationInvalidOptions {
     #[inline]
     fn deref_mut(&mut self) -> &mut ReplicationFault {
         &mut self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReplicationInvalidOptions {
     fn decode_field(
         &mut self,
@@ -1474,6 +1606,7 @@ impl x::Fields for ReplicationInvalidOptions {
         w.write_opt("entity", &self.entity);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ReplicationNotSupportedOnHost` (extends `ReplicationFault`).
 ///
 /// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
@@ -1482,10 +1615,13 @@ pub struct ReplicationNotSupportedOnHost {
     /// The fields `ReplicationNotSupportedOnHost` inherits from `ReplicationFault`.
     pub replication_fault: ReplicationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReplicationNotSupportedOnHost {
     const TYPE_NAME: &'static str = "ReplicationNotSupportedOnHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReplicationNotSupportedOnHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReplicationNotSupportedOnHost {
     type Target = ReplicationFault;
     #[inline]
@@ -1493,12 +1629,14 @@ impl std::ops::Deref for ReplicationNotSupportedOnHost {
         &self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReplicationNotSupportedOnHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut ReplicationFault {
         &mut self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReplicationNotSupportedOnHost {
     fn decode_field(
         &mut self,
@@ -1539,6 +1677,7 @@ impl x::Fields for ReplicationSpec {
         w.write("replicationGroupId", &self.replication_group_id);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ReplicationVmConfigFault` (extends `ReplicationConfigFault`).
 ///
 /// The fields of `ReplicationConfigFault` are in `replication_config_fault`, also reachable through `Deref`.
@@ -1551,10 +1690,13 @@ pub struct ReplicationVmConfigFault {
     /// `vmRef`.
     pub vm_ref: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReplicationVmConfigFault {
     const TYPE_NAME: &'static str = "ReplicationVmConfigFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReplicationVmConfigFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReplicationVmConfigFault {
     type Target = ReplicationConfigFault;
     #[inline]
@@ -1562,12 +1704,14 @@ impl std::ops::Deref for ReplicationVmConfigFault {
         &self.replication_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReplicationVmConfigFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut ReplicationConfigFault {
         &mut self.replication_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReplicationVmConfigFault {
     fn decode_field(
         &mut self,
@@ -1594,6 +1738,7 @@ impl x::Fields for ReplicationVmConfigFault {
         w.write_opt("vmRef", &self.vm_ref);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ReplicationVmFault` (extends `ReplicationFault`).
 ///
 /// The fields of `ReplicationFault` are in `replication_fault`, also reachable through `Deref`.
@@ -1610,10 +1755,13 @@ pub struct ReplicationVmFault {
     /// `vm`.
     pub vm: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReplicationVmFault {
     const TYPE_NAME: &'static str = "ReplicationVmFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReplicationVmFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReplicationVmFault {
     type Target = ReplicationFault;
     #[inline]
@@ -1621,12 +1769,14 @@ impl std::ops::Deref for ReplicationVmFault {
         &self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReplicationVmFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut ReplicationFault {
         &mut self.replication_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReplicationVmFault {
     fn decode_field(
         &mut self,
@@ -1651,6 +1801,7 @@ impl x::Fields for ReplicationVmFault {
         w.write("vm", &self.vm);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ReplicationVmInProgressFault` (extends `ReplicationVmFault`).
 ///
 /// The fields of `ReplicationVmFault` are in `replication_vm_fault`, also reachable through `Deref`.
@@ -1663,10 +1814,13 @@ pub struct ReplicationVmInProgressFault {
     /// `inProgressActivity`.
     pub in_progress_activity: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ReplicationVmInProgressFault {
     const TYPE_NAME: &'static str = "ReplicationVmInProgressFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ReplicationVmInProgressFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ReplicationVmInProgressFault {
     type Target = ReplicationVmFault;
     #[inline]
@@ -1674,12 +1828,14 @@ impl std::ops::Deref for ReplicationVmInProgressFault {
         &self.replication_vm_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ReplicationVmInProgressFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut ReplicationVmFault {
         &mut self.replication_vm_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ReplicationVmInProgressFault {
     fn decode_field(
         &mut self,

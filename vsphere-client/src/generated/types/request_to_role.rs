@@ -244,6 +244,7 @@ impl x::Fields for ResourceInUse {
         w.write_opt("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ResourceNotAvailable` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -258,10 +259,13 @@ pub struct ResourceNotAvailable {
     /// `type`.
     pub type_: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ResourceNotAvailable {
     const TYPE_NAME: &'static str = "ResourceNotAvailable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ResourceNotAvailable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ResourceNotAvailable {
     type Target = VimFault;
     #[inline]
@@ -269,12 +273,14 @@ impl std::ops::Deref for ResourceNotAvailable {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ResourceNotAvailable {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ResourceNotAvailable {
     fn decode_field(
         &mut self,
@@ -297,6 +303,7 @@ impl x::Fields for ResourceNotAvailable {
         w.write_opt("type", &self.type_);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ResourcePoolCreatedEvent` (extends `ResourcePoolEvent`).
 ///
 /// The fields of `ResourcePoolEvent` are in `resource_pool_event`, also reachable through `Deref`.
@@ -307,10 +314,13 @@ pub struct ResourcePoolCreatedEvent {
     /// `parent`.
     pub parent: ResourcePoolEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ResourcePoolCreatedEvent {
     const TYPE_NAME: &'static str = "ResourcePoolCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ResourcePoolCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ResourcePoolCreatedEvent {
     type Target = ResourcePoolEvent;
     #[inline]
@@ -318,12 +328,14 @@ impl std::ops::Deref for ResourcePoolCreatedEvent {
         &self.resource_pool_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ResourcePoolCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ResourcePoolEvent {
         &mut self.resource_pool_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ResourcePoolCreatedEvent {
     fn decode_field(
         &mut self,
@@ -342,6 +354,7 @@ impl x::Fields for ResourcePoolCreatedEvent {
         w.write("parent", &self.parent);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ResourcePoolDestroyedEvent` (extends `ResourcePoolEvent`).
 ///
 /// The fields of `ResourcePoolEvent` are in `resource_pool_event`, also reachable through `Deref`.
@@ -350,10 +363,13 @@ pub struct ResourcePoolDestroyedEvent {
     /// The fields `ResourcePoolDestroyedEvent` inherits from `ResourcePoolEvent`.
     pub resource_pool_event: ResourcePoolEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ResourcePoolDestroyedEvent {
     const TYPE_NAME: &'static str = "ResourcePoolDestroyedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ResourcePoolDestroyedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ResourcePoolDestroyedEvent {
     type Target = ResourcePoolEvent;
     #[inline]
@@ -361,12 +377,14 @@ impl std::ops::Deref for ResourcePoolDestroyedEvent {
         &self.resource_pool_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ResourcePoolDestroyedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ResourcePoolEvent {
         &mut self.resource_pool_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ResourcePoolDestroyedEvent {
     fn decode_field(
         &mut self,
@@ -380,6 +398,7 @@ impl x::Fields for ResourcePoolDestroyedEvent {
         x::Fields::encode_fields(&self.resource_pool_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ResourcePoolEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -390,10 +409,13 @@ pub struct ResourcePoolEvent {
     /// `resourcePool`.
     pub resource_pool: ResourcePoolEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ResourcePoolEvent {
     const TYPE_NAME: &'static str = "ResourcePoolEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ResourcePoolEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ResourcePoolEvent {
     type Target = Event;
     #[inline]
@@ -401,12 +423,14 @@ impl std::ops::Deref for ResourcePoolEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ResourcePoolEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ResourcePoolEvent {
     fn decode_field(
         &mut self,
@@ -425,6 +449,7 @@ impl x::Fields for ResourcePoolEvent {
         w.write("resourcePool", &self.resource_pool);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ResourcePoolEventArgument` (extends `EntityEventArgument`).
 ///
 /// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
@@ -435,10 +460,13 @@ pub struct ResourcePoolEventArgument {
     /// `resourcePool`.
     pub resource_pool: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ResourcePoolEventArgument {
     const TYPE_NAME: &'static str = "ResourcePoolEventArgument";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ResourcePoolEventArgument {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ResourcePoolEventArgument {
     type Target = EntityEventArgument;
     #[inline]
@@ -446,12 +474,14 @@ impl std::ops::Deref for ResourcePoolEventArgument {
         &self.entity_event_argument
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ResourcePoolEventArgument {
     #[inline]
     fn deref_mut(&mut self) -> &mut EntityEventArgument {
         &mut self.entity_event_argument
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ResourcePoolEventArgument {
     fn decode_field(
         &mut self,
@@ -470,6 +500,7 @@ impl x::Fields for ResourcePoolEventArgument {
         w.write("resourcePool", &self.resource_pool);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ResourcePoolMovedEvent` (extends `ResourcePoolEvent`).
 ///
 /// The fields of `ResourcePoolEvent` are in `resource_pool_event`, also reachable through `Deref`.
@@ -482,10 +513,13 @@ pub struct ResourcePoolMovedEvent {
     /// `newParent`.
     pub new_parent: ResourcePoolEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ResourcePoolMovedEvent {
     const TYPE_NAME: &'static str = "ResourcePoolMovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ResourcePoolMovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ResourcePoolMovedEvent {
     type Target = ResourcePoolEvent;
     #[inline]
@@ -493,12 +527,14 @@ impl std::ops::Deref for ResourcePoolMovedEvent {
         &self.resource_pool_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ResourcePoolMovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ResourcePoolEvent {
         &mut self.resource_pool_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ResourcePoolMovedEvent {
     fn decode_field(
         &mut self,
@@ -609,6 +645,7 @@ impl x::Fields for ResourcePoolQuickStats {
         w.write_opt("compressedMemory", &self.compressed_memory);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ResourcePoolReconfiguredEvent` (extends `ResourcePoolEvent`).
 ///
 /// The fields of `ResourcePoolEvent` are in `resource_pool_event`, also reachable through `Deref`.
@@ -619,10 +656,13 @@ pub struct ResourcePoolReconfiguredEvent {
     /// `configChanges`.
     pub config_changes: Option<ChangesInfoEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ResourcePoolReconfiguredEvent {
     const TYPE_NAME: &'static str = "ResourcePoolReconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ResourcePoolReconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ResourcePoolReconfiguredEvent {
     type Target = ResourcePoolEvent;
     #[inline]
@@ -630,12 +670,14 @@ impl std::ops::Deref for ResourcePoolReconfiguredEvent {
         &self.resource_pool_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ResourcePoolReconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ResourcePoolEvent {
         &mut self.resource_pool_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ResourcePoolReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -785,6 +827,7 @@ impl x::Fields for ResourcePoolSummary {
         w.write_opt("configuredMemoryMB", &self.configured_memory_mb);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ResourceViolatedEvent` (extends `ResourcePoolEvent`).
 ///
 /// The fields of `ResourcePoolEvent` are in `resource_pool_event`, also reachable through `Deref`.
@@ -793,10 +836,13 @@ pub struct ResourceViolatedEvent {
     /// The fields `ResourceViolatedEvent` inherits from `ResourcePoolEvent`.
     pub resource_pool_event: ResourcePoolEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ResourceViolatedEvent {
     const TYPE_NAME: &'static str = "ResourceViolatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ResourceViolatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ResourceViolatedEvent {
     type Target = ResourcePoolEvent;
     #[inline]
@@ -804,12 +850,14 @@ impl std::ops::Deref for ResourceViolatedEvent {
         &self.resource_pool_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ResourceViolatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ResourcePoolEvent {
         &mut self.resource_pool_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ResourceViolatedEvent {
     fn decode_field(
         &mut self,
@@ -823,6 +871,7 @@ impl x::Fields for ResourceViolatedEvent {
         x::Fields::encode_fields(&self.resource_pool_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RestrictedByAdministrator` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -833,10 +882,13 @@ pub struct RestrictedByAdministrator {
     /// `details`.
     pub details: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RestrictedByAdministrator {
     const TYPE_NAME: &'static str = "RestrictedByAdministrator";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RestrictedByAdministrator {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RestrictedByAdministrator {
     type Target = RuntimeFault;
     #[inline]
@@ -844,12 +896,14 @@ impl std::ops::Deref for RestrictedByAdministrator {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RestrictedByAdministrator {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RestrictedByAdministrator {
     fn decode_field(
         &mut self,
@@ -1007,6 +1061,7 @@ impl x::ArrayItem for RetrieveVStorageObjSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfRetrieveVStorageObjSpec";
     const ITEM_TAG: &'static str = "RetrieveVStorageObjSpec";
 }
+#[cfg(feature = "all-events")]
 /// `RoleAddedEvent` (extends `RoleEvent`).
 ///
 /// The fields of `RoleEvent` are in `role_event`, also reachable through `Deref`.
@@ -1017,10 +1072,13 @@ pub struct RoleAddedEvent {
     /// `privilegeList`.
     pub privilege_list: Vec<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for RoleAddedEvent {
     const TYPE_NAME: &'static str = "RoleAddedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for RoleAddedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for RoleAddedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -1029,6 +1087,7 @@ impl Clone for RoleAddedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for RoleAddedEvent {
     type Target = RoleEvent;
     #[inline]
@@ -1036,12 +1095,14 @@ impl std::ops::Deref for RoleAddedEvent {
         &self.role_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for RoleAddedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut RoleEvent {
         &mut self.role_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for RoleAddedEvent {
     fn decode_field(
         &mut self,
@@ -1060,6 +1121,7 @@ impl x::Fields for RoleAddedEvent {
         w.write_vec("privilegeList", &self.privilege_list);
     }
 }
+#[cfg(feature = "all-events")]
 /// `RoleEvent` (extends `AuthorizationEvent`).
 ///
 /// The fields of `AuthorizationEvent` are in `authorization_event`, also reachable through `Deref`.
@@ -1070,10 +1132,13 @@ pub struct RoleEvent {
     /// `role`.
     pub role: RoleEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for RoleEvent {
     const TYPE_NAME: &'static str = "RoleEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for RoleEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for RoleEvent {
     type Target = AuthorizationEvent;
     #[inline]
@@ -1081,12 +1146,14 @@ impl std::ops::Deref for RoleEvent {
         &self.authorization_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for RoleEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut AuthorizationEvent {
         &mut self.authorization_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for RoleEvent {
     fn decode_field(
         &mut self,
@@ -1105,6 +1172,7 @@ impl x::Fields for RoleEvent {
         w.write("role", &self.role);
     }
 }
+#[cfg(feature = "all-events")]
 /// `RoleEventArgument` (extends `EventArgument`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RoleEventArgument {
@@ -1113,10 +1181,13 @@ pub struct RoleEventArgument {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for RoleEventArgument {
     const TYPE_NAME: &'static str = "RoleEventArgument";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for RoleEventArgument {}
+#[cfg(feature = "all-events")]
 impl x::Fields for RoleEventArgument {
     fn decode_field(
         &mut self,
@@ -1136,6 +1207,7 @@ impl x::Fields for RoleEventArgument {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `RoleRemovedEvent` (extends `RoleEvent`).
 ///
 /// The fields of `RoleEvent` are in `role_event`, also reachable through `Deref`.
@@ -1144,10 +1216,13 @@ pub struct RoleRemovedEvent {
     /// The fields `RoleRemovedEvent` inherits from `RoleEvent`.
     pub role_event: RoleEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for RoleRemovedEvent {
     const TYPE_NAME: &'static str = "RoleRemovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for RoleRemovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for RoleRemovedEvent {
     type Target = RoleEvent;
     #[inline]
@@ -1155,12 +1230,14 @@ impl std::ops::Deref for RoleRemovedEvent {
         &self.role_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for RoleRemovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut RoleEvent {
         &mut self.role_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for RoleRemovedEvent {
     fn decode_field(
         &mut self,
@@ -1174,6 +1251,7 @@ impl x::Fields for RoleRemovedEvent {
         x::Fields::encode_fields(&self.role_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `RoleUpdatedEvent` (extends `RoleEvent`).
 ///
 /// The fields of `RoleEvent` are in `role_event`, also reachable through `Deref`.
@@ -1190,10 +1268,13 @@ pub struct RoleUpdatedEvent {
     /// `privilegesRemoved`.
     pub privileges_removed: Vec<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for RoleUpdatedEvent {
     const TYPE_NAME: &'static str = "RoleUpdatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for RoleUpdatedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for RoleUpdatedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -1205,6 +1286,7 @@ impl Clone for RoleUpdatedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for RoleUpdatedEvent {
     type Target = RoleEvent;
     #[inline]
@@ -1212,12 +1294,14 @@ impl std::ops::Deref for RoleUpdatedEvent {
         &self.role_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for RoleUpdatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut RoleEvent {
         &mut self.role_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for RoleUpdatedEvent {
     fn decode_field(
         &mut self,

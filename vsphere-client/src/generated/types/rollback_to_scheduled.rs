@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-events")]
 /// `RollbackEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -17,10 +18,13 @@ pub struct RollbackEvent {
     /// `methodName`.
     pub method_name: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for RollbackEvent {
     const TYPE_NAME: &'static str = "RollbackEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for RollbackEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for RollbackEvent {
     type Target = DvsEvent;
     #[inline]
@@ -28,12 +32,14 @@ impl std::ops::Deref for RollbackEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for RollbackEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for RollbackEvent {
     fn decode_field(
         &mut self,
@@ -54,6 +60,7 @@ impl x::Fields for RollbackEvent {
         w.write_opt("methodName", &self.method_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RollbackFailure` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -66,10 +73,13 @@ pub struct RollbackFailure {
     /// `entityType`.
     pub entity_type: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RollbackFailure {
     const TYPE_NAME: &'static str = "RollbackFailure";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RollbackFailure {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RollbackFailure {
     type Target = DvsFault;
     #[inline]
@@ -77,12 +87,14 @@ impl std::ops::Deref for RollbackFailure {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RollbackFailure {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RollbackFailure {
     fn decode_field(
         &mut self,
@@ -103,6 +115,7 @@ impl x::Fields for RollbackFailure {
         w.write("entityType", &self.entity_type);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `RuleViolation` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -115,10 +128,13 @@ pub struct RuleViolation {
     /// `rule`.
     pub rule: Option<AnyClusterRuleInfo>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for RuleViolation {
     const TYPE_NAME: &'static str = "RuleViolation";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for RuleViolation {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for RuleViolation {
     type Target = VmConfigFault;
     #[inline]
@@ -126,12 +142,14 @@ impl std::ops::Deref for RuleViolation {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for RuleViolation {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for RuleViolation {
     fn decode_field(
         &mut self,
@@ -283,6 +301,7 @@ impl x::Fields for SDDCBase {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-faults")]
 /// `SSLDisabledFault` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -291,10 +310,13 @@ pub struct SSLDisabledFault {
     /// The fields `SSLDisabledFault` inherits from `HostConnectFault`.
     pub host_connect_fault: HostConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SSLDisabledFault {
     const TYPE_NAME: &'static str = "SSLDisabledFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SSLDisabledFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SSLDisabledFault {
     type Target = HostConnectFault;
     #[inline]
@@ -302,12 +324,14 @@ impl std::ops::Deref for SSLDisabledFault {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SSLDisabledFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SSLDisabledFault {
     fn decode_field(
         &mut self,
@@ -321,6 +345,7 @@ impl x::Fields for SSLDisabledFault {
         x::Fields::encode_fields(&self.host_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SSLVerifyFault` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -337,10 +362,13 @@ pub struct SSLVerifyFault {
     /// Since vSphere API 9.0.0.0.
     pub certificate: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SSLVerifyFault {
     const TYPE_NAME: &'static str = "SSLVerifyFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SSLVerifyFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SSLVerifyFault {
     type Target = HostConnectFault;
     #[inline]
@@ -348,12 +376,14 @@ impl std::ops::Deref for SSLVerifyFault {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SSLVerifyFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SSLVerifyFault {
     fn decode_field(
         &mut self,
@@ -424,6 +454,7 @@ impl x::Fields for SSPIAuthentication {
         w.write("sspiToken", &self.sspi_token);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SSPIChallenge` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -434,10 +465,13 @@ pub struct SSPIChallenge {
     /// `base64Token`.
     pub base64_token: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SSPIChallenge {
     const TYPE_NAME: &'static str = "SSPIChallenge";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SSPIChallenge {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SSPIChallenge {
     type Target = VimFault;
     #[inline]
@@ -445,12 +479,14 @@ impl std::ops::Deref for SSPIChallenge {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SSPIChallenge {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SSPIChallenge {
     fn decode_field(
         &mut self,
@@ -513,6 +549,7 @@ impl x::Fields for ScheduledHardwareUpgradeInfo {
         w.write_opt("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ScheduledTaskCompletedEvent` (extends `ScheduledTaskEvent`).
 ///
 /// The fields of `ScheduledTaskEvent` are in `scheduled_task_event`, also reachable through `Deref`.
@@ -521,10 +558,13 @@ pub struct ScheduledTaskCompletedEvent {
     /// The fields `ScheduledTaskCompletedEvent` inherits from `ScheduledTaskEvent`.
     pub scheduled_task_event: ScheduledTaskEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ScheduledTaskCompletedEvent {
     const TYPE_NAME: &'static str = "ScheduledTaskCompletedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ScheduledTaskCompletedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ScheduledTaskCompletedEvent {
     type Target = ScheduledTaskEvent;
     #[inline]
@@ -532,12 +572,14 @@ impl std::ops::Deref for ScheduledTaskCompletedEvent {
         &self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ScheduledTaskCompletedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ScheduledTaskEvent {
         &mut self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ScheduledTaskCompletedEvent {
     fn decode_field(
         &mut self,
@@ -551,6 +593,7 @@ impl x::Fields for ScheduledTaskCompletedEvent {
         x::Fields::encode_fields(&self.scheduled_task_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ScheduledTaskCreatedEvent` (extends `ScheduledTaskEvent`).
 ///
 /// The fields of `ScheduledTaskEvent` are in `scheduled_task_event`, also reachable through `Deref`.
@@ -559,10 +602,13 @@ pub struct ScheduledTaskCreatedEvent {
     /// The fields `ScheduledTaskCreatedEvent` inherits from `ScheduledTaskEvent`.
     pub scheduled_task_event: ScheduledTaskEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ScheduledTaskCreatedEvent {
     const TYPE_NAME: &'static str = "ScheduledTaskCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ScheduledTaskCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ScheduledTaskCreatedEvent {
     type Target = ScheduledTaskEvent;
     #[inline]
@@ -570,12 +616,14 @@ impl std::ops::Deref for ScheduledTaskCreatedEvent {
         &self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ScheduledTaskCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ScheduledTaskEvent {
         &mut self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ScheduledTaskCreatedEvent {
     fn decode_field(
         &mut self,
@@ -692,6 +740,7 @@ impl x::ArrayItem for ScheduledTaskDetail {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfScheduledTaskDetail";
     const ITEM_TAG: &'static str = "ScheduledTaskDetail";
 }
+#[cfg(feature = "all-events")]
 /// `ScheduledTaskEmailCompletedEvent` (extends `ScheduledTaskEvent`).
 ///
 /// The fields of `ScheduledTaskEvent` are in `scheduled_task_event`, also reachable through `Deref`.
@@ -702,10 +751,13 @@ pub struct ScheduledTaskEmailCompletedEvent {
     /// `to`.
     pub to: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ScheduledTaskEmailCompletedEvent {
     const TYPE_NAME: &'static str = "ScheduledTaskEmailCompletedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ScheduledTaskEmailCompletedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ScheduledTaskEmailCompletedEvent {
     type Target = ScheduledTaskEvent;
     #[inline]
@@ -713,12 +765,14 @@ impl std::ops::Deref for ScheduledTaskEmailCompletedEvent {
         &self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ScheduledTaskEmailCompletedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ScheduledTaskEvent {
         &mut self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ScheduledTaskEmailCompletedEvent {
     fn decode_field(
         &mut self,
@@ -737,6 +791,7 @@ impl x::Fields for ScheduledTaskEmailCompletedEvent {
         w.write("to", &self.to);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ScheduledTaskEmailFailedEvent` (extends `ScheduledTaskEvent`).
 ///
 /// The fields of `ScheduledTaskEvent` are in `scheduled_task_event`, also reachable through `Deref`.
@@ -749,10 +804,13 @@ pub struct ScheduledTaskEmailFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ScheduledTaskEmailFailedEvent {
     const TYPE_NAME: &'static str = "ScheduledTaskEmailFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ScheduledTaskEmailFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ScheduledTaskEmailFailedEvent {
     type Target = ScheduledTaskEvent;
     #[inline]
@@ -760,12 +818,14 @@ impl std::ops::Deref for ScheduledTaskEmailFailedEvent {
         &self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ScheduledTaskEmailFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ScheduledTaskEvent {
         &mut self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ScheduledTaskEmailFailedEvent {
     fn decode_field(
         &mut self,
@@ -786,6 +846,7 @@ impl x::Fields for ScheduledTaskEmailFailedEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ScheduledTaskEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -798,10 +859,13 @@ pub struct ScheduledTaskEvent {
     /// `entity`.
     pub entity: ManagedEntityEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ScheduledTaskEvent {
     const TYPE_NAME: &'static str = "ScheduledTaskEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ScheduledTaskEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ScheduledTaskEvent {
     type Target = Event;
     #[inline]
@@ -809,12 +873,14 @@ impl std::ops::Deref for ScheduledTaskEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ScheduledTaskEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ScheduledTaskEvent {
     fn decode_field(
         &mut self,
@@ -835,6 +901,7 @@ impl x::Fields for ScheduledTaskEvent {
         w.write("entity", &self.entity);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ScheduledTaskEventArgument` (extends `EntityEventArgument`).
 ///
 /// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
@@ -845,10 +912,13 @@ pub struct ScheduledTaskEventArgument {
     /// `scheduledTask`.
     pub scheduled_task: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ScheduledTaskEventArgument {
     const TYPE_NAME: &'static str = "ScheduledTaskEventArgument";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ScheduledTaskEventArgument {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ScheduledTaskEventArgument {
     type Target = EntityEventArgument;
     #[inline]
@@ -856,12 +926,14 @@ impl std::ops::Deref for ScheduledTaskEventArgument {
         &self.entity_event_argument
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ScheduledTaskEventArgument {
     #[inline]
     fn deref_mut(&mut self) -> &mut EntityEventArgument {
         &mut self.entity_event_argument
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ScheduledTaskEventArgument {
     fn decode_field(
         &mut self,
@@ -880,6 +952,7 @@ impl x::Fields for ScheduledTaskEventArgument {
         w.write("scheduledTask", &self.scheduled_task);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ScheduledTaskFailedEvent` (extends `ScheduledTaskEvent`).
 ///
 /// The fields of `ScheduledTaskEvent` are in `scheduled_task_event`, also reachable through `Deref`.
@@ -890,10 +963,13 @@ pub struct ScheduledTaskFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ScheduledTaskFailedEvent {
     const TYPE_NAME: &'static str = "ScheduledTaskFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ScheduledTaskFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ScheduledTaskFailedEvent {
     type Target = ScheduledTaskEvent;
     #[inline]
@@ -901,12 +977,14 @@ impl std::ops::Deref for ScheduledTaskFailedEvent {
         &self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ScheduledTaskFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ScheduledTaskEvent {
         &mut self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ScheduledTaskFailedEvent {
     fn decode_field(
         &mut self,
@@ -1014,6 +1092,7 @@ impl x::Fields for ScheduledTaskInfo {
         w.write_opt("taskObject", &self.task_object);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ScheduledTaskReconfiguredEvent` (extends `ScheduledTaskEvent`).
 ///
 /// The fields of `ScheduledTaskEvent` are in `scheduled_task_event`, also reachable through `Deref`.
@@ -1024,10 +1103,13 @@ pub struct ScheduledTaskReconfiguredEvent {
     /// `configChanges`.
     pub config_changes: Option<ChangesInfoEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ScheduledTaskReconfiguredEvent {
     const TYPE_NAME: &'static str = "ScheduledTaskReconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ScheduledTaskReconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ScheduledTaskReconfiguredEvent {
     type Target = ScheduledTaskEvent;
     #[inline]
@@ -1035,12 +1117,14 @@ impl std::ops::Deref for ScheduledTaskReconfiguredEvent {
         &self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ScheduledTaskReconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ScheduledTaskEvent {
         &mut self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ScheduledTaskReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -1059,6 +1143,7 @@ impl x::Fields for ScheduledTaskReconfiguredEvent {
         w.write_opt("configChanges", &self.config_changes);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ScheduledTaskRemovedEvent` (extends `ScheduledTaskEvent`).
 ///
 /// The fields of `ScheduledTaskEvent` are in `scheduled_task_event`, also reachable through `Deref`.
@@ -1067,10 +1152,13 @@ pub struct ScheduledTaskRemovedEvent {
     /// The fields `ScheduledTaskRemovedEvent` inherits from `ScheduledTaskEvent`.
     pub scheduled_task_event: ScheduledTaskEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ScheduledTaskRemovedEvent {
     const TYPE_NAME: &'static str = "ScheduledTaskRemovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ScheduledTaskRemovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ScheduledTaskRemovedEvent {
     type Target = ScheduledTaskEvent;
     #[inline]
@@ -1078,12 +1166,14 @@ impl std::ops::Deref for ScheduledTaskRemovedEvent {
         &self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ScheduledTaskRemovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ScheduledTaskEvent {
         &mut self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ScheduledTaskRemovedEvent {
     fn decode_field(
         &mut self,
@@ -1146,6 +1236,7 @@ impl x::Fields for ScheduledTaskSpec {
         w.write_opt("notification", &self.notification);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ScheduledTaskStartedEvent` (extends `ScheduledTaskEvent`).
 ///
 /// The fields of `ScheduledTaskEvent` are in `scheduled_task_event`, also reachable through `Deref`.
@@ -1154,10 +1245,13 @@ pub struct ScheduledTaskStartedEvent {
     /// The fields `ScheduledTaskStartedEvent` inherits from `ScheduledTaskEvent`.
     pub scheduled_task_event: ScheduledTaskEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ScheduledTaskStartedEvent {
     const TYPE_NAME: &'static str = "ScheduledTaskStartedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ScheduledTaskStartedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ScheduledTaskStartedEvent {
     type Target = ScheduledTaskEvent;
     #[inline]
@@ -1165,12 +1259,14 @@ impl std::ops::Deref for ScheduledTaskStartedEvent {
         &self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ScheduledTaskStartedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ScheduledTaskEvent {
         &mut self.scheduled_task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ScheduledTaskStartedEvent {
     fn decode_field(
         &mut self,

@@ -720,6 +720,7 @@ impl x::Fields for SearchIndexResultSet {
         w.write_opt("marker", &self.marker);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SecondaryVmAlreadyDisabled` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -730,10 +731,13 @@ pub struct SecondaryVmAlreadyDisabled {
     /// `instanceUuid`.
     pub instance_uuid: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SecondaryVmAlreadyDisabled {
     const TYPE_NAME: &'static str = "SecondaryVmAlreadyDisabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SecondaryVmAlreadyDisabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SecondaryVmAlreadyDisabled {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -741,12 +745,14 @@ impl std::ops::Deref for SecondaryVmAlreadyDisabled {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SecondaryVmAlreadyDisabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SecondaryVmAlreadyDisabled {
     fn decode_field(
         &mut self,
@@ -771,6 +777,7 @@ impl x::Fields for SecondaryVmAlreadyDisabled {
         w.write("instanceUuid", &self.instance_uuid);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SecondaryVmAlreadyEnabled` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -781,10 +788,13 @@ pub struct SecondaryVmAlreadyEnabled {
     /// `instanceUuid`.
     pub instance_uuid: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SecondaryVmAlreadyEnabled {
     const TYPE_NAME: &'static str = "SecondaryVmAlreadyEnabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SecondaryVmAlreadyEnabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SecondaryVmAlreadyEnabled {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -792,12 +802,14 @@ impl std::ops::Deref for SecondaryVmAlreadyEnabled {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SecondaryVmAlreadyEnabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SecondaryVmAlreadyEnabled {
     fn decode_field(
         &mut self,
@@ -822,6 +834,7 @@ impl x::Fields for SecondaryVmAlreadyEnabled {
         w.write("instanceUuid", &self.instance_uuid);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SecondaryVmAlreadyRegistered` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -832,10 +845,13 @@ pub struct SecondaryVmAlreadyRegistered {
     /// `instanceUuid`.
     pub instance_uuid: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SecondaryVmAlreadyRegistered {
     const TYPE_NAME: &'static str = "SecondaryVmAlreadyRegistered";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SecondaryVmAlreadyRegistered {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SecondaryVmAlreadyRegistered {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -843,12 +859,14 @@ impl std::ops::Deref for SecondaryVmAlreadyRegistered {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SecondaryVmAlreadyRegistered {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SecondaryVmAlreadyRegistered {
     fn decode_field(
         &mut self,
@@ -873,6 +891,7 @@ impl x::Fields for SecondaryVmAlreadyRegistered {
         w.write("instanceUuid", &self.instance_uuid);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SecondaryVmNotRegistered` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -883,10 +902,13 @@ pub struct SecondaryVmNotRegistered {
     /// `instanceUuid`.
     pub instance_uuid: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SecondaryVmNotRegistered {
     const TYPE_NAME: &'static str = "SecondaryVmNotRegistered";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SecondaryVmNotRegistered {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SecondaryVmNotRegistered {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -894,12 +916,14 @@ impl std::ops::Deref for SecondaryVmNotRegistered {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SecondaryVmNotRegistered {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SecondaryVmNotRegistered {
     fn decode_field(
         &mut self,
@@ -1119,6 +1143,7 @@ impl x::Fields for SendSNMPAction {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `ServerLicenseExpiredEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -1129,10 +1154,13 @@ pub struct ServerLicenseExpiredEvent {
     /// `product`.
     pub product: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ServerLicenseExpiredEvent {
     const TYPE_NAME: &'static str = "ServerLicenseExpiredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ServerLicenseExpiredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ServerLicenseExpiredEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -1140,12 +1168,14 @@ impl std::ops::Deref for ServerLicenseExpiredEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ServerLicenseExpiredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ServerLicenseExpiredEvent {
     fn decode_field(
         &mut self,
@@ -1164,6 +1194,7 @@ impl x::Fields for ServerLicenseExpiredEvent {
         w.write("product", &self.product);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ServerStartedSessionEvent` (extends `SessionEvent`).
 ///
 /// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
@@ -1172,10 +1203,13 @@ pub struct ServerStartedSessionEvent {
     /// The fields `ServerStartedSessionEvent` inherits from `SessionEvent`.
     pub session_event: SessionEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ServerStartedSessionEvent {
     const TYPE_NAME: &'static str = "ServerStartedSessionEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ServerStartedSessionEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ServerStartedSessionEvent {
     type Target = SessionEvent;
     #[inline]
@@ -1183,12 +1217,14 @@ impl std::ops::Deref for ServerStartedSessionEvent {
         &self.session_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ServerStartedSessionEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut SessionEvent {
         &mut self.session_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ServerStartedSessionEvent {
     fn decode_field(
         &mut self,

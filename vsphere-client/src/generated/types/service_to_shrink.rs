@@ -572,6 +572,7 @@ impl x::ArrayItem for ServiceProfile {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfServiceProfile";
     const ITEM_TAG: &'static str = "ServiceProfile";
 }
+#[cfg(feature = "all-events")]
 /// `SessionEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -580,10 +581,13 @@ pub struct SessionEvent {
     /// The fields `SessionEvent` inherits from `Event`.
     pub event: Event,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for SessionEvent {
     const TYPE_NAME: &'static str = "SessionEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for SessionEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for SessionEvent {
     type Target = Event;
     #[inline]
@@ -591,12 +595,14 @@ impl std::ops::Deref for SessionEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for SessionEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for SessionEvent {
     fn decode_field(
         &mut self,
@@ -797,6 +803,7 @@ impl x::Fields for SessionManagerVmomiServiceRequestSpec {
         w.write("method", &self.method);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SessionNotFound` (extends `RuntimeFault`).
 ///
 /// Since vSphere API 9.1.0.0.
@@ -807,10 +814,13 @@ pub struct SessionNotFound {
     /// The fields `SessionNotFound` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SessionNotFound {
     const TYPE_NAME: &'static str = "SessionNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SessionNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SessionNotFound {
     type Target = RuntimeFault;
     #[inline]
@@ -818,12 +828,14 @@ impl std::ops::Deref for SessionNotFound {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SessionNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SessionNotFound {
     fn decode_field(
         &mut self,
@@ -838,6 +850,7 @@ impl x::Fields for SessionNotFound {
         x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `SessionTerminatedEvent` (extends `SessionEvent`).
 ///
 /// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
@@ -850,10 +863,13 @@ pub struct SessionTerminatedEvent {
     /// `terminatedUsername`.
     pub terminated_username: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for SessionTerminatedEvent {
     const TYPE_NAME: &'static str = "SessionTerminatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for SessionTerminatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for SessionTerminatedEvent {
     type Target = SessionEvent;
     #[inline]
@@ -861,12 +877,14 @@ impl std::ops::Deref for SessionTerminatedEvent {
         &self.session_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for SessionTerminatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut SessionEvent {
         &mut self.session_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for SessionTerminatedEvent {
     fn decode_field(
         &mut self,
@@ -887,6 +905,7 @@ impl x::Fields for SessionTerminatedEvent {
         w.write("terminatedUsername", &self.terminated_username);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SharedBusControllerNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -895,10 +914,13 @@ pub struct SharedBusControllerNotSupported {
     /// The fields `SharedBusControllerNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SharedBusControllerNotSupported {
     const TYPE_NAME: &'static str = "SharedBusControllerNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SharedBusControllerNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SharedBusControllerNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -906,12 +928,14 @@ impl std::ops::Deref for SharedBusControllerNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SharedBusControllerNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SharedBusControllerNotSupported {
     fn decode_field(
         &mut self,
@@ -987,6 +1011,7 @@ impl x::Fields for SharesOption {
         w.write("defaultLevel", &self.default_level);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ShrinkDiskFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -997,10 +1022,13 @@ pub struct ShrinkDiskFault {
     /// `diskId`.
     pub disk_id: Option<i32>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ShrinkDiskFault {
     const TYPE_NAME: &'static str = "ShrinkDiskFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ShrinkDiskFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ShrinkDiskFault {
     type Target = VimFault;
     #[inline]
@@ -1008,12 +1036,14 @@ impl std::ops::Deref for ShrinkDiskFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ShrinkDiskFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ShrinkDiskFault {
     fn decode_field(
         &mut self,

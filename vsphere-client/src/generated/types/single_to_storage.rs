@@ -112,6 +112,7 @@ impl x::Fields for SiteInfo {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-faults")]
 /// `SnapshotCloneNotSupported` (extends `SnapshotCopyNotSupported`).
 ///
 /// The fields of `SnapshotCopyNotSupported` are in `snapshot_copy_not_supported`, also reachable through `Deref`.
@@ -120,10 +121,13 @@ pub struct SnapshotCloneNotSupported {
     /// The fields `SnapshotCloneNotSupported` inherits from `SnapshotCopyNotSupported`.
     pub snapshot_copy_not_supported: SnapshotCopyNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SnapshotCloneNotSupported {
     const TYPE_NAME: &'static str = "SnapshotCloneNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SnapshotCloneNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SnapshotCloneNotSupported {
     type Target = SnapshotCopyNotSupported;
     #[inline]
@@ -131,12 +135,14 @@ impl std::ops::Deref for SnapshotCloneNotSupported {
         &self.snapshot_copy_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SnapshotCloneNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotCopyNotSupported {
         &mut self.snapshot_copy_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SnapshotCloneNotSupported {
     fn decode_field(
         &mut self,
@@ -150,6 +156,7 @@ impl x::Fields for SnapshotCloneNotSupported {
         x::Fields::encode_fields(&self.snapshot_copy_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SnapshotCopyNotSupported` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -158,10 +165,13 @@ pub struct SnapshotCopyNotSupported {
     /// The fields `SnapshotCopyNotSupported` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SnapshotCopyNotSupported {
     const TYPE_NAME: &'static str = "SnapshotCopyNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SnapshotCopyNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SnapshotCopyNotSupported {
     type Target = MigrationFault;
     #[inline]
@@ -169,12 +179,14 @@ impl std::ops::Deref for SnapshotCopyNotSupported {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SnapshotCopyNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SnapshotCopyNotSupported {
     fn decode_field(
         &mut self,
@@ -188,6 +200,7 @@ impl x::Fields for SnapshotCopyNotSupported {
         x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SnapshotDisabled` (extends `SnapshotFault`).
 ///
 /// The fields of `SnapshotFault` are in `snapshot_fault`, also reachable through `Deref`.
@@ -196,10 +209,13 @@ pub struct SnapshotDisabled {
     /// The fields `SnapshotDisabled` inherits from `SnapshotFault`.
     pub snapshot_fault: SnapshotFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SnapshotDisabled {
     const TYPE_NAME: &'static str = "SnapshotDisabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SnapshotDisabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SnapshotDisabled {
     type Target = SnapshotFault;
     #[inline]
@@ -207,12 +223,14 @@ impl std::ops::Deref for SnapshotDisabled {
         &self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SnapshotDisabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotFault {
         &mut self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SnapshotDisabled {
     fn decode_field(
         &mut self,
@@ -264,6 +282,7 @@ impl x::Fields for SnapshotFault {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SnapshotIncompatibleDeviceInVm` (extends `SnapshotFault`).
 ///
 /// The fields of `SnapshotFault` are in `snapshot_fault`, also reachable through `Deref`.
@@ -274,10 +293,13 @@ pub struct SnapshotIncompatibleDeviceInVm {
     /// `fault`.
     pub fault: LocalizedMethodFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SnapshotIncompatibleDeviceInVm {
     const TYPE_NAME: &'static str = "SnapshotIncompatibleDeviceInVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SnapshotIncompatibleDeviceInVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SnapshotIncompatibleDeviceInVm {
     type Target = SnapshotFault;
     #[inline]
@@ -285,12 +307,14 @@ impl std::ops::Deref for SnapshotIncompatibleDeviceInVm {
         &self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SnapshotIncompatibleDeviceInVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotFault {
         &mut self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SnapshotIncompatibleDeviceInVm {
     fn decode_field(
         &mut self,
@@ -309,6 +333,7 @@ impl x::Fields for SnapshotIncompatibleDeviceInVm {
         w.write("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SnapshotLocked` (extends `SnapshotFault`).
 ///
 /// The fields of `SnapshotFault` are in `snapshot_fault`, also reachable through `Deref`.
@@ -317,10 +342,13 @@ pub struct SnapshotLocked {
     /// The fields `SnapshotLocked` inherits from `SnapshotFault`.
     pub snapshot_fault: SnapshotFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SnapshotLocked {
     const TYPE_NAME: &'static str = "SnapshotLocked";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SnapshotLocked {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SnapshotLocked {
     type Target = SnapshotFault;
     #[inline]
@@ -328,12 +356,14 @@ impl std::ops::Deref for SnapshotLocked {
         &self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SnapshotLocked {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotFault {
         &mut self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SnapshotLocked {
     fn decode_field(
         &mut self,
@@ -347,6 +377,7 @@ impl x::Fields for SnapshotLocked {
         x::Fields::encode_fields(&self.snapshot_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SnapshotMoveFromNonHomeNotSupported` (extends `SnapshotCopyNotSupported`).
 ///
 /// The fields of `SnapshotCopyNotSupported` are in `snapshot_copy_not_supported`, also reachable through `Deref`.
@@ -355,10 +386,13 @@ pub struct SnapshotMoveFromNonHomeNotSupported {
     /// The fields `SnapshotMoveFromNonHomeNotSupported` inherits from `SnapshotCopyNotSupported`.
     pub snapshot_copy_not_supported: SnapshotCopyNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SnapshotMoveFromNonHomeNotSupported {
     const TYPE_NAME: &'static str = "SnapshotMoveFromNonHomeNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SnapshotMoveFromNonHomeNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SnapshotMoveFromNonHomeNotSupported {
     type Target = SnapshotCopyNotSupported;
     #[inline]
@@ -366,12 +400,14 @@ impl std::ops::Deref for SnapshotMoveFromNonHomeNotSupported {
         &self.snapshot_copy_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SnapshotMoveFromNonHomeNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotCopyNotSupported {
         &mut self.snapshot_copy_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SnapshotMoveFromNonHomeNotSupported {
     fn decode_field(
         &mut self,
@@ -385,6 +421,7 @@ impl x::Fields for SnapshotMoveFromNonHomeNotSupported {
         x::Fields::encode_fields(&self.snapshot_copy_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SnapshotMoveNotSupported` (extends `SnapshotCopyNotSupported`).
 ///
 /// The fields of `SnapshotCopyNotSupported` are in `snapshot_copy_not_supported`, also reachable through `Deref`.
@@ -393,10 +430,13 @@ pub struct SnapshotMoveNotSupported {
     /// The fields `SnapshotMoveNotSupported` inherits from `SnapshotCopyNotSupported`.
     pub snapshot_copy_not_supported: SnapshotCopyNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SnapshotMoveNotSupported {
     const TYPE_NAME: &'static str = "SnapshotMoveNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SnapshotMoveNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SnapshotMoveNotSupported {
     type Target = SnapshotCopyNotSupported;
     #[inline]
@@ -404,12 +444,14 @@ impl std::ops::Deref for SnapshotMoveNotSupported {
         &self.snapshot_copy_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SnapshotMoveNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotCopyNotSupported {
         &mut self.snapshot_copy_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SnapshotMoveNotSupported {
     fn decode_field(
         &mut self,
@@ -423,6 +465,7 @@ impl x::Fields for SnapshotMoveNotSupported {
         x::Fields::encode_fields(&self.snapshot_copy_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SnapshotMoveToNonHomeNotSupported` (extends `SnapshotCopyNotSupported`).
 ///
 /// The fields of `SnapshotCopyNotSupported` are in `snapshot_copy_not_supported`, also reachable through `Deref`.
@@ -431,10 +474,13 @@ pub struct SnapshotMoveToNonHomeNotSupported {
     /// The fields `SnapshotMoveToNonHomeNotSupported` inherits from `SnapshotCopyNotSupported`.
     pub snapshot_copy_not_supported: SnapshotCopyNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SnapshotMoveToNonHomeNotSupported {
     const TYPE_NAME: &'static str = "SnapshotMoveToNonHomeNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SnapshotMoveToNonHomeNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SnapshotMoveToNonHomeNotSupported {
     type Target = SnapshotCopyNotSupported;
     #[inline]
@@ -442,12 +488,14 @@ impl std::ops::Deref for SnapshotMoveToNonHomeNotSupported {
         &self.snapshot_copy_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SnapshotMoveToNonHomeNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotCopyNotSupported {
         &mut self.snapshot_copy_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SnapshotMoveToNonHomeNotSupported {
     fn decode_field(
         &mut self,
@@ -461,6 +509,7 @@ impl x::Fields for SnapshotMoveToNonHomeNotSupported {
         x::Fields::encode_fields(&self.snapshot_copy_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SnapshotNoChange` (extends `SnapshotFault`).
 ///
 /// The fields of `SnapshotFault` are in `snapshot_fault`, also reachable through `Deref`.
@@ -469,10 +518,13 @@ pub struct SnapshotNoChange {
     /// The fields `SnapshotNoChange` inherits from `SnapshotFault`.
     pub snapshot_fault: SnapshotFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SnapshotNoChange {
     const TYPE_NAME: &'static str = "SnapshotNoChange";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SnapshotNoChange {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SnapshotNoChange {
     type Target = SnapshotFault;
     #[inline]
@@ -480,12 +532,14 @@ impl std::ops::Deref for SnapshotNoChange {
         &self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SnapshotNoChange {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotFault {
         &mut self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SnapshotNoChange {
     fn decode_field(
         &mut self,
@@ -499,6 +553,7 @@ impl x::Fields for SnapshotNoChange {
         x::Fields::encode_fields(&self.snapshot_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SnapshotRevertIssue` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -513,10 +568,13 @@ pub struct SnapshotRevertIssue {
     /// `errors`.
     pub errors: bool,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SnapshotRevertIssue {
     const TYPE_NAME: &'static str = "SnapshotRevertIssue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SnapshotRevertIssue {}
+#[cfg(feature = "all-faults")]
 impl Clone for SnapshotRevertIssue {
     fn clone(&self) -> Self {
         Self {
@@ -527,6 +585,7 @@ impl Clone for SnapshotRevertIssue {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SnapshotRevertIssue {
     type Target = MigrationFault;
     #[inline]
@@ -534,12 +593,14 @@ impl std::ops::Deref for SnapshotRevertIssue {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SnapshotRevertIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SnapshotRevertIssue {
     fn decode_field(
         &mut self,
@@ -594,6 +655,7 @@ impl x::Fields for SnapshotSelectionSpec {
         w.write_opt("retentionDays", &self.retention_days);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SoftRuleVioCorrectionDisallowed` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -604,10 +666,13 @@ pub struct SoftRuleVioCorrectionDisallowed {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SoftRuleVioCorrectionDisallowed {
     const TYPE_NAME: &'static str = "SoftRuleVioCorrectionDisallowed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SoftRuleVioCorrectionDisallowed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SoftRuleVioCorrectionDisallowed {
     type Target = VmConfigFault;
     #[inline]
@@ -615,12 +680,14 @@ impl std::ops::Deref for SoftRuleVioCorrectionDisallowed {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SoftRuleVioCorrectionDisallowed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SoftRuleVioCorrectionDisallowed {
     fn decode_field(
         &mut self,
@@ -639,6 +706,7 @@ impl x::Fields for SoftRuleVioCorrectionDisallowed {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SoftRuleVioCorrectionImpact` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -649,10 +717,13 @@ pub struct SoftRuleVioCorrectionImpact {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SoftRuleVioCorrectionImpact {
     const TYPE_NAME: &'static str = "SoftRuleVioCorrectionImpact";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SoftRuleVioCorrectionImpact {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SoftRuleVioCorrectionImpact {
     type Target = VmConfigFault;
     #[inline]
@@ -660,12 +731,14 @@ impl std::ops::Deref for SoftRuleVioCorrectionImpact {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SoftRuleVioCorrectionImpact {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SoftRuleVioCorrectionImpact {
     fn decode_field(
         &mut self,
@@ -848,6 +921,7 @@ impl x::Fields for SoftwarePackageCapability {
         w.write_opt("overlay", &self.overlay);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SolutionUserRequired` (extends `SecurityError`).
 ///
 /// The fields of `SecurityError` are in `security_error`, also reachable through `Deref`.
@@ -856,10 +930,13 @@ pub struct SolutionUserRequired {
     /// The fields `SolutionUserRequired` inherits from `SecurityError`.
     pub security_error: SecurityError,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SolutionUserRequired {
     const TYPE_NAME: &'static str = "SolutionUserRequired";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SolutionUserRequired {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SolutionUserRequired {
     type Target = SecurityError;
     #[inline]
@@ -867,12 +944,14 @@ impl std::ops::Deref for SolutionUserRequired {
         &self.security_error
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SolutionUserRequired {
     #[inline]
     fn deref_mut(&mut self) -> &mut SecurityError {
         &mut self.security_error
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SolutionUserRequired {
     fn decode_field(
         &mut self,
@@ -917,6 +996,7 @@ impl x::Fields for SourceNodeSpec {
         w.write("activeVc", &self.active_vc);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SsdDiskNotAvailable` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -927,10 +1007,13 @@ pub struct SsdDiskNotAvailable {
     /// `devicePath`.
     pub device_path: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SsdDiskNotAvailable {
     const TYPE_NAME: &'static str = "SsdDiskNotAvailable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SsdDiskNotAvailable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SsdDiskNotAvailable {
     type Target = VimFault;
     #[inline]
@@ -938,12 +1021,14 @@ impl std::ops::Deref for SsdDiskNotAvailable {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SsdDiskNotAvailable {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SsdDiskNotAvailable {
     fn decode_field(
         &mut self,
@@ -1119,6 +1204,7 @@ impl x::Fields for StorageDrsAutomationConfig {
         w.write_opt("vmEvacuationAutomationMode", &self.vm_evacuation_automation_mode);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsCannotMoveDiskInMultiWriterMode` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1127,10 +1213,13 @@ pub struct StorageDrsCannotMoveDiskInMultiWriterMode {
     /// The fields `StorageDrsCannotMoveDiskInMultiWriterMode` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsCannotMoveDiskInMultiWriterMode {
     const TYPE_NAME: &'static str = "StorageDrsCannotMoveDiskInMultiWriterMode";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsCannotMoveDiskInMultiWriterMode {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsCannotMoveDiskInMultiWriterMode {
     type Target = VimFault;
     #[inline]
@@ -1138,12 +1227,14 @@ impl std::ops::Deref for StorageDrsCannotMoveDiskInMultiWriterMode {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsCannotMoveDiskInMultiWriterMode {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsCannotMoveDiskInMultiWriterMode {
     fn decode_field(
         &mut self,
@@ -1157,6 +1248,7 @@ impl x::Fields for StorageDrsCannotMoveDiskInMultiWriterMode {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsCannotMoveFTVm` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1165,10 +1257,13 @@ pub struct StorageDrsCannotMoveFTVm {
     /// The fields `StorageDrsCannotMoveFTVm` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsCannotMoveFTVm {
     const TYPE_NAME: &'static str = "StorageDrsCannotMoveFTVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsCannotMoveFTVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsCannotMoveFTVm {
     type Target = VimFault;
     #[inline]
@@ -1176,12 +1271,14 @@ impl std::ops::Deref for StorageDrsCannotMoveFTVm {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsCannotMoveFTVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsCannotMoveFTVm {
     fn decode_field(
         &mut self,
@@ -1195,6 +1292,7 @@ impl x::Fields for StorageDrsCannotMoveFTVm {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsCannotMoveIndependentDisk` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1203,10 +1301,13 @@ pub struct StorageDrsCannotMoveIndependentDisk {
     /// The fields `StorageDrsCannotMoveIndependentDisk` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsCannotMoveIndependentDisk {
     const TYPE_NAME: &'static str = "StorageDrsCannotMoveIndependentDisk";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsCannotMoveIndependentDisk {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsCannotMoveIndependentDisk {
     type Target = VimFault;
     #[inline]
@@ -1214,12 +1315,14 @@ impl std::ops::Deref for StorageDrsCannotMoveIndependentDisk {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsCannotMoveIndependentDisk {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsCannotMoveIndependentDisk {
     fn decode_field(
         &mut self,
@@ -1233,6 +1336,7 @@ impl x::Fields for StorageDrsCannotMoveIndependentDisk {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsCannotMoveManuallyPlacedSwapFile` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1241,10 +1345,13 @@ pub struct StorageDrsCannotMoveManuallyPlacedSwapFile {
     /// The fields `StorageDrsCannotMoveManuallyPlacedSwapFile` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsCannotMoveManuallyPlacedSwapFile {
     const TYPE_NAME: &'static str = "StorageDrsCannotMoveManuallyPlacedSwapFile";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsCannotMoveManuallyPlacedSwapFile {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsCannotMoveManuallyPlacedSwapFile {
     type Target = VimFault;
     #[inline]
@@ -1252,12 +1359,14 @@ impl std::ops::Deref for StorageDrsCannotMoveManuallyPlacedSwapFile {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsCannotMoveManuallyPlacedSwapFile {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsCannotMoveManuallyPlacedSwapFile {
     fn decode_field(
         &mut self,
@@ -1271,6 +1380,7 @@ impl x::Fields for StorageDrsCannotMoveManuallyPlacedSwapFile {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsCannotMoveManuallyPlacedVm` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1279,10 +1389,13 @@ pub struct StorageDrsCannotMoveManuallyPlacedVm {
     /// The fields `StorageDrsCannotMoveManuallyPlacedVm` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsCannotMoveManuallyPlacedVm {
     const TYPE_NAME: &'static str = "StorageDrsCannotMoveManuallyPlacedVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsCannotMoveManuallyPlacedVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsCannotMoveManuallyPlacedVm {
     type Target = VimFault;
     #[inline]
@@ -1290,12 +1403,14 @@ impl std::ops::Deref for StorageDrsCannotMoveManuallyPlacedVm {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsCannotMoveManuallyPlacedVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsCannotMoveManuallyPlacedVm {
     fn decode_field(
         &mut self,
@@ -1309,6 +1424,7 @@ impl x::Fields for StorageDrsCannotMoveManuallyPlacedVm {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsCannotMoveSharedDisk` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1317,10 +1433,13 @@ pub struct StorageDrsCannotMoveSharedDisk {
     /// The fields `StorageDrsCannotMoveSharedDisk` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsCannotMoveSharedDisk {
     const TYPE_NAME: &'static str = "StorageDrsCannotMoveSharedDisk";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsCannotMoveSharedDisk {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsCannotMoveSharedDisk {
     type Target = VimFault;
     #[inline]
@@ -1328,12 +1447,14 @@ impl std::ops::Deref for StorageDrsCannotMoveSharedDisk {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsCannotMoveSharedDisk {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsCannotMoveSharedDisk {
     fn decode_field(
         &mut self,
@@ -1347,6 +1468,7 @@ impl x::Fields for StorageDrsCannotMoveSharedDisk {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsCannotMoveTemplate` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1355,10 +1477,13 @@ pub struct StorageDrsCannotMoveTemplate {
     /// The fields `StorageDrsCannotMoveTemplate` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsCannotMoveTemplate {
     const TYPE_NAME: &'static str = "StorageDrsCannotMoveTemplate";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsCannotMoveTemplate {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsCannotMoveTemplate {
     type Target = VimFault;
     #[inline]
@@ -1366,12 +1491,14 @@ impl std::ops::Deref for StorageDrsCannotMoveTemplate {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsCannotMoveTemplate {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsCannotMoveTemplate {
     fn decode_field(
         &mut self,
@@ -1385,6 +1512,7 @@ impl x::Fields for StorageDrsCannotMoveTemplate {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsCannotMoveVmInUserFolder` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1393,10 +1521,13 @@ pub struct StorageDrsCannotMoveVmInUserFolder {
     /// The fields `StorageDrsCannotMoveVmInUserFolder` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsCannotMoveVmInUserFolder {
     const TYPE_NAME: &'static str = "StorageDrsCannotMoveVmInUserFolder";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsCannotMoveVmInUserFolder {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsCannotMoveVmInUserFolder {
     type Target = VimFault;
     #[inline]
@@ -1404,12 +1535,14 @@ impl std::ops::Deref for StorageDrsCannotMoveVmInUserFolder {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsCannotMoveVmInUserFolder {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsCannotMoveVmInUserFolder {
     fn decode_field(
         &mut self,
@@ -1423,6 +1556,7 @@ impl x::Fields for StorageDrsCannotMoveVmInUserFolder {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsCannotMoveVmWithMountedCDROM` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1431,10 +1565,13 @@ pub struct StorageDrsCannotMoveVmWithMountedCDROM {
     /// The fields `StorageDrsCannotMoveVmWithMountedCDROM` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsCannotMoveVmWithMountedCDROM {
     const TYPE_NAME: &'static str = "StorageDrsCannotMoveVmWithMountedCDROM";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsCannotMoveVmWithMountedCDROM {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsCannotMoveVmWithMountedCDROM {
     type Target = VimFault;
     #[inline]
@@ -1442,12 +1579,14 @@ impl std::ops::Deref for StorageDrsCannotMoveVmWithMountedCDROM {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsCannotMoveVmWithMountedCDROM {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsCannotMoveVmWithMountedCDROM {
     fn decode_field(
         &mut self,
@@ -1461,6 +1600,7 @@ impl x::Fields for StorageDrsCannotMoveVmWithMountedCDROM {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsCannotMoveVmWithNoFilesInLayout` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1469,10 +1609,13 @@ pub struct StorageDrsCannotMoveVmWithNoFilesInLayout {
     /// The fields `StorageDrsCannotMoveVmWithNoFilesInLayout` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsCannotMoveVmWithNoFilesInLayout {
     const TYPE_NAME: &'static str = "StorageDrsCannotMoveVmWithNoFilesInLayout";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsCannotMoveVmWithNoFilesInLayout {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsCannotMoveVmWithNoFilesInLayout {
     type Target = VimFault;
     #[inline]
@@ -1480,12 +1623,14 @@ impl std::ops::Deref for StorageDrsCannotMoveVmWithNoFilesInLayout {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsCannotMoveVmWithNoFilesInLayout {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsCannotMoveVmWithNoFilesInLayout {
     fn decode_field(
         &mut self,
@@ -1577,6 +1722,7 @@ impl x::Fields for StorageDrsConfigSpec {
         w.write_vec("vmConfigSpec", &self.vm_config_spec);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsDatacentersCannotShareDatastore` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1585,10 +1731,13 @@ pub struct StorageDrsDatacentersCannotShareDatastore {
     /// The fields `StorageDrsDatacentersCannotShareDatastore` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsDatacentersCannotShareDatastore {
     const TYPE_NAME: &'static str = "StorageDrsDatacentersCannotShareDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsDatacentersCannotShareDatastore {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsDatacentersCannotShareDatastore {
     type Target = VimFault;
     #[inline]
@@ -1596,12 +1745,14 @@ impl std::ops::Deref for StorageDrsDatacentersCannotShareDatastore {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsDatacentersCannotShareDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsDatacentersCannotShareDatastore {
     fn decode_field(
         &mut self,
@@ -1615,6 +1766,7 @@ impl x::Fields for StorageDrsDatacentersCannotShareDatastore {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsDisabledOnVm` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1623,10 +1775,13 @@ pub struct StorageDrsDisabledOnVm {
     /// The fields `StorageDrsDisabledOnVm` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsDisabledOnVm {
     const TYPE_NAME: &'static str = "StorageDrsDisabledOnVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsDisabledOnVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsDisabledOnVm {
     type Target = VimFault;
     #[inline]
@@ -1634,12 +1789,14 @@ impl std::ops::Deref for StorageDrsDisabledOnVm {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsDisabledOnVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsDisabledOnVm {
     fn decode_field(
         &mut self,
@@ -1653,6 +1810,7 @@ impl x::Fields for StorageDrsDisabledOnVm {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsHbrDiskNotMovable` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1663,10 +1821,13 @@ pub struct StorageDrsHbrDiskNotMovable {
     /// `nonMovableDiskIds`.
     pub non_movable_disk_ids: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsHbrDiskNotMovable {
     const TYPE_NAME: &'static str = "StorageDrsHbrDiskNotMovable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsHbrDiskNotMovable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsHbrDiskNotMovable {
     type Target = VimFault;
     #[inline]
@@ -1674,12 +1835,14 @@ impl std::ops::Deref for StorageDrsHbrDiskNotMovable {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsHbrDiskNotMovable {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsHbrDiskNotMovable {
     fn decode_field(
         &mut self,
@@ -1698,6 +1861,7 @@ impl x::Fields for StorageDrsHbrDiskNotMovable {
         w.write("nonMovableDiskIds", &self.non_movable_disk_ids);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsHmsMoveInProgress` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1706,10 +1870,13 @@ pub struct StorageDrsHmsMoveInProgress {
     /// The fields `StorageDrsHmsMoveInProgress` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsHmsMoveInProgress {
     const TYPE_NAME: &'static str = "StorageDrsHmsMoveInProgress";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsHmsMoveInProgress {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsHmsMoveInProgress {
     type Target = VimFault;
     #[inline]
@@ -1717,12 +1884,14 @@ impl std::ops::Deref for StorageDrsHmsMoveInProgress {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsHmsMoveInProgress {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsHmsMoveInProgress {
     fn decode_field(
         &mut self,
@@ -1736,6 +1905,7 @@ impl x::Fields for StorageDrsHmsMoveInProgress {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsHmsUnreachable` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1744,10 +1914,13 @@ pub struct StorageDrsHmsUnreachable {
     /// The fields `StorageDrsHmsUnreachable` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsHmsUnreachable {
     const TYPE_NAME: &'static str = "StorageDrsHmsUnreachable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsHmsUnreachable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsHmsUnreachable {
     type Target = VimFault;
     #[inline]
@@ -1755,12 +1928,14 @@ impl std::ops::Deref for StorageDrsHmsUnreachable {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsHmsUnreachable {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsHmsUnreachable {
     fn decode_field(
         &mut self,
@@ -1821,6 +1996,7 @@ impl x::Fields for StorageDrsIoLoadBalanceConfig {
         w.write_opt("ioLoadImbalanceThreshold", &self.io_load_imbalance_threshold);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsIolbDisabledInternally` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1829,10 +2005,13 @@ pub struct StorageDrsIolbDisabledInternally {
     /// The fields `StorageDrsIolbDisabledInternally` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsIolbDisabledInternally {
     const TYPE_NAME: &'static str = "StorageDrsIolbDisabledInternally";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsIolbDisabledInternally {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsIolbDisabledInternally {
     type Target = VimFault;
     #[inline]
@@ -1840,12 +2019,14 @@ impl std::ops::Deref for StorageDrsIolbDisabledInternally {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsIolbDisabledInternally {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsIolbDisabledInternally {
     fn decode_field(
         &mut self,
@@ -2148,6 +2329,7 @@ impl x::Fields for StorageDrsPodSelectionSpec {
         w.write_opt("storagePod", &self.storage_pod);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsRelocateDisabled` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -2156,10 +2338,13 @@ pub struct StorageDrsRelocateDisabled {
     /// The fields `StorageDrsRelocateDisabled` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsRelocateDisabled {
     const TYPE_NAME: &'static str = "StorageDrsRelocateDisabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsRelocateDisabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsRelocateDisabled {
     type Target = VimFault;
     #[inline]
@@ -2167,12 +2352,14 @@ impl std::ops::Deref for StorageDrsRelocateDisabled {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsRelocateDisabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsRelocateDisabled {
     fn decode_field(
         &mut self,
@@ -2232,6 +2419,7 @@ impl x::Fields for StorageDrsSpaceLoadBalanceConfig {
         );
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsStaleHmsCollection` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -2240,10 +2428,13 @@ pub struct StorageDrsStaleHmsCollection {
     /// The fields `StorageDrsStaleHmsCollection` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsStaleHmsCollection {
     const TYPE_NAME: &'static str = "StorageDrsStaleHmsCollection";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsStaleHmsCollection {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsStaleHmsCollection {
     type Target = VimFault;
     #[inline]
@@ -2251,12 +2442,14 @@ impl std::ops::Deref for StorageDrsStaleHmsCollection {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsStaleHmsCollection {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsStaleHmsCollection {
     fn decode_field(
         &mut self,
@@ -2270,6 +2463,7 @@ impl x::Fields for StorageDrsStaleHmsCollection {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `StorageDrsUnableToMoveFiles` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -2278,10 +2472,13 @@ pub struct StorageDrsUnableToMoveFiles {
     /// The fields `StorageDrsUnableToMoveFiles` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageDrsUnableToMoveFiles {
     const TYPE_NAME: &'static str = "StorageDrsUnableToMoveFiles";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageDrsUnableToMoveFiles {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageDrsUnableToMoveFiles {
     type Target = VimFault;
     #[inline]
@@ -2289,12 +2486,14 @@ impl std::ops::Deref for StorageDrsUnableToMoveFiles {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageDrsUnableToMoveFiles {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageDrsUnableToMoveFiles {
     fn decode_field(
         &mut self,
@@ -3033,166 +3232,5 @@ impl x::Fields for StoragePodSummary {
         w.write("name", &self.name);
         w.write("capacity", &self.capacity);
         w.write("freeSpace", &self.free_space);
-    }
-}
-/// `StorageProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct StorageProfile {
-    /// The fields `StorageProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-    /// `nasStorage`.
-    pub nas_storage: Vec<NasStorageProfile>,
-}
-impl x::SchemaType for StorageProfile {
-    const TYPE_NAME: &'static str = "StorageProfile";
-}
-impl x::Structure for StorageProfile {}
-impl Clone for StorageProfile {
-    fn clone(&self) -> Self {
-        Self {
-            apply_profile: self.apply_profile.clone(),
-            nas_storage: x::clone_vec(&self.nas_storage),
-        }
-    }
-}
-impl std::ops::Deref for StorageProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for StorageProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for StorageProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nasStorage" => r.read_push(&mut self.nas_storage),
-            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-        w.write_vec("nasStorage", &self.nas_storage);
-    }
-}
-/// `StorageRequirement` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct StorageRequirement {
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `freeSpaceRequiredInKb`.
-    pub free_space_required_in_kb: i64,
-}
-impl x::SchemaType for StorageRequirement {
-    const TYPE_NAME: &'static str = "StorageRequirement";
-}
-impl x::Structure for StorageRequirement {}
-impl x::Fields for StorageRequirement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read(&mut self.datastore),
-            "freeSpaceRequiredInKb" => r.read(&mut self.free_space_required_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("datastore", &self.datastore);
-        w.write("freeSpaceRequiredInKb", &self.free_space_required_in_kb);
-    }
-}
-impl x::ArrayItem for StorageRequirement {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfStorageRequirement";
-    const ITEM_TAG: &'static str = "StorageRequirement";
-}
-/// `StorageResourceManagerStorageProfileStatistics` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct StorageResourceManagerStorageProfileStatistics {
-    /// `profileId`.
-    pub profile_id: String,
-    /// `totalSpaceMB`.
-    pub total_space_mb: i64,
-    /// `usedSpaceMB`.
-    pub used_space_mb: i64,
-}
-impl x::SchemaType for StorageResourceManagerStorageProfileStatistics {
-    const TYPE_NAME: &'static str = "StorageResourceManagerStorageProfileStatistics";
-}
-impl x::Structure for StorageResourceManagerStorageProfileStatistics {}
-impl x::Fields for StorageResourceManagerStorageProfileStatistics {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "profileId" => r.read(&mut self.profile_id),
-            "totalSpaceMB" => r.read(&mut self.total_space_mb),
-            "usedSpaceMB" => r.read(&mut self.used_space_mb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("profileId", &self.profile_id);
-        w.write("totalSpaceMB", &self.total_space_mb);
-        w.write("usedSpaceMB", &self.used_space_mb);
-    }
-}
-/// `StorageVMotionNotSupported` (extends `MigrationFeatureNotSupported`).
-///
-/// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct StorageVMotionNotSupported {
-    /// The fields `StorageVMotionNotSupported` inherits from `MigrationFeatureNotSupported`.
-    pub migration_feature_not_supported: MigrationFeatureNotSupported,
-}
-impl x::SchemaType for StorageVMotionNotSupported {
-    const TYPE_NAME: &'static str = "StorageVMotionNotSupported";
-}
-impl x::Structure for StorageVMotionNotSupported {}
-impl std::ops::Deref for StorageVMotionNotSupported {
-    type Target = MigrationFeatureNotSupported;
-    #[inline]
-    fn deref(&self) -> &MigrationFeatureNotSupported {
-        &self.migration_feature_not_supported
-    }
-}
-impl std::ops::DerefMut for StorageVMotionNotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut MigrationFeatureNotSupported {
-        &mut self.migration_feature_not_supported
-    }
-}
-impl x::Fields for StorageVMotionNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.migration_feature_not_supported, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.migration_feature_not_supported, w);
     }
 }

@@ -5,6 +5,174 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `StorageProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct StorageProfile {
+    /// The fields `StorageProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+    /// `nasStorage`.
+    pub nas_storage: Vec<NasStorageProfile>,
+}
+impl x::SchemaType for StorageProfile {
+    const TYPE_NAME: &'static str = "StorageProfile";
+}
+impl x::Structure for StorageProfile {}
+impl Clone for StorageProfile {
+    fn clone(&self) -> Self {
+        Self {
+            apply_profile: self.apply_profile.clone(),
+            nas_storage: x::clone_vec(&self.nas_storage),
+        }
+    }
+}
+impl std::ops::Deref for StorageProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for StorageProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for StorageProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nasStorage" => r.read_push(&mut self.nas_storage),
+            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+        w.write_vec("nasStorage", &self.nas_storage);
+    }
+}
+/// `StorageRequirement` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StorageRequirement {
+    /// `datastore`.
+    pub datastore: x::ManagedObjectReference,
+    /// `freeSpaceRequiredInKb`.
+    pub free_space_required_in_kb: i64,
+}
+impl x::SchemaType for StorageRequirement {
+    const TYPE_NAME: &'static str = "StorageRequirement";
+}
+impl x::Structure for StorageRequirement {}
+impl x::Fields for StorageRequirement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "freeSpaceRequiredInKb" => r.read(&mut self.free_space_required_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("datastore", &self.datastore);
+        w.write("freeSpaceRequiredInKb", &self.free_space_required_in_kb);
+    }
+}
+impl x::ArrayItem for StorageRequirement {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfStorageRequirement";
+    const ITEM_TAG: &'static str = "StorageRequirement";
+}
+/// `StorageResourceManagerStorageProfileStatistics` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StorageResourceManagerStorageProfileStatistics {
+    /// `profileId`.
+    pub profile_id: String,
+    /// `totalSpaceMB`.
+    pub total_space_mb: i64,
+    /// `usedSpaceMB`.
+    pub used_space_mb: i64,
+}
+impl x::SchemaType for StorageResourceManagerStorageProfileStatistics {
+    const TYPE_NAME: &'static str = "StorageResourceManagerStorageProfileStatistics";
+}
+impl x::Structure for StorageResourceManagerStorageProfileStatistics {}
+impl x::Fields for StorageResourceManagerStorageProfileStatistics {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "profileId" => r.read(&mut self.profile_id),
+            "totalSpaceMB" => r.read(&mut self.total_space_mb),
+            "usedSpaceMB" => r.read(&mut self.used_space_mb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("profileId", &self.profile_id);
+        w.write("totalSpaceMB", &self.total_space_mb);
+        w.write("usedSpaceMB", &self.used_space_mb);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `StorageVMotionNotSupported` (extends `MigrationFeatureNotSupported`).
+///
+/// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StorageVMotionNotSupported {
+    /// The fields `StorageVMotionNotSupported` inherits from `MigrationFeatureNotSupported`.
+    pub migration_feature_not_supported: MigrationFeatureNotSupported,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for StorageVMotionNotSupported {
+    const TYPE_NAME: &'static str = "StorageVMotionNotSupported";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for StorageVMotionNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for StorageVMotionNotSupported {
+    type Target = MigrationFeatureNotSupported;
+    #[inline]
+    fn deref(&self) -> &MigrationFeatureNotSupported {
+        &self.migration_feature_not_supported
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for StorageVMotionNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut MigrationFeatureNotSupported {
+        &mut self.migration_feature_not_supported
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for StorageVMotionNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.migration_feature_not_supported, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.migration_feature_not_supported, w);
+    }
+}
+#[cfg(feature = "all-faults")]
 /// `StorageVmotionIncompatible` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -15,10 +183,13 @@ pub struct StorageVmotionIncompatible {
     /// `datastore`.
     pub datastore: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for StorageVmotionIncompatible {
     const TYPE_NAME: &'static str = "StorageVmotionIncompatible";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for StorageVmotionIncompatible {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for StorageVmotionIncompatible {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -26,12 +197,14 @@ impl std::ops::Deref for StorageVmotionIncompatible {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for StorageVmotionIncompatible {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for StorageVmotionIncompatible {
     fn decode_field(
         &mut self,
@@ -352,6 +525,7 @@ impl x::Fields for SubnetInfoFolderInfo {
         w.write("folder", &self.folder);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SuspendedRelocateNotSupported` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -360,10 +534,13 @@ pub struct SuspendedRelocateNotSupported {
     /// The fields `SuspendedRelocateNotSupported` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SuspendedRelocateNotSupported {
     const TYPE_NAME: &'static str = "SuspendedRelocateNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SuspendedRelocateNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SuspendedRelocateNotSupported {
     type Target = MigrationFault;
     #[inline]
@@ -371,12 +548,14 @@ impl std::ops::Deref for SuspendedRelocateNotSupported {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SuspendedRelocateNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SuspendedRelocateNotSupported {
     fn decode_field(
         &mut self,
@@ -390,6 +569,7 @@ impl x::Fields for SuspendedRelocateNotSupported {
         x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SwapDatastoreNotWritableOnHost` (extends `DatastoreNotWritableOnHost`).
 ///
 /// The fields of `DatastoreNotWritableOnHost` are in `datastore_not_writable_on_host`, also reachable through `Deref`.
@@ -398,10 +578,13 @@ pub struct SwapDatastoreNotWritableOnHost {
     /// The fields `SwapDatastoreNotWritableOnHost` inherits from `DatastoreNotWritableOnHost`.
     pub datastore_not_writable_on_host: DatastoreNotWritableOnHost,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SwapDatastoreNotWritableOnHost {
     const TYPE_NAME: &'static str = "SwapDatastoreNotWritableOnHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SwapDatastoreNotWritableOnHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SwapDatastoreNotWritableOnHost {
     type Target = DatastoreNotWritableOnHost;
     #[inline]
@@ -409,12 +592,14 @@ impl std::ops::Deref for SwapDatastoreNotWritableOnHost {
         &self.datastore_not_writable_on_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SwapDatastoreNotWritableOnHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut DatastoreNotWritableOnHost {
         &mut self.datastore_not_writable_on_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SwapDatastoreNotWritableOnHost {
     fn decode_field(
         &mut self,
@@ -428,6 +613,7 @@ impl x::Fields for SwapDatastoreNotWritableOnHost {
         x::Fields::encode_fields(&self.datastore_not_writable_on_host, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SwapDatastoreUnset` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -436,10 +622,13 @@ pub struct SwapDatastoreUnset {
     /// The fields `SwapDatastoreUnset` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SwapDatastoreUnset {
     const TYPE_NAME: &'static str = "SwapDatastoreUnset";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SwapDatastoreUnset {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SwapDatastoreUnset {
     type Target = VimFault;
     #[inline]
@@ -447,12 +636,14 @@ impl std::ops::Deref for SwapDatastoreUnset {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SwapDatastoreUnset {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SwapDatastoreUnset {
     fn decode_field(
         &mut self,
@@ -466,6 +657,7 @@ impl x::Fields for SwapDatastoreUnset {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SwapPlacementOverrideNotSupported` (extends `InvalidVmConfig`).
 ///
 /// The fields of `InvalidVmConfig` are in `invalid_vm_config`, also reachable through `Deref`.
@@ -474,10 +666,13 @@ pub struct SwapPlacementOverrideNotSupported {
     /// The fields `SwapPlacementOverrideNotSupported` inherits from `InvalidVmConfig`.
     pub invalid_vm_config: InvalidVmConfig,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SwapPlacementOverrideNotSupported {
     const TYPE_NAME: &'static str = "SwapPlacementOverrideNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SwapPlacementOverrideNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SwapPlacementOverrideNotSupported {
     type Target = InvalidVmConfig;
     #[inline]
@@ -485,12 +680,14 @@ impl std::ops::Deref for SwapPlacementOverrideNotSupported {
         &self.invalid_vm_config
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SwapPlacementOverrideNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidVmConfig {
         &mut self.invalid_vm_config
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SwapPlacementOverrideNotSupported {
     fn decode_field(
         &mut self,
@@ -504,6 +701,7 @@ impl x::Fields for SwapPlacementOverrideNotSupported {
         x::Fields::encode_fields(&self.invalid_vm_config, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SwitchIpUnset` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -512,10 +710,13 @@ pub struct SwitchIpUnset {
     /// The fields `SwitchIpUnset` inherits from `DvsFault`.
     pub dvs_fault: DvsFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SwitchIpUnset {
     const TYPE_NAME: &'static str = "SwitchIpUnset";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SwitchIpUnset {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SwitchIpUnset {
     type Target = DvsFault;
     #[inline]
@@ -523,12 +724,14 @@ impl std::ops::Deref for SwitchIpUnset {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SwitchIpUnset {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SwitchIpUnset {
     fn decode_field(
         &mut self,
@@ -542,6 +745,7 @@ impl x::Fields for SwitchIpUnset {
         x::Fields::encode_fields(&self.dvs_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `SwitchNotInUpgradeMode` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -550,10 +754,13 @@ pub struct SwitchNotInUpgradeMode {
     /// The fields `SwitchNotInUpgradeMode` inherits from `DvsFault`.
     pub dvs_fault: DvsFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for SwitchNotInUpgradeMode {
     const TYPE_NAME: &'static str = "SwitchNotInUpgradeMode";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for SwitchNotInUpgradeMode {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for SwitchNotInUpgradeMode {
     type Target = DvsFault;
     #[inline]
@@ -561,12 +768,14 @@ impl std::ops::Deref for SwitchNotInUpgradeMode {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for SwitchNotInUpgradeMode {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for SwitchNotInUpgradeMode {
     fn decode_field(
         &mut self,
@@ -881,6 +1090,7 @@ impl x::Fields for TaskDescription {
         w.write_vec("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `TaskEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -891,10 +1101,13 @@ pub struct TaskEvent {
     /// `info`.
     pub info: TaskInfo,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for TaskEvent {
     const TYPE_NAME: &'static str = "TaskEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for TaskEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for TaskEvent {
     type Target = Event;
     #[inline]
@@ -902,12 +1115,14 @@ impl std::ops::Deref for TaskEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for TaskEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for TaskEvent {
     fn decode_field(
         &mut self,
@@ -1635,6 +1850,7 @@ impl x::Fields for TaskScheduler {
         w.write_opt("expireTime", &self.expire_time);
     }
 }
+#[cfg(feature = "all-events")]
 /// `TaskTimeoutEvent` (extends `TaskEvent`).
 ///
 /// The fields of `TaskEvent` are in `task_event`, also reachable through `Deref`.
@@ -1643,10 +1859,13 @@ pub struct TaskTimeoutEvent {
     /// The fields `TaskTimeoutEvent` inherits from `TaskEvent`.
     pub task_event: TaskEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for TaskTimeoutEvent {
     const TYPE_NAME: &'static str = "TaskTimeoutEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for TaskTimeoutEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for TaskTimeoutEvent {
     type Target = TaskEvent;
     #[inline]
@@ -1654,12 +1873,14 @@ impl std::ops::Deref for TaskTimeoutEvent {
         &self.task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for TaskTimeoutEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut TaskEvent {
         &mut self.task_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for TaskTimeoutEvent {
     fn decode_field(
         &mut self,

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-events")]
 /// `TeamingMatchEvent` (extends `DvsHealthStatusChangeEvent`).
 ///
 /// The fields of `DvsHealthStatusChangeEvent` are in `dvs_health_status_change_event`, also reachable through `Deref`.
@@ -13,10 +14,13 @@ pub struct TeamingMatchEvent {
     /// The fields `TeamingMatchEvent` inherits from `DvsHealthStatusChangeEvent`.
     pub dvs_health_status_change_event: DvsHealthStatusChangeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for TeamingMatchEvent {
     const TYPE_NAME: &'static str = "TeamingMatchEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for TeamingMatchEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for TeamingMatchEvent {
     type Target = DvsHealthStatusChangeEvent;
     #[inline]
@@ -24,12 +28,14 @@ impl std::ops::Deref for TeamingMatchEvent {
         &self.dvs_health_status_change_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for TeamingMatchEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsHealthStatusChangeEvent {
         &mut self.dvs_health_status_change_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for TeamingMatchEvent {
     fn decode_field(
         &mut self,
@@ -43,6 +49,7 @@ impl x::Fields for TeamingMatchEvent {
         x::Fields::encode_fields(&self.dvs_health_status_change_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `TeamingMisMatchEvent` (extends `DvsHealthStatusChangeEvent`).
 ///
 /// The fields of `DvsHealthStatusChangeEvent` are in `dvs_health_status_change_event`, also reachable through `Deref`.
@@ -51,10 +58,13 @@ pub struct TeamingMisMatchEvent {
     /// The fields `TeamingMisMatchEvent` inherits from `DvsHealthStatusChangeEvent`.
     pub dvs_health_status_change_event: DvsHealthStatusChangeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for TeamingMisMatchEvent {
     const TYPE_NAME: &'static str = "TeamingMisMatchEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for TeamingMisMatchEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for TeamingMisMatchEvent {
     type Target = DvsHealthStatusChangeEvent;
     #[inline]
@@ -62,12 +72,14 @@ impl std::ops::Deref for TeamingMisMatchEvent {
         &self.dvs_health_status_change_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for TeamingMisMatchEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsHealthStatusChangeEvent {
         &mut self.dvs_health_status_change_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for TeamingMisMatchEvent {
     fn decode_field(
         &mut self,
@@ -81,6 +93,7 @@ impl x::Fields for TeamingMisMatchEvent {
         x::Fields::encode_fields(&self.dvs_health_status_change_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `TemplateBeingUpgradedEvent` (extends `TemplateUpgradeEvent`).
 ///
 /// The fields of `TemplateUpgradeEvent` are in `template_upgrade_event`, also reachable through `Deref`.
@@ -89,10 +102,13 @@ pub struct TemplateBeingUpgradedEvent {
     /// The fields `TemplateBeingUpgradedEvent` inherits from `TemplateUpgradeEvent`.
     pub template_upgrade_event: TemplateUpgradeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for TemplateBeingUpgradedEvent {
     const TYPE_NAME: &'static str = "TemplateBeingUpgradedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for TemplateBeingUpgradedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for TemplateBeingUpgradedEvent {
     type Target = TemplateUpgradeEvent;
     #[inline]
@@ -100,12 +116,14 @@ impl std::ops::Deref for TemplateBeingUpgradedEvent {
         &self.template_upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for TemplateBeingUpgradedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut TemplateUpgradeEvent {
         &mut self.template_upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for TemplateBeingUpgradedEvent {
     fn decode_field(
         &mut self,
@@ -195,6 +213,7 @@ impl x::Fields for TemplateConfigFileQuery {
         x::Fields::encode_fields(&self.vm_config_file_query, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `TemplateUpgradeEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -205,10 +224,13 @@ pub struct TemplateUpgradeEvent {
     /// `legacyTemplate`.
     pub legacy_template: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for TemplateUpgradeEvent {
     const TYPE_NAME: &'static str = "TemplateUpgradeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for TemplateUpgradeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for TemplateUpgradeEvent {
     type Target = Event;
     #[inline]
@@ -216,12 +238,14 @@ impl std::ops::Deref for TemplateUpgradeEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for TemplateUpgradeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for TemplateUpgradeEvent {
     fn decode_field(
         &mut self,
@@ -240,6 +264,7 @@ impl x::Fields for TemplateUpgradeEvent {
         w.write("legacyTemplate", &self.legacy_template);
     }
 }
+#[cfg(feature = "all-events")]
 /// `TemplateUpgradeFailedEvent` (extends `TemplateUpgradeEvent`).
 ///
 /// The fields of `TemplateUpgradeEvent` are in `template_upgrade_event`, also reachable through `Deref`.
@@ -250,10 +275,13 @@ pub struct TemplateUpgradeFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for TemplateUpgradeFailedEvent {
     const TYPE_NAME: &'static str = "TemplateUpgradeFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for TemplateUpgradeFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for TemplateUpgradeFailedEvent {
     type Target = TemplateUpgradeEvent;
     #[inline]
@@ -261,12 +289,14 @@ impl std::ops::Deref for TemplateUpgradeFailedEvent {
         &self.template_upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for TemplateUpgradeFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut TemplateUpgradeEvent {
         &mut self.template_upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for TemplateUpgradeFailedEvent {
     fn decode_field(
         &mut self,
@@ -287,6 +317,7 @@ impl x::Fields for TemplateUpgradeFailedEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `TemplateUpgradedEvent` (extends `TemplateUpgradeEvent`).
 ///
 /// The fields of `TemplateUpgradeEvent` are in `template_upgrade_event`, also reachable through `Deref`.
@@ -295,10 +326,13 @@ pub struct TemplateUpgradedEvent {
     /// The fields `TemplateUpgradedEvent` inherits from `TemplateUpgradeEvent`.
     pub template_upgrade_event: TemplateUpgradeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for TemplateUpgradedEvent {
     const TYPE_NAME: &'static str = "TemplateUpgradedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for TemplateUpgradedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for TemplateUpgradedEvent {
     type Target = TemplateUpgradeEvent;
     #[inline]
@@ -306,12 +340,14 @@ impl std::ops::Deref for TemplateUpgradedEvent {
         &self.template_upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for TemplateUpgradedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut TemplateUpgradeEvent {
         &mut self.template_upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for TemplateUpgradedEvent {
     fn decode_field(
         &mut self,
@@ -375,6 +411,7 @@ impl x::Fields for TgwEventArgument {
         w.write("tgw", &self.tgw);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ThirdPartyLicenseAssignmentFailed` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -389,10 +426,13 @@ pub struct ThirdPartyLicenseAssignmentFailed {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ThirdPartyLicenseAssignmentFailed {
     const TYPE_NAME: &'static str = "ThirdPartyLicenseAssignmentFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ThirdPartyLicenseAssignmentFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ThirdPartyLicenseAssignmentFailed {
     type Target = RuntimeFault;
     #[inline]
@@ -400,12 +440,14 @@ impl std::ops::Deref for ThirdPartyLicenseAssignmentFailed {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ThirdPartyLicenseAssignmentFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ThirdPartyLicenseAssignmentFailed {
     fn decode_field(
         &mut self,
@@ -473,6 +515,7 @@ impl x::Fields for TicketedSessionAuthentication {
         w.write("ticket", &self.ticket);
     }
 }
+#[cfg(feature = "all-events")]
 /// `TimedOutHostOperationEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -481,10 +524,13 @@ pub struct TimedOutHostOperationEvent {
     /// The fields `TimedOutHostOperationEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for TimedOutHostOperationEvent {
     const TYPE_NAME: &'static str = "TimedOutHostOperationEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for TimedOutHostOperationEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for TimedOutHostOperationEvent {
     type Target = HostEvent;
     #[inline]
@@ -492,12 +538,14 @@ impl std::ops::Deref for TimedOutHostOperationEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for TimedOutHostOperationEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for TimedOutHostOperationEvent {
     fn decode_field(
         &mut self,
@@ -549,6 +597,7 @@ impl x::Fields for Timedout {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `TooManyConcurrentNativeClones` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -557,10 +606,13 @@ pub struct TooManyConcurrentNativeClones {
     /// The fields `TooManyConcurrentNativeClones` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for TooManyConcurrentNativeClones {
     const TYPE_NAME: &'static str = "TooManyConcurrentNativeClones";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for TooManyConcurrentNativeClones {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for TooManyConcurrentNativeClones {
     type Target = FileFault;
     #[inline]
@@ -568,12 +620,14 @@ impl std::ops::Deref for TooManyConcurrentNativeClones {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for TooManyConcurrentNativeClones {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for TooManyConcurrentNativeClones {
     fn decode_field(
         &mut self,
@@ -587,6 +641,7 @@ impl x::Fields for TooManyConcurrentNativeClones {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `TooManyConsecutiveOverrides` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -595,10 +650,13 @@ pub struct TooManyConsecutiveOverrides {
     /// The fields `TooManyConsecutiveOverrides` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for TooManyConsecutiveOverrides {
     const TYPE_NAME: &'static str = "TooManyConsecutiveOverrides";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for TooManyConsecutiveOverrides {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for TooManyConsecutiveOverrides {
     type Target = VimFault;
     #[inline]
@@ -606,12 +664,14 @@ impl std::ops::Deref for TooManyConsecutiveOverrides {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for TooManyConsecutiveOverrides {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for TooManyConsecutiveOverrides {
     fn decode_field(
         &mut self,
@@ -625,6 +685,7 @@ impl x::Fields for TooManyConsecutiveOverrides {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `TooManyDevices` (extends `InvalidVmConfig`).
 ///
 /// The fields of `InvalidVmConfig` are in `invalid_vm_config`, also reachable through `Deref`.
@@ -633,10 +694,13 @@ pub struct TooManyDevices {
     /// The fields `TooManyDevices` inherits from `InvalidVmConfig`.
     pub invalid_vm_config: InvalidVmConfig,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for TooManyDevices {
     const TYPE_NAME: &'static str = "TooManyDevices";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for TooManyDevices {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for TooManyDevices {
     type Target = InvalidVmConfig;
     #[inline]
@@ -644,12 +708,14 @@ impl std::ops::Deref for TooManyDevices {
         &self.invalid_vm_config
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for TooManyDevices {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidVmConfig {
         &mut self.invalid_vm_config
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for TooManyDevices {
     fn decode_field(
         &mut self,
@@ -663,6 +729,7 @@ impl x::Fields for TooManyDevices {
         x::Fields::encode_fields(&self.invalid_vm_config, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `TooManyDisksOnLegacyHost` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -675,10 +742,13 @@ pub struct TooManyDisksOnLegacyHost {
     /// `timeoutDanger`.
     pub timeout_danger: bool,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for TooManyDisksOnLegacyHost {
     const TYPE_NAME: &'static str = "TooManyDisksOnLegacyHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for TooManyDisksOnLegacyHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for TooManyDisksOnLegacyHost {
     type Target = MigrationFault;
     #[inline]
@@ -686,12 +756,14 @@ impl std::ops::Deref for TooManyDisksOnLegacyHost {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for TooManyDisksOnLegacyHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for TooManyDisksOnLegacyHost {
     fn decode_field(
         &mut self,
@@ -712,6 +784,7 @@ impl x::Fields for TooManyDisksOnLegacyHost {
         w.write("timeoutDanger", &self.timeout_danger);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `TooManyGuestLogons` (extends `GuestOperationsFault`).
 ///
 /// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
@@ -720,10 +793,13 @@ pub struct TooManyGuestLogons {
     /// The fields `TooManyGuestLogons` inherits from `GuestOperationsFault`.
     pub guest_operations_fault: GuestOperationsFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for TooManyGuestLogons {
     const TYPE_NAME: &'static str = "TooManyGuestLogons";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for TooManyGuestLogons {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for TooManyGuestLogons {
     type Target = GuestOperationsFault;
     #[inline]
@@ -731,12 +807,14 @@ impl std::ops::Deref for TooManyGuestLogons {
         &self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for TooManyGuestLogons {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestOperationsFault {
         &mut self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for TooManyGuestLogons {
     fn decode_field(
         &mut self,
@@ -750,6 +828,7 @@ impl x::Fields for TooManyGuestLogons {
         x::Fields::encode_fields(&self.guest_operations_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `TooManyHosts` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -758,10 +837,13 @@ pub struct TooManyHosts {
     /// The fields `TooManyHosts` inherits from `HostConnectFault`.
     pub host_connect_fault: HostConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for TooManyHosts {
     const TYPE_NAME: &'static str = "TooManyHosts";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for TooManyHosts {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for TooManyHosts {
     type Target = HostConnectFault;
     #[inline]
@@ -769,12 +851,14 @@ impl std::ops::Deref for TooManyHosts {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for TooManyHosts {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for TooManyHosts {
     fn decode_field(
         &mut self,
@@ -788,6 +872,7 @@ impl x::Fields for TooManyHosts {
         x::Fields::encode_fields(&self.host_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `TooManyNativeCloneLevels` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -796,10 +881,13 @@ pub struct TooManyNativeCloneLevels {
     /// The fields `TooManyNativeCloneLevels` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for TooManyNativeCloneLevels {
     const TYPE_NAME: &'static str = "TooManyNativeCloneLevels";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for TooManyNativeCloneLevels {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for TooManyNativeCloneLevels {
     type Target = FileFault;
     #[inline]
@@ -807,12 +895,14 @@ impl std::ops::Deref for TooManyNativeCloneLevels {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for TooManyNativeCloneLevels {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for TooManyNativeCloneLevels {
     fn decode_field(
         &mut self,
@@ -826,6 +916,7 @@ impl x::Fields for TooManyNativeCloneLevels {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `TooManyNativeClonesOnFile` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -834,10 +925,13 @@ pub struct TooManyNativeClonesOnFile {
     /// The fields `TooManyNativeClonesOnFile` inherits from `FileFault`.
     pub file_fault: FileFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for TooManyNativeClonesOnFile {
     const TYPE_NAME: &'static str = "TooManyNativeClonesOnFile";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for TooManyNativeClonesOnFile {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for TooManyNativeClonesOnFile {
     type Target = FileFault;
     #[inline]
@@ -845,12 +939,14 @@ impl std::ops::Deref for TooManyNativeClonesOnFile {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for TooManyNativeClonesOnFile {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for TooManyNativeClonesOnFile {
     fn decode_field(
         &mut self,
@@ -864,6 +960,7 @@ impl x::Fields for TooManyNativeClonesOnFile {
         x::Fields::encode_fields(&self.file_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `TooManySnapshotLevels` (extends `SnapshotFault`).
 ///
 /// The fields of `SnapshotFault` are in `snapshot_fault`, also reachable through `Deref`.
@@ -872,10 +969,13 @@ pub struct TooManySnapshotLevels {
     /// The fields `TooManySnapshotLevels` inherits from `SnapshotFault`.
     pub snapshot_fault: SnapshotFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for TooManySnapshotLevels {
     const TYPE_NAME: &'static str = "TooManySnapshotLevels";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for TooManySnapshotLevels {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for TooManySnapshotLevels {
     type Target = SnapshotFault;
     #[inline]
@@ -883,12 +983,14 @@ impl std::ops::Deref for TooManySnapshotLevels {
         &self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for TooManySnapshotLevels {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotFault {
         &mut self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for TooManySnapshotLevels {
     fn decode_field(
         &mut self,
@@ -902,6 +1004,7 @@ impl x::Fields for TooManySnapshotLevels {
         x::Fields::encode_fields(&self.snapshot_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ToolsAlreadyUpgraded` (extends `VmToolsUpgradeFault`).
 ///
 /// The fields of `VmToolsUpgradeFault` are in `vm_tools_upgrade_fault`, also reachable through `Deref`.
@@ -910,10 +1013,13 @@ pub struct ToolsAlreadyUpgraded {
     /// The fields `ToolsAlreadyUpgraded` inherits from `VmToolsUpgradeFault`.
     pub vm_tools_upgrade_fault: VmToolsUpgradeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ToolsAlreadyUpgraded {
     const TYPE_NAME: &'static str = "ToolsAlreadyUpgraded";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ToolsAlreadyUpgraded {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ToolsAlreadyUpgraded {
     type Target = VmToolsUpgradeFault;
     #[inline]
@@ -921,12 +1027,14 @@ impl std::ops::Deref for ToolsAlreadyUpgraded {
         &self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ToolsAlreadyUpgraded {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmToolsUpgradeFault {
         &mut self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ToolsAlreadyUpgraded {
     fn decode_field(
         &mut self,
@@ -940,6 +1048,7 @@ impl x::Fields for ToolsAlreadyUpgraded {
         x::Fields::encode_fields(&self.vm_tools_upgrade_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ToolsAutoUpgradeNotSupported` (extends `VmToolsUpgradeFault`).
 ///
 /// The fields of `VmToolsUpgradeFault` are in `vm_tools_upgrade_fault`, also reachable through `Deref`.
@@ -948,10 +1057,13 @@ pub struct ToolsAutoUpgradeNotSupported {
     /// The fields `ToolsAutoUpgradeNotSupported` inherits from `VmToolsUpgradeFault`.
     pub vm_tools_upgrade_fault: VmToolsUpgradeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ToolsAutoUpgradeNotSupported {
     const TYPE_NAME: &'static str = "ToolsAutoUpgradeNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ToolsAutoUpgradeNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ToolsAutoUpgradeNotSupported {
     type Target = VmToolsUpgradeFault;
     #[inline]
@@ -959,12 +1071,14 @@ impl std::ops::Deref for ToolsAutoUpgradeNotSupported {
         &self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ToolsAutoUpgradeNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmToolsUpgradeFault {
         &mut self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ToolsAutoUpgradeNotSupported {
     fn decode_field(
         &mut self,
@@ -1086,6 +1200,7 @@ impl x::Fields for ToolsConfigInfoToolsLastInstallInfo {
         w.write_opt("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ToolsImageCopyFailed` (extends `VmToolsUpgradeFault`).
 ///
 /// The fields of `VmToolsUpgradeFault` are in `vm_tools_upgrade_fault`, also reachable through `Deref`.
@@ -1094,10 +1209,13 @@ pub struct ToolsImageCopyFailed {
     /// The fields `ToolsImageCopyFailed` inherits from `VmToolsUpgradeFault`.
     pub vm_tools_upgrade_fault: VmToolsUpgradeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ToolsImageCopyFailed {
     const TYPE_NAME: &'static str = "ToolsImageCopyFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ToolsImageCopyFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ToolsImageCopyFailed {
     type Target = VmToolsUpgradeFault;
     #[inline]
@@ -1105,12 +1223,14 @@ impl std::ops::Deref for ToolsImageCopyFailed {
         &self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ToolsImageCopyFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmToolsUpgradeFault {
         &mut self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ToolsImageCopyFailed {
     fn decode_field(
         &mut self,
@@ -1124,6 +1244,7 @@ impl x::Fields for ToolsImageCopyFailed {
         x::Fields::encode_fields(&self.vm_tools_upgrade_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ToolsImageNotAvailable` (extends `VmToolsUpgradeFault`).
 ///
 /// The fields of `VmToolsUpgradeFault` are in `vm_tools_upgrade_fault`, also reachable through `Deref`.
@@ -1132,10 +1253,13 @@ pub struct ToolsImageNotAvailable {
     /// The fields `ToolsImageNotAvailable` inherits from `VmToolsUpgradeFault`.
     pub vm_tools_upgrade_fault: VmToolsUpgradeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ToolsImageNotAvailable {
     const TYPE_NAME: &'static str = "ToolsImageNotAvailable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ToolsImageNotAvailable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ToolsImageNotAvailable {
     type Target = VmToolsUpgradeFault;
     #[inline]
@@ -1143,12 +1267,14 @@ impl std::ops::Deref for ToolsImageNotAvailable {
         &self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ToolsImageNotAvailable {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmToolsUpgradeFault {
         &mut self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ToolsImageNotAvailable {
     fn decode_field(
         &mut self,
@@ -1162,6 +1288,7 @@ impl x::Fields for ToolsImageNotAvailable {
         x::Fields::encode_fields(&self.vm_tools_upgrade_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ToolsImageSignatureCheckFailed` (extends `VmToolsUpgradeFault`).
 ///
 /// The fields of `VmToolsUpgradeFault` are in `vm_tools_upgrade_fault`, also reachable through `Deref`.
@@ -1170,10 +1297,13 @@ pub struct ToolsImageSignatureCheckFailed {
     /// The fields `ToolsImageSignatureCheckFailed` inherits from `VmToolsUpgradeFault`.
     pub vm_tools_upgrade_fault: VmToolsUpgradeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ToolsImageSignatureCheckFailed {
     const TYPE_NAME: &'static str = "ToolsImageSignatureCheckFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ToolsImageSignatureCheckFailed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ToolsImageSignatureCheckFailed {
     type Target = VmToolsUpgradeFault;
     #[inline]
@@ -1181,12 +1311,14 @@ impl std::ops::Deref for ToolsImageSignatureCheckFailed {
         &self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ToolsImageSignatureCheckFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmToolsUpgradeFault {
         &mut self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ToolsImageSignatureCheckFailed {
     fn decode_field(
         &mut self,
@@ -1200,6 +1332,7 @@ impl x::Fields for ToolsImageSignatureCheckFailed {
         x::Fields::encode_fields(&self.vm_tools_upgrade_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ToolsInstallationInProgress` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -1208,10 +1341,13 @@ pub struct ToolsInstallationInProgress {
     /// The fields `ToolsInstallationInProgress` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ToolsInstallationInProgress {
     const TYPE_NAME: &'static str = "ToolsInstallationInProgress";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ToolsInstallationInProgress {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ToolsInstallationInProgress {
     type Target = MigrationFault;
     #[inline]
@@ -1219,12 +1355,14 @@ impl std::ops::Deref for ToolsInstallationInProgress {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ToolsInstallationInProgress {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ToolsInstallationInProgress {
     fn decode_field(
         &mut self,
@@ -1276,6 +1414,7 @@ impl x::Fields for ToolsUnavailable {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ToolsUpgradeCancelled` (extends `VmToolsUpgradeFault`).
 ///
 /// The fields of `VmToolsUpgradeFault` are in `vm_tools_upgrade_fault`, also reachable through `Deref`.
@@ -1284,10 +1423,13 @@ pub struct ToolsUpgradeCancelled {
     /// The fields `ToolsUpgradeCancelled` inherits from `VmToolsUpgradeFault`.
     pub vm_tools_upgrade_fault: VmToolsUpgradeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ToolsUpgradeCancelled {
     const TYPE_NAME: &'static str = "ToolsUpgradeCancelled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ToolsUpgradeCancelled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ToolsUpgradeCancelled {
     type Target = VmToolsUpgradeFault;
     #[inline]
@@ -1295,12 +1437,14 @@ impl std::ops::Deref for ToolsUpgradeCancelled {
         &self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ToolsUpgradeCancelled {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmToolsUpgradeFault {
         &mut self.vm_tools_upgrade_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ToolsUpgradeCancelled {
     fn decode_field(
         &mut self,

@@ -272,6 +272,7 @@ impl x::ArrayItem for VchaNodeRuntimeInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVchaNodeRuntimeInfo";
     const ITEM_TAG: &'static str = "VchaNodeRuntimeInfo";
 }
+#[cfg(feature = "all-events")]
 /// `VimAccountPasswordChangedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -280,10 +281,13 @@ pub struct VimAccountPasswordChangedEvent {
     /// The fields `VimAccountPasswordChangedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VimAccountPasswordChangedEvent {
     const TYPE_NAME: &'static str = "VimAccountPasswordChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VimAccountPasswordChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VimAccountPasswordChangedEvent {
     type Target = HostEvent;
     #[inline]
@@ -291,12 +295,14 @@ impl std::ops::Deref for VimAccountPasswordChangedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VimAccountPasswordChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VimAccountPasswordChangedEvent {
     fn decode_field(
         &mut self,
@@ -2610,6 +2616,7 @@ impl x::Fields for VirtualDiskAntiAffinityRuleSpec {
         w.write_vec("diskId", &self.disk_id);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VirtualDiskBlocksNotFullyProvisioned` (extends `DeviceBackingNotSupported`).
 ///
 /// The fields of `DeviceBackingNotSupported` are in `device_backing_not_supported`, also reachable through `Deref`.
@@ -2618,10 +2625,13 @@ pub struct VirtualDiskBlocksNotFullyProvisioned {
     /// The fields `VirtualDiskBlocksNotFullyProvisioned` inherits from `DeviceBackingNotSupported`.
     pub device_backing_not_supported: DeviceBackingNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VirtualDiskBlocksNotFullyProvisioned {
     const TYPE_NAME: &'static str = "VirtualDiskBlocksNotFullyProvisioned";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VirtualDiskBlocksNotFullyProvisioned {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VirtualDiskBlocksNotFullyProvisioned {
     type Target = DeviceBackingNotSupported;
     #[inline]
@@ -2629,12 +2639,14 @@ impl std::ops::Deref for VirtualDiskBlocksNotFullyProvisioned {
         &self.device_backing_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VirtualDiskBlocksNotFullyProvisioned {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceBackingNotSupported {
         &mut self.device_backing_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VirtualDiskBlocksNotFullyProvisioned {
     fn decode_field(
         &mut self,

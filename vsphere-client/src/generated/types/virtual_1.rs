@@ -131,6 +131,7 @@ impl x::Fields for VirtualDiskLocalPMemBackingOption {
         w.write("uuid", &self.uuid);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VirtualDiskModeNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -141,10 +142,13 @@ pub struct VirtualDiskModeNotSupported {
     /// `mode`.
     pub mode: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VirtualDiskModeNotSupported {
     const TYPE_NAME: &'static str = "VirtualDiskModeNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VirtualDiskModeNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VirtualDiskModeNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -152,12 +156,14 @@ impl std::ops::Deref for VirtualDiskModeNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VirtualDiskModeNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VirtualDiskModeNotSupported {
     fn decode_field(
         &mut self,
@@ -1832,6 +1838,7 @@ impl x::Fields for VirtualEthernetCardNetworkBackingOption {
         x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VirtualEthernetCardNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -1840,10 +1847,13 @@ pub struct VirtualEthernetCardNotSupported {
     /// The fields `VirtualEthernetCardNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VirtualEthernetCardNotSupported {
     const TYPE_NAME: &'static str = "VirtualEthernetCardNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VirtualEthernetCardNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VirtualEthernetCardNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -1851,12 +1861,14 @@ impl std::ops::Deref for VirtualEthernetCardNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VirtualEthernetCardNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VirtualEthernetCardNotSupported {
     fn decode_field(
         &mut self,
@@ -2453,6 +2465,7 @@ impl x::Fields for VirtualHardware {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VirtualHardwareCompatibilityIssue` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -2461,10 +2474,13 @@ pub struct VirtualHardwareCompatibilityIssue {
     /// The fields `VirtualHardwareCompatibilityIssue` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VirtualHardwareCompatibilityIssue {
     const TYPE_NAME: &'static str = "VirtualHardwareCompatibilityIssue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VirtualHardwareCompatibilityIssue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VirtualHardwareCompatibilityIssue {
     type Target = VmConfigFault;
     #[inline]
@@ -2472,12 +2488,14 @@ impl std::ops::Deref for VirtualHardwareCompatibilityIssue {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VirtualHardwareCompatibilityIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VirtualHardwareCompatibilityIssue {
     fn decode_field(
         &mut self,
@@ -2726,6 +2744,7 @@ impl x::Fields for VirtualHardwareOption {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VirtualHardwareVersionNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -2738,10 +2757,13 @@ pub struct VirtualHardwareVersionNotSupported {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VirtualHardwareVersionNotSupported {
     const TYPE_NAME: &'static str = "VirtualHardwareVersionNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VirtualHardwareVersionNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VirtualHardwareVersionNotSupported {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -2749,12 +2771,14 @@ impl std::ops::Deref for VirtualHardwareVersionNotSupported {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VirtualHardwareVersionNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VirtualHardwareVersionNotSupported {
     fn decode_field(
         &mut self,
@@ -2986,43 +3010,5 @@ impl x::Fields for VirtualKeyboard {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualKeyboardOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualKeyboardOption {
-    /// The fields `VirtualKeyboardOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualKeyboardOption {
-    const TYPE_NAME: &'static str = "VirtualKeyboardOption";
-}
-impl x::Structure for VirtualKeyboardOption {}
-impl std::ops::Deref for VirtualKeyboardOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualKeyboardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualKeyboardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
     }
 }

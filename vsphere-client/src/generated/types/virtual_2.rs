@@ -5,6 +5,44 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualKeyboardOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualKeyboardOption {
+    /// The fields `VirtualKeyboardOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualKeyboardOption {
+    const TYPE_NAME: &'static str = "VirtualKeyboardOption";
+}
+impl x::Structure for VirtualKeyboardOption {}
+impl std::ops::Deref for VirtualKeyboardOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualKeyboardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualKeyboardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
 /// `VirtualLsiLogicController` (extends `VirtualSCSIController`).
 ///
 /// The fields of `VirtualSCSIController` are in `virtual_scsi_controller`, also reachable through `Deref`.
@@ -2768,39 +2806,4 @@ impl x::Fields for VirtualMachineDatastoreInfo {
 impl x::ArrayItem for VirtualMachineDatastoreInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreInfo";
     const ITEM_TAG: &'static str = "VirtualMachineDatastoreInfo";
-}
-/// `VirtualMachineDatastoreVolumeOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDatastoreVolumeOption {
-    /// `fileSystemType`.
-    pub file_system_type: String,
-    /// `majorVersion`.
-    pub major_version: Option<i32>,
-}
-impl x::SchemaType for VirtualMachineDatastoreVolumeOption {
-    const TYPE_NAME: &'static str = "VirtualMachineDatastoreVolumeOption";
-}
-impl x::Structure for VirtualMachineDatastoreVolumeOption {}
-impl x::Fields for VirtualMachineDatastoreVolumeOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileSystemType" => r.read(&mut self.file_system_type),
-            "majorVersion" => r.read_opt(&mut self.major_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileSystemType", &self.file_system_type);
-        w.write_opt("majorVersion", &self.major_version);
-    }
-}
-impl x::ArrayItem for VirtualMachineDatastoreVolumeOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreVolumeOption";
-    const ITEM_TAG: &'static str = "VirtualMachineDatastoreVolumeOption";
 }

@@ -5,6 +5,41 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineDatastoreVolumeOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDatastoreVolumeOption {
+    /// `fileSystemType`.
+    pub file_system_type: String,
+    /// `majorVersion`.
+    pub major_version: Option<i32>,
+}
+impl x::SchemaType for VirtualMachineDatastoreVolumeOption {
+    const TYPE_NAME: &'static str = "VirtualMachineDatastoreVolumeOption";
+}
+impl x::Structure for VirtualMachineDatastoreVolumeOption {}
+impl x::Fields for VirtualMachineDatastoreVolumeOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileSystemType" => r.read(&mut self.file_system_type),
+            "majorVersion" => r.read_opt(&mut self.major_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileSystemType", &self.file_system_type);
+        w.write_opt("majorVersion", &self.major_version);
+    }
+}
+impl x::ArrayItem for VirtualMachineDatastoreVolumeOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreVolumeOption";
+    const ITEM_TAG: &'static str = "VirtualMachineDatastoreVolumeOption";
+}
 /// `VirtualMachineDefaultPowerOpInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineDefaultPowerOpInfo {

@@ -43,6 +43,7 @@ impl x::Fields for VlanProfile {
         x::Fields::encode_fields(&self.apply_profile, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmAcquiredMksTicketEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -51,10 +52,13 @@ pub struct VmAcquiredMksTicketEvent {
     /// The fields `VmAcquiredMksTicketEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmAcquiredMksTicketEvent {
     const TYPE_NAME: &'static str = "VmAcquiredMksTicketEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmAcquiredMksTicketEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmAcquiredMksTicketEvent {
     type Target = VmEvent;
     #[inline]
@@ -62,12 +66,14 @@ impl std::ops::Deref for VmAcquiredMksTicketEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmAcquiredMksTicketEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmAcquiredMksTicketEvent {
     fn decode_field(
         &mut self,
@@ -81,6 +87,7 @@ impl x::Fields for VmAcquiredMksTicketEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmAcquiredTicketEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -91,10 +98,13 @@ pub struct VmAcquiredTicketEvent {
     /// `ticketType`.
     pub ticket_type: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmAcquiredTicketEvent {
     const TYPE_NAME: &'static str = "VmAcquiredTicketEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmAcquiredTicketEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmAcquiredTicketEvent {
     type Target = VmEvent;
     #[inline]
@@ -102,12 +112,14 @@ impl std::ops::Deref for VmAcquiredTicketEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmAcquiredTicketEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmAcquiredTicketEvent {
     fn decode_field(
         &mut self,
@@ -126,6 +138,7 @@ impl x::Fields for VmAcquiredTicketEvent {
         w.write("ticketType", &self.ticket_type);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmAlreadyExistsInDatacenter` (extends `InvalidFolder`).
 ///
 /// The fields of `InvalidFolder` are in `invalid_folder`, also reachable through `Deref`.
@@ -140,10 +153,13 @@ pub struct VmAlreadyExistsInDatacenter {
     /// `vm`.
     pub vm: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmAlreadyExistsInDatacenter {
     const TYPE_NAME: &'static str = "VmAlreadyExistsInDatacenter";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmAlreadyExistsInDatacenter {}
+#[cfg(feature = "all-faults")]
 impl Clone for VmAlreadyExistsInDatacenter {
     fn clone(&self) -> Self {
         Self {
@@ -154,6 +170,7 @@ impl Clone for VmAlreadyExistsInDatacenter {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmAlreadyExistsInDatacenter {
     type Target = InvalidFolder;
     #[inline]
@@ -161,12 +178,14 @@ impl std::ops::Deref for VmAlreadyExistsInDatacenter {
         &self.invalid_folder
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmAlreadyExistsInDatacenter {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidFolder {
         &mut self.invalid_folder
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmAlreadyExistsInDatacenter {
     fn decode_field(
         &mut self,
@@ -189,6 +208,7 @@ impl x::Fields for VmAlreadyExistsInDatacenter {
         w.write_vec("vm", &self.vm);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmAutoRenameEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -201,10 +221,13 @@ pub struct VmAutoRenameEvent {
     /// `newName`.
     pub new_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmAutoRenameEvent {
     const TYPE_NAME: &'static str = "VmAutoRenameEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmAutoRenameEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmAutoRenameEvent {
     type Target = VmEvent;
     #[inline]
@@ -212,12 +235,14 @@ impl std::ops::Deref for VmAutoRenameEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmAutoRenameEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmAutoRenameEvent {
     fn decode_field(
         &mut self,
@@ -238,6 +263,7 @@ impl x::Fields for VmAutoRenameEvent {
         w.write("newName", &self.new_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmBeingClonedEvent` (extends `VmCloneEvent`).
 ///
 /// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
@@ -252,10 +278,13 @@ pub struct VmBeingClonedEvent {
     /// `destHost`.
     pub dest_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmBeingClonedEvent {
     const TYPE_NAME: &'static str = "VmBeingClonedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmBeingClonedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingClonedEvent {
     type Target = VmCloneEvent;
     #[inline]
@@ -263,12 +292,14 @@ impl std::ops::Deref for VmBeingClonedEvent {
         &self.vm_clone_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmBeingClonedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmCloneEvent {
         &mut self.vm_clone_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmBeingClonedEvent {
     fn decode_field(
         &mut self,
@@ -291,6 +322,7 @@ impl x::Fields for VmBeingClonedEvent {
         w.write("destHost", &self.dest_host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmBeingClonedNoFolderEvent` (extends `VmCloneEvent`).
 ///
 /// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
@@ -303,10 +335,13 @@ pub struct VmBeingClonedNoFolderEvent {
     /// `destHost`.
     pub dest_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmBeingClonedNoFolderEvent {
     const TYPE_NAME: &'static str = "VmBeingClonedNoFolderEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmBeingClonedNoFolderEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingClonedNoFolderEvent {
     type Target = VmCloneEvent;
     #[inline]
@@ -314,12 +349,14 @@ impl std::ops::Deref for VmBeingClonedNoFolderEvent {
         &self.vm_clone_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmBeingClonedNoFolderEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmCloneEvent {
         &mut self.vm_clone_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmBeingClonedNoFolderEvent {
     fn decode_field(
         &mut self,
@@ -340,6 +377,7 @@ impl x::Fields for VmBeingClonedNoFolderEvent {
         w.write("destHost", &self.dest_host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmBeingCreatedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -350,10 +388,13 @@ pub struct VmBeingCreatedEvent {
     /// `configSpec`.
     pub config_spec: Option<VirtualMachineConfigSpec>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmBeingCreatedEvent {
     const TYPE_NAME: &'static str = "VmBeingCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmBeingCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingCreatedEvent {
     type Target = VmEvent;
     #[inline]
@@ -361,12 +402,14 @@ impl std::ops::Deref for VmBeingCreatedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmBeingCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmBeingCreatedEvent {
     fn decode_field(
         &mut self,
@@ -385,6 +428,7 @@ impl x::Fields for VmBeingCreatedEvent {
         w.write_opt("configSpec", &self.config_spec);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmBeingDeployedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -395,10 +439,13 @@ pub struct VmBeingDeployedEvent {
     /// `srcTemplate`.
     pub src_template: VmEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmBeingDeployedEvent {
     const TYPE_NAME: &'static str = "VmBeingDeployedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmBeingDeployedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingDeployedEvent {
     type Target = VmEvent;
     #[inline]
@@ -406,12 +453,14 @@ impl std::ops::Deref for VmBeingDeployedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmBeingDeployedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmBeingDeployedEvent {
     fn decode_field(
         &mut self,
@@ -430,6 +479,7 @@ impl x::Fields for VmBeingDeployedEvent {
         w.write("srcTemplate", &self.src_template);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmBeingHotMigratedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -444,10 +494,13 @@ pub struct VmBeingHotMigratedEvent {
     /// `destDatastore`.
     pub dest_datastore: Option<DatastoreEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmBeingHotMigratedEvent {
     const TYPE_NAME: &'static str = "VmBeingHotMigratedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmBeingHotMigratedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingHotMigratedEvent {
     type Target = VmEvent;
     #[inline]
@@ -455,12 +508,14 @@ impl std::ops::Deref for VmBeingHotMigratedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmBeingHotMigratedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmBeingHotMigratedEvent {
     fn decode_field(
         &mut self,
@@ -483,6 +538,7 @@ impl x::Fields for VmBeingHotMigratedEvent {
         w.write_opt("destDatastore", &self.dest_datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmBeingMigratedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -497,10 +553,13 @@ pub struct VmBeingMigratedEvent {
     /// `destDatastore`.
     pub dest_datastore: Option<DatastoreEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmBeingMigratedEvent {
     const TYPE_NAME: &'static str = "VmBeingMigratedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmBeingMigratedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingMigratedEvent {
     type Target = VmEvent;
     #[inline]
@@ -508,12 +567,14 @@ impl std::ops::Deref for VmBeingMigratedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmBeingMigratedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmBeingMigratedEvent {
     fn decode_field(
         &mut self,
@@ -536,6 +597,7 @@ impl x::Fields for VmBeingMigratedEvent {
         w.write_opt("destDatastore", &self.dest_datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmBeingRelocatedEvent` (extends `VmRelocateSpecEvent`).
 ///
 /// The fields of `VmRelocateSpecEvent` are in `vm_relocate_spec_event`, also reachable through `Deref`.
@@ -550,10 +612,13 @@ pub struct VmBeingRelocatedEvent {
     /// `destDatastore`.
     pub dest_datastore: Option<DatastoreEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmBeingRelocatedEvent {
     const TYPE_NAME: &'static str = "VmBeingRelocatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmBeingRelocatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingRelocatedEvent {
     type Target = VmRelocateSpecEvent;
     #[inline]
@@ -561,12 +626,14 @@ impl std::ops::Deref for VmBeingRelocatedEvent {
         &self.vm_relocate_spec_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmBeingRelocatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmRelocateSpecEvent {
         &mut self.vm_relocate_spec_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmBeingRelocatedEvent {
     fn decode_field(
         &mut self,
@@ -591,6 +658,7 @@ impl x::Fields for VmBeingRelocatedEvent {
         w.write_opt("destDatastore", &self.dest_datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmCloneEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -599,10 +667,13 @@ pub struct VmCloneEvent {
     /// The fields `VmCloneEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmCloneEvent {
     const TYPE_NAME: &'static str = "VmCloneEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmCloneEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmCloneEvent {
     type Target = VmEvent;
     #[inline]
@@ -610,12 +681,14 @@ impl std::ops::Deref for VmCloneEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmCloneEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmCloneEvent {
     fn decode_field(
         &mut self,
@@ -629,6 +702,7 @@ impl x::Fields for VmCloneEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmCloneFailedEvent` (extends `VmCloneEvent`).
 ///
 /// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
@@ -645,10 +719,13 @@ pub struct VmCloneFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmCloneFailedEvent {
     const TYPE_NAME: &'static str = "VmCloneFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmCloneFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmCloneFailedEvent {
     type Target = VmCloneEvent;
     #[inline]
@@ -656,12 +733,14 @@ impl std::ops::Deref for VmCloneFailedEvent {
         &self.vm_clone_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmCloneFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmCloneEvent {
         &mut self.vm_clone_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmCloneFailedEvent {
     fn decode_field(
         &mut self,
@@ -686,6 +765,7 @@ impl x::Fields for VmCloneFailedEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmClonedEvent` (extends `VmCloneEvent`).
 ///
 /// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
@@ -696,10 +776,13 @@ pub struct VmClonedEvent {
     /// `sourceVm`.
     pub source_vm: VmEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmClonedEvent {
     const TYPE_NAME: &'static str = "VmClonedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmClonedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmClonedEvent {
     type Target = VmCloneEvent;
     #[inline]
@@ -707,12 +790,14 @@ impl std::ops::Deref for VmClonedEvent {
         &self.vm_clone_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmClonedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmCloneEvent {
         &mut self.vm_clone_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmClonedEvent {
     fn decode_field(
         &mut self,
@@ -946,6 +1031,7 @@ impl x::Fields for VmConfigFileQueryFlags {
         w.write_opt("encryption", &self.encryption);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmConfigIncompatibleForFaultTolerance` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -956,10 +1042,13 @@ pub struct VmConfigIncompatibleForFaultTolerance {
     /// `fault`.
     pub fault: Option<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmConfigIncompatibleForFaultTolerance {
     const TYPE_NAME: &'static str = "VmConfigIncompatibleForFaultTolerance";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmConfigIncompatibleForFaultTolerance {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmConfigIncompatibleForFaultTolerance {
     type Target = VmConfigFault;
     #[inline]
@@ -967,12 +1056,14 @@ impl std::ops::Deref for VmConfigIncompatibleForFaultTolerance {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmConfigIncompatibleForFaultTolerance {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmConfigIncompatibleForFaultTolerance {
     fn decode_field(
         &mut self,
@@ -991,6 +1082,7 @@ impl x::Fields for VmConfigIncompatibleForFaultTolerance {
         w.write_opt("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmConfigIncompatibleForRecordReplay` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -1001,10 +1093,13 @@ pub struct VmConfigIncompatibleForRecordReplay {
     /// `fault`.
     pub fault: Option<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmConfigIncompatibleForRecordReplay {
     const TYPE_NAME: &'static str = "VmConfigIncompatibleForRecordReplay";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmConfigIncompatibleForRecordReplay {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmConfigIncompatibleForRecordReplay {
     type Target = VmConfigFault;
     #[inline]
@@ -1012,12 +1107,14 @@ impl std::ops::Deref for VmConfigIncompatibleForRecordReplay {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmConfigIncompatibleForRecordReplay {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmConfigIncompatibleForRecordReplay {
     fn decode_field(
         &mut self,
@@ -1107,6 +1204,7 @@ impl x::Fields for VmConfigInfo {
         w.write("installBootStopDelay", &self.install_boot_stop_delay);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmConfigMissingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1115,10 +1213,13 @@ pub struct VmConfigMissingEvent {
     /// The fields `VmConfigMissingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmConfigMissingEvent {
     const TYPE_NAME: &'static str = "VmConfigMissingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmConfigMissingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmConfigMissingEvent {
     type Target = VmEvent;
     #[inline]
@@ -1126,12 +1227,14 @@ impl std::ops::Deref for VmConfigMissingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmConfigMissingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmConfigMissingEvent {
     fn decode_field(
         &mut self,
@@ -1216,6 +1319,7 @@ impl x::Fields for VmConfigSpec {
         w.write_opt("installBootStopDelay", &self.install_boot_stop_delay);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmConnectedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1224,10 +1328,13 @@ pub struct VmConnectedEvent {
     /// The fields `VmConnectedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmConnectedEvent {
     const TYPE_NAME: &'static str = "VmConnectedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmConnectedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmConnectedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1235,12 +1342,14 @@ impl std::ops::Deref for VmConnectedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmConnectedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmConnectedEvent {
     fn decode_field(
         &mut self,
@@ -1254,6 +1363,7 @@ impl x::Fields for VmConnectedEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmCreatedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1262,10 +1372,13 @@ pub struct VmCreatedEvent {
     /// The fields `VmCreatedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmCreatedEvent {
     const TYPE_NAME: &'static str = "VmCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmCreatedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1273,12 +1386,14 @@ impl std::ops::Deref for VmCreatedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmCreatedEvent {
     fn decode_field(
         &mut self,
@@ -1292,6 +1407,7 @@ impl x::Fields for VmCreatedEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDasBeingResetEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1302,10 +1418,13 @@ pub struct VmDasBeingResetEvent {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDasBeingResetEvent {
     const TYPE_NAME: &'static str = "VmDasBeingResetEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDasBeingResetEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDasBeingResetEvent {
     type Target = VmEvent;
     #[inline]
@@ -1313,12 +1432,14 @@ impl std::ops::Deref for VmDasBeingResetEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDasBeingResetEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDasBeingResetEvent {
     fn decode_field(
         &mut self,
@@ -1337,6 +1458,7 @@ impl x::Fields for VmDasBeingResetEvent {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDasBeingResetWithScreenshotEvent` (extends `VmDasBeingResetEvent`).
 ///
 /// The fields of `VmDasBeingResetEvent` are in `vm_das_being_reset_event`, also reachable through `Deref`.
@@ -1347,10 +1469,13 @@ pub struct VmDasBeingResetWithScreenshotEvent {
     /// `screenshotFilePath`.
     pub screenshot_file_path: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDasBeingResetWithScreenshotEvent {
     const TYPE_NAME: &'static str = "VmDasBeingResetWithScreenshotEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDasBeingResetWithScreenshotEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDasBeingResetWithScreenshotEvent {
     type Target = VmDasBeingResetEvent;
     #[inline]
@@ -1358,12 +1483,14 @@ impl std::ops::Deref for VmDasBeingResetWithScreenshotEvent {
         &self.vm_das_being_reset_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDasBeingResetWithScreenshotEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmDasBeingResetEvent {
         &mut self.vm_das_being_reset_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDasBeingResetWithScreenshotEvent {
     fn decode_field(
         &mut self,
@@ -1388,6 +1515,7 @@ impl x::Fields for VmDasBeingResetWithScreenshotEvent {
         w.write("screenshotFilePath", &self.screenshot_file_path);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDasResetFailedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1396,10 +1524,13 @@ pub struct VmDasResetFailedEvent {
     /// The fields `VmDasResetFailedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDasResetFailedEvent {
     const TYPE_NAME: &'static str = "VmDasResetFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDasResetFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDasResetFailedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1407,12 +1538,14 @@ impl std::ops::Deref for VmDasResetFailedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDasResetFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDasResetFailedEvent {
     fn decode_field(
         &mut self,
@@ -1426,6 +1559,7 @@ impl x::Fields for VmDasResetFailedEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDasUpdateErrorEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1434,10 +1568,13 @@ pub struct VmDasUpdateErrorEvent {
     /// The fields `VmDasUpdateErrorEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDasUpdateErrorEvent {
     const TYPE_NAME: &'static str = "VmDasUpdateErrorEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDasUpdateErrorEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDasUpdateErrorEvent {
     type Target = VmEvent;
     #[inline]
@@ -1445,12 +1582,14 @@ impl std::ops::Deref for VmDasUpdateErrorEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDasUpdateErrorEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDasUpdateErrorEvent {
     fn decode_field(
         &mut self,
@@ -1464,6 +1603,7 @@ impl x::Fields for VmDasUpdateErrorEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDasUpdateOkEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1472,10 +1612,13 @@ pub struct VmDasUpdateOkEvent {
     /// The fields `VmDasUpdateOkEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDasUpdateOkEvent {
     const TYPE_NAME: &'static str = "VmDasUpdateOkEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDasUpdateOkEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDasUpdateOkEvent {
     type Target = VmEvent;
     #[inline]
@@ -1483,12 +1626,14 @@ impl std::ops::Deref for VmDasUpdateOkEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDasUpdateOkEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDasUpdateOkEvent {
     fn decode_field(
         &mut self,
@@ -1502,6 +1647,7 @@ impl x::Fields for VmDasUpdateOkEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDateRolledBackEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1510,10 +1656,13 @@ pub struct VmDateRolledBackEvent {
     /// The fields `VmDateRolledBackEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDateRolledBackEvent {
     const TYPE_NAME: &'static str = "VmDateRolledBackEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDateRolledBackEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDateRolledBackEvent {
     type Target = VmEvent;
     #[inline]
@@ -1521,12 +1670,14 @@ impl std::ops::Deref for VmDateRolledBackEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDateRolledBackEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDateRolledBackEvent {
     fn decode_field(
         &mut self,
@@ -1540,6 +1691,7 @@ impl x::Fields for VmDateRolledBackEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDeployFailedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1552,10 +1704,13 @@ pub struct VmDeployFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDeployFailedEvent {
     const TYPE_NAME: &'static str = "VmDeployFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDeployFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDeployFailedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1563,12 +1718,14 @@ impl std::ops::Deref for VmDeployFailedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDeployFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDeployFailedEvent {
     fn decode_field(
         &mut self,
@@ -1589,6 +1746,7 @@ impl x::Fields for VmDeployFailedEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDeployedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1599,10 +1757,13 @@ pub struct VmDeployedEvent {
     /// `srcTemplate`.
     pub src_template: VmEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDeployedEvent {
     const TYPE_NAME: &'static str = "VmDeployedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDeployedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDeployedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1610,12 +1771,14 @@ impl std::ops::Deref for VmDeployedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDeployedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDeployedEvent {
     fn decode_field(
         &mut self,
@@ -1634,6 +1797,7 @@ impl x::Fields for VmDeployedEvent {
         w.write("srcTemplate", &self.src_template);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDisconnectedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1642,10 +1806,13 @@ pub struct VmDisconnectedEvent {
     /// The fields `VmDisconnectedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDisconnectedEvent {
     const TYPE_NAME: &'static str = "VmDisconnectedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDisconnectedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDisconnectedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1653,12 +1820,14 @@ impl std::ops::Deref for VmDisconnectedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDisconnectedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDisconnectedEvent {
     fn decode_field(
         &mut self,
@@ -1672,6 +1841,7 @@ impl x::Fields for VmDisconnectedEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDiscoveredEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1680,10 +1850,13 @@ pub struct VmDiscoveredEvent {
     /// The fields `VmDiscoveredEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDiscoveredEvent {
     const TYPE_NAME: &'static str = "VmDiscoveredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDiscoveredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDiscoveredEvent {
     type Target = VmEvent;
     #[inline]
@@ -1691,12 +1864,14 @@ impl std::ops::Deref for VmDiscoveredEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDiscoveredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDiscoveredEvent {
     fn decode_field(
         &mut self,
@@ -1710,6 +1885,7 @@ impl x::Fields for VmDiscoveredEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmDiskFailedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1722,10 +1898,13 @@ pub struct VmDiskFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmDiskFailedEvent {
     const TYPE_NAME: &'static str = "VmDiskFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmDiskFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDiskFailedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1733,12 +1912,14 @@ impl std::ops::Deref for VmDiskFailedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmDiskFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmDiskFailedEvent {
     fn decode_field(
         &mut self,
@@ -2034,6 +2215,7 @@ impl x::Fields for VmDiskFileQueryFlags {
         }
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmEmigratingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2042,10 +2224,13 @@ pub struct VmEmigratingEvent {
     /// The fields `VmEmigratingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmEmigratingEvent {
     const TYPE_NAME: &'static str = "VmEmigratingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmEmigratingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmEmigratingEvent {
     type Target = VmEvent;
     #[inline]
@@ -2053,12 +2238,14 @@ impl std::ops::Deref for VmEmigratingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmEmigratingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmEmigratingEvent {
     fn decode_field(
         &mut self,
@@ -2072,6 +2259,7 @@ impl x::Fields for VmEmigratingEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmEndRecordingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2080,10 +2268,13 @@ pub struct VmEndRecordingEvent {
     /// The fields `VmEndRecordingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmEndRecordingEvent {
     const TYPE_NAME: &'static str = "VmEndRecordingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmEndRecordingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmEndRecordingEvent {
     type Target = VmEvent;
     #[inline]
@@ -2091,12 +2282,14 @@ impl std::ops::Deref for VmEndRecordingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmEndRecordingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmEndRecordingEvent {
     fn decode_field(
         &mut self,
@@ -2110,6 +2303,7 @@ impl x::Fields for VmEndRecordingEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmEndReplayingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2118,10 +2312,13 @@ pub struct VmEndReplayingEvent {
     /// The fields `VmEndReplayingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmEndReplayingEvent {
     const TYPE_NAME: &'static str = "VmEndReplayingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmEndReplayingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmEndReplayingEvent {
     type Target = VmEvent;
     #[inline]
@@ -2129,12 +2326,14 @@ impl std::ops::Deref for VmEndReplayingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmEndReplayingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmEndReplayingEvent {
     fn decode_field(
         &mut self,
@@ -2148,6 +2347,7 @@ impl x::Fields for VmEndReplayingEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -2158,10 +2358,13 @@ pub struct VmEvent {
     /// `template`.
     pub template: bool,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmEvent {
     const TYPE_NAME: &'static str = "VmEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmEvent {
     type Target = Event;
     #[inline]
@@ -2169,12 +2372,14 @@ impl std::ops::Deref for VmEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmEvent {
     fn decode_field(
         &mut self,
@@ -2242,6 +2447,7 @@ impl x::ArrayItem for VmEventArgument {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVmEventArgument";
     const ITEM_TAG: &'static str = "VmEventArgument";
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedMigrateEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2258,10 +2464,13 @@ pub struct VmFailedMigrateEvent {
     /// `destDatastore`.
     pub dest_datastore: Option<DatastoreEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedMigrateEvent {
     const TYPE_NAME: &'static str = "VmFailedMigrateEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedMigrateEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedMigrateEvent {
     type Target = VmEvent;
     #[inline]
@@ -2269,12 +2478,14 @@ impl std::ops::Deref for VmFailedMigrateEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedMigrateEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedMigrateEvent {
     fn decode_field(
         &mut self,
@@ -2299,6 +2510,7 @@ impl x::Fields for VmFailedMigrateEvent {
         w.write_opt("destDatastore", &self.dest_datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedRelayoutEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2309,10 +2521,13 @@ pub struct VmFailedRelayoutEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedRelayoutEvent {
     const TYPE_NAME: &'static str = "VmFailedRelayoutEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedRelayoutEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedRelayoutEvent {
     type Target = VmEvent;
     #[inline]
@@ -2320,12 +2535,14 @@ impl std::ops::Deref for VmFailedRelayoutEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedRelayoutEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedRelayoutEvent {
     fn decode_field(
         &mut self,
@@ -2344,6 +2561,7 @@ impl x::Fields for VmFailedRelayoutEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedRelayoutOnVmfs2DatastoreEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2352,10 +2570,13 @@ pub struct VmFailedRelayoutOnVmfs2DatastoreEvent {
     /// The fields `VmFailedRelayoutOnVmfs2DatastoreEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedRelayoutOnVmfs2DatastoreEvent {
     const TYPE_NAME: &'static str = "VmFailedRelayoutOnVmfs2DatastoreEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedRelayoutOnVmfs2DatastoreEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedRelayoutOnVmfs2DatastoreEvent {
     type Target = VmEvent;
     #[inline]
@@ -2363,12 +2584,14 @@ impl std::ops::Deref for VmFailedRelayoutOnVmfs2DatastoreEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedRelayoutOnVmfs2DatastoreEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedRelayoutOnVmfs2DatastoreEvent {
     fn decode_field(
         &mut self,
@@ -2382,6 +2605,7 @@ impl x::Fields for VmFailedRelayoutOnVmfs2DatastoreEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedStartingSecondaryEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2392,10 +2616,13 @@ pub struct VmFailedStartingSecondaryEvent {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedStartingSecondaryEvent {
     const TYPE_NAME: &'static str = "VmFailedStartingSecondaryEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedStartingSecondaryEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedStartingSecondaryEvent {
     type Target = VmEvent;
     #[inline]
@@ -2403,12 +2630,14 @@ impl std::ops::Deref for VmFailedStartingSecondaryEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedStartingSecondaryEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedStartingSecondaryEvent {
     fn decode_field(
         &mut self,
@@ -2427,6 +2656,7 @@ impl x::Fields for VmFailedStartingSecondaryEvent {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedToPowerOffEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2437,10 +2667,13 @@ pub struct VmFailedToPowerOffEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedToPowerOffEvent {
     const TYPE_NAME: &'static str = "VmFailedToPowerOffEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToPowerOffEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToPowerOffEvent {
     type Target = VmEvent;
     #[inline]
@@ -2448,12 +2681,14 @@ impl std::ops::Deref for VmFailedToPowerOffEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedToPowerOffEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedToPowerOffEvent {
     fn decode_field(
         &mut self,
@@ -2472,6 +2707,7 @@ impl x::Fields for VmFailedToPowerOffEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedToPowerOnEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2482,10 +2718,13 @@ pub struct VmFailedToPowerOnEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedToPowerOnEvent {
     const TYPE_NAME: &'static str = "VmFailedToPowerOnEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToPowerOnEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToPowerOnEvent {
     type Target = VmEvent;
     #[inline]
@@ -2493,12 +2732,14 @@ impl std::ops::Deref for VmFailedToPowerOnEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedToPowerOnEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedToPowerOnEvent {
     fn decode_field(
         &mut self,
@@ -2517,6 +2758,7 @@ impl x::Fields for VmFailedToPowerOnEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedToRebootGuestEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2527,10 +2769,13 @@ pub struct VmFailedToRebootGuestEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedToRebootGuestEvent {
     const TYPE_NAME: &'static str = "VmFailedToRebootGuestEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToRebootGuestEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToRebootGuestEvent {
     type Target = VmEvent;
     #[inline]
@@ -2538,12 +2783,14 @@ impl std::ops::Deref for VmFailedToRebootGuestEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedToRebootGuestEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedToRebootGuestEvent {
     fn decode_field(
         &mut self,
@@ -2562,6 +2809,7 @@ impl x::Fields for VmFailedToRebootGuestEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedToResetEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2572,10 +2820,13 @@ pub struct VmFailedToResetEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedToResetEvent {
     const TYPE_NAME: &'static str = "VmFailedToResetEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToResetEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToResetEvent {
     type Target = VmEvent;
     #[inline]
@@ -2583,12 +2834,14 @@ impl std::ops::Deref for VmFailedToResetEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedToResetEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedToResetEvent {
     fn decode_field(
         &mut self,
@@ -2607,6 +2860,7 @@ impl x::Fields for VmFailedToResetEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedToShutdownGuestEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2617,10 +2871,13 @@ pub struct VmFailedToShutdownGuestEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedToShutdownGuestEvent {
     const TYPE_NAME: &'static str = "VmFailedToShutdownGuestEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToShutdownGuestEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToShutdownGuestEvent {
     type Target = VmEvent;
     #[inline]
@@ -2628,12 +2885,14 @@ impl std::ops::Deref for VmFailedToShutdownGuestEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedToShutdownGuestEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedToShutdownGuestEvent {
     fn decode_field(
         &mut self,
@@ -2652,6 +2911,7 @@ impl x::Fields for VmFailedToShutdownGuestEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedToStandbyGuestEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2662,10 +2922,13 @@ pub struct VmFailedToStandbyGuestEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedToStandbyGuestEvent {
     const TYPE_NAME: &'static str = "VmFailedToStandbyGuestEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToStandbyGuestEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToStandbyGuestEvent {
     type Target = VmEvent;
     #[inline]
@@ -2673,12 +2936,14 @@ impl std::ops::Deref for VmFailedToStandbyGuestEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedToStandbyGuestEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedToStandbyGuestEvent {
     fn decode_field(
         &mut self,
@@ -2697,6 +2962,7 @@ impl x::Fields for VmFailedToStandbyGuestEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedToSuspendEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2707,10 +2973,13 @@ pub struct VmFailedToSuspendEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedToSuspendEvent {
     const TYPE_NAME: &'static str = "VmFailedToSuspendEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToSuspendEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToSuspendEvent {
     type Target = VmEvent;
     #[inline]
@@ -2718,12 +2987,14 @@ impl std::ops::Deref for VmFailedToSuspendEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedToSuspendEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedToSuspendEvent {
     fn decode_field(
         &mut self,
@@ -2742,6 +3013,7 @@ impl x::Fields for VmFailedToSuspendEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailedUpdatingSecondaryConfig` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2750,10 +3022,13 @@ pub struct VmFailedUpdatingSecondaryConfig {
     /// The fields `VmFailedUpdatingSecondaryConfig` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailedUpdatingSecondaryConfig {
     const TYPE_NAME: &'static str = "VmFailedUpdatingSecondaryConfig";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailedUpdatingSecondaryConfig {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedUpdatingSecondaryConfig {
     type Target = VmEvent;
     #[inline]
@@ -2761,12 +3036,14 @@ impl std::ops::Deref for VmFailedUpdatingSecondaryConfig {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailedUpdatingSecondaryConfig {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailedUpdatingSecondaryConfig {
     fn decode_field(
         &mut self,
@@ -2780,6 +3057,7 @@ impl x::Fields for VmFailedUpdatingSecondaryConfig {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFailoverFailed` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2790,10 +3068,13 @@ pub struct VmFailoverFailed {
     /// `reason`.
     pub reason: Option<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFailoverFailed {
     const TYPE_NAME: &'static str = "VmFailoverFailed";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFailoverFailed {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailoverFailed {
     type Target = VmEvent;
     #[inline]
@@ -2801,12 +3082,14 @@ impl std::ops::Deref for VmFailoverFailed {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFailoverFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFailoverFailed {
     fn decode_field(
         &mut self,
@@ -2825,6 +3108,7 @@ impl x::Fields for VmFailoverFailed {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmFaultToleranceConfigIssue` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -2839,10 +3123,13 @@ pub struct VmFaultToleranceConfigIssue {
     /// `entity`.
     pub entity: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmFaultToleranceConfigIssue {
     const TYPE_NAME: &'static str = "VmFaultToleranceConfigIssue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmFaultToleranceConfigIssue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmFaultToleranceConfigIssue {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -2850,12 +3137,14 @@ impl std::ops::Deref for VmFaultToleranceConfigIssue {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmFaultToleranceConfigIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmFaultToleranceConfigIssue {
     fn decode_field(
         &mut self,
@@ -2884,6 +3173,7 @@ impl x::Fields for VmFaultToleranceConfigIssue {
         w.write_opt("entity", &self.entity);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmFaultToleranceConfigIssueWrapper` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -2898,10 +3188,13 @@ pub struct VmFaultToleranceConfigIssueWrapper {
     /// `error`.
     pub error: Option<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmFaultToleranceConfigIssueWrapper {
     const TYPE_NAME: &'static str = "VmFaultToleranceConfigIssueWrapper";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmFaultToleranceConfigIssueWrapper {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmFaultToleranceConfigIssueWrapper {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -2909,12 +3202,14 @@ impl std::ops::Deref for VmFaultToleranceConfigIssueWrapper {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmFaultToleranceConfigIssueWrapper {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmFaultToleranceConfigIssueWrapper {
     fn decode_field(
         &mut self,
@@ -2943,6 +3238,7 @@ impl x::Fields for VmFaultToleranceConfigIssueWrapper {
         w.write_opt("error", &self.error);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmFaultToleranceInvalidFileBacking` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -2955,10 +3251,13 @@ pub struct VmFaultToleranceInvalidFileBacking {
     /// `backingFilename`.
     pub backing_filename: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmFaultToleranceInvalidFileBacking {
     const TYPE_NAME: &'static str = "VmFaultToleranceInvalidFileBacking";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmFaultToleranceInvalidFileBacking {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmFaultToleranceInvalidFileBacking {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -2966,12 +3265,14 @@ impl std::ops::Deref for VmFaultToleranceInvalidFileBacking {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmFaultToleranceInvalidFileBacking {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmFaultToleranceInvalidFileBacking {
     fn decode_field(
         &mut self,
@@ -2998,6 +3299,7 @@ impl x::Fields for VmFaultToleranceInvalidFileBacking {
         w.write_opt("backingFilename", &self.backing_filename);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmFaultToleranceIssue` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -3006,10 +3308,13 @@ pub struct VmFaultToleranceIssue {
     /// The fields `VmFaultToleranceIssue` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmFaultToleranceIssue {
     const TYPE_NAME: &'static str = "VmFaultToleranceIssue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmFaultToleranceIssue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmFaultToleranceIssue {
     type Target = VimFault;
     #[inline]
@@ -3017,12 +3322,14 @@ impl std::ops::Deref for VmFaultToleranceIssue {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmFaultToleranceIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmFaultToleranceIssue {
     fn decode_field(
         &mut self,
@@ -3036,6 +3343,7 @@ impl x::Fields for VmFaultToleranceIssue {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmFaultToleranceOpIssuesList` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -3048,10 +3356,13 @@ pub struct VmFaultToleranceOpIssuesList {
     /// `warnings`.
     pub warnings: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmFaultToleranceOpIssuesList {
     const TYPE_NAME: &'static str = "VmFaultToleranceOpIssuesList";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmFaultToleranceOpIssuesList {}
+#[cfg(feature = "all-faults")]
 impl Clone for VmFaultToleranceOpIssuesList {
     fn clone(&self) -> Self {
         Self {
@@ -3061,6 +3372,7 @@ impl Clone for VmFaultToleranceOpIssuesList {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmFaultToleranceOpIssuesList {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -3068,12 +3380,14 @@ impl std::ops::Deref for VmFaultToleranceOpIssuesList {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmFaultToleranceOpIssuesList {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmFaultToleranceOpIssuesList {
     fn decode_field(
         &mut self,
@@ -3100,6 +3414,7 @@ impl x::Fields for VmFaultToleranceOpIssuesList {
         w.write_vec("warnings", &self.warnings);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmFaultToleranceStateChangedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -3112,10 +3427,13 @@ pub struct VmFaultToleranceStateChangedEvent {
     /// `newState`.
     pub new_state: VirtualMachineFaultToleranceState,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmFaultToleranceStateChangedEvent {
     const TYPE_NAME: &'static str = "VmFaultToleranceStateChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmFaultToleranceStateChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFaultToleranceStateChangedEvent {
     type Target = VmEvent;
     #[inline]
@@ -3123,12 +3441,14 @@ impl std::ops::Deref for VmFaultToleranceStateChangedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmFaultToleranceStateChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmFaultToleranceStateChangedEvent {
     fn decode_field(
         &mut self,
@@ -3149,6 +3469,7 @@ impl x::Fields for VmFaultToleranceStateChangedEvent {
         w.write("newState", &self.new_state);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmFaultToleranceTooManyFtVcpusOnHost` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -3161,10 +3482,13 @@ pub struct VmFaultToleranceTooManyFtVcpusOnHost {
     /// `maxNumFtVcpus`.
     pub max_num_ft_vcpus: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmFaultToleranceTooManyFtVcpusOnHost {
     const TYPE_NAME: &'static str = "VmFaultToleranceTooManyFtVcpusOnHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmFaultToleranceTooManyFtVcpusOnHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmFaultToleranceTooManyFtVcpusOnHost {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -3172,12 +3496,14 @@ impl std::ops::Deref for VmFaultToleranceTooManyFtVcpusOnHost {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmFaultToleranceTooManyFtVcpusOnHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmFaultToleranceTooManyFtVcpusOnHost {
     fn decode_field(
         &mut self,
@@ -3202,295 +3528,5 @@ impl x::Fields for VmFaultToleranceTooManyFtVcpusOnHost {
         x::Fields::encode_fields(&self.insufficient_resources_fault, w);
         w.write_opt("hostName", &self.host_name);
         w.write("maxNumFtVcpus", &self.max_num_ft_vcpus);
-    }
-}
-/// `VmFaultToleranceTooManyVMsOnHost` (extends `InsufficientResourcesFault`).
-///
-/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFaultToleranceTooManyVMsOnHost {
-    /// The fields `VmFaultToleranceTooManyVMsOnHost` inherits from `InsufficientResourcesFault`.
-    pub insufficient_resources_fault: InsufficientResourcesFault,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `maxNumFtVms`.
-    pub max_num_ft_vms: i32,
-}
-impl x::SchemaType for VmFaultToleranceTooManyVMsOnHost {
-    const TYPE_NAME: &'static str = "VmFaultToleranceTooManyVMsOnHost";
-}
-impl x::Structure for VmFaultToleranceTooManyVMsOnHost {}
-impl std::ops::Deref for VmFaultToleranceTooManyVMsOnHost {
-    type Target = InsufficientResourcesFault;
-    #[inline]
-    fn deref(&self) -> &InsufficientResourcesFault {
-        &self.insufficient_resources_fault
-    }
-}
-impl std::ops::DerefMut for VmFaultToleranceTooManyVMsOnHost {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
-        &mut self.insufficient_resources_fault
-    }
-}
-impl x::Fields for VmFaultToleranceTooManyVMsOnHost {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read_opt(&mut self.host_name),
-            "maxNumFtVms" => r.read(&mut self.max_num_ft_vms),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.insufficient_resources_fault,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
-        w.write_opt("hostName", &self.host_name);
-        w.write("maxNumFtVms", &self.max_num_ft_vms);
-    }
-}
-/// `VmFaultToleranceTurnedOffEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFaultToleranceTurnedOffEvent {
-    /// The fields `VmFaultToleranceTurnedOffEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-}
-impl x::SchemaType for VmFaultToleranceTurnedOffEvent {
-    const TYPE_NAME: &'static str = "VmFaultToleranceTurnedOffEvent";
-}
-impl x::Structure for VmFaultToleranceTurnedOffEvent {}
-impl std::ops::Deref for VmFaultToleranceTurnedOffEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmFaultToleranceTurnedOffEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmFaultToleranceTurnedOffEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-    }
-}
-/// `VmFaultToleranceVmTerminatedEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFaultToleranceVmTerminatedEvent {
-    /// The fields `VmFaultToleranceVmTerminatedEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-impl x::SchemaType for VmFaultToleranceVmTerminatedEvent {
-    const TYPE_NAME: &'static str = "VmFaultToleranceVmTerminatedEvent";
-}
-impl x::Structure for VmFaultToleranceVmTerminatedEvent {}
-impl std::ops::Deref for VmFaultToleranceVmTerminatedEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmFaultToleranceVmTerminatedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmFaultToleranceVmTerminatedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write_opt("reason", &self.reason);
-    }
-}
-/// `VmGuestOSCrashedEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmGuestOSCrashedEvent {
-    /// The fields `VmGuestOSCrashedEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-}
-impl x::SchemaType for VmGuestOSCrashedEvent {
-    const TYPE_NAME: &'static str = "VmGuestOSCrashedEvent";
-}
-impl x::Structure for VmGuestOSCrashedEvent {}
-impl std::ops::Deref for VmGuestOSCrashedEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmGuestOSCrashedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmGuestOSCrashedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-    }
-}
-/// `VmGuestRebootEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmGuestRebootEvent {
-    /// The fields `VmGuestRebootEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-}
-impl x::SchemaType for VmGuestRebootEvent {
-    const TYPE_NAME: &'static str = "VmGuestRebootEvent";
-}
-impl x::Structure for VmGuestRebootEvent {}
-impl std::ops::Deref for VmGuestRebootEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmGuestRebootEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmGuestRebootEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-    }
-}
-/// `VmGuestShutdownEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmGuestShutdownEvent {
-    /// The fields `VmGuestShutdownEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-}
-impl x::SchemaType for VmGuestShutdownEvent {
-    const TYPE_NAME: &'static str = "VmGuestShutdownEvent";
-}
-impl x::Structure for VmGuestShutdownEvent {}
-impl std::ops::Deref for VmGuestShutdownEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmGuestShutdownEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmGuestShutdownEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-    }
-}
-/// `VmGuestStandbyEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmGuestStandbyEvent {
-    /// The fields `VmGuestStandbyEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-}
-impl x::SchemaType for VmGuestStandbyEvent {
-    const TYPE_NAME: &'static str = "VmGuestStandbyEvent";
-}
-impl x::Structure for VmGuestStandbyEvent {}
-impl std::ops::Deref for VmGuestStandbyEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmGuestStandbyEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmGuestStandbyEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
     }
 }

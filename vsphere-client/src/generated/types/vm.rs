@@ -5,6 +5,339 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
+/// `VmFaultToleranceTooManyVMsOnHost` (extends `InsufficientResourcesFault`).
+///
+/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceTooManyVMsOnHost {
+    /// The fields `VmFaultToleranceTooManyVMsOnHost` inherits from `InsufficientResourcesFault`.
+    pub insufficient_resources_fault: InsufficientResourcesFault,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `maxNumFtVms`.
+    pub max_num_ft_vms: i32,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VmFaultToleranceTooManyVMsOnHost {
+    const TYPE_NAME: &'static str = "VmFaultToleranceTooManyVMsOnHost";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VmFaultToleranceTooManyVMsOnHost {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VmFaultToleranceTooManyVMsOnHost {
+    type Target = InsufficientResourcesFault;
+    #[inline]
+    fn deref(&self) -> &InsufficientResourcesFault {
+        &self.insufficient_resources_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VmFaultToleranceTooManyVMsOnHost {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
+        &mut self.insufficient_resources_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VmFaultToleranceTooManyVMsOnHost {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "maxNumFtVms" => r.read(&mut self.max_num_ft_vms),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.insufficient_resources_fault,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
+        w.write_opt("hostName", &self.host_name);
+        w.write("maxNumFtVms", &self.max_num_ft_vms);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmFaultToleranceTurnedOffEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceTurnedOffEvent {
+    /// The fields `VmFaultToleranceTurnedOffEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmFaultToleranceTurnedOffEvent {
+    const TYPE_NAME: &'static str = "VmFaultToleranceTurnedOffEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmFaultToleranceTurnedOffEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmFaultToleranceTurnedOffEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmFaultToleranceTurnedOffEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmFaultToleranceTurnedOffEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmFaultToleranceVmTerminatedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFaultToleranceVmTerminatedEvent {
+    /// The fields `VmFaultToleranceVmTerminatedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmFaultToleranceVmTerminatedEvent {
+    const TYPE_NAME: &'static str = "VmFaultToleranceVmTerminatedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmFaultToleranceVmTerminatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmFaultToleranceVmTerminatedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmFaultToleranceVmTerminatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmFaultToleranceVmTerminatedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write_opt("reason", &self.reason);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmGuestOSCrashedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmGuestOSCrashedEvent {
+    /// The fields `VmGuestOSCrashedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmGuestOSCrashedEvent {
+    const TYPE_NAME: &'static str = "VmGuestOSCrashedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmGuestOSCrashedEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmGuestOSCrashedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmGuestOSCrashedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmGuestOSCrashedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmGuestRebootEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmGuestRebootEvent {
+    /// The fields `VmGuestRebootEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmGuestRebootEvent {
+    const TYPE_NAME: &'static str = "VmGuestRebootEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmGuestRebootEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmGuestRebootEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmGuestRebootEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmGuestRebootEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmGuestShutdownEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmGuestShutdownEvent {
+    /// The fields `VmGuestShutdownEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmGuestShutdownEvent {
+    const TYPE_NAME: &'static str = "VmGuestShutdownEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmGuestShutdownEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmGuestShutdownEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmGuestShutdownEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmGuestShutdownEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmGuestStandbyEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmGuestStandbyEvent {
+    /// The fields `VmGuestStandbyEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmGuestStandbyEvent {
+    const TYPE_NAME: &'static str = "VmGuestStandbyEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmGuestStandbyEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmGuestStandbyEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmGuestStandbyEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmGuestStandbyEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
 /// `VmHealthMonitoringStateChangedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -17,10 +350,13 @@ pub struct VmHealthMonitoringStateChangedEvent {
     /// `prevState`.
     pub prev_state: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmHealthMonitoringStateChangedEvent {
     const TYPE_NAME: &'static str = "VmHealthMonitoringStateChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmHealthMonitoringStateChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmHealthMonitoringStateChangedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -28,12 +364,14 @@ impl std::ops::Deref for VmHealthMonitoringStateChangedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmHealthMonitoringStateChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmHealthMonitoringStateChangedEvent {
     fn decode_field(
         &mut self,
@@ -54,6 +392,7 @@ impl x::Fields for VmHealthMonitoringStateChangedEvent {
         w.write_opt("prevState", &self.prev_state);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmHostAffinityRuleViolation` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -66,10 +405,13 @@ pub struct VmHostAffinityRuleViolation {
     /// `hostName`.
     pub host_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmHostAffinityRuleViolation {
     const TYPE_NAME: &'static str = "VmHostAffinityRuleViolation";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmHostAffinityRuleViolation {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmHostAffinityRuleViolation {
     type Target = VmConfigFault;
     #[inline]
@@ -77,12 +419,14 @@ impl std::ops::Deref for VmHostAffinityRuleViolation {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmHostAffinityRuleViolation {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmHostAffinityRuleViolation {
     fn decode_field(
         &mut self,
@@ -103,6 +447,7 @@ impl x::Fields for VmHostAffinityRuleViolation {
         w.write("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmInstanceUuidAssignedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -113,10 +458,13 @@ pub struct VmInstanceUuidAssignedEvent {
     /// `instanceUuid`.
     pub instance_uuid: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmInstanceUuidAssignedEvent {
     const TYPE_NAME: &'static str = "VmInstanceUuidAssignedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmInstanceUuidAssignedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmInstanceUuidAssignedEvent {
     type Target = VmEvent;
     #[inline]
@@ -124,12 +472,14 @@ impl std::ops::Deref for VmInstanceUuidAssignedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmInstanceUuidAssignedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmInstanceUuidAssignedEvent {
     fn decode_field(
         &mut self,
@@ -148,6 +498,7 @@ impl x::Fields for VmInstanceUuidAssignedEvent {
         w.write("instanceUuid", &self.instance_uuid);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmInstanceUuidChangedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -160,10 +511,13 @@ pub struct VmInstanceUuidChangedEvent {
     /// `newInstanceUuid`.
     pub new_instance_uuid: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmInstanceUuidChangedEvent {
     const TYPE_NAME: &'static str = "VmInstanceUuidChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmInstanceUuidChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmInstanceUuidChangedEvent {
     type Target = VmEvent;
     #[inline]
@@ -171,12 +525,14 @@ impl std::ops::Deref for VmInstanceUuidChangedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmInstanceUuidChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmInstanceUuidChangedEvent {
     fn decode_field(
         &mut self,
@@ -197,6 +553,7 @@ impl x::Fields for VmInstanceUuidChangedEvent {
         w.write("newInstanceUuid", &self.new_instance_uuid);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmInstanceUuidConflictEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -209,10 +566,13 @@ pub struct VmInstanceUuidConflictEvent {
     /// `instanceUuid`.
     pub instance_uuid: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmInstanceUuidConflictEvent {
     const TYPE_NAME: &'static str = "VmInstanceUuidConflictEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmInstanceUuidConflictEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmInstanceUuidConflictEvent {
     type Target = VmEvent;
     #[inline]
@@ -220,12 +580,14 @@ impl std::ops::Deref for VmInstanceUuidConflictEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmInstanceUuidConflictEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmInstanceUuidConflictEvent {
     fn decode_field(
         &mut self,
@@ -246,6 +608,7 @@ impl x::Fields for VmInstanceUuidConflictEvent {
         w.write("instanceUuid", &self.instance_uuid);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmLimitLicense` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -256,10 +619,13 @@ pub struct VmLimitLicense {
     /// `limit`.
     pub limit: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmLimitLicense {
     const TYPE_NAME: &'static str = "VmLimitLicense";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmLimitLicense {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmLimitLicense {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -267,12 +633,14 @@ impl std::ops::Deref for VmLimitLicense {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmLimitLicense {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmLimitLicense {
     fn decode_field(
         &mut self,
@@ -346,6 +714,7 @@ impl x::Fields for VmLogFileQuery {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `VmMacAssignedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -358,10 +727,13 @@ pub struct VmMacAssignedEvent {
     /// `mac`.
     pub mac: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmMacAssignedEvent {
     const TYPE_NAME: &'static str = "VmMacAssignedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmMacAssignedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmMacAssignedEvent {
     type Target = VmEvent;
     #[inline]
@@ -369,12 +741,14 @@ impl std::ops::Deref for VmMacAssignedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmMacAssignedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmMacAssignedEvent {
     fn decode_field(
         &mut self,
@@ -395,6 +769,7 @@ impl x::Fields for VmMacAssignedEvent {
         w.write("mac", &self.mac);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmMacChangedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -409,10 +784,13 @@ pub struct VmMacChangedEvent {
     /// `newMac`.
     pub new_mac: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmMacChangedEvent {
     const TYPE_NAME: &'static str = "VmMacChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmMacChangedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmMacChangedEvent {
     type Target = VmEvent;
     #[inline]
@@ -420,12 +798,14 @@ impl std::ops::Deref for VmMacChangedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmMacChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmMacChangedEvent {
     fn decode_field(
         &mut self,
@@ -448,6 +828,7 @@ impl x::Fields for VmMacChangedEvent {
         w.write("newMac", &self.new_mac);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmMacConflictEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -460,10 +841,13 @@ pub struct VmMacConflictEvent {
     /// `mac`.
     pub mac: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmMacConflictEvent {
     const TYPE_NAME: &'static str = "VmMacConflictEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmMacConflictEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmMacConflictEvent {
     type Target = VmEvent;
     #[inline]
@@ -471,12 +855,14 @@ impl std::ops::Deref for VmMacConflictEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmMacConflictEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmMacConflictEvent {
     fn decode_field(
         &mut self,
@@ -497,6 +883,7 @@ impl x::Fields for VmMacConflictEvent {
         w.write("mac", &self.mac);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmMaxFTRestartCountReached` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -505,10 +892,13 @@ pub struct VmMaxFTRestartCountReached {
     /// The fields `VmMaxFTRestartCountReached` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmMaxFTRestartCountReached {
     const TYPE_NAME: &'static str = "VmMaxFTRestartCountReached";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmMaxFTRestartCountReached {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmMaxFTRestartCountReached {
     type Target = VmEvent;
     #[inline]
@@ -516,12 +906,14 @@ impl std::ops::Deref for VmMaxFTRestartCountReached {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmMaxFTRestartCountReached {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmMaxFTRestartCountReached {
     fn decode_field(
         &mut self,
@@ -535,6 +927,7 @@ impl x::Fields for VmMaxFTRestartCountReached {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmMaxRestartCountReached` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -543,10 +936,13 @@ pub struct VmMaxRestartCountReached {
     /// The fields `VmMaxRestartCountReached` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmMaxRestartCountReached {
     const TYPE_NAME: &'static str = "VmMaxRestartCountReached";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmMaxRestartCountReached {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmMaxRestartCountReached {
     type Target = VmEvent;
     #[inline]
@@ -554,12 +950,14 @@ impl std::ops::Deref for VmMaxRestartCountReached {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmMaxRestartCountReached {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmMaxRestartCountReached {
     fn decode_field(
         &mut self,
@@ -573,6 +971,7 @@ impl x::Fields for VmMaxRestartCountReached {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmMessageErrorEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -585,10 +984,13 @@ pub struct VmMessageErrorEvent {
     /// `messageInfo`.
     pub message_info: Vec<VirtualMachineMessage>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmMessageErrorEvent {
     const TYPE_NAME: &'static str = "VmMessageErrorEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmMessageErrorEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for VmMessageErrorEvent {
     fn clone(&self) -> Self {
         Self {
@@ -598,6 +1000,7 @@ impl Clone for VmMessageErrorEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmMessageErrorEvent {
     type Target = VmEvent;
     #[inline]
@@ -605,12 +1008,14 @@ impl std::ops::Deref for VmMessageErrorEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmMessageErrorEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmMessageErrorEvent {
     fn decode_field(
         &mut self,
@@ -631,6 +1036,7 @@ impl x::Fields for VmMessageErrorEvent {
         w.write_vec("messageInfo", &self.message_info);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmMessageEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -643,10 +1049,13 @@ pub struct VmMessageEvent {
     /// `messageInfo`.
     pub message_info: Vec<VirtualMachineMessage>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmMessageEvent {
     const TYPE_NAME: &'static str = "VmMessageEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmMessageEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for VmMessageEvent {
     fn clone(&self) -> Self {
         Self {
@@ -656,6 +1065,7 @@ impl Clone for VmMessageEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmMessageEvent {
     type Target = VmEvent;
     #[inline]
@@ -663,12 +1073,14 @@ impl std::ops::Deref for VmMessageEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmMessageEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmMessageEvent {
     fn decode_field(
         &mut self,
@@ -689,6 +1101,7 @@ impl x::Fields for VmMessageEvent {
         w.write_vec("messageInfo", &self.message_info);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmMessageWarningEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -701,10 +1114,13 @@ pub struct VmMessageWarningEvent {
     /// `messageInfo`.
     pub message_info: Vec<VirtualMachineMessage>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmMessageWarningEvent {
     const TYPE_NAME: &'static str = "VmMessageWarningEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmMessageWarningEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for VmMessageWarningEvent {
     fn clone(&self) -> Self {
         Self {
@@ -714,6 +1130,7 @@ impl Clone for VmMessageWarningEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmMessageWarningEvent {
     type Target = VmEvent;
     #[inline]
@@ -721,12 +1138,14 @@ impl std::ops::Deref for VmMessageWarningEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmMessageWarningEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmMessageWarningEvent {
     fn decode_field(
         &mut self,
@@ -747,6 +1166,7 @@ impl x::Fields for VmMessageWarningEvent {
         w.write_vec("messageInfo", &self.message_info);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmMetadataManagerFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -755,10 +1175,13 @@ pub struct VmMetadataManagerFault {
     /// The fields `VmMetadataManagerFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmMetadataManagerFault {
     const TYPE_NAME: &'static str = "VmMetadataManagerFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmMetadataManagerFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmMetadataManagerFault {
     type Target = VimFault;
     #[inline]
@@ -766,12 +1189,14 @@ impl std::ops::Deref for VmMetadataManagerFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmMetadataManagerFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmMetadataManagerFault {
     fn decode_field(
         &mut self,
@@ -785,6 +1210,7 @@ impl x::Fields for VmMetadataManagerFault {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmMigratedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -799,10 +1225,13 @@ pub struct VmMigratedEvent {
     /// `sourceDatastore`.
     pub source_datastore: Option<DatastoreEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmMigratedEvent {
     const TYPE_NAME: &'static str = "VmMigratedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmMigratedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmMigratedEvent {
     type Target = VmEvent;
     #[inline]
@@ -810,12 +1239,14 @@ impl std::ops::Deref for VmMigratedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmMigratedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmMigratedEvent {
     fn decode_field(
         &mut self,
@@ -838,6 +1269,7 @@ impl x::Fields for VmMigratedEvent {
         w.write_opt("sourceDatastore", &self.source_datastore);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmMonitorIncompatibleForFaultTolerance` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -846,10 +1278,13 @@ pub struct VmMonitorIncompatibleForFaultTolerance {
     /// The fields `VmMonitorIncompatibleForFaultTolerance` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmMonitorIncompatibleForFaultTolerance {
     const TYPE_NAME: &'static str = "VmMonitorIncompatibleForFaultTolerance";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmMonitorIncompatibleForFaultTolerance {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmMonitorIncompatibleForFaultTolerance {
     type Target = VimFault;
     #[inline]
@@ -857,12 +1292,14 @@ impl std::ops::Deref for VmMonitorIncompatibleForFaultTolerance {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmMonitorIncompatibleForFaultTolerance {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmMonitorIncompatibleForFaultTolerance {
     fn decode_field(
         &mut self,
@@ -876,6 +1313,7 @@ impl x::Fields for VmMonitorIncompatibleForFaultTolerance {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmNoCompatibleHostForSecondaryEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -884,10 +1322,13 @@ pub struct VmNoCompatibleHostForSecondaryEvent {
     /// The fields `VmNoCompatibleHostForSecondaryEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmNoCompatibleHostForSecondaryEvent {
     const TYPE_NAME: &'static str = "VmNoCompatibleHostForSecondaryEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmNoCompatibleHostForSecondaryEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmNoCompatibleHostForSecondaryEvent {
     type Target = VmEvent;
     #[inline]
@@ -895,12 +1336,14 @@ impl std::ops::Deref for VmNoCompatibleHostForSecondaryEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmNoCompatibleHostForSecondaryEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmNoCompatibleHostForSecondaryEvent {
     fn decode_field(
         &mut self,
@@ -914,6 +1357,7 @@ impl x::Fields for VmNoCompatibleHostForSecondaryEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmNoNetworkAccessEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -924,10 +1368,13 @@ pub struct VmNoNetworkAccessEvent {
     /// `destHost`.
     pub dest_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmNoNetworkAccessEvent {
     const TYPE_NAME: &'static str = "VmNoNetworkAccessEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmNoNetworkAccessEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmNoNetworkAccessEvent {
     type Target = VmEvent;
     #[inline]
@@ -935,12 +1382,14 @@ impl std::ops::Deref for VmNoNetworkAccessEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmNoNetworkAccessEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmNoNetworkAccessEvent {
     fn decode_field(
         &mut self,
@@ -1014,6 +1463,7 @@ impl x::Fields for VmNvramFileQuery {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `VmOrphanedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1022,10 +1472,13 @@ pub struct VmOrphanedEvent {
     /// The fields `VmOrphanedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmOrphanedEvent {
     const TYPE_NAME: &'static str = "VmOrphanedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmOrphanedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmOrphanedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1033,12 +1486,14 @@ impl std::ops::Deref for VmOrphanedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmOrphanedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmOrphanedEvent {
     fn decode_field(
         &mut self,
@@ -1170,6 +1625,7 @@ impl x::ArrayItem for VmPortGroupProfile {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVmPortGroupProfile";
     const ITEM_TAG: &'static str = "VmPortGroupProfile";
 }
+#[cfg(feature = "all-events")]
 /// `VmPowerOffOnIsolationEvent` (extends `VmPoweredOffEvent`).
 ///
 /// The fields of `VmPoweredOffEvent` are in `vm_powered_off_event`, also reachable through `Deref`.
@@ -1180,10 +1636,13 @@ pub struct VmPowerOffOnIsolationEvent {
     /// `isolatedHost`.
     pub isolated_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmPowerOffOnIsolationEvent {
     const TYPE_NAME: &'static str = "VmPowerOffOnIsolationEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmPowerOffOnIsolationEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmPowerOffOnIsolationEvent {
     type Target = VmPoweredOffEvent;
     #[inline]
@@ -1191,12 +1650,14 @@ impl std::ops::Deref for VmPowerOffOnIsolationEvent {
         &self.vm_powered_off_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmPowerOffOnIsolationEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmPoweredOffEvent {
         &mut self.vm_powered_off_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmPowerOffOnIsolationEvent {
     fn decode_field(
         &mut self,
@@ -1215,6 +1676,7 @@ impl x::Fields for VmPowerOffOnIsolationEvent {
         w.write("isolatedHost", &self.isolated_host);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmPowerOnDisabled` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
@@ -1223,10 +1685,13 @@ pub struct VmPowerOnDisabled {
     /// The fields `VmPowerOnDisabled` inherits from `InvalidState`.
     pub invalid_state: InvalidState,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmPowerOnDisabled {
     const TYPE_NAME: &'static str = "VmPowerOnDisabled";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmPowerOnDisabled {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmPowerOnDisabled {
     type Target = InvalidState;
     #[inline]
@@ -1234,12 +1699,14 @@ impl std::ops::Deref for VmPowerOnDisabled {
         &self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmPowerOnDisabled {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidState {
         &mut self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmPowerOnDisabled {
     fn decode_field(
         &mut self,
@@ -1253,6 +1720,7 @@ impl x::Fields for VmPowerOnDisabled {
         x::Fields::encode_fields(&self.invalid_state, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmPoweredOffEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1261,10 +1729,13 @@ pub struct VmPoweredOffEvent {
     /// The fields `VmPoweredOffEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmPoweredOffEvent {
     const TYPE_NAME: &'static str = "VmPoweredOffEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmPoweredOffEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmPoweredOffEvent {
     type Target = VmEvent;
     #[inline]
@@ -1272,12 +1743,14 @@ impl std::ops::Deref for VmPoweredOffEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmPoweredOffEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmPoweredOffEvent {
     fn decode_field(
         &mut self,
@@ -1291,6 +1764,7 @@ impl x::Fields for VmPoweredOffEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmPoweredOnEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1299,10 +1773,13 @@ pub struct VmPoweredOnEvent {
     /// The fields `VmPoweredOnEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmPoweredOnEvent {
     const TYPE_NAME: &'static str = "VmPoweredOnEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmPoweredOnEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmPoweredOnEvent {
     type Target = VmEvent;
     #[inline]
@@ -1310,12 +1787,14 @@ impl std::ops::Deref for VmPoweredOnEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmPoweredOnEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmPoweredOnEvent {
     fn decode_field(
         &mut self,
@@ -1329,6 +1808,7 @@ impl x::Fields for VmPoweredOnEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmPoweringOnWithCustomizedDVPortEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1339,10 +1819,13 @@ pub struct VmPoweringOnWithCustomizedDVPortEvent {
     /// `vnic`.
     pub vnic: Vec<VnicPortArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmPoweringOnWithCustomizedDVPortEvent {
     const TYPE_NAME: &'static str = "VmPoweringOnWithCustomizedDVPortEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmPoweringOnWithCustomizedDVPortEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for VmPoweringOnWithCustomizedDVPortEvent {
     fn clone(&self) -> Self {
         Self {
@@ -1351,6 +1834,7 @@ impl Clone for VmPoweringOnWithCustomizedDVPortEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmPoweringOnWithCustomizedDVPortEvent {
     type Target = VmEvent;
     #[inline]
@@ -1358,12 +1842,14 @@ impl std::ops::Deref for VmPoweringOnWithCustomizedDVPortEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmPoweringOnWithCustomizedDVPortEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmPoweringOnWithCustomizedDVPortEvent {
     fn decode_field(
         &mut self,
@@ -1382,6 +1868,7 @@ impl x::Fields for VmPoweringOnWithCustomizedDVPortEvent {
         w.write_vec("vnic", &self.vnic);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmPrimaryFailoverEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1392,10 +1879,13 @@ pub struct VmPrimaryFailoverEvent {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmPrimaryFailoverEvent {
     const TYPE_NAME: &'static str = "VmPrimaryFailoverEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmPrimaryFailoverEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmPrimaryFailoverEvent {
     type Target = VmEvent;
     #[inline]
@@ -1403,12 +1893,14 @@ impl std::ops::Deref for VmPrimaryFailoverEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmPrimaryFailoverEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmPrimaryFailoverEvent {
     fn decode_field(
         &mut self,
@@ -1427,6 +1919,7 @@ impl x::Fields for VmPrimaryFailoverEvent {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmReconfiguredEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1439,10 +1932,13 @@ pub struct VmReconfiguredEvent {
     /// `configChanges`.
     pub config_changes: Option<ChangesInfoEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmReconfiguredEvent {
     const TYPE_NAME: &'static str = "VmReconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmReconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmReconfiguredEvent {
     type Target = VmEvent;
     #[inline]
@@ -1450,12 +1946,14 @@ impl std::ops::Deref for VmReconfiguredEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmReconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -1476,6 +1974,7 @@ impl x::Fields for VmReconfiguredEvent {
         w.write_opt("configChanges", &self.config_changes);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRegisteredEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1484,10 +1983,13 @@ pub struct VmRegisteredEvent {
     /// The fields `VmRegisteredEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRegisteredEvent {
     const TYPE_NAME: &'static str = "VmRegisteredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRegisteredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRegisteredEvent {
     type Target = VmEvent;
     #[inline]
@@ -1495,12 +1997,14 @@ impl std::ops::Deref for VmRegisteredEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRegisteredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRegisteredEvent {
     fn decode_field(
         &mut self,
@@ -1514,6 +2018,7 @@ impl x::Fields for VmRegisteredEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRelayoutSuccessfulEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1522,10 +2027,13 @@ pub struct VmRelayoutSuccessfulEvent {
     /// The fields `VmRelayoutSuccessfulEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRelayoutSuccessfulEvent {
     const TYPE_NAME: &'static str = "VmRelayoutSuccessfulEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRelayoutSuccessfulEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRelayoutSuccessfulEvent {
     type Target = VmEvent;
     #[inline]
@@ -1533,12 +2041,14 @@ impl std::ops::Deref for VmRelayoutSuccessfulEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRelayoutSuccessfulEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRelayoutSuccessfulEvent {
     fn decode_field(
         &mut self,
@@ -1552,6 +2062,7 @@ impl x::Fields for VmRelayoutSuccessfulEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRelayoutUpToDateEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1560,10 +2071,13 @@ pub struct VmRelayoutUpToDateEvent {
     /// The fields `VmRelayoutUpToDateEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRelayoutUpToDateEvent {
     const TYPE_NAME: &'static str = "VmRelayoutUpToDateEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRelayoutUpToDateEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRelayoutUpToDateEvent {
     type Target = VmEvent;
     #[inline]
@@ -1571,12 +2085,14 @@ impl std::ops::Deref for VmRelayoutUpToDateEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRelayoutUpToDateEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRelayoutUpToDateEvent {
     fn decode_field(
         &mut self,
@@ -1590,6 +2106,7 @@ impl x::Fields for VmRelayoutUpToDateEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmReloadFromPathEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1600,10 +2117,13 @@ pub struct VmReloadFromPathEvent {
     /// `configPath`.
     pub config_path: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmReloadFromPathEvent {
     const TYPE_NAME: &'static str = "VmReloadFromPathEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmReloadFromPathEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmReloadFromPathEvent {
     type Target = VmEvent;
     #[inline]
@@ -1611,12 +2131,14 @@ impl std::ops::Deref for VmReloadFromPathEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmReloadFromPathEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmReloadFromPathEvent {
     fn decode_field(
         &mut self,
@@ -1635,6 +2157,7 @@ impl x::Fields for VmReloadFromPathEvent {
         w.write("configPath", &self.config_path);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmReloadFromPathFailedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1645,10 +2168,13 @@ pub struct VmReloadFromPathFailedEvent {
     /// `configPath`.
     pub config_path: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmReloadFromPathFailedEvent {
     const TYPE_NAME: &'static str = "VmReloadFromPathFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmReloadFromPathFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmReloadFromPathFailedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1656,12 +2182,14 @@ impl std::ops::Deref for VmReloadFromPathFailedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmReloadFromPathFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmReloadFromPathFailedEvent {
     fn decode_field(
         &mut self,
@@ -1680,6 +2208,7 @@ impl x::Fields for VmReloadFromPathFailedEvent {
         w.write("configPath", &self.config_path);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRelocateFailedEvent` (extends `VmRelocateSpecEvent`).
 ///
 /// The fields of `VmRelocateSpecEvent` are in `vm_relocate_spec_event`, also reachable through `Deref`.
@@ -1696,10 +2225,13 @@ pub struct VmRelocateFailedEvent {
     /// `destDatastore`.
     pub dest_datastore: Option<DatastoreEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRelocateFailedEvent {
     const TYPE_NAME: &'static str = "VmRelocateFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRelocateFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRelocateFailedEvent {
     type Target = VmRelocateSpecEvent;
     #[inline]
@@ -1707,12 +2239,14 @@ impl std::ops::Deref for VmRelocateFailedEvent {
         &self.vm_relocate_spec_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRelocateFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmRelocateSpecEvent {
         &mut self.vm_relocate_spec_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRelocateFailedEvent {
     fn decode_field(
         &mut self,
@@ -1739,6 +2273,7 @@ impl x::Fields for VmRelocateFailedEvent {
         w.write_opt("destDatastore", &self.dest_datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRelocateSpecEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1747,10 +2282,13 @@ pub struct VmRelocateSpecEvent {
     /// The fields `VmRelocateSpecEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRelocateSpecEvent {
     const TYPE_NAME: &'static str = "VmRelocateSpecEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRelocateSpecEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRelocateSpecEvent {
     type Target = VmEvent;
     #[inline]
@@ -1758,12 +2296,14 @@ impl std::ops::Deref for VmRelocateSpecEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRelocateSpecEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRelocateSpecEvent {
     fn decode_field(
         &mut self,
@@ -1777,6 +2317,7 @@ impl x::Fields for VmRelocateSpecEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRelocatedEvent` (extends `VmRelocateSpecEvent`).
 ///
 /// The fields of `VmRelocateSpecEvent` are in `vm_relocate_spec_event`, also reachable through `Deref`.
@@ -1791,10 +2332,13 @@ pub struct VmRelocatedEvent {
     /// `sourceDatastore`.
     pub source_datastore: Option<DatastoreEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRelocatedEvent {
     const TYPE_NAME: &'static str = "VmRelocatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRelocatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRelocatedEvent {
     type Target = VmRelocateSpecEvent;
     #[inline]
@@ -1802,12 +2346,14 @@ impl std::ops::Deref for VmRelocatedEvent {
         &self.vm_relocate_spec_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRelocatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmRelocateSpecEvent {
         &mut self.vm_relocate_spec_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRelocatedEvent {
     fn decode_field(
         &mut self,
@@ -1832,6 +2378,7 @@ impl x::Fields for VmRelocatedEvent {
         w.write_opt("sourceDatastore", &self.source_datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRemoteConsoleConnectedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1840,10 +2387,13 @@ pub struct VmRemoteConsoleConnectedEvent {
     /// The fields `VmRemoteConsoleConnectedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRemoteConsoleConnectedEvent {
     const TYPE_NAME: &'static str = "VmRemoteConsoleConnectedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRemoteConsoleConnectedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRemoteConsoleConnectedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1851,12 +2401,14 @@ impl std::ops::Deref for VmRemoteConsoleConnectedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRemoteConsoleConnectedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRemoteConsoleConnectedEvent {
     fn decode_field(
         &mut self,
@@ -1870,6 +2422,7 @@ impl x::Fields for VmRemoteConsoleConnectedEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRemoteConsoleDisconnectedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1878,10 +2431,13 @@ pub struct VmRemoteConsoleDisconnectedEvent {
     /// The fields `VmRemoteConsoleDisconnectedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRemoteConsoleDisconnectedEvent {
     const TYPE_NAME: &'static str = "VmRemoteConsoleDisconnectedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRemoteConsoleDisconnectedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRemoteConsoleDisconnectedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1889,12 +2445,14 @@ impl std::ops::Deref for VmRemoteConsoleDisconnectedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRemoteConsoleDisconnectedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRemoteConsoleDisconnectedEvent {
     fn decode_field(
         &mut self,
@@ -1908,6 +2466,7 @@ impl x::Fields for VmRemoteConsoleDisconnectedEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRemovedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1916,10 +2475,13 @@ pub struct VmRemovedEvent {
     /// The fields `VmRemovedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRemovedEvent {
     const TYPE_NAME: &'static str = "VmRemovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRemovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRemovedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1927,12 +2489,14 @@ impl std::ops::Deref for VmRemovedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRemovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRemovedEvent {
     fn decode_field(
         &mut self,
@@ -1946,6 +2510,7 @@ impl x::Fields for VmRemovedEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRenamedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1958,10 +2523,13 @@ pub struct VmRenamedEvent {
     /// `newName`.
     pub new_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRenamedEvent {
     const TYPE_NAME: &'static str = "VmRenamedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRenamedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRenamedEvent {
     type Target = VmEvent;
     #[inline]
@@ -1969,12 +2537,14 @@ impl std::ops::Deref for VmRenamedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRenamedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRenamedEvent {
     fn decode_field(
         &mut self,
@@ -1995,6 +2565,7 @@ impl x::Fields for VmRenamedEvent {
         w.write("newName", &self.new_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRequirementsExceedCurrentEVCModeEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2003,10 +2574,13 @@ pub struct VmRequirementsExceedCurrentEVCModeEvent {
     /// The fields `VmRequirementsExceedCurrentEVCModeEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRequirementsExceedCurrentEVCModeEvent {
     const TYPE_NAME: &'static str = "VmRequirementsExceedCurrentEVCModeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRequirementsExceedCurrentEVCModeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRequirementsExceedCurrentEVCModeEvent {
     type Target = VmEvent;
     #[inline]
@@ -2014,12 +2588,14 @@ impl std::ops::Deref for VmRequirementsExceedCurrentEVCModeEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRequirementsExceedCurrentEVCModeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRequirementsExceedCurrentEVCModeEvent {
     fn decode_field(
         &mut self,
@@ -2033,6 +2609,7 @@ impl x::Fields for VmRequirementsExceedCurrentEVCModeEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmResettingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2041,10 +2618,13 @@ pub struct VmResettingEvent {
     /// The fields `VmResettingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmResettingEvent {
     const TYPE_NAME: &'static str = "VmResettingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmResettingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmResettingEvent {
     type Target = VmEvent;
     #[inline]
@@ -2052,12 +2632,14 @@ impl std::ops::Deref for VmResettingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmResettingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmResettingEvent {
     fn decode_field(
         &mut self,
@@ -2071,6 +2653,7 @@ impl x::Fields for VmResettingEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmResourcePoolMovedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2083,10 +2666,13 @@ pub struct VmResourcePoolMovedEvent {
     /// `newParent`.
     pub new_parent: ResourcePoolEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmResourcePoolMovedEvent {
     const TYPE_NAME: &'static str = "VmResourcePoolMovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmResourcePoolMovedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmResourcePoolMovedEvent {
     type Target = VmEvent;
     #[inline]
@@ -2094,12 +2680,14 @@ impl std::ops::Deref for VmResourcePoolMovedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmResourcePoolMovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmResourcePoolMovedEvent {
     fn decode_field(
         &mut self,
@@ -2120,6 +2708,7 @@ impl x::Fields for VmResourcePoolMovedEvent {
         w.write("newParent", &self.new_parent);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmResourceReallocatedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2130,10 +2719,13 @@ pub struct VmResourceReallocatedEvent {
     /// `configChanges`.
     pub config_changes: Option<ChangesInfoEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmResourceReallocatedEvent {
     const TYPE_NAME: &'static str = "VmResourceReallocatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmResourceReallocatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmResourceReallocatedEvent {
     type Target = VmEvent;
     #[inline]
@@ -2141,12 +2733,14 @@ impl std::ops::Deref for VmResourceReallocatedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmResourceReallocatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmResourceReallocatedEvent {
     fn decode_field(
         &mut self,
@@ -2165,6 +2759,7 @@ impl x::Fields for VmResourceReallocatedEvent {
         w.write_opt("configChanges", &self.config_changes);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmRestartedOnAlternateHostEvent` (extends `VmPoweredOnEvent`).
 ///
 /// The fields of `VmPoweredOnEvent` are in `vm_powered_on_event`, also reachable through `Deref`.
@@ -2175,10 +2770,13 @@ pub struct VmRestartedOnAlternateHostEvent {
     /// `sourceHost`.
     pub source_host: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmRestartedOnAlternateHostEvent {
     const TYPE_NAME: &'static str = "VmRestartedOnAlternateHostEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmRestartedOnAlternateHostEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmRestartedOnAlternateHostEvent {
     type Target = VmPoweredOnEvent;
     #[inline]
@@ -2186,12 +2784,14 @@ impl std::ops::Deref for VmRestartedOnAlternateHostEvent {
         &self.vm_powered_on_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmRestartedOnAlternateHostEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmPoweredOnEvent {
         &mut self.vm_powered_on_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmRestartedOnAlternateHostEvent {
     fn decode_field(
         &mut self,
@@ -2210,6 +2810,7 @@ impl x::Fields for VmRestartedOnAlternateHostEvent {
         w.write("sourceHost", &self.source_host);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmResumingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2218,10 +2819,13 @@ pub struct VmResumingEvent {
     /// The fields `VmResumingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmResumingEvent {
     const TYPE_NAME: &'static str = "VmResumingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmResumingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmResumingEvent {
     type Target = VmEvent;
     #[inline]
@@ -2229,12 +2833,14 @@ impl std::ops::Deref for VmResumingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmResumingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmResumingEvent {
     fn decode_field(
         &mut self,
@@ -2248,6 +2854,7 @@ impl x::Fields for VmResumingEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmSecondaryAddedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2256,10 +2863,13 @@ pub struct VmSecondaryAddedEvent {
     /// The fields `VmSecondaryAddedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmSecondaryAddedEvent {
     const TYPE_NAME: &'static str = "VmSecondaryAddedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmSecondaryAddedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmSecondaryAddedEvent {
     type Target = VmEvent;
     #[inline]
@@ -2267,12 +2877,14 @@ impl std::ops::Deref for VmSecondaryAddedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmSecondaryAddedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmSecondaryAddedEvent {
     fn decode_field(
         &mut self,
@@ -2286,6 +2898,7 @@ impl x::Fields for VmSecondaryAddedEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmSecondaryDisabledBySystemEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2296,10 +2909,13 @@ pub struct VmSecondaryDisabledBySystemEvent {
     /// `reason`.
     pub reason: Option<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmSecondaryDisabledBySystemEvent {
     const TYPE_NAME: &'static str = "VmSecondaryDisabledBySystemEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmSecondaryDisabledBySystemEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmSecondaryDisabledBySystemEvent {
     type Target = VmEvent;
     #[inline]
@@ -2307,12 +2923,14 @@ impl std::ops::Deref for VmSecondaryDisabledBySystemEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmSecondaryDisabledBySystemEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmSecondaryDisabledBySystemEvent {
     fn decode_field(
         &mut self,
@@ -2331,6 +2949,7 @@ impl x::Fields for VmSecondaryDisabledBySystemEvent {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmSecondaryDisabledEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2339,10 +2958,13 @@ pub struct VmSecondaryDisabledEvent {
     /// The fields `VmSecondaryDisabledEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmSecondaryDisabledEvent {
     const TYPE_NAME: &'static str = "VmSecondaryDisabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmSecondaryDisabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmSecondaryDisabledEvent {
     type Target = VmEvent;
     #[inline]
@@ -2350,12 +2972,14 @@ impl std::ops::Deref for VmSecondaryDisabledEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmSecondaryDisabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmSecondaryDisabledEvent {
     fn decode_field(
         &mut self,
@@ -2369,6 +2993,7 @@ impl x::Fields for VmSecondaryDisabledEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmSecondaryEnabledEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2377,10 +3002,13 @@ pub struct VmSecondaryEnabledEvent {
     /// The fields `VmSecondaryEnabledEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmSecondaryEnabledEvent {
     const TYPE_NAME: &'static str = "VmSecondaryEnabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmSecondaryEnabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmSecondaryEnabledEvent {
     type Target = VmEvent;
     #[inline]
@@ -2388,12 +3016,14 @@ impl std::ops::Deref for VmSecondaryEnabledEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmSecondaryEnabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmSecondaryEnabledEvent {
     fn decode_field(
         &mut self,
@@ -2407,6 +3037,7 @@ impl x::Fields for VmSecondaryEnabledEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmSecondaryStartedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2415,10 +3046,13 @@ pub struct VmSecondaryStartedEvent {
     /// The fields `VmSecondaryStartedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmSecondaryStartedEvent {
     const TYPE_NAME: &'static str = "VmSecondaryStartedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmSecondaryStartedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmSecondaryStartedEvent {
     type Target = VmEvent;
     #[inline]
@@ -2426,12 +3060,14 @@ impl std::ops::Deref for VmSecondaryStartedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmSecondaryStartedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmSecondaryStartedEvent {
     fn decode_field(
         &mut self,
@@ -2445,6 +3081,7 @@ impl x::Fields for VmSecondaryStartedEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmShutdownOnIsolationEvent` (extends `VmPoweredOffEvent`).
 ///
 /// The fields of `VmPoweredOffEvent` are in `vm_powered_off_event`, also reachable through `Deref`.
@@ -2457,10 +3094,13 @@ pub struct VmShutdownOnIsolationEvent {
     /// `shutdownResult`.
     pub shutdown_result: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmShutdownOnIsolationEvent {
     const TYPE_NAME: &'static str = "VmShutdownOnIsolationEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmShutdownOnIsolationEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmShutdownOnIsolationEvent {
     type Target = VmPoweredOffEvent;
     #[inline]
@@ -2468,12 +3108,14 @@ impl std::ops::Deref for VmShutdownOnIsolationEvent {
         &self.vm_powered_off_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmShutdownOnIsolationEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmPoweredOffEvent {
         &mut self.vm_powered_off_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmShutdownOnIsolationEvent {
     fn decode_field(
         &mut self,
@@ -2494,6 +3136,7 @@ impl x::Fields for VmShutdownOnIsolationEvent {
         w.write_opt("shutdownResult", &self.shutdown_result);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmSmpFaultToleranceTooManyVMsOnHost` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
@@ -2506,10 +3149,13 @@ pub struct VmSmpFaultToleranceTooManyVMsOnHost {
     /// `maxNumSmpFtVms`.
     pub max_num_smp_ft_vms: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmSmpFaultToleranceTooManyVMsOnHost {
     const TYPE_NAME: &'static str = "VmSmpFaultToleranceTooManyVMsOnHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmSmpFaultToleranceTooManyVMsOnHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmSmpFaultToleranceTooManyVMsOnHost {
     type Target = InsufficientResourcesFault;
     #[inline]
@@ -2517,12 +3163,14 @@ impl std::ops::Deref for VmSmpFaultToleranceTooManyVMsOnHost {
         &self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmSmpFaultToleranceTooManyVMsOnHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
         &mut self.insufficient_resources_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmSmpFaultToleranceTooManyVMsOnHost {
     fn decode_field(
         &mut self,
@@ -2604,6 +3252,7 @@ impl x::Fields for VmSnapshotFileQuery {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `VmStartRecordingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2612,10 +3261,13 @@ pub struct VmStartRecordingEvent {
     /// The fields `VmStartRecordingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmStartRecordingEvent {
     const TYPE_NAME: &'static str = "VmStartRecordingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmStartRecordingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmStartRecordingEvent {
     type Target = VmEvent;
     #[inline]
@@ -2623,12 +3275,14 @@ impl std::ops::Deref for VmStartRecordingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmStartRecordingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmStartRecordingEvent {
     fn decode_field(
         &mut self,
@@ -2642,6 +3296,7 @@ impl x::Fields for VmStartRecordingEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmStartReplayingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2650,10 +3305,13 @@ pub struct VmStartReplayingEvent {
     /// The fields `VmStartReplayingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmStartReplayingEvent {
     const TYPE_NAME: &'static str = "VmStartReplayingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmStartReplayingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmStartReplayingEvent {
     type Target = VmEvent;
     #[inline]
@@ -2661,12 +3319,14 @@ impl std::ops::Deref for VmStartReplayingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmStartReplayingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmStartReplayingEvent {
     fn decode_field(
         &mut self,
@@ -2680,6 +3340,7 @@ impl x::Fields for VmStartReplayingEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmStartingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2688,10 +3349,13 @@ pub struct VmStartingEvent {
     /// The fields `VmStartingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmStartingEvent {
     const TYPE_NAME: &'static str = "VmStartingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmStartingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmStartingEvent {
     type Target = VmEvent;
     #[inline]
@@ -2699,12 +3363,14 @@ impl std::ops::Deref for VmStartingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmStartingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmStartingEvent {
     fn decode_field(
         &mut self,
@@ -2718,6 +3384,7 @@ impl x::Fields for VmStartingEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmStartingSecondaryEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2726,10 +3393,13 @@ pub struct VmStartingSecondaryEvent {
     /// The fields `VmStartingSecondaryEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmStartingSecondaryEvent {
     const TYPE_NAME: &'static str = "VmStartingSecondaryEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmStartingSecondaryEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmStartingSecondaryEvent {
     type Target = VmEvent;
     #[inline]
@@ -2737,12 +3407,14 @@ impl std::ops::Deref for VmStartingSecondaryEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmStartingSecondaryEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmStartingSecondaryEvent {
     fn decode_field(
         &mut self,
@@ -2756,6 +3428,7 @@ impl x::Fields for VmStartingSecondaryEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmStaticMacConflictEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2768,10 +3441,13 @@ pub struct VmStaticMacConflictEvent {
     /// `mac`.
     pub mac: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmStaticMacConflictEvent {
     const TYPE_NAME: &'static str = "VmStaticMacConflictEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmStaticMacConflictEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmStaticMacConflictEvent {
     type Target = VmEvent;
     #[inline]
@@ -2779,12 +3455,14 @@ impl std::ops::Deref for VmStaticMacConflictEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmStaticMacConflictEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmStaticMacConflictEvent {
     fn decode_field(
         &mut self,
@@ -2805,6 +3483,7 @@ impl x::Fields for VmStaticMacConflictEvent {
         w.write("mac", &self.mac);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmStoppingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2813,10 +3492,13 @@ pub struct VmStoppingEvent {
     /// The fields `VmStoppingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmStoppingEvent {
     const TYPE_NAME: &'static str = "VmStoppingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmStoppingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmStoppingEvent {
     type Target = VmEvent;
     #[inline]
@@ -2824,12 +3506,14 @@ impl std::ops::Deref for VmStoppingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmStoppingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmStoppingEvent {
     fn decode_field(
         &mut self,
@@ -2843,6 +3527,7 @@ impl x::Fields for VmStoppingEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmSuspendedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2851,10 +3536,13 @@ pub struct VmSuspendedEvent {
     /// The fields `VmSuspendedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmSuspendedEvent {
     const TYPE_NAME: &'static str = "VmSuspendedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmSuspendedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmSuspendedEvent {
     type Target = VmEvent;
     #[inline]
@@ -2862,12 +3550,14 @@ impl std::ops::Deref for VmSuspendedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmSuspendedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmSuspendedEvent {
     fn decode_field(
         &mut self,
@@ -2881,6 +3571,7 @@ impl x::Fields for VmSuspendedEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmSuspendingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -2889,10 +3580,13 @@ pub struct VmSuspendingEvent {
     /// The fields `VmSuspendingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmSuspendingEvent {
     const TYPE_NAME: &'static str = "VmSuspendingEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmSuspendingEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmSuspendingEvent {
     type Target = VmEvent;
     #[inline]
@@ -2900,12 +3594,14 @@ impl std::ops::Deref for VmSuspendingEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmSuspendingEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmSuspendingEvent {
     fn decode_field(
         &mut self,
@@ -2917,654 +3613,5 @@ impl x::Fields for VmSuspendingEvent {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.vm_event, w);
-    }
-}
-/// `VmTimedoutStartingSecondaryEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmTimedoutStartingSecondaryEvent {
-    /// The fields `VmTimedoutStartingSecondaryEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `timeout`.
-    pub timeout: Option<i64>,
-}
-impl x::SchemaType for VmTimedoutStartingSecondaryEvent {
-    const TYPE_NAME: &'static str = "VmTimedoutStartingSecondaryEvent";
-}
-impl x::Structure for VmTimedoutStartingSecondaryEvent {}
-impl std::ops::Deref for VmTimedoutStartingSecondaryEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmTimedoutStartingSecondaryEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmTimedoutStartingSecondaryEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "timeout" => r.read_opt(&mut self.timeout),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write_opt("timeout", &self.timeout);
-    }
-}
-/// `VmToVmGroupsAntiAffinity` (extends `VmPlacementPolicy`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, PartialEq, Default)]
-pub struct VmToVmGroupsAntiAffinity {
-    /// `selfTag`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub self_tag: Option<TagId>,
-    /// `antiAffinedVmGroupTags`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub anti_affined_vm_group_tags: Vec<TagId>,
-    /// `policyStrictness`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub policy_strictness: Option<String>,
-    /// `policyTopology`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub policy_topology: Option<String>,
-}
-impl x::SchemaType for VmToVmGroupsAntiAffinity {
-    const TYPE_NAME: &'static str = "VmToVmGroupsAntiAffinity";
-}
-impl x::Structure for VmToVmGroupsAntiAffinity {}
-impl Clone for VmToVmGroupsAntiAffinity {
-    fn clone(&self) -> Self {
-        Self {
-            self_tag: self.self_tag.clone(),
-            anti_affined_vm_group_tags: x::clone_vec(&self.anti_affined_vm_group_tags),
-            policy_strictness: self.policy_strictness.clone(),
-            policy_topology: self.policy_topology.clone(),
-        }
-    }
-}
-impl x::Fields for VmToVmGroupsAntiAffinity {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "selfTag" => r.read_opt(&mut self.self_tag),
-            "antiAffinedVmGroupTags" => r.read_push(&mut self.anti_affined_vm_group_tags),
-            "policyStrictness" => r.read_opt(&mut self.policy_strictness),
-            "policyTopology" => r.read_opt(&mut self.policy_topology),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type VmToVmGroupsAntiAffinity", true);
-        w.write_opt("selfTag", &self.self_tag);
-        w.write_vec("antiAffinedVmGroupTags", &self.anti_affined_vm_group_tags);
-        w.write_opt("policyStrictness", &self.policy_strictness);
-        w.write_opt("policyTopology", &self.policy_topology);
-    }
-}
-/// `VmToolsUpgradeFault` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmToolsUpgradeFault {
-    /// The fields `VmToolsUpgradeFault` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-}
-impl x::SchemaType for VmToolsUpgradeFault {
-    const TYPE_NAME: &'static str = "VmToolsUpgradeFault";
-}
-impl x::Structure for VmToolsUpgradeFault {}
-impl std::ops::Deref for VmToolsUpgradeFault {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-impl std::ops::DerefMut for VmToolsUpgradeFault {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-impl x::Fields for VmToolsUpgradeFault {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vim_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-    }
-}
-/// `VmUnsupportedStartingEvent` (extends `VmStartingEvent`).
-///
-/// The fields of `VmStartingEvent` are in `vm_starting_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmUnsupportedStartingEvent {
-    /// The fields `VmUnsupportedStartingEvent` inherits from `VmStartingEvent`.
-    pub vm_starting_event: VmStartingEvent,
-    /// `guestId`.
-    pub guest_id: String,
-}
-impl x::SchemaType for VmUnsupportedStartingEvent {
-    const TYPE_NAME: &'static str = "VmUnsupportedStartingEvent";
-}
-impl x::Structure for VmUnsupportedStartingEvent {}
-impl std::ops::Deref for VmUnsupportedStartingEvent {
-    type Target = VmStartingEvent;
-    #[inline]
-    fn deref(&self) -> &VmStartingEvent {
-        &self.vm_starting_event
-    }
-}
-impl std::ops::DerefMut for VmUnsupportedStartingEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmStartingEvent {
-        &mut self.vm_starting_event
-    }
-}
-impl x::Fields for VmUnsupportedStartingEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "guestId" => r.read(&mut self.guest_id),
-            _ => return x::Fields::decode_field(&mut self.vm_starting_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_starting_event, w);
-        w.write("guestId", &self.guest_id);
-    }
-}
-/// `VmUpgradeCompleteEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmUpgradeCompleteEvent {
-    /// The fields `VmUpgradeCompleteEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `version`.
-    pub version: String,
-}
-impl x::SchemaType for VmUpgradeCompleteEvent {
-    const TYPE_NAME: &'static str = "VmUpgradeCompleteEvent";
-}
-impl x::Structure for VmUpgradeCompleteEvent {}
-impl std::ops::Deref for VmUpgradeCompleteEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmUpgradeCompleteEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmUpgradeCompleteEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write("version", &self.version);
-    }
-}
-/// `VmUpgradeFailedEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmUpgradeFailedEvent {
-    /// The fields `VmUpgradeFailedEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-}
-impl x::SchemaType for VmUpgradeFailedEvent {
-    const TYPE_NAME: &'static str = "VmUpgradeFailedEvent";
-}
-impl x::Structure for VmUpgradeFailedEvent {}
-impl std::ops::Deref for VmUpgradeFailedEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmUpgradeFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmUpgradeFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-    }
-}
-/// `VmUpgradingEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmUpgradingEvent {
-    /// The fields `VmUpgradingEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `version`.
-    pub version: String,
-}
-impl x::SchemaType for VmUpgradingEvent {
-    const TYPE_NAME: &'static str = "VmUpgradingEvent";
-}
-impl x::Structure for VmUpgradingEvent {}
-impl std::ops::Deref for VmUpgradingEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmUpgradingEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmUpgradingEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write("version", &self.version);
-    }
-}
-/// `VmUuidAssignedEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmUuidAssignedEvent {
-    /// The fields `VmUuidAssignedEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `uuid`.
-    pub uuid: String,
-}
-impl x::SchemaType for VmUuidAssignedEvent {
-    const TYPE_NAME: &'static str = "VmUuidAssignedEvent";
-}
-impl x::Structure for VmUuidAssignedEvent {}
-impl std::ops::Deref for VmUuidAssignedEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmUuidAssignedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmUuidAssignedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uuid" => r.read(&mut self.uuid),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write("uuid", &self.uuid);
-    }
-}
-/// `VmUuidChangedEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmUuidChangedEvent {
-    /// The fields `VmUuidChangedEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `oldUuid`.
-    pub old_uuid: String,
-    /// `newUuid`.
-    pub new_uuid: String,
-}
-impl x::SchemaType for VmUuidChangedEvent {
-    const TYPE_NAME: &'static str = "VmUuidChangedEvent";
-}
-impl x::Structure for VmUuidChangedEvent {}
-impl std::ops::Deref for VmUuidChangedEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmUuidChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmUuidChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "oldUuid" => r.read(&mut self.old_uuid),
-            "newUuid" => r.read(&mut self.new_uuid),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write("oldUuid", &self.old_uuid);
-        w.write("newUuid", &self.new_uuid);
-    }
-}
-/// `VmUuidConflictEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmUuidConflictEvent {
-    /// The fields `VmUuidConflictEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `conflictedVm`.
-    pub conflicted_vm: VmEventArgument,
-    /// `uuid`.
-    pub uuid: String,
-}
-impl x::SchemaType for VmUuidConflictEvent {
-    const TYPE_NAME: &'static str = "VmUuidConflictEvent";
-}
-impl x::Structure for VmUuidConflictEvent {}
-impl std::ops::Deref for VmUuidConflictEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmUuidConflictEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmUuidConflictEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "conflictedVm" => r.read(&mut self.conflicted_vm),
-            "uuid" => r.read(&mut self.uuid),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write("conflictedVm", &self.conflicted_vm);
-        w.write("uuid", &self.uuid);
-    }
-}
-/// `VmValidateMaxDevice` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmValidateMaxDevice {
-    /// The fields `VmValidateMaxDevice` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-    /// `device`.
-    pub device: String,
-    /// `max`.
-    pub max: i32,
-    /// `count`.
-    pub count: i32,
-}
-impl x::SchemaType for VmValidateMaxDevice {
-    const TYPE_NAME: &'static str = "VmValidateMaxDevice";
-}
-impl x::Structure for VmValidateMaxDevice {}
-impl std::ops::Deref for VmValidateMaxDevice {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-impl std::ops::DerefMut for VmValidateMaxDevice {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-impl x::Fields for VmValidateMaxDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            "max" => r.read(&mut self.max),
-            "count" => r.read(&mut self.count),
-            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-        w.write("device", &self.device);
-        w.write("max", &self.max);
-        w.write("count", &self.count);
-    }
-}
-/// `VmVmAffinity` (extends `VmPlacementPolicy`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmVmAffinity {
-    /// `affinedVmsTag`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub affined_vms_tag: TagId,
-    /// `policyStrictness`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub policy_strictness: Option<String>,
-    /// `policyTopology`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub policy_topology: Option<String>,
-}
-impl x::SchemaType for VmVmAffinity {
-    const TYPE_NAME: &'static str = "VmVmAffinity";
-}
-impl x::Structure for VmVmAffinity {}
-impl x::Fields for VmVmAffinity {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "affinedVmsTag" => r.read(&mut self.affined_vms_tag),
-            "policyStrictness" => r.read_opt(&mut self.policy_strictness),
-            "policyTopology" => r.read_opt(&mut self.policy_topology),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type VmVmAffinity", true);
-        w.write("affinedVmsTag", &self.affined_vms_tag);
-        w.write_opt("policyStrictness", &self.policy_strictness);
-        w.write_opt("policyTopology", &self.policy_topology);
-    }
-}
-/// `VmVmAntiAffinity` (extends `VmPlacementPolicy`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmVmAntiAffinity {
-    /// `antiAffinedVmsTag`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub anti_affined_vms_tag: TagId,
-    /// `policyStrictness`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub policy_strictness: Option<String>,
-    /// `policyTopology`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub policy_topology: Option<String>,
-}
-impl x::SchemaType for VmVmAntiAffinity {
-    const TYPE_NAME: &'static str = "VmVmAntiAffinity";
-}
-impl x::Structure for VmVmAntiAffinity {}
-impl x::Fields for VmVmAntiAffinity {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "antiAffinedVmsTag" => r.read(&mut self.anti_affined_vms_tag),
-            "policyStrictness" => r.read_opt(&mut self.policy_strictness),
-            "policyTopology" => r.read_opt(&mut self.policy_topology),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type VmVmAntiAffinity", true);
-        w.write("antiAffinedVmsTag", &self.anti_affined_vms_tag);
-        w.write_opt("policyStrictness", &self.policy_strictness);
-        w.write_opt("policyTopology", &self.policy_topology);
-    }
-}
-/// `VmVnicPoolReservationViolationClearEvent` (extends `DvsEvent`).
-///
-/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmVnicPoolReservationViolationClearEvent {
-    /// The fields `VmVnicPoolReservationViolationClearEvent` inherits from `DvsEvent`.
-    pub dvs_event: DvsEvent,
-    /// `vmVnicResourcePoolKey`.
-    pub vm_vnic_resource_pool_key: String,
-    /// `vmVnicResourcePoolName`.
-    pub vm_vnic_resource_pool_name: Option<String>,
-}
-impl x::SchemaType for VmVnicPoolReservationViolationClearEvent {
-    const TYPE_NAME: &'static str = "VmVnicPoolReservationViolationClearEvent";
-}
-impl x::Structure for VmVnicPoolReservationViolationClearEvent {}
-impl std::ops::Deref for VmVnicPoolReservationViolationClearEvent {
-    type Target = DvsEvent;
-    #[inline]
-    fn deref(&self) -> &DvsEvent {
-        &self.dvs_event
-    }
-}
-impl std::ops::DerefMut for VmVnicPoolReservationViolationClearEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DvsEvent {
-        &mut self.dvs_event
-    }
-}
-impl x::Fields for VmVnicPoolReservationViolationClearEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmVnicResourcePoolKey" => r.read(&mut self.vm_vnic_resource_pool_key),
-            "vmVnicResourcePoolName" => r.read_opt(&mut self.vm_vnic_resource_pool_name),
-            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_event, w);
-        w.write("vmVnicResourcePoolKey", &self.vm_vnic_resource_pool_key);
-        w.write_opt("vmVnicResourcePoolName", &self.vm_vnic_resource_pool_name);
     }
 }

@@ -411,6 +411,7 @@ impl x::ArrayItem for VslmTagEntry {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVslmTagEntry";
     const ITEM_TAG: &'static str = "VslmTagEntry";
 }
+#[cfg(feature = "all-faults")]
 /// `VspanDestPortConflict` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -425,10 +426,13 @@ pub struct VspanDestPortConflict {
     /// `portKey`.
     pub port_key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VspanDestPortConflict {
     const TYPE_NAME: &'static str = "VspanDestPortConflict";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VspanDestPortConflict {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VspanDestPortConflict {
     type Target = DvsFault;
     #[inline]
@@ -436,12 +440,14 @@ impl std::ops::Deref for VspanDestPortConflict {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VspanDestPortConflict {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VspanDestPortConflict {
     fn decode_field(
         &mut self,
@@ -464,6 +470,7 @@ impl x::Fields for VspanDestPortConflict {
         w.write("portKey", &self.port_key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VspanPortConflict` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -478,10 +485,13 @@ pub struct VspanPortConflict {
     /// `portKey`.
     pub port_key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VspanPortConflict {
     const TYPE_NAME: &'static str = "VspanPortConflict";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VspanPortConflict {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VspanPortConflict {
     type Target = DvsFault;
     #[inline]
@@ -489,12 +499,14 @@ impl std::ops::Deref for VspanPortConflict {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VspanPortConflict {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VspanPortConflict {
     fn decode_field(
         &mut self,
@@ -517,6 +529,7 @@ impl x::Fields for VspanPortConflict {
         w.write("portKey", &self.port_key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VspanPortMoveFault` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -531,10 +544,13 @@ pub struct VspanPortMoveFault {
     /// `portKey`.
     pub port_key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VspanPortMoveFault {
     const TYPE_NAME: &'static str = "VspanPortMoveFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VspanPortMoveFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VspanPortMoveFault {
     type Target = DvsFault;
     #[inline]
@@ -542,12 +558,14 @@ impl std::ops::Deref for VspanPortMoveFault {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VspanPortMoveFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VspanPortMoveFault {
     fn decode_field(
         &mut self,
@@ -570,6 +588,7 @@ impl x::Fields for VspanPortMoveFault {
         w.write("portKey", &self.port_key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VspanPortPromiscChangeFault` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -580,10 +599,13 @@ pub struct VspanPortPromiscChangeFault {
     /// `portKey`.
     pub port_key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VspanPortPromiscChangeFault {
     const TYPE_NAME: &'static str = "VspanPortPromiscChangeFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VspanPortPromiscChangeFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VspanPortPromiscChangeFault {
     type Target = DvsFault;
     #[inline]
@@ -591,12 +613,14 @@ impl std::ops::Deref for VspanPortPromiscChangeFault {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VspanPortPromiscChangeFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VspanPortPromiscChangeFault {
     fn decode_field(
         &mut self,
@@ -615,6 +639,7 @@ impl x::Fields for VspanPortPromiscChangeFault {
         w.write("portKey", &self.port_key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VspanPortgroupPromiscChangeFault` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -625,10 +650,13 @@ pub struct VspanPortgroupPromiscChangeFault {
     /// `portgroupName`.
     pub portgroup_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VspanPortgroupPromiscChangeFault {
     const TYPE_NAME: &'static str = "VspanPortgroupPromiscChangeFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VspanPortgroupPromiscChangeFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VspanPortgroupPromiscChangeFault {
     type Target = DvsFault;
     #[inline]
@@ -636,12 +664,14 @@ impl std::ops::Deref for VspanPortgroupPromiscChangeFault {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VspanPortgroupPromiscChangeFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VspanPortgroupPromiscChangeFault {
     fn decode_field(
         &mut self,
@@ -660,6 +690,7 @@ impl x::Fields for VspanPortgroupPromiscChangeFault {
         w.write("portgroupName", &self.portgroup_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VspanPortgroupTypeChangeFault` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -670,10 +701,13 @@ pub struct VspanPortgroupTypeChangeFault {
     /// `portgroupName`.
     pub portgroup_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VspanPortgroupTypeChangeFault {
     const TYPE_NAME: &'static str = "VspanPortgroupTypeChangeFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VspanPortgroupTypeChangeFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VspanPortgroupTypeChangeFault {
     type Target = DvsFault;
     #[inline]
@@ -681,12 +715,14 @@ impl std::ops::Deref for VspanPortgroupTypeChangeFault {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VspanPortgroupTypeChangeFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VspanPortgroupTypeChangeFault {
     fn decode_field(
         &mut self,
@@ -705,6 +741,7 @@ impl x::Fields for VspanPortgroupTypeChangeFault {
         w.write("portgroupName", &self.portgroup_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VspanPromiscuousPortNotSupported` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -717,10 +754,13 @@ pub struct VspanPromiscuousPortNotSupported {
     /// `portKey`.
     pub port_key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VspanPromiscuousPortNotSupported {
     const TYPE_NAME: &'static str = "VspanPromiscuousPortNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VspanPromiscuousPortNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VspanPromiscuousPortNotSupported {
     type Target = DvsFault;
     #[inline]
@@ -728,12 +768,14 @@ impl std::ops::Deref for VspanPromiscuousPortNotSupported {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VspanPromiscuousPortNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VspanPromiscuousPortNotSupported {
     fn decode_field(
         &mut self,
@@ -754,6 +796,7 @@ impl x::Fields for VspanPromiscuousPortNotSupported {
         w.write("portKey", &self.port_key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VspanSameSessionPortConflict` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -766,10 +809,13 @@ pub struct VspanSameSessionPortConflict {
     /// `portKey`.
     pub port_key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VspanSameSessionPortConflict {
     const TYPE_NAME: &'static str = "VspanSameSessionPortConflict";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VspanSameSessionPortConflict {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VspanSameSessionPortConflict {
     type Target = DvsFault;
     #[inline]
@@ -777,12 +823,14 @@ impl std::ops::Deref for VspanSameSessionPortConflict {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VspanSameSessionPortConflict {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VspanSameSessionPortConflict {
     fn decode_field(
         &mut self,
@@ -879,6 +927,7 @@ impl x::Fields for WaitOptions {
         w.write_opt("maxObjectUpdates", &self.max_object_updates);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `WakeOnLanNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -887,10 +936,13 @@ pub struct WakeOnLanNotSupported {
     /// The fields `WakeOnLanNotSupported` inherits from `VirtualHardwareCompatibilityIssue`.
     pub virtual_hardware_compatibility_issue: VirtualHardwareCompatibilityIssue,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for WakeOnLanNotSupported {
     const TYPE_NAME: &'static str = "WakeOnLanNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for WakeOnLanNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for WakeOnLanNotSupported {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -898,12 +950,14 @@ impl std::ops::Deref for WakeOnLanNotSupported {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for WakeOnLanNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for WakeOnLanNotSupported {
     fn decode_field(
         &mut self,
@@ -917,6 +971,7 @@ impl x::Fields for WakeOnLanNotSupported {
         x::Fields::encode_fields(&self.virtual_hardware_compatibility_issue, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `WakeOnLanNotSupportedByVmotionNIC` (extends `HostPowerOpFailed`).
 ///
 /// The fields of `HostPowerOpFailed` are in `host_power_op_failed`, also reachable through `Deref`.
@@ -925,10 +980,13 @@ pub struct WakeOnLanNotSupportedByVmotionNIC {
     /// The fields `WakeOnLanNotSupportedByVmotionNIC` inherits from `HostPowerOpFailed`.
     pub host_power_op_failed: HostPowerOpFailed,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for WakeOnLanNotSupportedByVmotionNIC {
     const TYPE_NAME: &'static str = "WakeOnLanNotSupportedByVmotionNIC";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for WakeOnLanNotSupportedByVmotionNIC {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for WakeOnLanNotSupportedByVmotionNIC {
     type Target = HostPowerOpFailed;
     #[inline]
@@ -936,12 +994,14 @@ impl std::ops::Deref for WakeOnLanNotSupportedByVmotionNIC {
         &self.host_power_op_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for WakeOnLanNotSupportedByVmotionNIC {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostPowerOpFailed {
         &mut self.host_power_op_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for WakeOnLanNotSupportedByVmotionNIC {
     fn decode_field(
         &mut self,
@@ -955,6 +1015,7 @@ impl x::Fields for WakeOnLanNotSupportedByVmotionNIC {
         x::Fields::encode_fields(&self.host_power_op_failed, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `WarningUpgradeEvent` (extends `UpgradeEvent`).
 ///
 /// The fields of `UpgradeEvent` are in `upgrade_event`, also reachable through `Deref`.
@@ -963,10 +1024,13 @@ pub struct WarningUpgradeEvent {
     /// The fields `WarningUpgradeEvent` inherits from `UpgradeEvent`.
     pub upgrade_event: UpgradeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for WarningUpgradeEvent {
     const TYPE_NAME: &'static str = "WarningUpgradeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for WarningUpgradeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for WarningUpgradeEvent {
     type Target = UpgradeEvent;
     #[inline]
@@ -974,12 +1038,14 @@ impl std::ops::Deref for WarningUpgradeEvent {
         &self.upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for WarningUpgradeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut UpgradeEvent {
         &mut self.upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for WarningUpgradeEvent {
     fn decode_field(
         &mut self,
@@ -1062,6 +1128,7 @@ impl x::Fields for WeeklyTaskScheduler {
         w.write("saturday", &self.saturday);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `WillLoseHAProtection` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -1072,10 +1139,13 @@ pub struct WillLoseHAProtection {
     /// `resolution`.
     pub resolution: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for WillLoseHAProtection {
     const TYPE_NAME: &'static str = "WillLoseHAProtection";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for WillLoseHAProtection {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for WillLoseHAProtection {
     type Target = MigrationFault;
     #[inline]
@@ -1083,12 +1153,14 @@ impl std::ops::Deref for WillLoseHAProtection {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for WillLoseHAProtection {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for WillLoseHAProtection {
     fn decode_field(
         &mut self,
@@ -1107,6 +1179,7 @@ impl x::Fields for WillLoseHAProtection {
         w.write("resolution", &self.resolution);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `WillModifyConfigCpuRequirements` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -1115,10 +1188,13 @@ pub struct WillModifyConfigCpuRequirements {
     /// The fields `WillModifyConfigCpuRequirements` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for WillModifyConfigCpuRequirements {
     const TYPE_NAME: &'static str = "WillModifyConfigCpuRequirements";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for WillModifyConfigCpuRequirements {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for WillModifyConfigCpuRequirements {
     type Target = MigrationFault;
     #[inline]
@@ -1126,12 +1202,14 @@ impl std::ops::Deref for WillModifyConfigCpuRequirements {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for WillModifyConfigCpuRequirements {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for WillModifyConfigCpuRequirements {
     fn decode_field(
         &mut self,
@@ -1145,6 +1223,7 @@ impl x::Fields for WillModifyConfigCpuRequirements {
         x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `WillResetSnapshotDirectory` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -1153,10 +1232,13 @@ pub struct WillResetSnapshotDirectory {
     /// The fields `WillResetSnapshotDirectory` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for WillResetSnapshotDirectory {
     const TYPE_NAME: &'static str = "WillResetSnapshotDirectory";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for WillResetSnapshotDirectory {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for WillResetSnapshotDirectory {
     type Target = MigrationFault;
     #[inline]
@@ -1164,12 +1246,14 @@ impl std::ops::Deref for WillResetSnapshotDirectory {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for WillResetSnapshotDirectory {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for WillResetSnapshotDirectory {
     fn decode_field(
         &mut self,

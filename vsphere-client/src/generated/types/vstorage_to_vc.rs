@@ -965,6 +965,7 @@ impl x::Fields for VasaProviderContainerSpec {
         }
     }
 }
+#[cfg(feature = "all-events")]
 /// `VcAgentUninstallFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -975,10 +976,13 @@ pub struct VcAgentUninstallFailedEvent {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VcAgentUninstallFailedEvent {
     const TYPE_NAME: &'static str = "VcAgentUninstallFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VcAgentUninstallFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VcAgentUninstallFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -986,12 +990,14 @@ impl std::ops::Deref for VcAgentUninstallFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VcAgentUninstallFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VcAgentUninstallFailedEvent {
     fn decode_field(
         &mut self,
@@ -1010,6 +1016,7 @@ impl x::Fields for VcAgentUninstallFailedEvent {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VcAgentUninstalledEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1018,10 +1025,13 @@ pub struct VcAgentUninstalledEvent {
     /// The fields `VcAgentUninstalledEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VcAgentUninstalledEvent {
     const TYPE_NAME: &'static str = "VcAgentUninstalledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VcAgentUninstalledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VcAgentUninstalledEvent {
     type Target = HostEvent;
     #[inline]
@@ -1029,12 +1039,14 @@ impl std::ops::Deref for VcAgentUninstalledEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VcAgentUninstalledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VcAgentUninstalledEvent {
     fn decode_field(
         &mut self,
@@ -1048,6 +1060,7 @@ impl x::Fields for VcAgentUninstalledEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VcAgentUpgradeFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1058,10 +1071,13 @@ pub struct VcAgentUpgradeFailedEvent {
     /// `reason`.
     pub reason: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VcAgentUpgradeFailedEvent {
     const TYPE_NAME: &'static str = "VcAgentUpgradeFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VcAgentUpgradeFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VcAgentUpgradeFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -1069,12 +1085,14 @@ impl std::ops::Deref for VcAgentUpgradeFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VcAgentUpgradeFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VcAgentUpgradeFailedEvent {
     fn decode_field(
         &mut self,
@@ -1093,6 +1111,7 @@ impl x::Fields for VcAgentUpgradeFailedEvent {
         w.write_opt("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VcAgentUpgradedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1101,10 +1120,13 @@ pub struct VcAgentUpgradedEvent {
     /// The fields `VcAgentUpgradedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VcAgentUpgradedEvent {
     const TYPE_NAME: &'static str = "VcAgentUpgradedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VcAgentUpgradedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VcAgentUpgradedEvent {
     type Target = HostEvent;
     #[inline]
@@ -1112,12 +1134,14 @@ impl std::ops::Deref for VcAgentUpgradedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VcAgentUpgradedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VcAgentUpgradedEvent {
     fn decode_field(
         &mut self,

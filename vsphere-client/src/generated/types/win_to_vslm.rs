@@ -54,6 +54,7 @@ impl x::Fields for WinNetBIOSConfigInfo {
         w.write_opt("secondaryWINS", &self.secondary_wins);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `WipeDiskFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -62,10 +63,13 @@ pub struct WipeDiskFault {
     /// The fields `WipeDiskFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for WipeDiskFault {
     const TYPE_NAME: &'static str = "WipeDiskFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for WipeDiskFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for WipeDiskFault {
     type Target = VimFault;
     #[inline]
@@ -73,12 +77,14 @@ impl std::ops::Deref for WipeDiskFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for WipeDiskFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for WipeDiskFault {
     fn decode_field(
         &mut self,

@@ -989,6 +989,7 @@ impl x::Fields for DVSHealthCheckConfig {
         w.write_opt("interval", &self.interval);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DVSHostLocalPortInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DVSHostLocalPortInfo {
@@ -1001,10 +1002,13 @@ pub struct DVSHostLocalPortInfo {
     /// `vnic`.
     pub vnic: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DVSHostLocalPortInfo {
     const TYPE_NAME: &'static str = "DVSHostLocalPortInfo";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DVSHostLocalPortInfo {}
+#[cfg(feature = "all-events")]
 impl x::Fields for DVSHostLocalPortInfo {
     fn decode_field(
         &mut self,

@@ -5,462 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `NetworkCopyFault` (extends `FileFault`).
-///
-/// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetworkCopyFault {
-    /// The fields `NetworkCopyFault` inherits from `FileFault`.
-    pub file_fault: FileFault,
-}
-impl x::SchemaType for NetworkCopyFault {
-    const TYPE_NAME: &'static str = "NetworkCopyFault";
-}
-impl x::Structure for NetworkCopyFault {}
-impl std::ops::Deref for NetworkCopyFault {
-    type Target = FileFault;
-    #[inline]
-    fn deref(&self) -> &FileFault {
-        &self.file_fault
-    }
-}
-impl std::ops::DerefMut for NetworkCopyFault {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut FileFault {
-        &mut self.file_fault
-    }
-}
-impl x::Fields for NetworkCopyFault {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.file_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.file_fault, w);
-    }
-}
-/// `NetworkDisruptedAndConfigRolledBack` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetworkDisruptedAndConfigRolledBack {
-    /// The fields `NetworkDisruptedAndConfigRolledBack` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-    /// `host`.
-    pub host: String,
-}
-impl x::SchemaType for NetworkDisruptedAndConfigRolledBack {
-    const TYPE_NAME: &'static str = "NetworkDisruptedAndConfigRolledBack";
-}
-impl x::Structure for NetworkDisruptedAndConfigRolledBack {}
-impl std::ops::Deref for NetworkDisruptedAndConfigRolledBack {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-impl std::ops::DerefMut for NetworkDisruptedAndConfigRolledBack {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-impl x::Fields for NetworkDisruptedAndConfigRolledBack {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-        w.write("host", &self.host);
-    }
-}
-/// `NetworkEventArgument` (extends `EntityEventArgument`).
-///
-/// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetworkEventArgument {
-    /// The fields `NetworkEventArgument` inherits from `EntityEventArgument`.
-    pub entity_event_argument: EntityEventArgument,
-    /// `network`.
-    pub network: x::ManagedObjectReference,
-}
-impl x::SchemaType for NetworkEventArgument {
-    const TYPE_NAME: &'static str = "NetworkEventArgument";
-}
-impl x::Structure for NetworkEventArgument {}
-impl std::ops::Deref for NetworkEventArgument {
-    type Target = EntityEventArgument;
-    #[inline]
-    fn deref(&self) -> &EntityEventArgument {
-        &self.entity_event_argument
-    }
-}
-impl std::ops::DerefMut for NetworkEventArgument {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut EntityEventArgument {
-        &mut self.entity_event_argument
-    }
-}
-impl x::Fields for NetworkEventArgument {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            _ => return x::Fields::decode_field(&mut self.entity_event_argument, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.entity_event_argument, w);
-        w.write("network", &self.network);
-    }
-}
-/// `NetworkInaccessible` (extends `NasConfigFault`).
-///
-/// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetworkInaccessible {
-    /// The fields `NetworkInaccessible` inherits from `NasConfigFault`.
-    pub nas_config_fault: NasConfigFault,
-}
-impl x::SchemaType for NetworkInaccessible {
-    const TYPE_NAME: &'static str = "NetworkInaccessible";
-}
-impl x::Structure for NetworkInaccessible {}
-impl std::ops::Deref for NetworkInaccessible {
-    type Target = NasConfigFault;
-    #[inline]
-    fn deref(&self) -> &NasConfigFault {
-        &self.nas_config_fault
-    }
-}
-impl std::ops::DerefMut for NetworkInaccessible {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut NasConfigFault {
-        &mut self.nas_config_fault
-    }
-}
-impl x::Fields for NetworkInaccessible {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.nas_config_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.nas_config_fault, w);
-    }
-}
-/// `NetworkPolicyProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetworkPolicyProfile {
-    /// The fields `NetworkPolicyProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-}
-impl x::SchemaType for NetworkPolicyProfile {
-    const TYPE_NAME: &'static str = "NetworkPolicyProfile";
-}
-impl x::Structure for NetworkPolicyProfile {}
-impl std::ops::Deref for NetworkPolicyProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for NetworkPolicyProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for NetworkPolicyProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.apply_profile, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-    }
-}
-/// `NetworkProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct NetworkProfile {
-    /// The fields `NetworkProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-    /// `vswitch`.
-    pub vswitch: Vec<VirtualSwitchProfile>,
-    /// `vmPortGroup`.
-    pub vm_port_group: Vec<VmPortGroupProfile>,
-    /// `hostPortGroup`.
-    pub host_port_group: Vec<HostPortGroupProfile>,
-    /// `serviceConsolePortGroup`.
-    pub service_console_port_group: Vec<ServiceConsolePortGroupProfile>,
-    /// `dnsConfig`.
-    pub dns_config: Option<NetworkProfileDnsConfigProfile>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<IpRouteProfile>,
-    /// `consoleIpRouteConfig`.
-    pub console_ip_route_config: Option<IpRouteProfile>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNicProfile>,
-    /// `dvswitch`.
-    pub dvswitch: Vec<DvsProfile>,
-    /// `dvsServiceConsoleNic`.
-    pub dvs_service_console_nic: Vec<DvsServiceConsoleVNicProfile>,
-    /// `dvsHostNic`.
-    pub dvs_host_nic: Vec<DvsHostVNicProfile>,
-    /// `nsxHostNic`.
-    pub nsx_host_nic: Vec<NsxHostVNicProfile>,
-    /// `netStackInstance`.
-    pub net_stack_instance: Vec<NetStackInstanceProfile>,
-    /// `opaqueSwitch`.
-    pub opaque_switch: Option<OpaqueSwitchProfile>,
-}
-impl x::SchemaType for NetworkProfile {
-    const TYPE_NAME: &'static str = "NetworkProfile";
-}
-impl x::Structure for NetworkProfile {}
-impl Clone for NetworkProfile {
-    fn clone(&self) -> Self {
-        Self {
-            apply_profile: self.apply_profile.clone(),
-            vswitch: x::clone_vec(&self.vswitch),
-            vm_port_group: x::clone_vec(&self.vm_port_group),
-            host_port_group: x::clone_vec(&self.host_port_group),
-            service_console_port_group: x::clone_vec(&self.service_console_port_group),
-            dns_config: self.dns_config.clone(),
-            ip_route_config: self.ip_route_config.clone(),
-            console_ip_route_config: self.console_ip_route_config.clone(),
-            pnic: x::clone_vec(&self.pnic),
-            dvswitch: x::clone_vec(&self.dvswitch),
-            dvs_service_console_nic: x::clone_vec(&self.dvs_service_console_nic),
-            dvs_host_nic: x::clone_vec(&self.dvs_host_nic),
-            nsx_host_nic: x::clone_vec(&self.nsx_host_nic),
-            net_stack_instance: x::clone_vec(&self.net_stack_instance),
-            opaque_switch: self.opaque_switch.clone(),
-        }
-    }
-}
-impl std::ops::Deref for NetworkProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for NetworkProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for NetworkProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vswitch" => r.read_push(&mut self.vswitch),
-            "vmPortGroup" => r.read_push(&mut self.vm_port_group),
-            "hostPortGroup" => r.read_push(&mut self.host_port_group),
-            "serviceConsolePortGroup" => {
-                r.read_push(&mut self.service_console_port_group)
-            }
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
-            "pnic" => r.read_push(&mut self.pnic),
-            "dvswitch" => r.read_push(&mut self.dvswitch),
-            "dvsServiceConsoleNic" => r.read_push(&mut self.dvs_service_console_nic),
-            "dvsHostNic" => r.read_push(&mut self.dvs_host_nic),
-            "nsxHostNic" => r.read_push(&mut self.nsx_host_nic),
-            "netStackInstance" => r.read_push(&mut self.net_stack_instance),
-            "opaqueSwitch" => r.read_opt(&mut self.opaque_switch),
-            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-        w.write_vec("vswitch", &self.vswitch);
-        w.write_vec("vmPortGroup", &self.vm_port_group);
-        w.write_vec("hostPortGroup", &self.host_port_group);
-        w.write_vec("serviceConsolePortGroup", &self.service_console_port_group);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("dvswitch", &self.dvswitch);
-        w.write_vec("dvsServiceConsoleNic", &self.dvs_service_console_nic);
-        w.write_vec("dvsHostNic", &self.dvs_host_nic);
-        w.write_vec("nsxHostNic", &self.nsx_host_nic);
-        w.write_vec("netStackInstance", &self.net_stack_instance);
-        w.write_opt("opaqueSwitch", &self.opaque_switch);
-    }
-}
-/// `NetworkProfileDnsConfigProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetworkProfileDnsConfigProfile {
-    /// The fields `NetworkProfileDnsConfigProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-}
-impl x::SchemaType for NetworkProfileDnsConfigProfile {
-    const TYPE_NAME: &'static str = "NetworkProfileDnsConfigProfile";
-}
-impl x::Structure for NetworkProfileDnsConfigProfile {}
-impl std::ops::Deref for NetworkProfileDnsConfigProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for NetworkProfileDnsConfigProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for NetworkProfileDnsConfigProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.apply_profile, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-    }
-}
-/// `NetworkRollbackEvent` (extends `Event`).
-///
-/// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetworkRollbackEvent {
-    /// The fields `NetworkRollbackEvent` inherits from `Event`.
-    pub event: Event,
-    /// `methodName`.
-    pub method_name: String,
-    /// `transactionId`.
-    pub transaction_id: String,
-}
-impl x::SchemaType for NetworkRollbackEvent {
-    const TYPE_NAME: &'static str = "NetworkRollbackEvent";
-}
-impl x::Structure for NetworkRollbackEvent {}
-impl std::ops::Deref for NetworkRollbackEvent {
-    type Target = Event;
-    #[inline]
-    fn deref(&self) -> &Event {
-        &self.event
-    }
-}
-impl std::ops::DerefMut for NetworkRollbackEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut Event {
-        &mut self.event
-    }
-}
-impl x::Fields for NetworkRollbackEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "methodName" => r.read(&mut self.method_name),
-            "transactionId" => r.read(&mut self.transaction_id),
-            _ => return x::Fields::decode_field(&mut self.event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.event, w);
-        w.write("methodName", &self.method_name);
-        w.write("transactionId", &self.transaction_id);
-    }
-}
-/// `NetworkSummary` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyNetworkSummary`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetworkSummary {
-    /// `network`.
-    pub network: Option<x::ManagedObjectReference>,
-    /// `name`.
-    pub name: String,
-    /// `accessible`.
-    pub accessible: bool,
-    /// `ipPoolName`.
-    pub ip_pool_name: Option<String>,
-    /// `ipPoolId`.
-    pub ip_pool_id: Option<i32>,
-}
-impl x::SchemaType for NetworkSummary {
-    const TYPE_NAME: &'static str = "NetworkSummary";
-}
-impl x::Structure for NetworkSummary {}
-impl x::Fields for NetworkSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read_opt(&mut self.network),
-            "name" => r.read(&mut self.name),
-            "accessible" => r.read(&mut self.accessible),
-            "ipPoolName" => r.read_opt(&mut self.ip_pool_name),
-            "ipPoolId" => r.read_opt(&mut self.ip_pool_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("network", &self.network);
-        w.write("name", &self.name);
-        w.write("accessible", &self.accessible);
-        w.write_opt("ipPoolName", &self.ip_pool_name);
-        w.write_opt("ipPoolId", &self.ip_pool_id);
-    }
-}
+#[cfg(feature = "all-faults")]
 /// `NetworksMayNotBeTheSame` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -471,10 +16,13 @@ pub struct NetworksMayNotBeTheSame {
     /// `name`.
     pub name: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NetworksMayNotBeTheSame {
     const TYPE_NAME: &'static str = "NetworksMayNotBeTheSame";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NetworksMayNotBeTheSame {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NetworksMayNotBeTheSame {
     type Target = MigrationFault;
     #[inline]
@@ -482,12 +30,14 @@ impl std::ops::Deref for NetworksMayNotBeTheSame {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NetworksMayNotBeTheSame {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NetworksMayNotBeTheSame {
     fn decode_field(
         &mut self,
@@ -506,6 +56,7 @@ impl x::Fields for NetworksMayNotBeTheSame {
         w.write_opt("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NicSettingMismatch` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -518,10 +69,13 @@ pub struct NicSettingMismatch {
     /// `numberOfNicsInVM`.
     pub number_of_nics_in_vm: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NicSettingMismatch {
     const TYPE_NAME: &'static str = "NicSettingMismatch";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NicSettingMismatch {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NicSettingMismatch {
     type Target = CustomizationFault;
     #[inline]
@@ -529,12 +83,14 @@ impl std::ops::Deref for NicSettingMismatch {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NicSettingMismatch {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NicSettingMismatch {
     fn decode_field(
         &mut self,
@@ -555,6 +111,7 @@ impl x::Fields for NicSettingMismatch {
         w.write("numberOfNicsInVM", &self.number_of_nics_in_vm);
     }
 }
+#[cfg(feature = "all-events")]
 /// `NoAccessUserEvent` (extends `SessionEvent`).
 ///
 /// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
@@ -565,10 +122,13 @@ pub struct NoAccessUserEvent {
     /// `ipAddress`.
     pub ip_address: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for NoAccessUserEvent {
     const TYPE_NAME: &'static str = "NoAccessUserEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for NoAccessUserEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for NoAccessUserEvent {
     type Target = SessionEvent;
     #[inline]
@@ -576,12 +136,14 @@ impl std::ops::Deref for NoAccessUserEvent {
         &self.session_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for NoAccessUserEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut SessionEvent {
         &mut self.session_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for NoAccessUserEvent {
     fn decode_field(
         &mut self,
@@ -600,6 +162,7 @@ impl x::Fields for NoAccessUserEvent {
         w.write("ipAddress", &self.ip_address);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoActiveHostInCluster` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
@@ -610,10 +173,13 @@ pub struct NoActiveHostInCluster {
     /// `computeResource`.
     pub compute_resource: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoActiveHostInCluster {
     const TYPE_NAME: &'static str = "NoActiveHostInCluster";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoActiveHostInCluster {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoActiveHostInCluster {
     type Target = InvalidState;
     #[inline]
@@ -621,12 +187,14 @@ impl std::ops::Deref for NoActiveHostInCluster {
         &self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoActiveHostInCluster {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidState {
         &mut self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoActiveHostInCluster {
     fn decode_field(
         &mut self,
@@ -645,6 +213,7 @@ impl x::Fields for NoActiveHostInCluster {
         w.write("computeResource", &self.compute_resource);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoAvailableIp` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
@@ -655,10 +224,13 @@ pub struct NoAvailableIp {
     /// `network`.
     pub network: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoAvailableIp {
     const TYPE_NAME: &'static str = "NoAvailableIp";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoAvailableIp {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoAvailableIp {
     type Target = VAppPropertyFault;
     #[inline]
@@ -666,12 +238,14 @@ impl std::ops::Deref for NoAvailableIp {
         &self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoAvailableIp {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppPropertyFault {
         &mut self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoAvailableIp {
     fn decode_field(
         &mut self,
@@ -690,6 +264,7 @@ impl x::Fields for NoAvailableIp {
         w.write("network", &self.network);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoClientCertificate` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -698,10 +273,13 @@ pub struct NoClientCertificate {
     /// The fields `NoClientCertificate` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoClientCertificate {
     const TYPE_NAME: &'static str = "NoClientCertificate";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoClientCertificate {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoClientCertificate {
     type Target = VimFault;
     #[inline]
@@ -709,12 +287,14 @@ impl std::ops::Deref for NoClientCertificate {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoClientCertificate {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoClientCertificate {
     fn decode_field(
         &mut self,
@@ -728,6 +308,7 @@ impl x::Fields for NoClientCertificate {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoCompatibleDatastore` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -736,10 +317,13 @@ pub struct NoCompatibleDatastore {
     /// The fields `NoCompatibleDatastore` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoCompatibleDatastore {
     const TYPE_NAME: &'static str = "NoCompatibleDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoCompatibleDatastore {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoCompatibleDatastore {
     type Target = VimFault;
     #[inline]
@@ -747,12 +331,14 @@ impl std::ops::Deref for NoCompatibleDatastore {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoCompatibleDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoCompatibleDatastore {
     fn decode_field(
         &mut self,
@@ -766,6 +352,7 @@ impl x::Fields for NoCompatibleDatastore {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoCompatibleHardAffinityHost` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -776,10 +363,13 @@ pub struct NoCompatibleHardAffinityHost {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoCompatibleHardAffinityHost {
     const TYPE_NAME: &'static str = "NoCompatibleHardAffinityHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoCompatibleHardAffinityHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoCompatibleHardAffinityHost {
     type Target = VmConfigFault;
     #[inline]
@@ -787,12 +377,14 @@ impl std::ops::Deref for NoCompatibleHardAffinityHost {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoCompatibleHardAffinityHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoCompatibleHardAffinityHost {
     fn decode_field(
         &mut self,
@@ -811,6 +403,7 @@ impl x::Fields for NoCompatibleHardAffinityHost {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoCompatibleHost` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -823,10 +416,13 @@ pub struct NoCompatibleHost {
     /// `error`.
     pub error: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoCompatibleHost {
     const TYPE_NAME: &'static str = "NoCompatibleHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoCompatibleHost {}
+#[cfg(feature = "all-faults")]
 impl Clone for NoCompatibleHost {
     fn clone(&self) -> Self {
         Self {
@@ -836,6 +432,7 @@ impl Clone for NoCompatibleHost {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoCompatibleHost {
     type Target = VimFault;
     #[inline]
@@ -843,12 +440,14 @@ impl std::ops::Deref for NoCompatibleHost {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoCompatibleHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoCompatibleHost {
     fn decode_field(
         &mut self,
@@ -869,6 +468,7 @@ impl x::Fields for NoCompatibleHost {
         w.write_vec("error", &self.error);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoCompatibleHostWithAccessToDevice` (extends `NoCompatibleHost`).
 ///
 /// The fields of `NoCompatibleHost` are in `no_compatible_host`, also reachable through `Deref`.
@@ -877,10 +477,13 @@ pub struct NoCompatibleHostWithAccessToDevice {
     /// The fields `NoCompatibleHostWithAccessToDevice` inherits from `NoCompatibleHost`.
     pub no_compatible_host: NoCompatibleHost,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoCompatibleHostWithAccessToDevice {
     const TYPE_NAME: &'static str = "NoCompatibleHostWithAccessToDevice";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoCompatibleHostWithAccessToDevice {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoCompatibleHostWithAccessToDevice {
     type Target = NoCompatibleHost;
     #[inline]
@@ -888,12 +491,14 @@ impl std::ops::Deref for NoCompatibleHostWithAccessToDevice {
         &self.no_compatible_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoCompatibleHostWithAccessToDevice {
     #[inline]
     fn deref_mut(&mut self) -> &mut NoCompatibleHost {
         &mut self.no_compatible_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoCompatibleHostWithAccessToDevice {
     fn decode_field(
         &mut self,
@@ -907,6 +512,7 @@ impl x::Fields for NoCompatibleHostWithAccessToDevice {
         x::Fields::encode_fields(&self.no_compatible_host, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoCompatibleSoftAffinityHost` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -917,10 +523,13 @@ pub struct NoCompatibleSoftAffinityHost {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoCompatibleSoftAffinityHost {
     const TYPE_NAME: &'static str = "NoCompatibleSoftAffinityHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoCompatibleSoftAffinityHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoCompatibleSoftAffinityHost {
     type Target = VmConfigFault;
     #[inline]
@@ -928,12 +537,14 @@ impl std::ops::Deref for NoCompatibleSoftAffinityHost {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoCompatibleSoftAffinityHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoCompatibleSoftAffinityHost {
     fn decode_field(
         &mut self,
@@ -952,6 +563,7 @@ impl x::Fields for NoCompatibleSoftAffinityHost {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoConnectedDatastore` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -960,10 +572,13 @@ pub struct NoConnectedDatastore {
     /// The fields `NoConnectedDatastore` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoConnectedDatastore {
     const TYPE_NAME: &'static str = "NoConnectedDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoConnectedDatastore {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoConnectedDatastore {
     type Target = VimFault;
     #[inline]
@@ -971,12 +586,14 @@ impl std::ops::Deref for NoConnectedDatastore {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoConnectedDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoConnectedDatastore {
     fn decode_field(
         &mut self,
@@ -990,6 +607,7 @@ impl x::Fields for NoConnectedDatastore {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `NoDatastoresConfiguredEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -998,10 +616,13 @@ pub struct NoDatastoresConfiguredEvent {
     /// The fields `NoDatastoresConfiguredEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for NoDatastoresConfiguredEvent {
     const TYPE_NAME: &'static str = "NoDatastoresConfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for NoDatastoresConfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for NoDatastoresConfiguredEvent {
     type Target = HostEvent;
     #[inline]
@@ -1009,12 +630,14 @@ impl std::ops::Deref for NoDatastoresConfiguredEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for NoDatastoresConfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for NoDatastoresConfiguredEvent {
     fn decode_field(
         &mut self,
@@ -1028,6 +651,7 @@ impl x::Fields for NoDatastoresConfiguredEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoDiskFound` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1036,10 +660,13 @@ pub struct NoDiskFound {
     /// The fields `NoDiskFound` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoDiskFound {
     const TYPE_NAME: &'static str = "NoDiskFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoDiskFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoDiskFound {
     type Target = VimFault;
     #[inline]
@@ -1047,12 +674,14 @@ impl std::ops::Deref for NoDiskFound {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoDiskFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoDiskFound {
     fn decode_field(
         &mut self,
@@ -1066,6 +695,7 @@ impl x::Fields for NoDiskFound {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoDiskSpace` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
@@ -1076,10 +706,13 @@ pub struct NoDiskSpace {
     /// `datastore`.
     pub datastore: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoDiskSpace {
     const TYPE_NAME: &'static str = "NoDiskSpace";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoDiskSpace {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoDiskSpace {
     type Target = FileFault;
     #[inline]
@@ -1087,12 +720,14 @@ impl std::ops::Deref for NoDiskSpace {
         &self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoDiskSpace {
     #[inline]
     fn deref_mut(&mut self) -> &mut FileFault {
         &mut self.file_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoDiskSpace {
     fn decode_field(
         &mut self,
@@ -1111,6 +746,7 @@ impl x::Fields for NoDiskSpace {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoDisksToCustomize` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -1119,10 +755,13 @@ pub struct NoDisksToCustomize {
     /// The fields `NoDisksToCustomize` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoDisksToCustomize {
     const TYPE_NAME: &'static str = "NoDisksToCustomize";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoDisksToCustomize {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoDisksToCustomize {
     type Target = CustomizationFault;
     #[inline]
@@ -1130,12 +769,14 @@ impl std::ops::Deref for NoDisksToCustomize {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoDisksToCustomize {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoDisksToCustomize {
     fn decode_field(
         &mut self,
@@ -1149,6 +790,7 @@ impl x::Fields for NoDisksToCustomize {
         x::Fields::encode_fields(&self.customization_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoGateway` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -1157,10 +799,13 @@ pub struct NoGateway {
     /// The fields `NoGateway` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoGateway {
     const TYPE_NAME: &'static str = "NoGateway";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoGateway {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoGateway {
     type Target = HostConfigFault;
     #[inline]
@@ -1168,12 +813,14 @@ impl std::ops::Deref for NoGateway {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoGateway {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoGateway {
     fn decode_field(
         &mut self,
@@ -1187,6 +834,7 @@ impl x::Fields for NoGateway {
         x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoGuestHeartbeat` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -1195,10 +843,13 @@ pub struct NoGuestHeartbeat {
     /// The fields `NoGuestHeartbeat` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoGuestHeartbeat {
     const TYPE_NAME: &'static str = "NoGuestHeartbeat";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoGuestHeartbeat {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoGuestHeartbeat {
     type Target = MigrationFault;
     #[inline]
@@ -1206,12 +857,14 @@ impl std::ops::Deref for NoGuestHeartbeat {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoGuestHeartbeat {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoGuestHeartbeat {
     fn decode_field(
         &mut self,
@@ -1225,6 +878,7 @@ impl x::Fields for NoGuestHeartbeat {
         x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoHost` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -1235,10 +889,13 @@ pub struct NoHost {
     /// `name`.
     pub name: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoHost {
     const TYPE_NAME: &'static str = "NoHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoHost {
     type Target = HostConnectFault;
     #[inline]
@@ -1246,12 +903,14 @@ impl std::ops::Deref for NoHost {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoHost {
     fn decode_field(
         &mut self,
@@ -1270,6 +929,7 @@ impl x::Fields for NoHost {
         w.write_opt("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoHostSuitableForFtSecondary` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -1282,10 +942,13 @@ pub struct NoHostSuitableForFtSecondary {
     /// `vmName`.
     pub vm_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoHostSuitableForFtSecondary {
     const TYPE_NAME: &'static str = "NoHostSuitableForFtSecondary";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoHostSuitableForFtSecondary {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoHostSuitableForFtSecondary {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -1293,12 +956,14 @@ impl std::ops::Deref for NoHostSuitableForFtSecondary {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoHostSuitableForFtSecondary {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoHostSuitableForFtSecondary {
     fn decode_field(
         &mut self,
@@ -1325,6 +990,7 @@ impl x::Fields for NoHostSuitableForFtSecondary {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `NoLicenseEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -1335,10 +1001,13 @@ pub struct NoLicenseEvent {
     /// `feature`.
     pub feature: LicenseFeatureInfo,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for NoLicenseEvent {
     const TYPE_NAME: &'static str = "NoLicenseEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for NoLicenseEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for NoLicenseEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -1346,12 +1015,14 @@ impl std::ops::Deref for NoLicenseEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for NoLicenseEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for NoLicenseEvent {
     fn decode_field(
         &mut self,
@@ -1370,6 +1041,7 @@ impl x::Fields for NoLicenseEvent {
         w.write("feature", &self.feature);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoLicenseServerConfigured` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -1378,10 +1050,13 @@ pub struct NoLicenseServerConfigured {
     /// The fields `NoLicenseServerConfigured` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoLicenseServerConfigured {
     const TYPE_NAME: &'static str = "NoLicenseServerConfigured";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoLicenseServerConfigured {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoLicenseServerConfigured {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -1389,12 +1064,14 @@ impl std::ops::Deref for NoLicenseServerConfigured {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoLicenseServerConfigured {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoLicenseServerConfigured {
     fn decode_field(
         &mut self,
@@ -1408,6 +1085,7 @@ impl x::Fields for NoLicenseServerConfigured {
         x::Fields::encode_fields(&self.not_enough_licenses, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `NoMaintenanceModeDrsRecommendationForVM` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -1416,10 +1094,13 @@ pub struct NoMaintenanceModeDrsRecommendationForVM {
     /// The fields `NoMaintenanceModeDrsRecommendationForVM` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for NoMaintenanceModeDrsRecommendationForVM {
     const TYPE_NAME: &'static str = "NoMaintenanceModeDrsRecommendationForVM";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for NoMaintenanceModeDrsRecommendationForVM {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for NoMaintenanceModeDrsRecommendationForVM {
     type Target = VmEvent;
     #[inline]
@@ -1427,12 +1108,14 @@ impl std::ops::Deref for NoMaintenanceModeDrsRecommendationForVM {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for NoMaintenanceModeDrsRecommendationForVM {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for NoMaintenanceModeDrsRecommendationForVM {
     fn decode_field(
         &mut self,
@@ -1446,6 +1129,7 @@ impl x::Fields for NoMaintenanceModeDrsRecommendationForVM {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoPeerHostFound` (extends `HostPowerOpFailed`).
 ///
 /// The fields of `HostPowerOpFailed` are in `host_power_op_failed`, also reachable through `Deref`.
@@ -1454,10 +1138,13 @@ pub struct NoPeerHostFound {
     /// The fields `NoPeerHostFound` inherits from `HostPowerOpFailed`.
     pub host_power_op_failed: HostPowerOpFailed,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoPeerHostFound {
     const TYPE_NAME: &'static str = "NoPeerHostFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoPeerHostFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoPeerHostFound {
     type Target = HostPowerOpFailed;
     #[inline]
@@ -1465,12 +1152,14 @@ impl std::ops::Deref for NoPeerHostFound {
         &self.host_power_op_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoPeerHostFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostPowerOpFailed {
         &mut self.host_power_op_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoPeerHostFound {
     fn decode_field(
         &mut self,
@@ -1607,6 +1296,7 @@ impl x::ArrayItem for NoPermissionEntityPrivileges {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfNoPermissionEntityPrivileges";
     const ITEM_TAG: &'static str = "NoPermissionEntityPrivileges";
 }
+#[cfg(feature = "all-faults")]
 /// `NoPermissionOnAD` (extends `ActiveDirectoryFault`).
 ///
 /// The fields of `ActiveDirectoryFault` are in `active_directory_fault`, also reachable through `Deref`.
@@ -1615,10 +1305,13 @@ pub struct NoPermissionOnAD {
     /// The fields `NoPermissionOnAD` inherits from `ActiveDirectoryFault`.
     pub active_directory_fault: ActiveDirectoryFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoPermissionOnAD {
     const TYPE_NAME: &'static str = "NoPermissionOnAD";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoPermissionOnAD {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoPermissionOnAD {
     type Target = ActiveDirectoryFault;
     #[inline]
@@ -1626,12 +1319,14 @@ impl std::ops::Deref for NoPermissionOnAD {
         &self.active_directory_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoPermissionOnAD {
     #[inline]
     fn deref_mut(&mut self) -> &mut ActiveDirectoryFault {
         &mut self.active_directory_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoPermissionOnAD {
     fn decode_field(
         &mut self,
@@ -1645,6 +1340,7 @@ impl x::Fields for NoPermissionOnAD {
         x::Fields::encode_fields(&self.active_directory_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoPermissionOnHost` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -1653,10 +1349,13 @@ pub struct NoPermissionOnHost {
     /// The fields `NoPermissionOnHost` inherits from `HostConnectFault`.
     pub host_connect_fault: HostConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoPermissionOnHost {
     const TYPE_NAME: &'static str = "NoPermissionOnHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoPermissionOnHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoPermissionOnHost {
     type Target = HostConnectFault;
     #[inline]
@@ -1664,12 +1363,14 @@ impl std::ops::Deref for NoPermissionOnHost {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoPermissionOnHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoPermissionOnHost {
     fn decode_field(
         &mut self,
@@ -1683,6 +1384,7 @@ impl x::Fields for NoPermissionOnHost {
         x::Fields::encode_fields(&self.host_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoPermissionOnNasVolume` (extends `NasConfigFault`).
 ///
 /// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
@@ -1693,10 +1395,13 @@ pub struct NoPermissionOnNasVolume {
     /// `userName`.
     pub user_name: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoPermissionOnNasVolume {
     const TYPE_NAME: &'static str = "NoPermissionOnNasVolume";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoPermissionOnNasVolume {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoPermissionOnNasVolume {
     type Target = NasConfigFault;
     #[inline]
@@ -1704,12 +1409,14 @@ impl std::ops::Deref for NoPermissionOnNasVolume {
         &self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoPermissionOnNasVolume {
     #[inline]
     fn deref_mut(&mut self) -> &mut NasConfigFault {
         &mut self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoPermissionOnNasVolume {
     fn decode_field(
         &mut self,
@@ -1728,6 +1435,7 @@ impl x::Fields for NoPermissionOnNasVolume {
         w.write_opt("userName", &self.user_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoSubjectName` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1736,10 +1444,13 @@ pub struct NoSubjectName {
     /// The fields `NoSubjectName` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoSubjectName {
     const TYPE_NAME: &'static str = "NoSubjectName";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoSubjectName {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoSubjectName {
     type Target = VimFault;
     #[inline]
@@ -1747,12 +1458,14 @@ impl std::ops::Deref for NoSubjectName {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoSubjectName {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoSubjectName {
     fn decode_field(
         &mut self,
@@ -1766,6 +1479,7 @@ impl x::Fields for NoSubjectName {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoVcManagedIpConfigured` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
@@ -1774,10 +1488,13 @@ pub struct NoVcManagedIpConfigured {
     /// The fields `NoVcManagedIpConfigured` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoVcManagedIpConfigured {
     const TYPE_NAME: &'static str = "NoVcManagedIpConfigured";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoVcManagedIpConfigured {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoVcManagedIpConfigured {
     type Target = VAppPropertyFault;
     #[inline]
@@ -1785,12 +1502,14 @@ impl std::ops::Deref for NoVcManagedIpConfigured {
         &self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoVcManagedIpConfigured {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppPropertyFault {
         &mut self.vapp_property_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoVcManagedIpConfigured {
     fn decode_field(
         &mut self,
@@ -1804,6 +1523,7 @@ impl x::Fields for NoVcManagedIpConfigured {
         x::Fields::encode_fields(&self.vapp_property_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoVirtualNic` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -1812,10 +1532,13 @@ pub struct NoVirtualNic {
     /// The fields `NoVirtualNic` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoVirtualNic {
     const TYPE_NAME: &'static str = "NoVirtualNic";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoVirtualNic {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoVirtualNic {
     type Target = HostConfigFault;
     #[inline]
@@ -1823,12 +1546,14 @@ impl std::ops::Deref for NoVirtualNic {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoVirtualNic {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoVirtualNic {
     fn decode_field(
         &mut self,
@@ -1842,6 +1567,7 @@ impl x::Fields for NoVirtualNic {
         x::Fields::encode_fields(&self.host_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NoVmInVApp` (extends `VAppConfigFault`).
 ///
 /// The fields of `VAppConfigFault` are in `vapp_config_fault`, also reachable through `Deref`.
@@ -1850,10 +1576,13 @@ pub struct NoVmInVApp {
     /// The fields `NoVmInVApp` inherits from `VAppConfigFault`.
     pub vapp_config_fault: VAppConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NoVmInVApp {
     const TYPE_NAME: &'static str = "NoVmInVApp";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NoVmInVApp {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NoVmInVApp {
     type Target = VAppConfigFault;
     #[inline]
@@ -1861,12 +1590,14 @@ impl std::ops::Deref for NoVmInVApp {
         &self.vapp_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NoVmInVApp {
     #[inline]
     fn deref_mut(&mut self) -> &mut VAppConfigFault {
         &mut self.vapp_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NoVmInVApp {
     fn decode_field(
         &mut self,

@@ -5,6 +5,493 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
+/// `VmotionInterfaceNotEnabled` (extends `HostPowerOpFailed`).
+///
+/// The fields of `HostPowerOpFailed` are in `host_power_op_failed`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmotionInterfaceNotEnabled {
+    /// The fields `VmotionInterfaceNotEnabled` inherits from `HostPowerOpFailed`.
+    pub host_power_op_failed: HostPowerOpFailed,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VmotionInterfaceNotEnabled {
+    const TYPE_NAME: &'static str = "VmotionInterfaceNotEnabled";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VmotionInterfaceNotEnabled {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VmotionInterfaceNotEnabled {
+    type Target = HostPowerOpFailed;
+    #[inline]
+    fn deref(&self) -> &HostPowerOpFailed {
+        &self.host_power_op_failed
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VmotionInterfaceNotEnabled {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostPowerOpFailed {
+        &mut self.host_power_op_failed
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VmotionInterfaceNotEnabled {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_power_op_failed, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_power_op_failed, w);
+    }
+}
+/// `VmwareDistributedVirtualSwitchDpuFailoverPolicy` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, PartialEq, Default)]
+pub struct VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    /// `activeUplink`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub active_uplink: Vec<String>,
+    /// `standbyUplink`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub standby_uplink: Vec<String>,
+}
+impl x::SchemaType for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchDpuFailoverPolicy";
+}
+impl x::Structure for VmwareDistributedVirtualSwitchDpuFailoverPolicy {}
+impl Clone for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    fn clone(&self) -> Self {
+        Self {
+            active_uplink: x::clone_vec(&self.active_uplink),
+            standby_uplink: x::clone_vec(&self.standby_uplink),
+        }
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "activeUplink" => r.read_push(&mut self.active_uplink),
+            "standbyUplink" => r.read_push(&mut self.standby_uplink),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0300,
+            "type VmwareDistributedVirtualSwitchDpuFailoverPolicy",
+            true,
+        );
+        w.write_vec("activeUplink", &self.active_uplink);
+        w.write_vec("standbyUplink", &self.standby_uplink);
+    }
+}
+/// `VmwareDistributedVirtualSwitchNetworkOffloadConfig` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmwareDistributedVirtualSwitchNetworkOffloadConfig {
+    /// `dpuFailoverPolicy`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub dpu_failover_policy: Option<VmwareDistributedVirtualSwitchDpuFailoverPolicy>,
+}
+impl x::SchemaType for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchNetworkOffloadConfig";
+}
+impl x::Structure for VmwareDistributedVirtualSwitchNetworkOffloadConfig {}
+impl x::Fields for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dpuFailoverPolicy" => r.read_opt(&mut self.dpu_failover_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0300,
+            "type VmwareDistributedVirtualSwitchNetworkOffloadConfig",
+            true,
+        );
+        w.write_opt("dpuFailoverPolicy", &self.dpu_failover_policy);
+    }
+}
+/// `VmwareDistributedVirtualSwitchPvlanSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
+///
+/// The fields of `VmwareDistributedVirtualSwitchVlanSpec` are in `vmware_distributed_virtual_switch_vlan_spec`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmwareDistributedVirtualSwitchPvlanSpec {
+    /// The fields `VmwareDistributedVirtualSwitchPvlanSpec` inherits from `VmwareDistributedVirtualSwitchVlanSpec`.
+    pub vmware_distributed_virtual_switch_vlan_spec: VmwareDistributedVirtualSwitchVlanSpec,
+    /// `pvlanId`.
+    pub pvlan_id: i32,
+}
+impl x::SchemaType for VmwareDistributedVirtualSwitchPvlanSpec {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchPvlanSpec";
+}
+impl x::Structure for VmwareDistributedVirtualSwitchPvlanSpec {}
+impl std::ops::Deref for VmwareDistributedVirtualSwitchPvlanSpec {
+    type Target = VmwareDistributedVirtualSwitchVlanSpec;
+    #[inline]
+    fn deref(&self) -> &VmwareDistributedVirtualSwitchVlanSpec {
+        &self.vmware_distributed_virtual_switch_vlan_spec
+    }
+}
+impl std::ops::DerefMut for VmwareDistributedVirtualSwitchPvlanSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmwareDistributedVirtualSwitchVlanSpec {
+        &mut self.vmware_distributed_virtual_switch_vlan_spec
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchPvlanSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pvlanId" => r.read(&mut self.pvlan_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vmware_distributed_virtual_switch_vlan_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vmware_distributed_virtual_switch_vlan_spec, w);
+        w.write("pvlanId", &self.pvlan_id);
+    }
+}
+/// `VmwareDistributedVirtualSwitchRealTimeConfig` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmwareDistributedVirtualSwitchRealTimeConfig {
+    /// `allowed`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub allowed: Option<bool>,
+    /// `lanAnnotation`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub lan_annotation: Option<VmwareDistributedVirtualSwitchRealTimeLanAnnotation>,
+}
+impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeConfig {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchRealTimeConfig";
+}
+impl x::Structure for VmwareDistributedVirtualSwitchRealTimeConfig {}
+impl x::Fields for VmwareDistributedVirtualSwitchRealTimeConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowed" => r.read_opt(&mut self.allowed),
+            "lanAnnotation" => r.read_opt(&mut self.lan_annotation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0301, "type VmwareDistributedVirtualSwitchRealTimeConfig", true);
+        w.write_opt("allowed", &self.allowed);
+        w.write_opt("lanAnnotation", &self.lan_annotation);
+    }
+}
+/// `VmwareDistributedVirtualSwitchRealTimeLanAnnotation` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.1.
+#[derive(Debug, PartialEq, Default)]
+pub struct VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    /// `lanAUplink`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub lan_a_uplink: Vec<String>,
+    /// `lanBUplink`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub lan_b_uplink: Vec<String>,
+}
+impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchRealTimeLanAnnotation";
+}
+impl x::Structure for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {}
+impl Clone for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    fn clone(&self) -> Self {
+        Self {
+            lan_a_uplink: x::clone_vec(&self.lan_a_uplink),
+            lan_b_uplink: x::clone_vec(&self.lan_b_uplink),
+        }
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lanAUplink" => r.read_push(&mut self.lan_a_uplink),
+            "lanBUplink" => r.read_push(&mut self.lan_b_uplink),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0301,
+            "type VmwareDistributedVirtualSwitchRealTimeLanAnnotation",
+            true,
+        );
+        w.write_vec("lanAUplink", &self.lan_a_uplink);
+        w.write_vec("lanBUplink", &self.lan_b_uplink);
+    }
+}
+/// `VmwareDistributedVirtualSwitchTrunkVlanSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
+///
+/// The fields of `VmwareDistributedVirtualSwitchVlanSpec` are in `vmware_distributed_virtual_switch_vlan_spec`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    /// The fields `VmwareDistributedVirtualSwitchTrunkVlanSpec` inherits from `VmwareDistributedVirtualSwitchVlanSpec`.
+    pub vmware_distributed_virtual_switch_vlan_spec: VmwareDistributedVirtualSwitchVlanSpec,
+    /// `vlanId`.
+    pub vlan_id: Vec<NumericRange>,
+}
+impl x::SchemaType for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchTrunkVlanSpec";
+}
+impl x::Structure for VmwareDistributedVirtualSwitchTrunkVlanSpec {}
+impl Clone for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    fn clone(&self) -> Self {
+        Self {
+            vmware_distributed_virtual_switch_vlan_spec: self
+                .vmware_distributed_virtual_switch_vlan_spec
+                .clone(),
+            vlan_id: x::clone_vec(&self.vlan_id),
+        }
+    }
+}
+impl std::ops::Deref for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    type Target = VmwareDistributedVirtualSwitchVlanSpec;
+    #[inline]
+    fn deref(&self) -> &VmwareDistributedVirtualSwitchVlanSpec {
+        &self.vmware_distributed_virtual_switch_vlan_spec
+    }
+}
+impl std::ops::DerefMut for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmwareDistributedVirtualSwitchVlanSpec {
+        &mut self.vmware_distributed_virtual_switch_vlan_spec
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vlanId" => r.read_push(&mut self.vlan_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vmware_distributed_virtual_switch_vlan_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vmware_distributed_virtual_switch_vlan_spec, w);
+        w.write_vec("vlanId", &self.vlan_id);
+    }
+}
+/// `VmwareDistributedVirtualSwitchVlanIdSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
+///
+/// The fields of `VmwareDistributedVirtualSwitchVlanSpec` are in `vmware_distributed_virtual_switch_vlan_spec`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmwareDistributedVirtualSwitchVlanIdSpec {
+    /// The fields `VmwareDistributedVirtualSwitchVlanIdSpec` inherits from `VmwareDistributedVirtualSwitchVlanSpec`.
+    pub vmware_distributed_virtual_switch_vlan_spec: VmwareDistributedVirtualSwitchVlanSpec,
+    /// `vlanId`.
+    pub vlan_id: i32,
+}
+impl x::SchemaType for VmwareDistributedVirtualSwitchVlanIdSpec {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchVlanIdSpec";
+}
+impl x::Structure for VmwareDistributedVirtualSwitchVlanIdSpec {}
+impl std::ops::Deref for VmwareDistributedVirtualSwitchVlanIdSpec {
+    type Target = VmwareDistributedVirtualSwitchVlanSpec;
+    #[inline]
+    fn deref(&self) -> &VmwareDistributedVirtualSwitchVlanSpec {
+        &self.vmware_distributed_virtual_switch_vlan_spec
+    }
+}
+impl std::ops::DerefMut for VmwareDistributedVirtualSwitchVlanIdSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmwareDistributedVirtualSwitchVlanSpec {
+        &mut self.vmware_distributed_virtual_switch_vlan_spec
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchVlanIdSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vlanId" => r.read(&mut self.vlan_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vmware_distributed_virtual_switch_vlan_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vmware_distributed_virtual_switch_vlan_spec, w);
+        w.write("vlanId", &self.vlan_id);
+    }
+}
+/// `VmwareDistributedVirtualSwitchVlanSpec` (extends `InheritablePolicy`).
+///
+/// Fields of this type hold [`AnyVmwareDistributedVirtualSwitchVlanSpec`], which also carries its subtypes.
+///
+/// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmwareDistributedVirtualSwitchVlanSpec {
+    /// The fields `VmwareDistributedVirtualSwitchVlanSpec` inherits from `InheritablePolicy`.
+    pub inheritable_policy: InheritablePolicy,
+}
+impl x::SchemaType for VmwareDistributedVirtualSwitchVlanSpec {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchVlanSpec";
+}
+impl x::Structure for VmwareDistributedVirtualSwitchVlanSpec {}
+impl std::ops::Deref for VmwareDistributedVirtualSwitchVlanSpec {
+    type Target = InheritablePolicy;
+    #[inline]
+    fn deref(&self) -> &InheritablePolicy {
+        &self.inheritable_policy
+    }
+}
+impl std::ops::DerefMut for VmwareDistributedVirtualSwitchVlanSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InheritablePolicy {
+        &mut self.inheritable_policy
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchVlanSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.inheritable_policy, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.inheritable_policy, w);
+    }
+}
+/// `VmwareUplinkPortTeamingPolicy` (extends `InheritablePolicy`).
+///
+/// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmwareUplinkPortTeamingPolicy {
+    /// The fields `VmwareUplinkPortTeamingPolicy` inherits from `InheritablePolicy`.
+    pub inheritable_policy: InheritablePolicy,
+    /// `policy`.
+    pub policy: Option<StringPolicy>,
+    /// `reversePolicy`.
+    pub reverse_policy: Option<BoolPolicy>,
+    /// `notifySwitches`.
+    pub notify_switches: Option<BoolPolicy>,
+    /// `rollingOrder`.
+    pub rolling_order: Option<BoolPolicy>,
+    /// `failureCriteria`.
+    pub failure_criteria: Option<DVSFailureCriteria>,
+    /// `uplinkPortOrder`.
+    pub uplink_port_order: Option<VMwareUplinkPortOrderPolicy>,
+}
+impl x::SchemaType for VmwareUplinkPortTeamingPolicy {
+    const TYPE_NAME: &'static str = "VmwareUplinkPortTeamingPolicy";
+}
+impl x::Structure for VmwareUplinkPortTeamingPolicy {}
+impl std::ops::Deref for VmwareUplinkPortTeamingPolicy {
+    type Target = InheritablePolicy;
+    #[inline]
+    fn deref(&self) -> &InheritablePolicy {
+        &self.inheritable_policy
+    }
+}
+impl std::ops::DerefMut for VmwareUplinkPortTeamingPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InheritablePolicy {
+        &mut self.inheritable_policy
+    }
+}
+impl x::Fields for VmwareUplinkPortTeamingPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read_opt(&mut self.policy),
+            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
+            "notifySwitches" => r.read_opt(&mut self.notify_switches),
+            "rollingOrder" => r.read_opt(&mut self.rolling_order),
+            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
+            "uplinkPortOrder" => r.read_opt(&mut self.uplink_port_order),
+            _ => return x::Fields::decode_field(&mut self.inheritable_policy, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.inheritable_policy, w);
+        w.write_opt("policy", &self.policy);
+        w.write_opt("reversePolicy", &self.reverse_policy);
+        w.write_opt("notifySwitches", &self.notify_switches);
+        w.write_opt("rollingOrder", &self.rolling_order);
+        w.write_opt("failureCriteria", &self.failure_criteria);
+        w.write_opt("uplinkPortOrder", &self.uplink_port_order);
+    }
+}
+#[cfg(feature = "all-events")]
 /// `VnicPortArgument` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VnicPortArgument {
@@ -13,10 +500,13 @@ pub struct VnicPortArgument {
     /// `port`.
     pub port: DistributedVirtualSwitchPortConnection,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VnicPortArgument {
     const TYPE_NAME: &'static str = "VnicPortArgument";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VnicPortArgument {}
+#[cfg(feature = "all-events")]
 impl x::Fields for VnicPortArgument {
     fn decode_field(
         &mut self,
@@ -36,10 +526,12 @@ impl x::Fields for VnicPortArgument {
         w.write("port", &self.port);
     }
 }
+#[cfg(feature = "all-events")]
 impl x::ArrayItem for VnicPortArgument {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVnicPortArgument";
     const ITEM_TAG: &'static str = "VnicPortArgument";
 }
+#[cfg(feature = "all-faults")]
 /// `VolumeEditorError` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -48,10 +540,13 @@ pub struct VolumeEditorError {
     /// The fields `VolumeEditorError` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VolumeEditorError {
     const TYPE_NAME: &'static str = "VolumeEditorError";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VolumeEditorError {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VolumeEditorError {
     type Target = CustomizationFault;
     #[inline]
@@ -59,12 +554,14 @@ impl std::ops::Deref for VolumeEditorError {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VolumeEditorError {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VolumeEditorError {
     fn decode_field(
         &mut self,
@@ -78,6 +575,7 @@ impl x::Fields for VolumeEditorError {
         x::Fields::encode_fields(&self.customization_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VramLimitLicense` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -88,10 +586,13 @@ pub struct VramLimitLicense {
     /// `limit`.
     pub limit: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VramLimitLicense {
     const TYPE_NAME: &'static str = "VramLimitLicense";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VramLimitLicense {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VramLimitLicense {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -99,12 +600,14 @@ impl std::ops::Deref for VramLimitLicense {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VramLimitLicense {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VramLimitLicense {
     fn decode_field(
         &mut self,
@@ -283,6 +786,7 @@ impl x::Fields for VsanClusterCoreConfigSpec {
         w.write_opt("vsanMaxEnabled", &self.vsan_max_enabled);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VsanClusterUuidMismatch` (extends `CannotMoveVsanEnabledHost`).
 ///
 /// The fields of `CannotMoveVsanEnabledHost` are in `cannot_move_vsan_enabled_host`, also reachable through `Deref`.
@@ -295,10 +799,13 @@ pub struct VsanClusterUuidMismatch {
     /// `destinationClusterUuid`.
     pub destination_cluster_uuid: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VsanClusterUuidMismatch {
     const TYPE_NAME: &'static str = "VsanClusterUuidMismatch";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VsanClusterUuidMismatch {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VsanClusterUuidMismatch {
     type Target = CannotMoveVsanEnabledHost;
     #[inline]
@@ -306,12 +813,14 @@ impl std::ops::Deref for VsanClusterUuidMismatch {
         &self.cannot_move_vsan_enabled_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VsanClusterUuidMismatch {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotMoveVsanEnabledHost {
         &mut self.cannot_move_vsan_enabled_host
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VsanClusterUuidMismatch {
     fn decode_field(
         &mut self,
@@ -387,6 +896,7 @@ impl x::Fields for VsanDatastoreInfo {
         w.write_opt("accessGenNo", &self.access_gen_no);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VsanDiskFault` (extends `VsanFault`).
 ///
 /// The fields of `VsanFault` are in `vsan_fault`, also reachable through `Deref`.
@@ -397,10 +907,13 @@ pub struct VsanDiskFault {
     /// `device`.
     pub device: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VsanDiskFault {
     const TYPE_NAME: &'static str = "VsanDiskFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VsanDiskFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VsanDiskFault {
     type Target = VsanFault;
     #[inline]
@@ -408,12 +921,14 @@ impl std::ops::Deref for VsanDiskFault {
         &self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VsanDiskFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanFault {
         &mut self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VsanDiskFault {
     fn decode_field(
         &mut self,
@@ -432,6 +947,7 @@ impl x::Fields for VsanDiskFault {
         w.write_opt("device", &self.device);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VsanFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -440,10 +956,13 @@ pub struct VsanFault {
     /// The fields `VsanFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VsanFault {
     const TYPE_NAME: &'static str = "VsanFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VsanFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VsanFault {
     type Target = VimFault;
     #[inline]
@@ -451,12 +970,14 @@ impl std::ops::Deref for VsanFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VsanFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VsanFault {
     fn decode_field(
         &mut self,
@@ -1219,6 +1740,7 @@ impl x::Fields for VsanHostVsanDiskInfo {
         w.write("formatVersion", &self.format_version);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VsanIncompatibleDiskMapping` (extends `VsanDiskFault`).
 ///
 /// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
@@ -1227,10 +1749,13 @@ pub struct VsanIncompatibleDiskMapping {
     /// The fields `VsanIncompatibleDiskMapping` inherits from `VsanDiskFault`.
     pub vsan_disk_fault: VsanDiskFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VsanIncompatibleDiskMapping {
     const TYPE_NAME: &'static str = "VsanIncompatibleDiskMapping";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VsanIncompatibleDiskMapping {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VsanIncompatibleDiskMapping {
     type Target = VsanDiskFault;
     #[inline]
@@ -1238,12 +1763,14 @@ impl std::ops::Deref for VsanIncompatibleDiskMapping {
         &self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VsanIncompatibleDiskMapping {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanDiskFault {
         &mut self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VsanIncompatibleDiskMapping {
     fn decode_field(
         &mut self,

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
 /// `DomainNotFound` (extends `ActiveDirectoryFault`).
 ///
 /// The fields of `ActiveDirectoryFault` are in `active_directory_fault`, also reachable through `Deref`.
@@ -15,10 +16,13 @@ pub struct DomainNotFound {
     /// `domainName`.
     pub domain_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DomainNotFound {
     const TYPE_NAME: &'static str = "DomainNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DomainNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DomainNotFound {
     type Target = ActiveDirectoryFault;
     #[inline]
@@ -26,12 +30,14 @@ impl std::ops::Deref for DomainNotFound {
         &self.active_directory_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DomainNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut ActiveDirectoryFault {
         &mut self.active_directory_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DomainNotFound {
     fn decode_field(
         &mut self,
@@ -194,6 +200,7 @@ impl x::ArrayItem for DpuStatusInfoOperationalInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDpuStatusInfoOperationalInfo";
     const ITEM_TAG: &'static str = "DpuStatusInfoOperationalInfo";
 }
+#[cfg(feature = "all-events")]
 /// `DrsDisabledEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -202,10 +209,13 @@ pub struct DrsDisabledEvent {
     /// The fields `DrsDisabledEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsDisabledEvent {
     const TYPE_NAME: &'static str = "DrsDisabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsDisabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsDisabledEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -213,12 +223,14 @@ impl std::ops::Deref for DrsDisabledEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsDisabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsDisabledEvent {
     fn decode_field(
         &mut self,
@@ -232,6 +244,7 @@ impl x::Fields for DrsDisabledEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DrsDisabledOnVm` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -240,10 +253,13 @@ pub struct DrsDisabledOnVm {
     /// The fields `DrsDisabledOnVm` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DrsDisabledOnVm {
     const TYPE_NAME: &'static str = "DrsDisabledOnVm";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DrsDisabledOnVm {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DrsDisabledOnVm {
     type Target = VimFault;
     #[inline]
@@ -251,12 +267,14 @@ impl std::ops::Deref for DrsDisabledOnVm {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DrsDisabledOnVm {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DrsDisabledOnVm {
     fn decode_field(
         &mut self,
@@ -270,6 +288,7 @@ impl x::Fields for DrsDisabledOnVm {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsEnabledEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -280,10 +299,13 @@ pub struct DrsEnabledEvent {
     /// `behavior`.
     pub behavior: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsEnabledEvent {
     const TYPE_NAME: &'static str = "DrsEnabledEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsEnabledEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsEnabledEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -291,12 +313,14 @@ impl std::ops::Deref for DrsEnabledEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsEnabledEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsEnabledEvent {
     fn decode_field(
         &mut self,
@@ -315,6 +339,7 @@ impl x::Fields for DrsEnabledEvent {
         w.write("behavior", &self.behavior);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsEnteredStandbyModeEvent` (extends `EnteredStandbyModeEvent`).
 ///
 /// The fields of `EnteredStandbyModeEvent` are in `entered_standby_mode_event`, also reachable through `Deref`.
@@ -323,10 +348,13 @@ pub struct DrsEnteredStandbyModeEvent {
     /// The fields `DrsEnteredStandbyModeEvent` inherits from `EnteredStandbyModeEvent`.
     pub entered_standby_mode_event: EnteredStandbyModeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsEnteredStandbyModeEvent {
     const TYPE_NAME: &'static str = "DrsEnteredStandbyModeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsEnteredStandbyModeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsEnteredStandbyModeEvent {
     type Target = EnteredStandbyModeEvent;
     #[inline]
@@ -334,12 +362,14 @@ impl std::ops::Deref for DrsEnteredStandbyModeEvent {
         &self.entered_standby_mode_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsEnteredStandbyModeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut EnteredStandbyModeEvent {
         &mut self.entered_standby_mode_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsEnteredStandbyModeEvent {
     fn decode_field(
         &mut self,
@@ -353,6 +383,7 @@ impl x::Fields for DrsEnteredStandbyModeEvent {
         x::Fields::encode_fields(&self.entered_standby_mode_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsEnteringStandbyModeEvent` (extends `EnteringStandbyModeEvent`).
 ///
 /// The fields of `EnteringStandbyModeEvent` are in `entering_standby_mode_event`, also reachable through `Deref`.
@@ -361,10 +392,13 @@ pub struct DrsEnteringStandbyModeEvent {
     /// The fields `DrsEnteringStandbyModeEvent` inherits from `EnteringStandbyModeEvent`.
     pub entering_standby_mode_event: EnteringStandbyModeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsEnteringStandbyModeEvent {
     const TYPE_NAME: &'static str = "DrsEnteringStandbyModeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsEnteringStandbyModeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsEnteringStandbyModeEvent {
     type Target = EnteringStandbyModeEvent;
     #[inline]
@@ -372,12 +406,14 @@ impl std::ops::Deref for DrsEnteringStandbyModeEvent {
         &self.entering_standby_mode_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsEnteringStandbyModeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut EnteringStandbyModeEvent {
         &mut self.entering_standby_mode_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsEnteringStandbyModeEvent {
     fn decode_field(
         &mut self,
@@ -391,6 +427,7 @@ impl x::Fields for DrsEnteringStandbyModeEvent {
         x::Fields::encode_fields(&self.entering_standby_mode_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsExitStandbyModeFailedEvent` (extends `ExitStandbyModeFailedEvent`).
 ///
 /// The fields of `ExitStandbyModeFailedEvent` are in `exit_standby_mode_failed_event`, also reachable through `Deref`.
@@ -399,10 +436,13 @@ pub struct DrsExitStandbyModeFailedEvent {
     /// The fields `DrsExitStandbyModeFailedEvent` inherits from `ExitStandbyModeFailedEvent`.
     pub exit_standby_mode_failed_event: ExitStandbyModeFailedEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsExitStandbyModeFailedEvent {
     const TYPE_NAME: &'static str = "DrsExitStandbyModeFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsExitStandbyModeFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsExitStandbyModeFailedEvent {
     type Target = ExitStandbyModeFailedEvent;
     #[inline]
@@ -410,12 +450,14 @@ impl std::ops::Deref for DrsExitStandbyModeFailedEvent {
         &self.exit_standby_mode_failed_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsExitStandbyModeFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ExitStandbyModeFailedEvent {
         &mut self.exit_standby_mode_failed_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsExitStandbyModeFailedEvent {
     fn decode_field(
         &mut self,
@@ -429,6 +471,7 @@ impl x::Fields for DrsExitStandbyModeFailedEvent {
         x::Fields::encode_fields(&self.exit_standby_mode_failed_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsExitedStandbyModeEvent` (extends `ExitedStandbyModeEvent`).
 ///
 /// The fields of `ExitedStandbyModeEvent` are in `exited_standby_mode_event`, also reachable through `Deref`.
@@ -437,10 +480,13 @@ pub struct DrsExitedStandbyModeEvent {
     /// The fields `DrsExitedStandbyModeEvent` inherits from `ExitedStandbyModeEvent`.
     pub exited_standby_mode_event: ExitedStandbyModeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsExitedStandbyModeEvent {
     const TYPE_NAME: &'static str = "DrsExitedStandbyModeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsExitedStandbyModeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsExitedStandbyModeEvent {
     type Target = ExitedStandbyModeEvent;
     #[inline]
@@ -448,12 +494,14 @@ impl std::ops::Deref for DrsExitedStandbyModeEvent {
         &self.exited_standby_mode_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsExitedStandbyModeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ExitedStandbyModeEvent {
         &mut self.exited_standby_mode_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsExitedStandbyModeEvent {
     fn decode_field(
         &mut self,
@@ -467,6 +515,7 @@ impl x::Fields for DrsExitedStandbyModeEvent {
         x::Fields::encode_fields(&self.exited_standby_mode_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsExitingStandbyModeEvent` (extends `ExitingStandbyModeEvent`).
 ///
 /// The fields of `ExitingStandbyModeEvent` are in `exiting_standby_mode_event`, also reachable through `Deref`.
@@ -475,10 +524,13 @@ pub struct DrsExitingStandbyModeEvent {
     /// The fields `DrsExitingStandbyModeEvent` inherits from `ExitingStandbyModeEvent`.
     pub exiting_standby_mode_event: ExitingStandbyModeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsExitingStandbyModeEvent {
     const TYPE_NAME: &'static str = "DrsExitingStandbyModeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsExitingStandbyModeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsExitingStandbyModeEvent {
     type Target = ExitingStandbyModeEvent;
     #[inline]
@@ -486,12 +538,14 @@ impl std::ops::Deref for DrsExitingStandbyModeEvent {
         &self.exiting_standby_mode_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsExitingStandbyModeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ExitingStandbyModeEvent {
         &mut self.exiting_standby_mode_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsExitingStandbyModeEvent {
     fn decode_field(
         &mut self,
@@ -505,6 +559,7 @@ impl x::Fields for DrsExitingStandbyModeEvent {
         x::Fields::encode_fields(&self.exiting_standby_mode_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsInvocationFailedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -513,10 +568,13 @@ pub struct DrsInvocationFailedEvent {
     /// The fields `DrsInvocationFailedEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsInvocationFailedEvent {
     const TYPE_NAME: &'static str = "DrsInvocationFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsInvocationFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsInvocationFailedEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -524,12 +582,14 @@ impl std::ops::Deref for DrsInvocationFailedEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsInvocationFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsInvocationFailedEvent {
     fn decode_field(
         &mut self,
@@ -543,6 +603,7 @@ impl x::Fields for DrsInvocationFailedEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsRecoveredFromFailureEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
@@ -551,10 +612,13 @@ pub struct DrsRecoveredFromFailureEvent {
     /// The fields `DrsRecoveredFromFailureEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsRecoveredFromFailureEvent {
     const TYPE_NAME: &'static str = "DrsRecoveredFromFailureEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsRecoveredFromFailureEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsRecoveredFromFailureEvent {
     type Target = ClusterEvent;
     #[inline]
@@ -562,12 +626,14 @@ impl std::ops::Deref for DrsRecoveredFromFailureEvent {
         &self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsRecoveredFromFailureEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterEvent {
         &mut self.cluster_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsRecoveredFromFailureEvent {
     fn decode_field(
         &mut self,
@@ -581,6 +647,7 @@ impl x::Fields for DrsRecoveredFromFailureEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsResourceConfigureFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -591,10 +658,13 @@ pub struct DrsResourceConfigureFailedEvent {
     /// `reason`.
     pub reason: LocalizedMethodFault,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsResourceConfigureFailedEvent {
     const TYPE_NAME: &'static str = "DrsResourceConfigureFailedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsResourceConfigureFailedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsResourceConfigureFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -602,12 +672,14 @@ impl std::ops::Deref for DrsResourceConfigureFailedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsResourceConfigureFailedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsResourceConfigureFailedEvent {
     fn decode_field(
         &mut self,
@@ -626,6 +698,7 @@ impl x::Fields for DrsResourceConfigureFailedEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsResourceConfigureSyncedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -634,10 +707,13 @@ pub struct DrsResourceConfigureSyncedEvent {
     /// The fields `DrsResourceConfigureSyncedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsResourceConfigureSyncedEvent {
     const TYPE_NAME: &'static str = "DrsResourceConfigureSyncedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsResourceConfigureSyncedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsResourceConfigureSyncedEvent {
     type Target = HostEvent;
     #[inline]
@@ -645,12 +721,14 @@ impl std::ops::Deref for DrsResourceConfigureSyncedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsResourceConfigureSyncedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsResourceConfigureSyncedEvent {
     fn decode_field(
         &mut self,
@@ -664,6 +742,7 @@ impl x::Fields for DrsResourceConfigureSyncedEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsRuleComplianceEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -672,10 +751,13 @@ pub struct DrsRuleComplianceEvent {
     /// The fields `DrsRuleComplianceEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsRuleComplianceEvent {
     const TYPE_NAME: &'static str = "DrsRuleComplianceEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsRuleComplianceEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsRuleComplianceEvent {
     type Target = VmEvent;
     #[inline]
@@ -683,12 +765,14 @@ impl std::ops::Deref for DrsRuleComplianceEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsRuleComplianceEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsRuleComplianceEvent {
     fn decode_field(
         &mut self,
@@ -702,6 +786,7 @@ impl x::Fields for DrsRuleComplianceEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsRuleViolationEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -710,10 +795,13 @@ pub struct DrsRuleViolationEvent {
     /// The fields `DrsRuleViolationEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsRuleViolationEvent {
     const TYPE_NAME: &'static str = "DrsRuleViolationEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsRuleViolationEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsRuleViolationEvent {
     type Target = VmEvent;
     #[inline]
@@ -721,12 +809,14 @@ impl std::ops::Deref for DrsRuleViolationEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsRuleViolationEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsRuleViolationEvent {
     fn decode_field(
         &mut self,
@@ -740,6 +830,7 @@ impl x::Fields for DrsRuleViolationEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsSoftRuleViolationEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -748,10 +839,13 @@ pub struct DrsSoftRuleViolationEvent {
     /// The fields `DrsSoftRuleViolationEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsSoftRuleViolationEvent {
     const TYPE_NAME: &'static str = "DrsSoftRuleViolationEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsSoftRuleViolationEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsSoftRuleViolationEvent {
     type Target = VmEvent;
     #[inline]
@@ -759,12 +853,14 @@ impl std::ops::Deref for DrsSoftRuleViolationEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsSoftRuleViolationEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsSoftRuleViolationEvent {
     fn decode_field(
         &mut self,
@@ -778,6 +874,7 @@ impl x::Fields for DrsSoftRuleViolationEvent {
         x::Fields::encode_fields(&self.vm_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsVmMigratedEvent` (extends `VmMigratedEvent`).
 ///
 /// The fields of `VmMigratedEvent` are in `vm_migrated_event`, also reachable through `Deref`.
@@ -786,10 +883,13 @@ pub struct DrsVmMigratedEvent {
     /// The fields `DrsVmMigratedEvent` inherits from `VmMigratedEvent`.
     pub vm_migrated_event: VmMigratedEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsVmMigratedEvent {
     const TYPE_NAME: &'static str = "DrsVmMigratedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsVmMigratedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsVmMigratedEvent {
     type Target = VmMigratedEvent;
     #[inline]
@@ -797,12 +897,14 @@ impl std::ops::Deref for DrsVmMigratedEvent {
         &self.vm_migrated_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsVmMigratedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmMigratedEvent {
         &mut self.vm_migrated_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsVmMigratedEvent {
     fn decode_field(
         &mut self,
@@ -816,6 +918,7 @@ impl x::Fields for DrsVmMigratedEvent {
         x::Fields::encode_fields(&self.vm_migrated_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DrsVmPoweredOnEvent` (extends `VmPoweredOnEvent`).
 ///
 /// The fields of `VmPoweredOnEvent` are in `vm_powered_on_event`, also reachable through `Deref`.
@@ -824,10 +927,13 @@ pub struct DrsVmPoweredOnEvent {
     /// The fields `DrsVmPoweredOnEvent` inherits from `VmPoweredOnEvent`.
     pub vm_powered_on_event: VmPoweredOnEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DrsVmPoweredOnEvent {
     const TYPE_NAME: &'static str = "DrsVmPoweredOnEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DrsVmPoweredOnEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DrsVmPoweredOnEvent {
     type Target = VmPoweredOnEvent;
     #[inline]
@@ -835,12 +941,14 @@ impl std::ops::Deref for DrsVmPoweredOnEvent {
         &self.vm_powered_on_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DrsVmPoweredOnEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmPoweredOnEvent {
         &mut self.vm_powered_on_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DrsVmPoweredOnEvent {
     fn decode_field(
         &mut self,
@@ -854,6 +962,7 @@ impl x::Fields for DrsVmPoweredOnEvent {
         x::Fields::encode_fields(&self.vm_powered_on_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DrsVmotionIncompatibleFault` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
@@ -864,10 +973,13 @@ pub struct DrsVmotionIncompatibleFault {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DrsVmotionIncompatibleFault {
     const TYPE_NAME: &'static str = "DrsVmotionIncompatibleFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DrsVmotionIncompatibleFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DrsVmotionIncompatibleFault {
     type Target = VirtualHardwareCompatibilityIssue;
     #[inline]
@@ -875,12 +987,14 @@ impl std::ops::Deref for DrsVmotionIncompatibleFault {
         &self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DrsVmotionIncompatibleFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
         &mut self.virtual_hardware_compatibility_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DrsVmotionIncompatibleFault {
     fn decode_field(
         &mut self,
@@ -905,6 +1019,7 @@ impl x::Fields for DrsVmotionIncompatibleFault {
         w.write("host", &self.host);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DuplicateDisks` (extends `VsanDiskFault`).
 ///
 /// The fields of `VsanDiskFault` are in `vsan_disk_fault`, also reachable through `Deref`.
@@ -913,10 +1028,13 @@ pub struct DuplicateDisks {
     /// The fields `DuplicateDisks` inherits from `VsanDiskFault`.
     pub vsan_disk_fault: VsanDiskFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DuplicateDisks {
     const TYPE_NAME: &'static str = "DuplicateDisks";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DuplicateDisks {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DuplicateDisks {
     type Target = VsanDiskFault;
     #[inline]
@@ -924,12 +1042,14 @@ impl std::ops::Deref for DuplicateDisks {
         &self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DuplicateDisks {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanDiskFault {
         &mut self.vsan_disk_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DuplicateDisks {
     fn decode_field(
         &mut self,
@@ -943,6 +1063,7 @@ impl x::Fields for DuplicateDisks {
         x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DuplicateIpDetectedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -955,10 +1076,13 @@ pub struct DuplicateIpDetectedEvent {
     /// `macAddress`.
     pub mac_address: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DuplicateIpDetectedEvent {
     const TYPE_NAME: &'static str = "DuplicateIpDetectedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DuplicateIpDetectedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DuplicateIpDetectedEvent {
     type Target = HostEvent;
     #[inline]
@@ -966,12 +1090,14 @@ impl std::ops::Deref for DuplicateIpDetectedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DuplicateIpDetectedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DuplicateIpDetectedEvent {
     fn decode_field(
         &mut self,
@@ -1041,6 +1167,7 @@ impl x::Fields for DuplicateName {
         w.write("object", &self.object);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DuplicateVsanNetworkInterface` (extends `VsanFault`).
 ///
 /// The fields of `VsanFault` are in `vsan_fault`, also reachable through `Deref`.
@@ -1051,10 +1178,13 @@ pub struct DuplicateVsanNetworkInterface {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DuplicateVsanNetworkInterface {
     const TYPE_NAME: &'static str = "DuplicateVsanNetworkInterface";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DuplicateVsanNetworkInterface {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DuplicateVsanNetworkInterface {
     type Target = VsanFault;
     #[inline]
@@ -1062,12 +1192,14 @@ impl std::ops::Deref for DuplicateVsanNetworkInterface {
         &self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DuplicateVsanNetworkInterface {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanFault {
         &mut self.vsan_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DuplicateVsanNetworkInterface {
     fn decode_field(
         &mut self,
@@ -1084,88 +1216,5 @@ impl x::Fields for DuplicateVsanNetworkInterface {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.vsan_fault, w);
         w.write("device", &self.device);
-    }
-}
-/// `DvpgImportEvent` (extends `DVPortgroupEvent`).
-///
-/// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DvpgImportEvent {
-    /// The fields `DvpgImportEvent` inherits from `DVPortgroupEvent`.
-    pub dv_portgroup_event: DVPortgroupEvent,
-    /// `importType`.
-    pub import_type: String,
-}
-impl x::SchemaType for DvpgImportEvent {
-    const TYPE_NAME: &'static str = "DvpgImportEvent";
-}
-impl x::Structure for DvpgImportEvent {}
-impl std::ops::Deref for DvpgImportEvent {
-    type Target = DVPortgroupEvent;
-    #[inline]
-    fn deref(&self) -> &DVPortgroupEvent {
-        &self.dv_portgroup_event
-    }
-}
-impl std::ops::DerefMut for DvpgImportEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DVPortgroupEvent {
-        &mut self.dv_portgroup_event
-    }
-}
-impl x::Fields for DvpgImportEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "importType" => r.read(&mut self.import_type),
-            _ => return x::Fields::decode_field(&mut self.dv_portgroup_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dv_portgroup_event, w);
-        w.write("importType", &self.import_type);
-    }
-}
-/// `DvpgRestoreEvent` (extends `DVPortgroupEvent`).
-///
-/// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DvpgRestoreEvent {
-    /// The fields `DvpgRestoreEvent` inherits from `DVPortgroupEvent`.
-    pub dv_portgroup_event: DVPortgroupEvent,
-}
-impl x::SchemaType for DvpgRestoreEvent {
-    const TYPE_NAME: &'static str = "DvpgRestoreEvent";
-}
-impl x::Structure for DvpgRestoreEvent {}
-impl std::ops::Deref for DvpgRestoreEvent {
-    type Target = DVPortgroupEvent;
-    #[inline]
-    fn deref(&self) -> &DVPortgroupEvent {
-        &self.dv_portgroup_event
-    }
-}
-impl std::ops::DerefMut for DvpgRestoreEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DVPortgroupEvent {
-        &mut self.dv_portgroup_event
-    }
-}
-impl x::Fields for DvpgRestoreEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.dv_portgroup_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dv_portgroup_event, w);
     }
 }

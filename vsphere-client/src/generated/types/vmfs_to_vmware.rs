@@ -5,158 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VFlashCacheHotConfigNotSupported` (extends `VmConfigFault`).
-///
-/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VFlashCacheHotConfigNotSupported {
-    /// The fields `VFlashCacheHotConfigNotSupported` inherits from `VmConfigFault`.
-    pub vm_config_fault: VmConfigFault,
-}
-impl x::SchemaType for VFlashCacheHotConfigNotSupported {
-    const TYPE_NAME: &'static str = "VFlashCacheHotConfigNotSupported";
-}
-impl x::Structure for VFlashCacheHotConfigNotSupported {}
-impl std::ops::Deref for VFlashCacheHotConfigNotSupported {
-    type Target = VmConfigFault;
-    #[inline]
-    fn deref(&self) -> &VmConfigFault {
-        &self.vm_config_fault
-    }
-}
-impl std::ops::DerefMut for VFlashCacheHotConfigNotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmConfigFault {
-        &mut self.vm_config_fault
-    }
-}
-impl x::Fields for VFlashCacheHotConfigNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_config_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_config_fault, w);
-    }
-}
-/// `VFlashModuleNotSupported` (extends `VmConfigFault`).
-///
-/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VFlashModuleNotSupported {
-    /// The fields `VFlashModuleNotSupported` inherits from `VmConfigFault`.
-    pub vm_config_fault: VmConfigFault,
-    /// `vmName`.
-    pub vm_name: String,
-    /// `moduleName`.
-    pub module_name: String,
-    /// `reason`.
-    pub reason: String,
-    /// `hostName`.
-    pub host_name: String,
-}
-impl x::SchemaType for VFlashModuleNotSupported {
-    const TYPE_NAME: &'static str = "VFlashModuleNotSupported";
-}
-impl x::Structure for VFlashModuleNotSupported {}
-impl std::ops::Deref for VFlashModuleNotSupported {
-    type Target = VmConfigFault;
-    #[inline]
-    fn deref(&self) -> &VmConfigFault {
-        &self.vm_config_fault
-    }
-}
-impl std::ops::DerefMut for VFlashModuleNotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmConfigFault {
-        &mut self.vm_config_fault
-    }
-}
-impl x::Fields for VFlashModuleNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmName" => r.read(&mut self.vm_name),
-            "moduleName" => r.read(&mut self.module_name),
-            "reason" => r.read(&mut self.reason),
-            "hostName" => r.read(&mut self.host_name),
-            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_config_fault, w);
-        w.write("vmName", &self.vm_name);
-        w.write("moduleName", &self.module_name);
-        w.write("reason", &self.reason);
-        w.write("hostName", &self.host_name);
-    }
-}
-/// `VFlashModuleVersionIncompatible` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VFlashModuleVersionIncompatible {
-    /// The fields `VFlashModuleVersionIncompatible` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-    /// `moduleName`.
-    pub module_name: String,
-    /// `vmRequestModuleVersion`.
-    pub vm_request_module_version: String,
-    /// `hostMinSupportedVerson`.
-    pub host_min_supported_verson: String,
-    /// `hostModuleVersion`.
-    pub host_module_version: String,
-}
-impl x::SchemaType for VFlashModuleVersionIncompatible {
-    const TYPE_NAME: &'static str = "VFlashModuleVersionIncompatible";
-}
-impl x::Structure for VFlashModuleVersionIncompatible {}
-impl std::ops::Deref for VFlashModuleVersionIncompatible {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-impl std::ops::DerefMut for VFlashModuleVersionIncompatible {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-impl x::Fields for VFlashModuleVersionIncompatible {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "moduleName" => r.read(&mut self.module_name),
-            "vmRequestModuleVersion" => r.read(&mut self.vm_request_module_version),
-            "hostMinSupportedVerson" => r.read(&mut self.host_min_supported_verson),
-            "hostModuleVersion" => r.read(&mut self.host_module_version),
-            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-        w.write("moduleName", &self.module_name);
-        w.write("vmRequestModuleVersion", &self.vm_request_module_version);
-        w.write("hostMinSupportedVerson", &self.host_min_supported_verson);
-        w.write("hostModuleVersion", &self.host_module_version);
-    }
-}
+#[cfg(feature = "all-events")]
 /// `VMFSDatastoreCreatedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -169,10 +18,13 @@ pub struct VMFSDatastoreCreatedEvent {
     /// `datastoreUrl`.
     pub datastore_url: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VMFSDatastoreCreatedEvent {
     const TYPE_NAME: &'static str = "VMFSDatastoreCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VMFSDatastoreCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VMFSDatastoreCreatedEvent {
     type Target = HostEvent;
     #[inline]
@@ -180,12 +32,14 @@ impl std::ops::Deref for VMFSDatastoreCreatedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VMFSDatastoreCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VMFSDatastoreCreatedEvent {
     fn decode_field(
         &mut self,
@@ -206,6 +60,7 @@ impl x::Fields for VMFSDatastoreCreatedEvent {
         w.write_opt("datastoreUrl", &self.datastore_url);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VMFSDatastoreExpandedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -216,10 +71,13 @@ pub struct VMFSDatastoreExpandedEvent {
     /// `datastore`.
     pub datastore: DatastoreEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VMFSDatastoreExpandedEvent {
     const TYPE_NAME: &'static str = "VMFSDatastoreExpandedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VMFSDatastoreExpandedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VMFSDatastoreExpandedEvent {
     type Target = HostEvent;
     #[inline]
@@ -227,12 +85,14 @@ impl std::ops::Deref for VMFSDatastoreExpandedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VMFSDatastoreExpandedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VMFSDatastoreExpandedEvent {
     fn decode_field(
         &mut self,
@@ -251,6 +111,7 @@ impl x::Fields for VMFSDatastoreExpandedEvent {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VMFSDatastoreExtendedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -261,10 +122,13 @@ pub struct VMFSDatastoreExtendedEvent {
     /// `datastore`.
     pub datastore: DatastoreEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VMFSDatastoreExtendedEvent {
     const TYPE_NAME: &'static str = "VMFSDatastoreExtendedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VMFSDatastoreExtendedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VMFSDatastoreExtendedEvent {
     type Target = HostEvent;
     #[inline]
@@ -272,12 +136,14 @@ impl std::ops::Deref for VMFSDatastoreExtendedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VMFSDatastoreExtendedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VMFSDatastoreExtendedEvent {
     fn decode_field(
         &mut self,
@@ -296,6 +162,7 @@ impl x::Fields for VMFSDatastoreExtendedEvent {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMINotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -304,10 +171,13 @@ pub struct VMINotSupported {
     /// The fields `VMINotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMINotSupported {
     const TYPE_NAME: &'static str = "VMINotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMINotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMINotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -315,12 +185,14 @@ impl std::ops::Deref for VMINotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMINotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMINotSupported {
     fn decode_field(
         &mut self,
@@ -334,6 +206,7 @@ impl x::Fields for VMINotSupported {
         x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMOnConflictDVPort` (extends `CannotAccessNetwork`).
 ///
 /// The fields of `CannotAccessNetwork` are in `cannot_access_network`, also reachable through `Deref`.
@@ -342,10 +215,13 @@ pub struct VMOnConflictDVPort {
     /// The fields `VMOnConflictDVPort` inherits from `CannotAccessNetwork`.
     pub cannot_access_network: CannotAccessNetwork,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMOnConflictDVPort {
     const TYPE_NAME: &'static str = "VMOnConflictDVPort";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMOnConflictDVPort {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMOnConflictDVPort {
     type Target = CannotAccessNetwork;
     #[inline]
@@ -353,12 +229,14 @@ impl std::ops::Deref for VMOnConflictDVPort {
         &self.cannot_access_network
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMOnConflictDVPort {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotAccessNetwork {
         &mut self.cannot_access_network
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMOnConflictDVPort {
     fn decode_field(
         &mut self,
@@ -372,6 +250,7 @@ impl x::Fields for VMOnConflictDVPort {
         x::Fields::encode_fields(&self.cannot_access_network, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMOnVirtualIntranet` (extends `CannotAccessNetwork`).
 ///
 /// The fields of `CannotAccessNetwork` are in `cannot_access_network`, also reachable through `Deref`.
@@ -380,10 +259,13 @@ pub struct VMOnVirtualIntranet {
     /// The fields `VMOnVirtualIntranet` inherits from `CannotAccessNetwork`.
     pub cannot_access_network: CannotAccessNetwork,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMOnVirtualIntranet {
     const TYPE_NAME: &'static str = "VMOnVirtualIntranet";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMOnVirtualIntranet {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMOnVirtualIntranet {
     type Target = CannotAccessNetwork;
     #[inline]
@@ -391,12 +273,14 @@ impl std::ops::Deref for VMOnVirtualIntranet {
         &self.cannot_access_network
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMOnVirtualIntranet {
     #[inline]
     fn deref_mut(&mut self) -> &mut CannotAccessNetwork {
         &mut self.cannot_access_network
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMOnVirtualIntranet {
     fn decode_field(
         &mut self,
@@ -410,6 +294,7 @@ impl x::Fields for VMOnVirtualIntranet {
         x::Fields::encode_fields(&self.cannot_access_network, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMotionAcrossNetworkNotSupported` (extends `MigrationFeatureNotSupported`).
 ///
 /// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
@@ -418,10 +303,13 @@ pub struct VMotionAcrossNetworkNotSupported {
     /// The fields `VMotionAcrossNetworkNotSupported` inherits from `MigrationFeatureNotSupported`.
     pub migration_feature_not_supported: MigrationFeatureNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMotionAcrossNetworkNotSupported {
     const TYPE_NAME: &'static str = "VMotionAcrossNetworkNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMotionAcrossNetworkNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMotionAcrossNetworkNotSupported {
     type Target = MigrationFeatureNotSupported;
     #[inline]
@@ -429,12 +317,14 @@ impl std::ops::Deref for VMotionAcrossNetworkNotSupported {
         &self.migration_feature_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMotionAcrossNetworkNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFeatureNotSupported {
         &mut self.migration_feature_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMotionAcrossNetworkNotSupported {
     fn decode_field(
         &mut self,
@@ -448,6 +338,7 @@ impl x::Fields for VMotionAcrossNetworkNotSupported {
         x::Fields::encode_fields(&self.migration_feature_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMotionInterfaceIssue` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -462,10 +353,13 @@ pub struct VMotionInterfaceIssue {
     /// `failedHostEntity`.
     pub failed_host_entity: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMotionInterfaceIssue {
     const TYPE_NAME: &'static str = "VMotionInterfaceIssue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMotionInterfaceIssue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMotionInterfaceIssue {
     type Target = MigrationFault;
     #[inline]
@@ -473,12 +367,14 @@ impl std::ops::Deref for VMotionInterfaceIssue {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMotionInterfaceIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMotionInterfaceIssue {
     fn decode_field(
         &mut self,
@@ -501,6 +397,7 @@ impl x::Fields for VMotionInterfaceIssue {
         w.write_opt("failedHostEntity", &self.failed_host_entity);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VMotionLicenseExpiredEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -509,10 +406,13 @@ pub struct VMotionLicenseExpiredEvent {
     /// The fields `VMotionLicenseExpiredEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VMotionLicenseExpiredEvent {
     const TYPE_NAME: &'static str = "VMotionLicenseExpiredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VMotionLicenseExpiredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VMotionLicenseExpiredEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -520,12 +420,14 @@ impl std::ops::Deref for VMotionLicenseExpiredEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VMotionLicenseExpiredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VMotionLicenseExpiredEvent {
     fn decode_field(
         &mut self,
@@ -539,6 +441,7 @@ impl x::Fields for VMotionLicenseExpiredEvent {
         x::Fields::encode_fields(&self.license_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMotionLinkCapacityLow` (extends `VMotionInterfaceIssue`).
 ///
 /// The fields of `VMotionInterfaceIssue` are in `vmotion_interface_issue`, also reachable through `Deref`.
@@ -549,10 +452,13 @@ pub struct VMotionLinkCapacityLow {
     /// `network`.
     pub network: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMotionLinkCapacityLow {
     const TYPE_NAME: &'static str = "VMotionLinkCapacityLow";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMotionLinkCapacityLow {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMotionLinkCapacityLow {
     type Target = VMotionInterfaceIssue;
     #[inline]
@@ -560,12 +466,14 @@ impl std::ops::Deref for VMotionLinkCapacityLow {
         &self.vmotion_interface_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMotionLinkCapacityLow {
     #[inline]
     fn deref_mut(&mut self) -> &mut VMotionInterfaceIssue {
         &mut self.vmotion_interface_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMotionLinkCapacityLow {
     fn decode_field(
         &mut self,
@@ -590,6 +498,7 @@ impl x::Fields for VMotionLinkCapacityLow {
         w.write("network", &self.network);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMotionLinkDown` (extends `VMotionInterfaceIssue`).
 ///
 /// The fields of `VMotionInterfaceIssue` are in `vmotion_interface_issue`, also reachable through `Deref`.
@@ -600,10 +509,13 @@ pub struct VMotionLinkDown {
     /// `network`.
     pub network: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMotionLinkDown {
     const TYPE_NAME: &'static str = "VMotionLinkDown";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMotionLinkDown {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMotionLinkDown {
     type Target = VMotionInterfaceIssue;
     #[inline]
@@ -611,12 +523,14 @@ impl std::ops::Deref for VMotionLinkDown {
         &self.vmotion_interface_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMotionLinkDown {
     #[inline]
     fn deref_mut(&mut self) -> &mut VMotionInterfaceIssue {
         &mut self.vmotion_interface_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMotionLinkDown {
     fn decode_field(
         &mut self,
@@ -641,6 +555,7 @@ impl x::Fields for VMotionLinkDown {
         w.write("network", &self.network);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMotionNotConfigured` (extends `VMotionInterfaceIssue`).
 ///
 /// The fields of `VMotionInterfaceIssue` are in `vmotion_interface_issue`, also reachable through `Deref`.
@@ -649,10 +564,13 @@ pub struct VMotionNotConfigured {
     /// The fields `VMotionNotConfigured` inherits from `VMotionInterfaceIssue`.
     pub vmotion_interface_issue: VMotionInterfaceIssue,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMotionNotConfigured {
     const TYPE_NAME: &'static str = "VMotionNotConfigured";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMotionNotConfigured {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMotionNotConfigured {
     type Target = VMotionInterfaceIssue;
     #[inline]
@@ -660,12 +578,14 @@ impl std::ops::Deref for VMotionNotConfigured {
         &self.vmotion_interface_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMotionNotConfigured {
     #[inline]
     fn deref_mut(&mut self) -> &mut VMotionInterfaceIssue {
         &mut self.vmotion_interface_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMotionNotConfigured {
     fn decode_field(
         &mut self,
@@ -679,6 +599,7 @@ impl x::Fields for VMotionNotConfigured {
         x::Fields::encode_fields(&self.vmotion_interface_issue, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMotionNotLicensed` (extends `VMotionInterfaceIssue`).
 ///
 /// The fields of `VMotionInterfaceIssue` are in `vmotion_interface_issue`, also reachable through `Deref`.
@@ -687,10 +608,13 @@ pub struct VMotionNotLicensed {
     /// The fields `VMotionNotLicensed` inherits from `VMotionInterfaceIssue`.
     pub vmotion_interface_issue: VMotionInterfaceIssue,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMotionNotLicensed {
     const TYPE_NAME: &'static str = "VMotionNotLicensed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMotionNotLicensed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMotionNotLicensed {
     type Target = VMotionInterfaceIssue;
     #[inline]
@@ -698,12 +622,14 @@ impl std::ops::Deref for VMotionNotLicensed {
         &self.vmotion_interface_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMotionNotLicensed {
     #[inline]
     fn deref_mut(&mut self) -> &mut VMotionInterfaceIssue {
         &mut self.vmotion_interface_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMotionNotLicensed {
     fn decode_field(
         &mut self,
@@ -717,6 +643,7 @@ impl x::Fields for VMotionNotLicensed {
         x::Fields::encode_fields(&self.vmotion_interface_issue, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMotionNotSupported` (extends `VMotionInterfaceIssue`).
 ///
 /// The fields of `VMotionInterfaceIssue` are in `vmotion_interface_issue`, also reachable through `Deref`.
@@ -725,10 +652,13 @@ pub struct VMotionNotSupported {
     /// The fields `VMotionNotSupported` inherits from `VMotionInterfaceIssue`.
     pub vmotion_interface_issue: VMotionInterfaceIssue,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMotionNotSupported {
     const TYPE_NAME: &'static str = "VMotionNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMotionNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMotionNotSupported {
     type Target = VMotionInterfaceIssue;
     #[inline]
@@ -736,12 +666,14 @@ impl std::ops::Deref for VMotionNotSupported {
         &self.vmotion_interface_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMotionNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut VMotionInterfaceIssue {
         &mut self.vmotion_interface_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMotionNotSupported {
     fn decode_field(
         &mut self,
@@ -755,6 +687,7 @@ impl x::Fields for VMotionNotSupported {
         x::Fields::encode_fields(&self.vmotion_interface_issue, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VMotionProtocolIncompatible` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -763,10 +696,13 @@ pub struct VMotionProtocolIncompatible {
     /// The fields `VMotionProtocolIncompatible` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VMotionProtocolIncompatible {
     const TYPE_NAME: &'static str = "VMotionProtocolIncompatible";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VMotionProtocolIncompatible {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VMotionProtocolIncompatible {
     type Target = MigrationFault;
     #[inline]
@@ -774,12 +710,14 @@ impl std::ops::Deref for VMotionProtocolIncompatible {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VMotionProtocolIncompatible {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VMotionProtocolIncompatible {
     fn decode_field(
         &mut self,

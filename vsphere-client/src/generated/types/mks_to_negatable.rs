@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
 /// `MksConnectionLimitReached` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
@@ -15,10 +16,13 @@ pub struct MksConnectionLimitReached {
     /// `connectionLimit`.
     pub connection_limit: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MksConnectionLimitReached {
     const TYPE_NAME: &'static str = "MksConnectionLimitReached";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MksConnectionLimitReached {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MksConnectionLimitReached {
     type Target = InvalidState;
     #[inline]
@@ -26,12 +30,14 @@ impl std::ops::Deref for MksConnectionLimitReached {
         &self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MksConnectionLimitReached {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidState {
         &mut self.invalid_state
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MksConnectionLimitReached {
     fn decode_field(
         &mut self,
@@ -233,6 +239,7 @@ impl x::Fields for MonthlyTaskScheduler {
         x::Fields::encode_fields(&self.daily_task_scheduler, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MountError` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -245,10 +252,13 @@ pub struct MountError {
     /// `diskIndex`.
     pub disk_index: i32,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MountError {
     const TYPE_NAME: &'static str = "MountError";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MountError {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MountError {
     type Target = CustomizationFault;
     #[inline]
@@ -256,12 +266,14 @@ impl std::ops::Deref for MountError {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MountError {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MountError {
     fn decode_field(
         &mut self,
@@ -282,6 +294,7 @@ impl x::Fields for MountError {
         w.write("diskIndex", &self.disk_index);
     }
 }
+#[cfg(feature = "all-events")]
 /// `MtuMatchEvent` (extends `DvsHealthStatusChangeEvent`).
 ///
 /// The fields of `DvsHealthStatusChangeEvent` are in `dvs_health_status_change_event`, also reachable through `Deref`.
@@ -290,10 +303,13 @@ pub struct MtuMatchEvent {
     /// The fields `MtuMatchEvent` inherits from `DvsHealthStatusChangeEvent`.
     pub dvs_health_status_change_event: DvsHealthStatusChangeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for MtuMatchEvent {
     const TYPE_NAME: &'static str = "MtuMatchEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for MtuMatchEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for MtuMatchEvent {
     type Target = DvsHealthStatusChangeEvent;
     #[inline]
@@ -301,12 +317,14 @@ impl std::ops::Deref for MtuMatchEvent {
         &self.dvs_health_status_change_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for MtuMatchEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsHealthStatusChangeEvent {
         &mut self.dvs_health_status_change_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for MtuMatchEvent {
     fn decode_field(
         &mut self,
@@ -320,6 +338,7 @@ impl x::Fields for MtuMatchEvent {
         x::Fields::encode_fields(&self.dvs_health_status_change_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `MtuMismatchEvent` (extends `DvsHealthStatusChangeEvent`).
 ///
 /// The fields of `DvsHealthStatusChangeEvent` are in `dvs_health_status_change_event`, also reachable through `Deref`.
@@ -328,10 +347,13 @@ pub struct MtuMismatchEvent {
     /// The fields `MtuMismatchEvent` inherits from `DvsHealthStatusChangeEvent`.
     pub dvs_health_status_change_event: DvsHealthStatusChangeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for MtuMismatchEvent {
     const TYPE_NAME: &'static str = "MtuMismatchEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for MtuMismatchEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for MtuMismatchEvent {
     type Target = DvsHealthStatusChangeEvent;
     #[inline]
@@ -339,12 +361,14 @@ impl std::ops::Deref for MtuMismatchEvent {
         &self.dvs_health_status_change_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for MtuMismatchEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsHealthStatusChangeEvent {
         &mut self.dvs_health_status_change_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for MtuMismatchEvent {
     fn decode_field(
         &mut self,
@@ -358,6 +382,7 @@ impl x::Fields for MtuMismatchEvent {
         x::Fields::encode_fields(&self.dvs_health_status_change_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MultiWriterNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
@@ -366,10 +391,13 @@ pub struct MultiWriterNotSupported {
     /// The fields `MultiWriterNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MultiWriterNotSupported {
     const TYPE_NAME: &'static str = "MultiWriterNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MultiWriterNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MultiWriterNotSupported {
     type Target = DeviceNotSupported;
     #[inline]
@@ -377,12 +405,14 @@ impl std::ops::Deref for MultiWriterNotSupported {
         &self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MultiWriterNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceNotSupported {
         &mut self.device_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MultiWriterNotSupported {
     fn decode_field(
         &mut self,
@@ -396,6 +426,7 @@ impl x::Fields for MultiWriterNotSupported {
         x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MultipleCertificatesVerifyFault` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -406,10 +437,13 @@ pub struct MultipleCertificatesVerifyFault {
     /// `thumbprintData`.
     pub thumbprint_data: Vec<MultipleCertificatesVerifyFaultThumbprintData>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MultipleCertificatesVerifyFault {
     const TYPE_NAME: &'static str = "MultipleCertificatesVerifyFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MultipleCertificatesVerifyFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for MultipleCertificatesVerifyFault {
     fn clone(&self) -> Self {
         Self {
@@ -418,6 +452,7 @@ impl Clone for MultipleCertificatesVerifyFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MultipleCertificatesVerifyFault {
     type Target = HostConnectFault;
     #[inline]
@@ -425,12 +460,14 @@ impl std::ops::Deref for MultipleCertificatesVerifyFault {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MultipleCertificatesVerifyFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MultipleCertificatesVerifyFault {
     fn decode_field(
         &mut self,
@@ -449,6 +486,7 @@ impl x::Fields for MultipleCertificatesVerifyFault {
         w.write_vec("thumbprintData", &self.thumbprint_data);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `MultipleCertificatesVerifyFaultThumbprintData` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MultipleCertificatesVerifyFaultThumbprintData {
@@ -457,10 +495,13 @@ pub struct MultipleCertificatesVerifyFaultThumbprintData {
     /// `thumbprint`.
     pub thumbprint: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MultipleCertificatesVerifyFaultThumbprintData {
     const TYPE_NAME: &'static str = "MultipleCertificatesVerifyFaultThumbprintData";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MultipleCertificatesVerifyFaultThumbprintData {}
+#[cfg(feature = "all-faults")]
 impl x::Fields for MultipleCertificatesVerifyFaultThumbprintData {
     fn decode_field(
         &mut self,
@@ -480,10 +521,12 @@ impl x::Fields for MultipleCertificatesVerifyFaultThumbprintData {
         w.write("thumbprint", &self.thumbprint);
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::ArrayItem for MultipleCertificatesVerifyFaultThumbprintData {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfMultipleCertificatesVerifyFaultThumbprintData";
     const ITEM_TAG: &'static str = "MultipleCertificatesVerifyFaultThumbprintData";
 }
+#[cfg(feature = "all-faults")]
 /// `MultipleSnapshotsNotSupported` (extends `SnapshotFault`).
 ///
 /// The fields of `SnapshotFault` are in `snapshot_fault`, also reachable through `Deref`.
@@ -492,10 +535,13 @@ pub struct MultipleSnapshotsNotSupported {
     /// The fields `MultipleSnapshotsNotSupported` inherits from `SnapshotFault`.
     pub snapshot_fault: SnapshotFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for MultipleSnapshotsNotSupported {
     const TYPE_NAME: &'static str = "MultipleSnapshotsNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for MultipleSnapshotsNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for MultipleSnapshotsNotSupported {
     type Target = SnapshotFault;
     #[inline]
@@ -503,12 +549,14 @@ impl std::ops::Deref for MultipleSnapshotsNotSupported {
         &self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for MultipleSnapshotsNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut SnapshotFault {
         &mut self.snapshot_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for MultipleSnapshotsNotSupported {
     fn decode_field(
         &mut self,
@@ -522,6 +570,7 @@ impl x::Fields for MultipleSnapshotsNotSupported {
         x::Fields::encode_fields(&self.snapshot_fault, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `NASDatastoreCreatedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -534,10 +583,13 @@ pub struct NASDatastoreCreatedEvent {
     /// `datastoreUrl`.
     pub datastore_url: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for NASDatastoreCreatedEvent {
     const TYPE_NAME: &'static str = "NASDatastoreCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for NASDatastoreCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for NASDatastoreCreatedEvent {
     type Target = HostEvent;
     #[inline]
@@ -545,12 +597,14 @@ impl std::ops::Deref for NASDatastoreCreatedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for NASDatastoreCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for NASDatastoreCreatedEvent {
     fn decode_field(
         &mut self,
@@ -620,6 +674,7 @@ impl x::Fields for NamePasswordAuthentication {
         w.write("password", &self.password);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NamespaceFull` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -634,10 +689,13 @@ pub struct NamespaceFull {
     /// `requiredSize`.
     pub required_size: Option<i64>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NamespaceFull {
     const TYPE_NAME: &'static str = "NamespaceFull";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NamespaceFull {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NamespaceFull {
     type Target = VimFault;
     #[inline]
@@ -645,12 +703,14 @@ impl std::ops::Deref for NamespaceFull {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NamespaceFull {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NamespaceFull {
     fn decode_field(
         &mut self,
@@ -673,6 +733,7 @@ impl x::Fields for NamespaceFull {
         w.write_opt("requiredSize", &self.required_size);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NamespaceLimitReached` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -683,10 +744,13 @@ pub struct NamespaceLimitReached {
     /// `limit`.
     pub limit: Option<i32>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NamespaceLimitReached {
     const TYPE_NAME: &'static str = "NamespaceLimitReached";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NamespaceLimitReached {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NamespaceLimitReached {
     type Target = VimFault;
     #[inline]
@@ -694,12 +758,14 @@ impl std::ops::Deref for NamespaceLimitReached {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NamespaceLimitReached {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NamespaceLimitReached {
     fn decode_field(
         &mut self,
@@ -718,6 +784,7 @@ impl x::Fields for NamespaceLimitReached {
         w.write_opt("limit", &self.limit);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NamespaceWriteProtected` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -728,10 +795,13 @@ pub struct NamespaceWriteProtected {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NamespaceWriteProtected {
     const TYPE_NAME: &'static str = "NamespaceWriteProtected";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NamespaceWriteProtected {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NamespaceWriteProtected {
     type Target = VimFault;
     #[inline]
@@ -739,12 +809,14 @@ impl std::ops::Deref for NamespaceWriteProtected {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NamespaceWriteProtected {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NamespaceWriteProtected {
     fn decode_field(
         &mut self,
@@ -763,6 +835,7 @@ impl x::Fields for NamespaceWriteProtected {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NasConfigFault` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -773,10 +846,13 @@ pub struct NasConfigFault {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NasConfigFault {
     const TYPE_NAME: &'static str = "NasConfigFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NasConfigFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NasConfigFault {
     type Target = HostConfigFault;
     #[inline]
@@ -784,12 +860,14 @@ impl std::ops::Deref for NasConfigFault {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NasConfigFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NasConfigFault {
     fn decode_field(
         &mut self,
@@ -808,6 +886,7 @@ impl x::Fields for NasConfigFault {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NasConnectionLimitReached` (extends `NasConfigFault`).
 ///
 /// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
@@ -820,10 +899,13 @@ pub struct NasConnectionLimitReached {
     /// `remotePath`.
     pub remote_path: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NasConnectionLimitReached {
     const TYPE_NAME: &'static str = "NasConnectionLimitReached";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NasConnectionLimitReached {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NasConnectionLimitReached {
     type Target = NasConfigFault;
     #[inline]
@@ -831,12 +913,14 @@ impl std::ops::Deref for NasConnectionLimitReached {
         &self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NasConnectionLimitReached {
     #[inline]
     fn deref_mut(&mut self) -> &mut NasConfigFault {
         &mut self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NasConnectionLimitReached {
     fn decode_field(
         &mut self,
@@ -902,6 +986,7 @@ impl x::Fields for NasDatastoreInfo {
         w.write_opt("nas", &self.nas);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `NasSessionCredentialConflict` (extends `NasConfigFault`).
 ///
 /// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
@@ -916,10 +1001,13 @@ pub struct NasSessionCredentialConflict {
     /// `userName`.
     pub user_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NasSessionCredentialConflict {
     const TYPE_NAME: &'static str = "NasSessionCredentialConflict";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NasSessionCredentialConflict {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NasSessionCredentialConflict {
     type Target = NasConfigFault;
     #[inline]
@@ -927,12 +1015,14 @@ impl std::ops::Deref for NasSessionCredentialConflict {
         &self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NasSessionCredentialConflict {
     #[inline]
     fn deref_mut(&mut self) -> &mut NasConfigFault {
         &mut self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NasSessionCredentialConflict {
     fn decode_field(
         &mut self,
@@ -1004,6 +1094,7 @@ impl x::ArrayItem for NasStorageProfile {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfNasStorageProfile";
     const ITEM_TAG: &'static str = "NasStorageProfile";
 }
+#[cfg(feature = "all-faults")]
 /// `NasVolumeNotMounted` (extends `NasConfigFault`).
 ///
 /// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
@@ -1016,10 +1107,13 @@ pub struct NasVolumeNotMounted {
     /// `remotePath`.
     pub remote_path: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for NasVolumeNotMounted {
     const TYPE_NAME: &'static str = "NasVolumeNotMounted";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for NasVolumeNotMounted {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for NasVolumeNotMounted {
     type Target = NasConfigFault;
     #[inline]
@@ -1027,12 +1121,14 @@ impl std::ops::Deref for NasVolumeNotMounted {
         &self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for NasVolumeNotMounted {
     #[inline]
     fn deref_mut(&mut self) -> &mut NasConfigFault {
         &mut self.nas_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for NasVolumeNotMounted {
     fn decode_field(
         &mut self,
@@ -1079,858 +1175,4 @@ impl x::Fields for NegatableExpression {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("negate", &self.negate);
     }
-}
-/// `NetBIOSConfigInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyNetBIOSConfigInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetBIOSConfigInfo {
-    /// `mode`.
-    pub mode: String,
-}
-impl x::SchemaType for NetBIOSConfigInfo {
-    const TYPE_NAME: &'static str = "NetBIOSConfigInfo";
-}
-impl x::Structure for NetBIOSConfigInfo {}
-impl x::Fields for NetBIOSConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mode" => r.read(&mut self.mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("mode", &self.mode);
-    }
-}
-/// `NetDhcpConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetDhcpConfigInfo {
-    /// `ipv6`.
-    pub ipv6: Option<NetDhcpConfigInfoDhcpOptions>,
-    /// `ipv4`.
-    pub ipv4: Option<NetDhcpConfigInfoDhcpOptions>,
-}
-impl x::SchemaType for NetDhcpConfigInfo {
-    const TYPE_NAME: &'static str = "NetDhcpConfigInfo";
-}
-impl x::Structure for NetDhcpConfigInfo {}
-impl x::Fields for NetDhcpConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipv6" => r.read_opt(&mut self.ipv6),
-            "ipv4" => r.read_opt(&mut self.ipv4),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ipv6", &self.ipv6);
-        w.write_opt("ipv4", &self.ipv4);
-    }
-}
-/// `NetDhcpConfigInfoDhcpOptions` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct NetDhcpConfigInfoDhcpOptions {
-    /// `enable`.
-    pub enable: bool,
-    /// `config`.
-    pub config: Vec<KeyValue>,
-}
-impl x::SchemaType for NetDhcpConfigInfoDhcpOptions {
-    const TYPE_NAME: &'static str = "NetDhcpConfigInfoDhcpOptions";
-}
-impl x::Structure for NetDhcpConfigInfoDhcpOptions {}
-impl Clone for NetDhcpConfigInfoDhcpOptions {
-    fn clone(&self) -> Self {
-        Self {
-            enable: self.enable,
-            config: x::clone_vec(&self.config),
-        }
-    }
-}
-impl x::Fields for NetDhcpConfigInfoDhcpOptions {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enable" => r.read(&mut self.enable),
-            "config" => r.read_push(&mut self.config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enable", &self.enable);
-        w.write_vec("config", &self.config);
-    }
-}
-/// `NetDhcpConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetDhcpConfigSpec {
-    /// `ipv6`.
-    pub ipv6: Option<NetDhcpConfigSpecDhcpOptionsSpec>,
-    /// `ipv4`.
-    pub ipv4: Option<NetDhcpConfigSpecDhcpOptionsSpec>,
-}
-impl x::SchemaType for NetDhcpConfigSpec {
-    const TYPE_NAME: &'static str = "NetDhcpConfigSpec";
-}
-impl x::Structure for NetDhcpConfigSpec {}
-impl x::Fields for NetDhcpConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipv6" => r.read_opt(&mut self.ipv6),
-            "ipv4" => r.read_opt(&mut self.ipv4),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ipv6", &self.ipv6);
-        w.write_opt("ipv4", &self.ipv4);
-    }
-}
-/// `NetDhcpConfigSpecDhcpOptionsSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct NetDhcpConfigSpecDhcpOptionsSpec {
-    /// `enable`.
-    pub enable: Option<bool>,
-    /// `config`.
-    pub config: Vec<KeyValue>,
-    /// `operation`.
-    pub operation: String,
-}
-impl x::SchemaType for NetDhcpConfigSpecDhcpOptionsSpec {
-    const TYPE_NAME: &'static str = "NetDhcpConfigSpecDhcpOptionsSpec";
-}
-impl x::Structure for NetDhcpConfigSpecDhcpOptionsSpec {}
-impl Clone for NetDhcpConfigSpecDhcpOptionsSpec {
-    fn clone(&self) -> Self {
-        Self {
-            enable: self.enable,
-            config: x::clone_vec(&self.config),
-            operation: self.operation.clone(),
-        }
-    }
-}
-impl x::Fields for NetDhcpConfigSpecDhcpOptionsSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enable" => r.read_opt(&mut self.enable),
-            "config" => r.read_push(&mut self.config),
-            "operation" => r.read(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enable", &self.enable);
-        w.write_vec("config", &self.config);
-        w.write("operation", &self.operation);
-    }
-}
-/// `NetDnsConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct NetDnsConfigInfo {
-    /// `dhcp`.
-    pub dhcp: bool,
-    /// `hostName`.
-    pub host_name: String,
-    /// `domainName`.
-    pub domain_name: String,
-    /// `ipAddress`.
-    pub ip_address: Vec<String>,
-    /// `searchDomain`.
-    pub search_domain: Vec<String>,
-}
-impl x::SchemaType for NetDnsConfigInfo {
-    const TYPE_NAME: &'static str = "NetDnsConfigInfo";
-}
-impl x::Structure for NetDnsConfigInfo {}
-impl Clone for NetDnsConfigInfo {
-    fn clone(&self) -> Self {
-        Self {
-            dhcp: self.dhcp,
-            host_name: self.host_name.clone(),
-            domain_name: self.domain_name.clone(),
-            ip_address: x::clone_vec(&self.ip_address),
-            search_domain: x::clone_vec(&self.search_domain),
-        }
-    }
-}
-impl x::Fields for NetDnsConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dhcp" => r.read(&mut self.dhcp),
-            "hostName" => r.read(&mut self.host_name),
-            "domainName" => r.read(&mut self.domain_name),
-            "ipAddress" => r.read_push(&mut self.ip_address),
-            "searchDomain" => r.read_push(&mut self.search_domain),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dhcp", &self.dhcp);
-        w.write("hostName", &self.host_name);
-        w.write("domainName", &self.domain_name);
-        w.write_vec("ipAddress", &self.ip_address);
-        w.write_vec("searchDomain", &self.search_domain);
-    }
-}
-/// `NetDnsConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct NetDnsConfigSpec {
-    /// `dhcp`.
-    pub dhcp: Option<bool>,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `domainName`.
-    pub domain_name: Option<String>,
-    /// `ipAddress`.
-    pub ip_address: Vec<String>,
-    /// `searchDomain`.
-    pub search_domain: Vec<String>,
-}
-impl x::SchemaType for NetDnsConfigSpec {
-    const TYPE_NAME: &'static str = "NetDnsConfigSpec";
-}
-impl x::Structure for NetDnsConfigSpec {}
-impl Clone for NetDnsConfigSpec {
-    fn clone(&self) -> Self {
-        Self {
-            dhcp: self.dhcp,
-            host_name: self.host_name.clone(),
-            domain_name: self.domain_name.clone(),
-            ip_address: x::clone_vec(&self.ip_address),
-            search_domain: x::clone_vec(&self.search_domain),
-        }
-    }
-}
-impl x::Fields for NetDnsConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dhcp" => r.read_opt(&mut self.dhcp),
-            "hostName" => r.read_opt(&mut self.host_name),
-            "domainName" => r.read_opt(&mut self.domain_name),
-            "ipAddress" => r.read_push(&mut self.ip_address),
-            "searchDomain" => r.read_push(&mut self.search_domain),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("dhcp", &self.dhcp);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("domainName", &self.domain_name);
-        w.write_vec("ipAddress", &self.ip_address);
-        w.write_vec("searchDomain", &self.search_domain);
-    }
-}
-/// `NetIpConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct NetIpConfigInfo {
-    /// `ipAddress`.
-    pub ip_address: Vec<NetIpConfigInfoIpAddress>,
-    /// `dhcp`.
-    pub dhcp: Option<NetDhcpConfigInfo>,
-    /// `autoConfigurationEnabled`.
-    pub auto_configuration_enabled: Option<bool>,
-}
-impl x::SchemaType for NetIpConfigInfo {
-    const TYPE_NAME: &'static str = "NetIpConfigInfo";
-}
-impl x::Structure for NetIpConfigInfo {}
-impl Clone for NetIpConfigInfo {
-    fn clone(&self) -> Self {
-        Self {
-            ip_address: x::clone_vec(&self.ip_address),
-            dhcp: self.dhcp.clone(),
-            auto_configuration_enabled: self.auto_configuration_enabled,
-        }
-    }
-}
-impl x::Fields for NetIpConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read_push(&mut self.ip_address),
-            "dhcp" => r.read_opt(&mut self.dhcp),
-            "autoConfigurationEnabled" => {
-                r.read_opt(&mut self.auto_configuration_enabled)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipAddress", &self.ip_address);
-        w.write_opt("dhcp", &self.dhcp);
-        w.write_opt("autoConfigurationEnabled", &self.auto_configuration_enabled);
-    }
-}
-/// `NetIpConfigInfoIpAddress` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetIpConfigInfoIpAddress {
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `origin`.
-    pub origin: Option<String>,
-    /// `state`.
-    pub state: Option<String>,
-    /// `lifetime`.
-    pub lifetime: Option<x::DateTime>,
-}
-impl x::SchemaType for NetIpConfigInfoIpAddress {
-    const TYPE_NAME: &'static str = "NetIpConfigInfoIpAddress";
-}
-impl x::Structure for NetIpConfigInfoIpAddress {}
-impl x::Fields for NetIpConfigInfoIpAddress {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "origin" => r.read_opt(&mut self.origin),
-            "state" => r.read_opt(&mut self.state),
-            "lifetime" => r.read_opt(&mut self.lifetime),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ipAddress", &self.ip_address);
-        w.write("prefixLength", &self.prefix_length);
-        w.write_opt("origin", &self.origin);
-        w.write_opt("state", &self.state);
-        w.write_opt("lifetime", &self.lifetime);
-    }
-}
-impl x::ArrayItem for NetIpConfigInfoIpAddress {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfNetIpConfigInfoIpAddress";
-    const ITEM_TAG: &'static str = "NetIpConfigInfoIpAddress";
-}
-/// `NetIpConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct NetIpConfigSpec {
-    /// `ipAddress`.
-    pub ip_address: Vec<NetIpConfigSpecIpAddressSpec>,
-    /// `dhcp`.
-    pub dhcp: Option<NetDhcpConfigSpec>,
-    /// `autoConfigurationEnabled`.
-    pub auto_configuration_enabled: Option<bool>,
-}
-impl x::SchemaType for NetIpConfigSpec {
-    const TYPE_NAME: &'static str = "NetIpConfigSpec";
-}
-impl x::Structure for NetIpConfigSpec {}
-impl Clone for NetIpConfigSpec {
-    fn clone(&self) -> Self {
-        Self {
-            ip_address: x::clone_vec(&self.ip_address),
-            dhcp: self.dhcp.clone(),
-            auto_configuration_enabled: self.auto_configuration_enabled,
-        }
-    }
-}
-impl x::Fields for NetIpConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read_push(&mut self.ip_address),
-            "dhcp" => r.read_opt(&mut self.dhcp),
-            "autoConfigurationEnabled" => {
-                r.read_opt(&mut self.auto_configuration_enabled)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipAddress", &self.ip_address);
-        w.write_opt("dhcp", &self.dhcp);
-        w.write_opt("autoConfigurationEnabled", &self.auto_configuration_enabled);
-    }
-}
-/// `NetIpConfigSpecIpAddressSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetIpConfigSpecIpAddressSpec {
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `operation`.
-    pub operation: String,
-}
-impl x::SchemaType for NetIpConfigSpecIpAddressSpec {
-    const TYPE_NAME: &'static str = "NetIpConfigSpecIpAddressSpec";
-}
-impl x::Structure for NetIpConfigSpecIpAddressSpec {}
-impl x::Fields for NetIpConfigSpecIpAddressSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "operation" => r.read(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ipAddress", &self.ip_address);
-        w.write("prefixLength", &self.prefix_length);
-        w.write("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for NetIpConfigSpecIpAddressSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfNetIpConfigSpecIpAddressSpec";
-    const ITEM_TAG: &'static str = "NetIpConfigSpecIpAddressSpec";
-}
-/// `NetIpRouteConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct NetIpRouteConfigInfo {
-    /// `ipRoute`.
-    pub ip_route: Vec<NetIpRouteConfigInfoIpRoute>,
-}
-impl x::SchemaType for NetIpRouteConfigInfo {
-    const TYPE_NAME: &'static str = "NetIpRouteConfigInfo";
-}
-impl x::Structure for NetIpRouteConfigInfo {}
-impl Clone for NetIpRouteConfigInfo {
-    fn clone(&self) -> Self {
-        Self {
-            ip_route: x::clone_vec(&self.ip_route),
-        }
-    }
-}
-impl x::Fields for NetIpRouteConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipRoute" => r.read_push(&mut self.ip_route),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipRoute", &self.ip_route);
-    }
-}
-/// `NetIpRouteConfigInfoGateway` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetIpRouteConfigInfoGateway {
-    /// `ipAddress`.
-    pub ip_address: Option<String>,
-    /// `device`.
-    pub device: Option<String>,
-}
-impl x::SchemaType for NetIpRouteConfigInfoGateway {
-    const TYPE_NAME: &'static str = "NetIpRouteConfigInfoGateway";
-}
-impl x::Structure for NetIpRouteConfigInfoGateway {}
-impl x::Fields for NetIpRouteConfigInfoGateway {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read_opt(&mut self.ip_address),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ipAddress", &self.ip_address);
-        w.write_opt("device", &self.device);
-    }
-}
-/// `NetIpRouteConfigInfoIpRoute` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetIpRouteConfigInfoIpRoute {
-    /// `network`.
-    pub network: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `gateway`.
-    pub gateway: NetIpRouteConfigInfoGateway,
-}
-impl x::SchemaType for NetIpRouteConfigInfoIpRoute {
-    const TYPE_NAME: &'static str = "NetIpRouteConfigInfoIpRoute";
-}
-impl x::Structure for NetIpRouteConfigInfoIpRoute {}
-impl x::Fields for NetIpRouteConfigInfoIpRoute {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "gateway" => r.read(&mut self.gateway),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("network", &self.network);
-        w.write("prefixLength", &self.prefix_length);
-        w.write("gateway", &self.gateway);
-    }
-}
-impl x::ArrayItem for NetIpRouteConfigInfoIpRoute {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfNetIpRouteConfigInfoIpRoute";
-    const ITEM_TAG: &'static str = "NetIpRouteConfigInfoIpRoute";
-}
-/// `NetIpRouteConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct NetIpRouteConfigSpec {
-    /// `ipRoute`.
-    pub ip_route: Vec<NetIpRouteConfigSpecIpRouteSpec>,
-}
-impl x::SchemaType for NetIpRouteConfigSpec {
-    const TYPE_NAME: &'static str = "NetIpRouteConfigSpec";
-}
-impl x::Structure for NetIpRouteConfigSpec {}
-impl Clone for NetIpRouteConfigSpec {
-    fn clone(&self) -> Self {
-        Self {
-            ip_route: x::clone_vec(&self.ip_route),
-        }
-    }
-}
-impl x::Fields for NetIpRouteConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipRoute" => r.read_push(&mut self.ip_route),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipRoute", &self.ip_route);
-    }
-}
-/// `NetIpRouteConfigSpecGatewaySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetIpRouteConfigSpecGatewaySpec {
-    /// `ipAddress`.
-    pub ip_address: Option<String>,
-    /// `device`.
-    pub device: Option<String>,
-}
-impl x::SchemaType for NetIpRouteConfigSpecGatewaySpec {
-    const TYPE_NAME: &'static str = "NetIpRouteConfigSpecGatewaySpec";
-}
-impl x::Structure for NetIpRouteConfigSpecGatewaySpec {}
-impl x::Fields for NetIpRouteConfigSpecGatewaySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read_opt(&mut self.ip_address),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ipAddress", &self.ip_address);
-        w.write_opt("device", &self.device);
-    }
-}
-/// `NetIpRouteConfigSpecIpRouteSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetIpRouteConfigSpecIpRouteSpec {
-    /// `network`.
-    pub network: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `gateway`.
-    pub gateway: NetIpRouteConfigSpecGatewaySpec,
-    /// `operation`.
-    pub operation: String,
-}
-impl x::SchemaType for NetIpRouteConfigSpecIpRouteSpec {
-    const TYPE_NAME: &'static str = "NetIpRouteConfigSpecIpRouteSpec";
-}
-impl x::Structure for NetIpRouteConfigSpecIpRouteSpec {}
-impl x::Fields for NetIpRouteConfigSpecIpRouteSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "gateway" => r.read(&mut self.gateway),
-            "operation" => r.read(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("network", &self.network);
-        w.write("prefixLength", &self.prefix_length);
-        w.write("gateway", &self.gateway);
-        w.write("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for NetIpRouteConfigSpecIpRouteSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfNetIpRouteConfigSpecIpRouteSpec";
-    const ITEM_TAG: &'static str = "NetIpRouteConfigSpecIpRouteSpec";
-}
-/// `NetIpStackInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct NetIpStackInfo {
-    /// `neighbor`.
-    pub neighbor: Vec<NetIpStackInfoNetToMedia>,
-    /// `defaultRouter`.
-    pub default_router: Vec<NetIpStackInfoDefaultRouter>,
-}
-impl x::SchemaType for NetIpStackInfo {
-    const TYPE_NAME: &'static str = "NetIpStackInfo";
-}
-impl x::Structure for NetIpStackInfo {}
-impl Clone for NetIpStackInfo {
-    fn clone(&self) -> Self {
-        Self {
-            neighbor: x::clone_vec(&self.neighbor),
-            default_router: x::clone_vec(&self.default_router),
-        }
-    }
-}
-impl x::Fields for NetIpStackInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "neighbor" => r.read_push(&mut self.neighbor),
-            "defaultRouter" => r.read_push(&mut self.default_router),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("neighbor", &self.neighbor);
-        w.write_vec("defaultRouter", &self.default_router);
-    }
-}
-/// `NetIpStackInfoDefaultRouter` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetIpStackInfoDefaultRouter {
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `device`.
-    pub device: String,
-    /// `lifetime`.
-    pub lifetime: x::DateTime,
-    /// `preference`.
-    pub preference: String,
-}
-impl x::SchemaType for NetIpStackInfoDefaultRouter {
-    const TYPE_NAME: &'static str = "NetIpStackInfoDefaultRouter";
-}
-impl x::Structure for NetIpStackInfoDefaultRouter {}
-impl x::Fields for NetIpStackInfoDefaultRouter {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "device" => r.read(&mut self.device),
-            "lifetime" => r.read(&mut self.lifetime),
-            "preference" => r.read(&mut self.preference),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ipAddress", &self.ip_address);
-        w.write("device", &self.device);
-        w.write("lifetime", &self.lifetime);
-        w.write("preference", &self.preference);
-    }
-}
-impl x::ArrayItem for NetIpStackInfoDefaultRouter {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfNetIpStackInfoDefaultRouter";
-    const ITEM_TAG: &'static str = "NetIpStackInfoDefaultRouter";
-}
-/// `NetIpStackInfoNetToMedia` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetIpStackInfoNetToMedia {
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `physicalAddress`.
-    pub physical_address: String,
-    /// `device`.
-    pub device: String,
-    /// `type`.
-    pub type_: String,
-}
-impl x::SchemaType for NetIpStackInfoNetToMedia {
-    const TYPE_NAME: &'static str = "NetIpStackInfoNetToMedia";
-}
-impl x::Structure for NetIpStackInfoNetToMedia {}
-impl x::Fields for NetIpStackInfoNetToMedia {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "physicalAddress" => r.read(&mut self.physical_address),
-            "device" => r.read(&mut self.device),
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ipAddress", &self.ip_address);
-        w.write("physicalAddress", &self.physical_address);
-        w.write("device", &self.device);
-        w.write("type", &self.type_);
-    }
-}
-impl x::ArrayItem for NetIpStackInfoNetToMedia {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfNetIpStackInfoNetToMedia";
-    const ITEM_TAG: &'static str = "NetIpStackInfoNetToMedia";
-}
-/// `NetStackInstanceProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NetStackInstanceProfile {
-    /// The fields `NetStackInstanceProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-    /// `key`.
-    pub key: String,
-    /// `dnsConfig`.
-    pub dns_config: NetworkProfileDnsConfigProfile,
-    /// `ipRouteConfig`.
-    pub ip_route_config: IpRouteProfile,
-}
-impl x::SchemaType for NetStackInstanceProfile {
-    const TYPE_NAME: &'static str = "NetStackInstanceProfile";
-}
-impl x::Structure for NetStackInstanceProfile {}
-impl std::ops::Deref for NetStackInstanceProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for NetStackInstanceProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for NetStackInstanceProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "dnsConfig" => r.read(&mut self.dns_config),
-            "ipRouteConfig" => r.read(&mut self.ip_route_config),
-            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-        w.write("key", &self.key);
-        w.write("dnsConfig", &self.dns_config);
-        w.write("ipRouteConfig", &self.ip_route_config);
-    }
-}
-impl x::ArrayItem for NetStackInstanceProfile {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfNetStackInstanceProfile";
-    const ITEM_TAG: &'static str = "NetStackInstanceProfile";
 }

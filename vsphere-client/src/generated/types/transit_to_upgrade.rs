@@ -228,6 +228,7 @@ impl x::Fields for TypeDescription {
         w.write("key", &self.key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnSupportedDatastoreForVFlash` (extends `UnsupportedDatastore`).
 ///
 /// The fields of `UnsupportedDatastore` are in `unsupported_datastore`, also reachable through `Deref`.
@@ -240,10 +241,13 @@ pub struct UnSupportedDatastoreForVFlash {
     /// `type`.
     pub type_: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnSupportedDatastoreForVFlash {
     const TYPE_NAME: &'static str = "UnSupportedDatastoreForVFlash";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnSupportedDatastoreForVFlash {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnSupportedDatastoreForVFlash {
     type Target = UnsupportedDatastore;
     #[inline]
@@ -251,12 +255,14 @@ impl std::ops::Deref for UnSupportedDatastoreForVFlash {
         &self.unsupported_datastore
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnSupportedDatastoreForVFlash {
     #[inline]
     fn deref_mut(&mut self) -> &mut UnsupportedDatastore {
         &mut self.unsupported_datastore
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnSupportedDatastoreForVFlash {
     fn decode_field(
         &mut self,
@@ -277,6 +283,7 @@ impl x::Fields for UnSupportedDatastoreForVFlash {
         w.write("type", &self.type_);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UncommittedUndoableDisk` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
@@ -285,10 +292,13 @@ pub struct UncommittedUndoableDisk {
     /// The fields `UncommittedUndoableDisk` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UncommittedUndoableDisk {
     const TYPE_NAME: &'static str = "UncommittedUndoableDisk";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UncommittedUndoableDisk {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UncommittedUndoableDisk {
     type Target = MigrationFault;
     #[inline]
@@ -296,12 +306,14 @@ impl std::ops::Deref for UncommittedUndoableDisk {
         &self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UncommittedUndoableDisk {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFault {
         &mut self.migration_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UncommittedUndoableDisk {
     fn decode_field(
         &mut self,
@@ -315,6 +327,7 @@ impl x::Fields for UncommittedUndoableDisk {
         x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnconfiguredPropertyValue` (extends `InvalidPropertyValue`).
 ///
 /// The fields of `InvalidPropertyValue` are in `invalid_property_value`, also reachable through `Deref`.
@@ -323,10 +336,13 @@ pub struct UnconfiguredPropertyValue {
     /// The fields `UnconfiguredPropertyValue` inherits from `InvalidPropertyValue`.
     pub invalid_property_value: InvalidPropertyValue,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnconfiguredPropertyValue {
     const TYPE_NAME: &'static str = "UnconfiguredPropertyValue";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnconfiguredPropertyValue {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnconfiguredPropertyValue {
     type Target = InvalidPropertyValue;
     #[inline]
@@ -334,12 +350,14 @@ impl std::ops::Deref for UnconfiguredPropertyValue {
         &self.invalid_property_value
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnconfiguredPropertyValue {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidPropertyValue {
         &mut self.invalid_property_value
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnconfiguredPropertyValue {
     fn decode_field(
         &mut self,
@@ -353,6 +371,7 @@ impl x::Fields for UnconfiguredPropertyValue {
         x::Fields::encode_fields(&self.invalid_property_value, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UncustomizableGuest` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -363,10 +382,13 @@ pub struct UncustomizableGuest {
     /// `uncustomizableGuestOS`.
     pub uncustomizable_guest_os: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UncustomizableGuest {
     const TYPE_NAME: &'static str = "UncustomizableGuest";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UncustomizableGuest {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UncustomizableGuest {
     type Target = CustomizationFault;
     #[inline]
@@ -374,12 +396,14 @@ impl std::ops::Deref for UncustomizableGuest {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UncustomizableGuest {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UncustomizableGuest {
     fn decode_field(
         &mut self,
@@ -398,6 +422,7 @@ impl x::Fields for UncustomizableGuest {
         w.write("uncustomizableGuestOS", &self.uncustomizable_guest_os);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnexpectedCustomizationFault` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
@@ -406,10 +431,13 @@ pub struct UnexpectedCustomizationFault {
     /// The fields `UnexpectedCustomizationFault` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnexpectedCustomizationFault {
     const TYPE_NAME: &'static str = "UnexpectedCustomizationFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnexpectedCustomizationFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnexpectedCustomizationFault {
     type Target = CustomizationFault;
     #[inline]
@@ -417,12 +445,14 @@ impl std::ops::Deref for UnexpectedCustomizationFault {
         &self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnexpectedCustomizationFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut CustomizationFault {
         &mut self.customization_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnexpectedCustomizationFault {
     fn decode_field(
         &mut self,
@@ -436,6 +466,7 @@ impl x::Fields for UnexpectedCustomizationFault {
         x::Fields::encode_fields(&self.customization_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnexpectedFault` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -448,10 +479,13 @@ pub struct UnexpectedFault {
     /// `fault`.
     pub fault: Option<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnexpectedFault {
     const TYPE_NAME: &'static str = "UnexpectedFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnexpectedFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnexpectedFault {
     type Target = RuntimeFault;
     #[inline]
@@ -459,12 +493,14 @@ impl std::ops::Deref for UnexpectedFault {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnexpectedFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnexpectedFault {
     fn decode_field(
         &mut self,
@@ -485,6 +521,7 @@ impl x::Fields for UnexpectedFault {
         w.write_opt("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-events")]
 /// `UnlicensedVirtualMachinesEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -497,10 +534,13 @@ pub struct UnlicensedVirtualMachinesEvent {
     /// `available`.
     pub available: i32,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for UnlicensedVirtualMachinesEvent {
     const TYPE_NAME: &'static str = "UnlicensedVirtualMachinesEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for UnlicensedVirtualMachinesEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for UnlicensedVirtualMachinesEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -508,12 +548,14 @@ impl std::ops::Deref for UnlicensedVirtualMachinesEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for UnlicensedVirtualMachinesEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for UnlicensedVirtualMachinesEvent {
     fn decode_field(
         &mut self,
@@ -534,6 +576,7 @@ impl x::Fields for UnlicensedVirtualMachinesEvent {
         w.write("available", &self.available);
     }
 }
+#[cfg(feature = "all-events")]
 /// `UnlicensedVirtualMachinesFoundEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
@@ -544,10 +587,13 @@ pub struct UnlicensedVirtualMachinesFoundEvent {
     /// `available`.
     pub available: i32,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for UnlicensedVirtualMachinesFoundEvent {
     const TYPE_NAME: &'static str = "UnlicensedVirtualMachinesFoundEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for UnlicensedVirtualMachinesFoundEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for UnlicensedVirtualMachinesFoundEvent {
     type Target = LicenseEvent;
     #[inline]
@@ -555,12 +601,14 @@ impl std::ops::Deref for UnlicensedVirtualMachinesFoundEvent {
         &self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for UnlicensedVirtualMachinesFoundEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut LicenseEvent {
         &mut self.license_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for UnlicensedVirtualMachinesFoundEvent {
     fn decode_field(
         &mut self,
@@ -579,6 +627,7 @@ impl x::Fields for UnlicensedVirtualMachinesFoundEvent {
         w.write("available", &self.available);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnrecognizedHost` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -589,10 +638,13 @@ pub struct UnrecognizedHost {
     /// `hostName`.
     pub host_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnrecognizedHost {
     const TYPE_NAME: &'static str = "UnrecognizedHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnrecognizedHost {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnrecognizedHost {
     type Target = VimFault;
     #[inline]
@@ -600,12 +652,14 @@ impl std::ops::Deref for UnrecognizedHost {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnrecognizedHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnrecognizedHost {
     fn decode_field(
         &mut self,
@@ -624,6 +678,7 @@ impl x::Fields for UnrecognizedHost {
         w.write("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnsharedSwapVMotionNotSupported` (extends `MigrationFeatureNotSupported`).
 ///
 /// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
@@ -632,10 +687,13 @@ pub struct UnsharedSwapVMotionNotSupported {
     /// The fields `UnsharedSwapVMotionNotSupported` inherits from `MigrationFeatureNotSupported`.
     pub migration_feature_not_supported: MigrationFeatureNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnsharedSwapVMotionNotSupported {
     const TYPE_NAME: &'static str = "UnsharedSwapVMotionNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnsharedSwapVMotionNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnsharedSwapVMotionNotSupported {
     type Target = MigrationFeatureNotSupported;
     #[inline]
@@ -643,12 +701,14 @@ impl std::ops::Deref for UnsharedSwapVMotionNotSupported {
         &self.migration_feature_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnsharedSwapVMotionNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFeatureNotSupported {
         &mut self.migration_feature_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnsharedSwapVMotionNotSupported {
     fn decode_field(
         &mut self,
@@ -662,6 +722,7 @@ impl x::Fields for UnsharedSwapVMotionNotSupported {
         x::Fields::encode_fields(&self.migration_feature_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnsupportedDatastore` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -672,10 +733,13 @@ pub struct UnsupportedDatastore {
     /// `datastore`.
     pub datastore: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnsupportedDatastore {
     const TYPE_NAME: &'static str = "UnsupportedDatastore";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnsupportedDatastore {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnsupportedDatastore {
     type Target = VmConfigFault;
     #[inline]
@@ -683,12 +747,14 @@ impl std::ops::Deref for UnsupportedDatastore {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnsupportedDatastore {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnsupportedDatastore {
     fn decode_field(
         &mut self,
@@ -707,6 +773,7 @@ impl x::Fields for UnsupportedDatastore {
         w.write_opt("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnsupportedGuest` (extends `InvalidVmConfig`).
 ///
 /// The fields of `InvalidVmConfig` are in `invalid_vm_config`, also reachable through `Deref`.
@@ -717,10 +784,13 @@ pub struct UnsupportedGuest {
     /// `unsupportedGuestOS`.
     pub unsupported_guest_os: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnsupportedGuest {
     const TYPE_NAME: &'static str = "UnsupportedGuest";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnsupportedGuest {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnsupportedGuest {
     type Target = InvalidVmConfig;
     #[inline]
@@ -728,12 +798,14 @@ impl std::ops::Deref for UnsupportedGuest {
         &self.invalid_vm_config
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnsupportedGuest {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidVmConfig {
         &mut self.invalid_vm_config
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnsupportedGuest {
     fn decode_field(
         &mut self,
@@ -752,6 +824,7 @@ impl x::Fields for UnsupportedGuest {
         w.write("unsupportedGuestOS", &self.unsupported_guest_os);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnsupportedVimApiVersion` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -762,10 +835,13 @@ pub struct UnsupportedVimApiVersion {
     /// `version`.
     pub version: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnsupportedVimApiVersion {
     const TYPE_NAME: &'static str = "UnsupportedVimApiVersion";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnsupportedVimApiVersion {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnsupportedVimApiVersion {
     type Target = VimFault;
     #[inline]
@@ -773,12 +849,14 @@ impl std::ops::Deref for UnsupportedVimApiVersion {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnsupportedVimApiVersion {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnsupportedVimApiVersion {
     fn decode_field(
         &mut self,
@@ -797,6 +875,7 @@ impl x::Fields for UnsupportedVimApiVersion {
         w.write_opt("version", &self.version);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnsupportedVmxLocation` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -805,10 +884,13 @@ pub struct UnsupportedVmxLocation {
     /// The fields `UnsupportedVmxLocation` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnsupportedVmxLocation {
     const TYPE_NAME: &'static str = "UnsupportedVmxLocation";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnsupportedVmxLocation {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnsupportedVmxLocation {
     type Target = VmConfigFault;
     #[inline]
@@ -816,12 +898,14 @@ impl std::ops::Deref for UnsupportedVmxLocation {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnsupportedVmxLocation {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnsupportedVmxLocation {
     fn decode_field(
         &mut self,
@@ -856,6 +940,7 @@ impl x::Fields for UntrustedCertificate {
         w.since(0x0800_0300, "type UntrustedCertificate", true);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `UnusedVirtualDiskBlocksNotScrubbed` (extends `DeviceBackingNotSupported`).
 ///
 /// The fields of `DeviceBackingNotSupported` are in `device_backing_not_supported`, also reachable through `Deref`.
@@ -864,10 +949,13 @@ pub struct UnusedVirtualDiskBlocksNotScrubbed {
     /// The fields `UnusedVirtualDiskBlocksNotScrubbed` inherits from `DeviceBackingNotSupported`.
     pub device_backing_not_supported: DeviceBackingNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for UnusedVirtualDiskBlocksNotScrubbed {
     const TYPE_NAME: &'static str = "UnusedVirtualDiskBlocksNotScrubbed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for UnusedVirtualDiskBlocksNotScrubbed {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for UnusedVirtualDiskBlocksNotScrubbed {
     type Target = DeviceBackingNotSupported;
     #[inline]
@@ -875,12 +963,14 @@ impl std::ops::Deref for UnusedVirtualDiskBlocksNotScrubbed {
         &self.device_backing_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for UnusedVirtualDiskBlocksNotScrubbed {
     #[inline]
     fn deref_mut(&mut self) -> &mut DeviceBackingNotSupported {
         &mut self.device_backing_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for UnusedVirtualDiskBlocksNotScrubbed {
     fn decode_field(
         &mut self,
@@ -1007,6 +1097,7 @@ impl x::ArrayItem for UpdateVirtualMachineFilesResultFailedVmFileInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo";
     const ITEM_TAG: &'static str = "UpdateVirtualMachineFilesResultFailedVmFileInfo";
 }
+#[cfg(feature = "all-events")]
 /// `UpdatedAgentBeingRestartedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1015,10 +1106,13 @@ pub struct UpdatedAgentBeingRestartedEvent {
     /// The fields `UpdatedAgentBeingRestartedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for UpdatedAgentBeingRestartedEvent {
     const TYPE_NAME: &'static str = "UpdatedAgentBeingRestartedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for UpdatedAgentBeingRestartedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for UpdatedAgentBeingRestartedEvent {
     type Target = HostEvent;
     #[inline]
@@ -1026,12 +1120,14 @@ impl std::ops::Deref for UpdatedAgentBeingRestartedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for UpdatedAgentBeingRestartedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for UpdatedAgentBeingRestartedEvent {
     fn decode_field(
         &mut self,
@@ -1045,6 +1141,7 @@ impl x::Fields for UpdatedAgentBeingRestartedEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `UpgradeEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -1055,10 +1152,13 @@ pub struct UpgradeEvent {
     /// `message`.
     pub message: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for UpgradeEvent {
     const TYPE_NAME: &'static str = "UpgradeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for UpgradeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for UpgradeEvent {
     type Target = Event;
     #[inline]
@@ -1066,12 +1166,14 @@ impl std::ops::Deref for UpgradeEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for UpgradeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for UpgradeEvent {
     fn decode_field(
         &mut self,
@@ -1088,157 +1190,5 @@ impl x::Fields for UpgradeEvent {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.event, w);
         w.write("message", &self.message);
-    }
-}
-/// `UplinkPortMtuNotSupportEvent` (extends `DvsHealthStatusChangeEvent`).
-///
-/// The fields of `DvsHealthStatusChangeEvent` are in `dvs_health_status_change_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UplinkPortMtuNotSupportEvent {
-    /// The fields `UplinkPortMtuNotSupportEvent` inherits from `DvsHealthStatusChangeEvent`.
-    pub dvs_health_status_change_event: DvsHealthStatusChangeEvent,
-}
-impl x::SchemaType for UplinkPortMtuNotSupportEvent {
-    const TYPE_NAME: &'static str = "UplinkPortMtuNotSupportEvent";
-}
-impl x::Structure for UplinkPortMtuNotSupportEvent {}
-impl std::ops::Deref for UplinkPortMtuNotSupportEvent {
-    type Target = DvsHealthStatusChangeEvent;
-    #[inline]
-    fn deref(&self) -> &DvsHealthStatusChangeEvent {
-        &self.dvs_health_status_change_event
-    }
-}
-impl std::ops::DerefMut for UplinkPortMtuNotSupportEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DvsHealthStatusChangeEvent {
-        &mut self.dvs_health_status_change_event
-    }
-}
-impl x::Fields for UplinkPortMtuNotSupportEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.dvs_health_status_change_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_health_status_change_event, w);
-    }
-}
-/// `UplinkPortMtuSupportEvent` (extends `DvsHealthStatusChangeEvent`).
-///
-/// The fields of `DvsHealthStatusChangeEvent` are in `dvs_health_status_change_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UplinkPortMtuSupportEvent {
-    /// The fields `UplinkPortMtuSupportEvent` inherits from `DvsHealthStatusChangeEvent`.
-    pub dvs_health_status_change_event: DvsHealthStatusChangeEvent,
-}
-impl x::SchemaType for UplinkPortMtuSupportEvent {
-    const TYPE_NAME: &'static str = "UplinkPortMtuSupportEvent";
-}
-impl x::Structure for UplinkPortMtuSupportEvent {}
-impl std::ops::Deref for UplinkPortMtuSupportEvent {
-    type Target = DvsHealthStatusChangeEvent;
-    #[inline]
-    fn deref(&self) -> &DvsHealthStatusChangeEvent {
-        &self.dvs_health_status_change_event
-    }
-}
-impl std::ops::DerefMut for UplinkPortMtuSupportEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DvsHealthStatusChangeEvent {
-        &mut self.dvs_health_status_change_event
-    }
-}
-impl x::Fields for UplinkPortMtuSupportEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.dvs_health_status_change_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_health_status_change_event, w);
-    }
-}
-/// `UplinkPortVlanTrunkedEvent` (extends `DvsHealthStatusChangeEvent`).
-///
-/// The fields of `DvsHealthStatusChangeEvent` are in `dvs_health_status_change_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UplinkPortVlanTrunkedEvent {
-    /// The fields `UplinkPortVlanTrunkedEvent` inherits from `DvsHealthStatusChangeEvent`.
-    pub dvs_health_status_change_event: DvsHealthStatusChangeEvent,
-}
-impl x::SchemaType for UplinkPortVlanTrunkedEvent {
-    const TYPE_NAME: &'static str = "UplinkPortVlanTrunkedEvent";
-}
-impl x::Structure for UplinkPortVlanTrunkedEvent {}
-impl std::ops::Deref for UplinkPortVlanTrunkedEvent {
-    type Target = DvsHealthStatusChangeEvent;
-    #[inline]
-    fn deref(&self) -> &DvsHealthStatusChangeEvent {
-        &self.dvs_health_status_change_event
-    }
-}
-impl std::ops::DerefMut for UplinkPortVlanTrunkedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DvsHealthStatusChangeEvent {
-        &mut self.dvs_health_status_change_event
-    }
-}
-impl x::Fields for UplinkPortVlanTrunkedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.dvs_health_status_change_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_health_status_change_event, w);
-    }
-}
-/// `UplinkPortVlanUntrunkedEvent` (extends `DvsHealthStatusChangeEvent`).
-///
-/// The fields of `DvsHealthStatusChangeEvent` are in `dvs_health_status_change_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UplinkPortVlanUntrunkedEvent {
-    /// The fields `UplinkPortVlanUntrunkedEvent` inherits from `DvsHealthStatusChangeEvent`.
-    pub dvs_health_status_change_event: DvsHealthStatusChangeEvent,
-}
-impl x::SchemaType for UplinkPortVlanUntrunkedEvent {
-    const TYPE_NAME: &'static str = "UplinkPortVlanUntrunkedEvent";
-}
-impl x::Structure for UplinkPortVlanUntrunkedEvent {}
-impl std::ops::Deref for UplinkPortVlanUntrunkedEvent {
-    type Target = DvsHealthStatusChangeEvent;
-    #[inline]
-    fn deref(&self) -> &DvsHealthStatusChangeEvent {
-        &self.dvs_health_status_change_event
-    }
-}
-impl std::ops::DerefMut for UplinkPortVlanUntrunkedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DvsHealthStatusChangeEvent {
-        &mut self.dvs_health_status_change_event
-    }
-}
-impl x::Fields for UplinkPortVlanUntrunkedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.dvs_health_status_change_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_health_status_change_event, w);
     }
 }

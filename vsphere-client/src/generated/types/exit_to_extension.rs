@@ -5,6 +5,95 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-events")]
+/// `ExitMaintenanceModeEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExitMaintenanceModeEvent {
+    /// The fields `ExitMaintenanceModeEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for ExitMaintenanceModeEvent {
+    const TYPE_NAME: &'static str = "ExitMaintenanceModeEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for ExitMaintenanceModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for ExitMaintenanceModeEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for ExitMaintenanceModeEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for ExitMaintenanceModeEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `ExitStandbyModeFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExitStandbyModeFailedEvent {
+    /// The fields `ExitStandbyModeFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for ExitStandbyModeFailedEvent {
+    const TYPE_NAME: &'static str = "ExitStandbyModeFailedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for ExitStandbyModeFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for ExitStandbyModeFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for ExitStandbyModeFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for ExitStandbyModeFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
 /// `ExitedStandbyModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -13,10 +102,13 @@ pub struct ExitedStandbyModeEvent {
     /// The fields `ExitedStandbyModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ExitedStandbyModeEvent {
     const TYPE_NAME: &'static str = "ExitedStandbyModeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ExitedStandbyModeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ExitedStandbyModeEvent {
     type Target = HostEvent;
     #[inline]
@@ -24,12 +116,14 @@ impl std::ops::Deref for ExitedStandbyModeEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ExitedStandbyModeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ExitedStandbyModeEvent {
     fn decode_field(
         &mut self,
@@ -43,6 +137,7 @@ impl x::Fields for ExitedStandbyModeEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ExitingStandbyModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -51,10 +146,13 @@ pub struct ExitingStandbyModeEvent {
     /// The fields `ExitingStandbyModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ExitingStandbyModeEvent {
     const TYPE_NAME: &'static str = "ExitingStandbyModeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ExitingStandbyModeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ExitingStandbyModeEvent {
     type Target = HostEvent;
     #[inline]
@@ -62,12 +160,14 @@ impl std::ops::Deref for ExitingStandbyModeEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ExitingStandbyModeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ExitingStandbyModeEvent {
     fn decode_field(
         &mut self,
@@ -81,6 +181,7 @@ impl x::Fields for ExitingStandbyModeEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ExpiredAddonLicense` (extends `ExpiredFeatureLicense`).
 ///
 /// The fields of `ExpiredFeatureLicense` are in `expired_feature_license`, also reachable through `Deref`.
@@ -89,10 +190,13 @@ pub struct ExpiredAddonLicense {
     /// The fields `ExpiredAddonLicense` inherits from `ExpiredFeatureLicense`.
     pub expired_feature_license: ExpiredFeatureLicense,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ExpiredAddonLicense {
     const TYPE_NAME: &'static str = "ExpiredAddonLicense";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ExpiredAddonLicense {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ExpiredAddonLicense {
     type Target = ExpiredFeatureLicense;
     #[inline]
@@ -100,12 +204,14 @@ impl std::ops::Deref for ExpiredAddonLicense {
         &self.expired_feature_license
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ExpiredAddonLicense {
     #[inline]
     fn deref_mut(&mut self) -> &mut ExpiredFeatureLicense {
         &mut self.expired_feature_license
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ExpiredAddonLicense {
     fn decode_field(
         &mut self,
@@ -119,6 +225,7 @@ impl x::Fields for ExpiredAddonLicense {
         x::Fields::encode_fields(&self.expired_feature_license, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ExpiredEditionLicense` (extends `ExpiredFeatureLicense`).
 ///
 /// The fields of `ExpiredFeatureLicense` are in `expired_feature_license`, also reachable through `Deref`.
@@ -127,10 +234,13 @@ pub struct ExpiredEditionLicense {
     /// The fields `ExpiredEditionLicense` inherits from `ExpiredFeatureLicense`.
     pub expired_feature_license: ExpiredFeatureLicense,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ExpiredEditionLicense {
     const TYPE_NAME: &'static str = "ExpiredEditionLicense";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ExpiredEditionLicense {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ExpiredEditionLicense {
     type Target = ExpiredFeatureLicense;
     #[inline]
@@ -138,12 +248,14 @@ impl std::ops::Deref for ExpiredEditionLicense {
         &self.expired_feature_license
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ExpiredEditionLicense {
     #[inline]
     fn deref_mut(&mut self) -> &mut ExpiredFeatureLicense {
         &mut self.expired_feature_license
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ExpiredEditionLicense {
     fn decode_field(
         &mut self,
@@ -157,6 +269,7 @@ impl x::Fields for ExpiredEditionLicense {
         x::Fields::encode_fields(&self.expired_feature_license, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ExpiredFeatureLicense` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -171,10 +284,13 @@ pub struct ExpiredFeatureLicense {
     /// `expirationDate`.
     pub expiration_date: x::DateTime,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ExpiredFeatureLicense {
     const TYPE_NAME: &'static str = "ExpiredFeatureLicense";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ExpiredFeatureLicense {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ExpiredFeatureLicense {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -182,12 +298,14 @@ impl std::ops::Deref for ExpiredFeatureLicense {
         &self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ExpiredFeatureLicense {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
         &mut self.not_enough_licenses
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ExpiredFeatureLicense {
     fn decode_field(
         &mut self,
@@ -482,6 +600,7 @@ impl x::Fields for ExtendedElementDescription {
         w.write_vec("messageArg", &self.message_arg);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ExtendedEvent` (extends `GeneralEvent`).
 ///
 /// The fields of `GeneralEvent` are in `general_event`, also reachable through `Deref`.
@@ -496,10 +615,13 @@ pub struct ExtendedEvent {
     /// `data`.
     pub data: Vec<ExtendedEventPair>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ExtendedEvent {
     const TYPE_NAME: &'static str = "ExtendedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ExtendedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for ExtendedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -510,6 +632,7 @@ impl Clone for ExtendedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ExtendedEvent {
     type Target = GeneralEvent;
     #[inline]
@@ -517,12 +640,14 @@ impl std::ops::Deref for ExtendedEvent {
         &self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ExtendedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut GeneralEvent {
         &mut self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ExtendedEvent {
     fn decode_field(
         &mut self,
@@ -545,6 +670,7 @@ impl x::Fields for ExtendedEvent {
         w.write_vec("data", &self.data);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ExtendedEventPair` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ExtendedEventPair {
@@ -553,10 +679,13 @@ pub struct ExtendedEventPair {
     /// `value`.
     pub value: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ExtendedEventPair {
     const TYPE_NAME: &'static str = "ExtendedEventPair";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ExtendedEventPair {}
+#[cfg(feature = "all-events")]
 impl x::Fields for ExtendedEventPair {
     fn decode_field(
         &mut self,
@@ -576,10 +705,12 @@ impl x::Fields for ExtendedEventPair {
         w.write("value", &self.value);
     }
 }
+#[cfg(feature = "all-events")]
 impl x::ArrayItem for ExtendedEventPair {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtendedEventPair";
     const ITEM_TAG: &'static str = "ExtendedEventPair";
 }
+#[cfg(feature = "all-faults")]
 /// `ExtendedFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -592,10 +723,13 @@ pub struct ExtendedFault {
     /// `data`.
     pub data: Vec<KeyValue>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ExtendedFault {
     const TYPE_NAME: &'static str = "ExtendedFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ExtendedFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for ExtendedFault {
     fn clone(&self) -> Self {
         Self {
@@ -605,6 +739,7 @@ impl Clone for ExtendedFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for ExtendedFault {
     type Target = VimFault;
     #[inline]
@@ -612,12 +747,14 @@ impl std::ops::Deref for ExtendedFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for ExtendedFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for ExtendedFault {
     fn decode_field(
         &mut self,

@@ -5,6 +5,722 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-events")]
+/// `VmTimedoutStartingSecondaryEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmTimedoutStartingSecondaryEvent {
+    /// The fields `VmTimedoutStartingSecondaryEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `timeout`.
+    pub timeout: Option<i64>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmTimedoutStartingSecondaryEvent {
+    const TYPE_NAME: &'static str = "VmTimedoutStartingSecondaryEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmTimedoutStartingSecondaryEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmTimedoutStartingSecondaryEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmTimedoutStartingSecondaryEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmTimedoutStartingSecondaryEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeout" => r.read_opt(&mut self.timeout),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write_opt("timeout", &self.timeout);
+    }
+}
+/// `VmToVmGroupsAntiAffinity` (extends `VmPlacementPolicy`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, PartialEq, Default)]
+pub struct VmToVmGroupsAntiAffinity {
+    /// `selfTag`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub self_tag: Option<TagId>,
+    /// `antiAffinedVmGroupTags`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub anti_affined_vm_group_tags: Vec<TagId>,
+    /// `policyStrictness`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub policy_strictness: Option<String>,
+    /// `policyTopology`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub policy_topology: Option<String>,
+}
+impl x::SchemaType for VmToVmGroupsAntiAffinity {
+    const TYPE_NAME: &'static str = "VmToVmGroupsAntiAffinity";
+}
+impl x::Structure for VmToVmGroupsAntiAffinity {}
+impl Clone for VmToVmGroupsAntiAffinity {
+    fn clone(&self) -> Self {
+        Self {
+            self_tag: self.self_tag.clone(),
+            anti_affined_vm_group_tags: x::clone_vec(&self.anti_affined_vm_group_tags),
+            policy_strictness: self.policy_strictness.clone(),
+            policy_topology: self.policy_topology.clone(),
+        }
+    }
+}
+impl x::Fields for VmToVmGroupsAntiAffinity {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "selfTag" => r.read_opt(&mut self.self_tag),
+            "antiAffinedVmGroupTags" => r.read_push(&mut self.anti_affined_vm_group_tags),
+            "policyStrictness" => r.read_opt(&mut self.policy_strictness),
+            "policyTopology" => r.read_opt(&mut self.policy_topology),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type VmToVmGroupsAntiAffinity", true);
+        w.write_opt("selfTag", &self.self_tag);
+        w.write_vec("antiAffinedVmGroupTags", &self.anti_affined_vm_group_tags);
+        w.write_opt("policyStrictness", &self.policy_strictness);
+        w.write_opt("policyTopology", &self.policy_topology);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VmToolsUpgradeFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmToolsUpgradeFault {
+    /// The fields `VmToolsUpgradeFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VmToolsUpgradeFault {
+    const TYPE_NAME: &'static str = "VmToolsUpgradeFault";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VmToolsUpgradeFault {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VmToolsUpgradeFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VmToolsUpgradeFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VmToolsUpgradeFault {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmUnsupportedStartingEvent` (extends `VmStartingEvent`).
+///
+/// The fields of `VmStartingEvent` are in `vm_starting_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmUnsupportedStartingEvent {
+    /// The fields `VmUnsupportedStartingEvent` inherits from `VmStartingEvent`.
+    pub vm_starting_event: VmStartingEvent,
+    /// `guestId`.
+    pub guest_id: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmUnsupportedStartingEvent {
+    const TYPE_NAME: &'static str = "VmUnsupportedStartingEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmUnsupportedStartingEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmUnsupportedStartingEvent {
+    type Target = VmStartingEvent;
+    #[inline]
+    fn deref(&self) -> &VmStartingEvent {
+        &self.vm_starting_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmUnsupportedStartingEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmStartingEvent {
+        &mut self.vm_starting_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmUnsupportedStartingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "guestId" => r.read(&mut self.guest_id),
+            _ => return x::Fields::decode_field(&mut self.vm_starting_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_starting_event, w);
+        w.write("guestId", &self.guest_id);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmUpgradeCompleteEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmUpgradeCompleteEvent {
+    /// The fields `VmUpgradeCompleteEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `version`.
+    pub version: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmUpgradeCompleteEvent {
+    const TYPE_NAME: &'static str = "VmUpgradeCompleteEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmUpgradeCompleteEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmUpgradeCompleteEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmUpgradeCompleteEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmUpgradeCompleteEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("version", &self.version);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmUpgradeFailedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmUpgradeFailedEvent {
+    /// The fields `VmUpgradeFailedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmUpgradeFailedEvent {
+    const TYPE_NAME: &'static str = "VmUpgradeFailedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmUpgradeFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmUpgradeFailedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmUpgradeFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmUpgradeFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmUpgradingEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmUpgradingEvent {
+    /// The fields `VmUpgradingEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `version`.
+    pub version: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmUpgradingEvent {
+    const TYPE_NAME: &'static str = "VmUpgradingEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmUpgradingEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmUpgradingEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmUpgradingEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmUpgradingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("version", &self.version);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmUuidAssignedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmUuidAssignedEvent {
+    /// The fields `VmUuidAssignedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `uuid`.
+    pub uuid: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmUuidAssignedEvent {
+    const TYPE_NAME: &'static str = "VmUuidAssignedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmUuidAssignedEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmUuidAssignedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmUuidAssignedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmUuidAssignedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("uuid", &self.uuid);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmUuidChangedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmUuidChangedEvent {
+    /// The fields `VmUuidChangedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `oldUuid`.
+    pub old_uuid: String,
+    /// `newUuid`.
+    pub new_uuid: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmUuidChangedEvent {
+    const TYPE_NAME: &'static str = "VmUuidChangedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmUuidChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmUuidChangedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmUuidChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmUuidChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "oldUuid" => r.read(&mut self.old_uuid),
+            "newUuid" => r.read(&mut self.new_uuid),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("oldUuid", &self.old_uuid);
+        w.write("newUuid", &self.new_uuid);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmUuidConflictEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmUuidConflictEvent {
+    /// The fields `VmUuidConflictEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `conflictedVm`.
+    pub conflicted_vm: VmEventArgument,
+    /// `uuid`.
+    pub uuid: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmUuidConflictEvent {
+    const TYPE_NAME: &'static str = "VmUuidConflictEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmUuidConflictEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmUuidConflictEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmUuidConflictEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmUuidConflictEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "conflictedVm" => r.read(&mut self.conflicted_vm),
+            "uuid" => r.read(&mut self.uuid),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("conflictedVm", &self.conflicted_vm);
+        w.write("uuid", &self.uuid);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VmValidateMaxDevice` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmValidateMaxDevice {
+    /// The fields `VmValidateMaxDevice` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+    /// `device`.
+    pub device: String,
+    /// `max`.
+    pub max: i32,
+    /// `count`.
+    pub count: i32,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VmValidateMaxDevice {
+    const TYPE_NAME: &'static str = "VmValidateMaxDevice";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VmValidateMaxDevice {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VmValidateMaxDevice {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VmValidateMaxDevice {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VmValidateMaxDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "max" => r.read(&mut self.max),
+            "count" => r.read(&mut self.count),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+        w.write("device", &self.device);
+        w.write("max", &self.max);
+        w.write("count", &self.count);
+    }
+}
+/// `VmVmAffinity` (extends `VmPlacementPolicy`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmVmAffinity {
+    /// `affinedVmsTag`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub affined_vms_tag: TagId,
+    /// `policyStrictness`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub policy_strictness: Option<String>,
+    /// `policyTopology`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub policy_topology: Option<String>,
+}
+impl x::SchemaType for VmVmAffinity {
+    const TYPE_NAME: &'static str = "VmVmAffinity";
+}
+impl x::Structure for VmVmAffinity {}
+impl x::Fields for VmVmAffinity {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "affinedVmsTag" => r.read(&mut self.affined_vms_tag),
+            "policyStrictness" => r.read_opt(&mut self.policy_strictness),
+            "policyTopology" => r.read_opt(&mut self.policy_topology),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type VmVmAffinity", true);
+        w.write("affinedVmsTag", &self.affined_vms_tag);
+        w.write_opt("policyStrictness", &self.policy_strictness);
+        w.write_opt("policyTopology", &self.policy_topology);
+    }
+}
+/// `VmVmAntiAffinity` (extends `VmPlacementPolicy`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmVmAntiAffinity {
+    /// `antiAffinedVmsTag`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub anti_affined_vms_tag: TagId,
+    /// `policyStrictness`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub policy_strictness: Option<String>,
+    /// `policyTopology`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub policy_topology: Option<String>,
+}
+impl x::SchemaType for VmVmAntiAffinity {
+    const TYPE_NAME: &'static str = "VmVmAntiAffinity";
+}
+impl x::Structure for VmVmAntiAffinity {}
+impl x::Fields for VmVmAntiAffinity {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "antiAffinedVmsTag" => r.read(&mut self.anti_affined_vms_tag),
+            "policyStrictness" => r.read_opt(&mut self.policy_strictness),
+            "policyTopology" => r.read_opt(&mut self.policy_topology),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type VmVmAntiAffinity", true);
+        w.write("antiAffinedVmsTag", &self.anti_affined_vms_tag);
+        w.write_opt("policyStrictness", &self.policy_strictness);
+        w.write_opt("policyTopology", &self.policy_topology);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmVnicPoolReservationViolationClearEvent` (extends `DvsEvent`).
+///
+/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmVnicPoolReservationViolationClearEvent {
+    /// The fields `VmVnicPoolReservationViolationClearEvent` inherits from `DvsEvent`.
+    pub dvs_event: DvsEvent,
+    /// `vmVnicResourcePoolKey`.
+    pub vm_vnic_resource_pool_key: String,
+    /// `vmVnicResourcePoolName`.
+    pub vm_vnic_resource_pool_name: Option<String>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmVnicPoolReservationViolationClearEvent {
+    const TYPE_NAME: &'static str = "VmVnicPoolReservationViolationClearEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmVnicPoolReservationViolationClearEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmVnicPoolReservationViolationClearEvent {
+    type Target = DvsEvent;
+    #[inline]
+    fn deref(&self) -> &DvsEvent {
+        &self.dvs_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmVnicPoolReservationViolationClearEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsEvent {
+        &mut self.dvs_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmVnicPoolReservationViolationClearEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmVnicResourcePoolKey" => r.read(&mut self.vm_vnic_resource_pool_key),
+            "vmVnicResourcePoolName" => r.read_opt(&mut self.vm_vnic_resource_pool_name),
+            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.dvs_event, w);
+        w.write("vmVnicResourcePoolKey", &self.vm_vnic_resource_pool_key);
+        w.write_opt("vmVnicResourcePoolName", &self.vm_vnic_resource_pool_name);
+    }
+}
+#[cfg(feature = "all-events")]
 /// `VmVnicPoolReservationViolationRaiseEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -17,10 +733,13 @@ pub struct VmVnicPoolReservationViolationRaiseEvent {
     /// `vmVnicResourcePoolName`.
     pub vm_vnic_resource_pool_name: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmVnicPoolReservationViolationRaiseEvent {
     const TYPE_NAME: &'static str = "VmVnicPoolReservationViolationRaiseEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmVnicPoolReservationViolationRaiseEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmVnicPoolReservationViolationRaiseEvent {
     type Target = DvsEvent;
     #[inline]
@@ -28,12 +747,14 @@ impl std::ops::Deref for VmVnicPoolReservationViolationRaiseEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmVnicPoolReservationViolationRaiseEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmVnicPoolReservationViolationRaiseEvent {
     fn decode_field(
         &mut self,
@@ -54,6 +775,7 @@ impl x::Fields for VmVnicPoolReservationViolationRaiseEvent {
         w.write_opt("vmVnicResourcePoolName", &self.vm_vnic_resource_pool_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmWwnAssignedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -66,10 +788,13 @@ pub struct VmWwnAssignedEvent {
     /// `portWwns`.
     pub port_wwns: Vec<i64>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmWwnAssignedEvent {
     const TYPE_NAME: &'static str = "VmWwnAssignedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmWwnAssignedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for VmWwnAssignedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -79,6 +804,7 @@ impl Clone for VmWwnAssignedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmWwnAssignedEvent {
     type Target = VmEvent;
     #[inline]
@@ -86,12 +812,14 @@ impl std::ops::Deref for VmWwnAssignedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmWwnAssignedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmWwnAssignedEvent {
     fn decode_field(
         &mut self,
@@ -112,6 +840,7 @@ impl x::Fields for VmWwnAssignedEvent {
         w.write_vec("portWwns", &self.port_wwns);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmWwnChangedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -128,10 +857,13 @@ pub struct VmWwnChangedEvent {
     /// `newPortWwns`.
     pub new_port_wwns: Vec<i64>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmWwnChangedEvent {
     const TYPE_NAME: &'static str = "VmWwnChangedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmWwnChangedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for VmWwnChangedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -143,6 +875,7 @@ impl Clone for VmWwnChangedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmWwnChangedEvent {
     type Target = VmEvent;
     #[inline]
@@ -150,12 +883,14 @@ impl std::ops::Deref for VmWwnChangedEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmWwnChangedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmWwnChangedEvent {
     fn decode_field(
         &mut self,
@@ -180,6 +915,7 @@ impl x::Fields for VmWwnChangedEvent {
         w.write_vec("newPortWwns", &self.new_port_wwns);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmWwnConflict` (extends `InvalidVmConfig`).
 ///
 /// The fields of `InvalidVmConfig` are in `invalid_vm_config`, also reachable through `Deref`.
@@ -196,10 +932,13 @@ pub struct VmWwnConflict {
     /// `wwn`.
     pub wwn: Option<i64>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmWwnConflict {
     const TYPE_NAME: &'static str = "VmWwnConflict";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmWwnConflict {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmWwnConflict {
     type Target = InvalidVmConfig;
     #[inline]
@@ -207,12 +946,14 @@ impl std::ops::Deref for VmWwnConflict {
         &self.invalid_vm_config
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmWwnConflict {
     #[inline]
     fn deref_mut(&mut self) -> &mut InvalidVmConfig {
         &mut self.invalid_vm_config
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmWwnConflict {
     fn decode_field(
         &mut self,
@@ -237,6 +978,7 @@ impl x::Fields for VmWwnConflict {
         w.write_opt("wwn", &self.wwn);
     }
 }
+#[cfg(feature = "all-events")]
 /// `VmWwnConflictEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -251,10 +993,13 @@ pub struct VmWwnConflictEvent {
     /// `wwn`.
     pub wwn: i64,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for VmWwnConflictEvent {
     const TYPE_NAME: &'static str = "VmWwnConflictEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for VmWwnConflictEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for VmWwnConflictEvent {
     fn clone(&self) -> Self {
         Self {
@@ -265,6 +1010,7 @@ impl Clone for VmWwnConflictEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for VmWwnConflictEvent {
     type Target = VmEvent;
     #[inline]
@@ -272,12 +1018,14 @@ impl std::ops::Deref for VmWwnConflictEvent {
         &self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for VmWwnConflictEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmEvent {
         &mut self.vm_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for VmWwnConflictEvent {
     fn decode_field(
         &mut self,
@@ -300,6 +1048,7 @@ impl x::Fields for VmWwnConflictEvent {
         w.write("wwn", &self.wwn);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmfsAlreadyMounted` (extends `VmfsMountFault`).
 ///
 /// The fields of `VmfsMountFault` are in `vmfs_mount_fault`, also reachable through `Deref`.
@@ -308,10 +1057,13 @@ pub struct VmfsAlreadyMounted {
     /// The fields `VmfsAlreadyMounted` inherits from `VmfsMountFault`.
     pub vmfs_mount_fault: VmfsMountFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmfsAlreadyMounted {
     const TYPE_NAME: &'static str = "VmfsAlreadyMounted";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmfsAlreadyMounted {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmfsAlreadyMounted {
     type Target = VmfsMountFault;
     #[inline]
@@ -319,12 +1071,14 @@ impl std::ops::Deref for VmfsAlreadyMounted {
         &self.vmfs_mount_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmfsAlreadyMounted {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmfsMountFault {
         &mut self.vmfs_mount_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmfsAlreadyMounted {
     fn decode_field(
         &mut self,
@@ -338,6 +1092,7 @@ impl x::Fields for VmfsAlreadyMounted {
         x::Fields::encode_fields(&self.vmfs_mount_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmfsAmbiguousMount` (extends `VmfsMountFault`).
 ///
 /// The fields of `VmfsMountFault` are in `vmfs_mount_fault`, also reachable through `Deref`.
@@ -346,10 +1101,13 @@ pub struct VmfsAmbiguousMount {
     /// The fields `VmfsAmbiguousMount` inherits from `VmfsMountFault`.
     pub vmfs_mount_fault: VmfsMountFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmfsAmbiguousMount {
     const TYPE_NAME: &'static str = "VmfsAmbiguousMount";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmfsAmbiguousMount {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmfsAmbiguousMount {
     type Target = VmfsMountFault;
     #[inline]
@@ -357,12 +1115,14 @@ impl std::ops::Deref for VmfsAmbiguousMount {
         &self.vmfs_mount_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmfsAmbiguousMount {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmfsMountFault {
         &mut self.vmfs_mount_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmfsAmbiguousMount {
     fn decode_field(
         &mut self,
@@ -928,6 +1688,7 @@ impl x::Fields for VmfsDatastoreSpec {
         w.write("diskUuid", &self.disk_uuid);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VmfsMountFault` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
@@ -938,10 +1699,13 @@ pub struct VmfsMountFault {
     /// `uuid`.
     pub uuid: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VmfsMountFault {
     const TYPE_NAME: &'static str = "VmfsMountFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VmfsMountFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmfsMountFault {
     type Target = HostConfigFault;
     #[inline]
@@ -949,12 +1713,14 @@ impl std::ops::Deref for VmfsMountFault {
         &self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VmfsMountFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConfigFault {
         &mut self.host_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VmfsMountFault {
     fn decode_field(
         &mut self,
@@ -1010,485 +1776,5 @@ impl x::Fields for VmfsUnmapBandwidthSpec {
         w.write("fixedValue", &self.fixed_value);
         w.write("dynamicMin", &self.dynamic_min);
         w.write("dynamicMax", &self.dynamic_max);
-    }
-}
-/// `VmotionInterfaceNotEnabled` (extends `HostPowerOpFailed`).
-///
-/// The fields of `HostPowerOpFailed` are in `host_power_op_failed`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmotionInterfaceNotEnabled {
-    /// The fields `VmotionInterfaceNotEnabled` inherits from `HostPowerOpFailed`.
-    pub host_power_op_failed: HostPowerOpFailed,
-}
-impl x::SchemaType for VmotionInterfaceNotEnabled {
-    const TYPE_NAME: &'static str = "VmotionInterfaceNotEnabled";
-}
-impl x::Structure for VmotionInterfaceNotEnabled {}
-impl std::ops::Deref for VmotionInterfaceNotEnabled {
-    type Target = HostPowerOpFailed;
-    #[inline]
-    fn deref(&self) -> &HostPowerOpFailed {
-        &self.host_power_op_failed
-    }
-}
-impl std::ops::DerefMut for VmotionInterfaceNotEnabled {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostPowerOpFailed {
-        &mut self.host_power_op_failed
-    }
-}
-impl x::Fields for VmotionInterfaceNotEnabled {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_power_op_failed, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_power_op_failed, w);
-    }
-}
-/// `VmwareDistributedVirtualSwitchDpuFailoverPolicy` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.0.
-#[derive(Debug, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchDpuFailoverPolicy {
-    /// `activeUplink`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub active_uplink: Vec<String>,
-    /// `standbyUplink`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub standby_uplink: Vec<String>,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchDpuFailoverPolicy";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchDpuFailoverPolicy {}
-impl Clone for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
-    fn clone(&self) -> Self {
-        Self {
-            active_uplink: x::clone_vec(&self.active_uplink),
-            standby_uplink: x::clone_vec(&self.standby_uplink),
-        }
-    }
-}
-impl x::Fields for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "activeUplink" => r.read_push(&mut self.active_uplink),
-            "standbyUplink" => r.read_push(&mut self.standby_uplink),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(
-            0x0800_0300,
-            "type VmwareDistributedVirtualSwitchDpuFailoverPolicy",
-            true,
-        );
-        w.write_vec("activeUplink", &self.active_uplink);
-        w.write_vec("standbyUplink", &self.standby_uplink);
-    }
-}
-/// `VmwareDistributedVirtualSwitchNetworkOffloadConfig` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchNetworkOffloadConfig {
-    /// `dpuFailoverPolicy`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub dpu_failover_policy: Option<VmwareDistributedVirtualSwitchDpuFailoverPolicy>,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchNetworkOffloadConfig";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchNetworkOffloadConfig {}
-impl x::Fields for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dpuFailoverPolicy" => r.read_opt(&mut self.dpu_failover_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(
-            0x0800_0300,
-            "type VmwareDistributedVirtualSwitchNetworkOffloadConfig",
-            true,
-        );
-        w.write_opt("dpuFailoverPolicy", &self.dpu_failover_policy);
-    }
-}
-/// `VmwareDistributedVirtualSwitchPvlanSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
-///
-/// The fields of `VmwareDistributedVirtualSwitchVlanSpec` are in `vmware_distributed_virtual_switch_vlan_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchPvlanSpec {
-    /// The fields `VmwareDistributedVirtualSwitchPvlanSpec` inherits from `VmwareDistributedVirtualSwitchVlanSpec`.
-    pub vmware_distributed_virtual_switch_vlan_spec: VmwareDistributedVirtualSwitchVlanSpec,
-    /// `pvlanId`.
-    pub pvlan_id: i32,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchPvlanSpec {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchPvlanSpec";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchPvlanSpec {}
-impl std::ops::Deref for VmwareDistributedVirtualSwitchPvlanSpec {
-    type Target = VmwareDistributedVirtualSwitchVlanSpec;
-    #[inline]
-    fn deref(&self) -> &VmwareDistributedVirtualSwitchVlanSpec {
-        &self.vmware_distributed_virtual_switch_vlan_spec
-    }
-}
-impl std::ops::DerefMut for VmwareDistributedVirtualSwitchPvlanSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmwareDistributedVirtualSwitchVlanSpec {
-        &mut self.vmware_distributed_virtual_switch_vlan_spec
-    }
-}
-impl x::Fields for VmwareDistributedVirtualSwitchPvlanSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pvlanId" => r.read(&mut self.pvlan_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vmware_distributed_virtual_switch_vlan_spec,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vmware_distributed_virtual_switch_vlan_spec, w);
-        w.write("pvlanId", &self.pvlan_id);
-    }
-}
-/// `VmwareDistributedVirtualSwitchRealTimeConfig` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchRealTimeConfig {
-    /// `allowed`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub allowed: Option<bool>,
-    /// `lanAnnotation`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub lan_annotation: Option<VmwareDistributedVirtualSwitchRealTimeLanAnnotation>,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeConfig {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchRealTimeConfig";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchRealTimeConfig {}
-impl x::Fields for VmwareDistributedVirtualSwitchRealTimeConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowed" => r.read_opt(&mut self.allowed),
-            "lanAnnotation" => r.read_opt(&mut self.lan_annotation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0301, "type VmwareDistributedVirtualSwitchRealTimeConfig", true);
-        w.write_opt("allowed", &self.allowed);
-        w.write_opt("lanAnnotation", &self.lan_annotation);
-    }
-}
-/// `VmwareDistributedVirtualSwitchRealTimeLanAnnotation` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.1.
-#[derive(Debug, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
-    /// `lanAUplink`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub lan_a_uplink: Vec<String>,
-    /// `lanBUplink`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub lan_b_uplink: Vec<String>,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchRealTimeLanAnnotation";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {}
-impl Clone for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
-    fn clone(&self) -> Self {
-        Self {
-            lan_a_uplink: x::clone_vec(&self.lan_a_uplink),
-            lan_b_uplink: x::clone_vec(&self.lan_b_uplink),
-        }
-    }
-}
-impl x::Fields for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lanAUplink" => r.read_push(&mut self.lan_a_uplink),
-            "lanBUplink" => r.read_push(&mut self.lan_b_uplink),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(
-            0x0800_0301,
-            "type VmwareDistributedVirtualSwitchRealTimeLanAnnotation",
-            true,
-        );
-        w.write_vec("lanAUplink", &self.lan_a_uplink);
-        w.write_vec("lanBUplink", &self.lan_b_uplink);
-    }
-}
-/// `VmwareDistributedVirtualSwitchTrunkVlanSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
-///
-/// The fields of `VmwareDistributedVirtualSwitchVlanSpec` are in `vmware_distributed_virtual_switch_vlan_spec`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchTrunkVlanSpec {
-    /// The fields `VmwareDistributedVirtualSwitchTrunkVlanSpec` inherits from `VmwareDistributedVirtualSwitchVlanSpec`.
-    pub vmware_distributed_virtual_switch_vlan_spec: VmwareDistributedVirtualSwitchVlanSpec,
-    /// `vlanId`.
-    pub vlan_id: Vec<NumericRange>,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchTrunkVlanSpec {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchTrunkVlanSpec";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchTrunkVlanSpec {}
-impl Clone for VmwareDistributedVirtualSwitchTrunkVlanSpec {
-    fn clone(&self) -> Self {
-        Self {
-            vmware_distributed_virtual_switch_vlan_spec: self
-                .vmware_distributed_virtual_switch_vlan_spec
-                .clone(),
-            vlan_id: x::clone_vec(&self.vlan_id),
-        }
-    }
-}
-impl std::ops::Deref for VmwareDistributedVirtualSwitchTrunkVlanSpec {
-    type Target = VmwareDistributedVirtualSwitchVlanSpec;
-    #[inline]
-    fn deref(&self) -> &VmwareDistributedVirtualSwitchVlanSpec {
-        &self.vmware_distributed_virtual_switch_vlan_spec
-    }
-}
-impl std::ops::DerefMut for VmwareDistributedVirtualSwitchTrunkVlanSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmwareDistributedVirtualSwitchVlanSpec {
-        &mut self.vmware_distributed_virtual_switch_vlan_spec
-    }
-}
-impl x::Fields for VmwareDistributedVirtualSwitchTrunkVlanSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vlanId" => r.read_push(&mut self.vlan_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vmware_distributed_virtual_switch_vlan_spec,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vmware_distributed_virtual_switch_vlan_spec, w);
-        w.write_vec("vlanId", &self.vlan_id);
-    }
-}
-/// `VmwareDistributedVirtualSwitchVlanIdSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
-///
-/// The fields of `VmwareDistributedVirtualSwitchVlanSpec` are in `vmware_distributed_virtual_switch_vlan_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchVlanIdSpec {
-    /// The fields `VmwareDistributedVirtualSwitchVlanIdSpec` inherits from `VmwareDistributedVirtualSwitchVlanSpec`.
-    pub vmware_distributed_virtual_switch_vlan_spec: VmwareDistributedVirtualSwitchVlanSpec,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchVlanIdSpec {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchVlanIdSpec";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchVlanIdSpec {}
-impl std::ops::Deref for VmwareDistributedVirtualSwitchVlanIdSpec {
-    type Target = VmwareDistributedVirtualSwitchVlanSpec;
-    #[inline]
-    fn deref(&self) -> &VmwareDistributedVirtualSwitchVlanSpec {
-        &self.vmware_distributed_virtual_switch_vlan_spec
-    }
-}
-impl std::ops::DerefMut for VmwareDistributedVirtualSwitchVlanIdSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmwareDistributedVirtualSwitchVlanSpec {
-        &mut self.vmware_distributed_virtual_switch_vlan_spec
-    }
-}
-impl x::Fields for VmwareDistributedVirtualSwitchVlanIdSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vmware_distributed_virtual_switch_vlan_spec,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vmware_distributed_virtual_switch_vlan_spec, w);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `VmwareDistributedVirtualSwitchVlanSpec` (extends `InheritablePolicy`).
-///
-/// Fields of this type hold [`AnyVmwareDistributedVirtualSwitchVlanSpec`], which also carries its subtypes.
-///
-/// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareDistributedVirtualSwitchVlanSpec {
-    /// The fields `VmwareDistributedVirtualSwitchVlanSpec` inherits from `InheritablePolicy`.
-    pub inheritable_policy: InheritablePolicy,
-}
-impl x::SchemaType for VmwareDistributedVirtualSwitchVlanSpec {
-    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchVlanSpec";
-}
-impl x::Structure for VmwareDistributedVirtualSwitchVlanSpec {}
-impl std::ops::Deref for VmwareDistributedVirtualSwitchVlanSpec {
-    type Target = InheritablePolicy;
-    #[inline]
-    fn deref(&self) -> &InheritablePolicy {
-        &self.inheritable_policy
-    }
-}
-impl std::ops::DerefMut for VmwareDistributedVirtualSwitchVlanSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut InheritablePolicy {
-        &mut self.inheritable_policy
-    }
-}
-impl x::Fields for VmwareDistributedVirtualSwitchVlanSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.inheritable_policy, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.inheritable_policy, w);
-    }
-}
-/// `VmwareUplinkPortTeamingPolicy` (extends `InheritablePolicy`).
-///
-/// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmwareUplinkPortTeamingPolicy {
-    /// The fields `VmwareUplinkPortTeamingPolicy` inherits from `InheritablePolicy`.
-    pub inheritable_policy: InheritablePolicy,
-    /// `policy`.
-    pub policy: Option<StringPolicy>,
-    /// `reversePolicy`.
-    pub reverse_policy: Option<BoolPolicy>,
-    /// `notifySwitches`.
-    pub notify_switches: Option<BoolPolicy>,
-    /// `rollingOrder`.
-    pub rolling_order: Option<BoolPolicy>,
-    /// `failureCriteria`.
-    pub failure_criteria: Option<DVSFailureCriteria>,
-    /// `uplinkPortOrder`.
-    pub uplink_port_order: Option<VMwareUplinkPortOrderPolicy>,
-}
-impl x::SchemaType for VmwareUplinkPortTeamingPolicy {
-    const TYPE_NAME: &'static str = "VmwareUplinkPortTeamingPolicy";
-}
-impl x::Structure for VmwareUplinkPortTeamingPolicy {}
-impl std::ops::Deref for VmwareUplinkPortTeamingPolicy {
-    type Target = InheritablePolicy;
-    #[inline]
-    fn deref(&self) -> &InheritablePolicy {
-        &self.inheritable_policy
-    }
-}
-impl std::ops::DerefMut for VmwareUplinkPortTeamingPolicy {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut InheritablePolicy {
-        &mut self.inheritable_policy
-    }
-}
-impl x::Fields for VmwareUplinkPortTeamingPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read_opt(&mut self.policy),
-            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
-            "notifySwitches" => r.read_opt(&mut self.notify_switches),
-            "rollingOrder" => r.read_opt(&mut self.rolling_order),
-            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
-            "uplinkPortOrder" => r.read_opt(&mut self.uplink_port_order),
-            _ => return x::Fields::decode_field(&mut self.inheritable_policy, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.inheritable_policy, w);
-        w.write_opt("policy", &self.policy);
-        w.write_opt("reversePolicy", &self.reverse_policy);
-        w.write_opt("notifySwitches", &self.notify_switches);
-        w.write_opt("rollingOrder", &self.rolling_order);
-        w.write_opt("failureCriteria", &self.failure_criteria);
-        w.write_opt("uplinkPortOrder", &self.uplink_port_order);
     }
 }

@@ -5,297 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl AnyDescription {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<Description>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-    /// The `Description` part of the value held, whichever subtype it is.
-    #[inline]
-    pub fn base(&self) -> &Description {
-        match self {
-            Self::Description(value) => value,
-            Self::EVCMode(value) => &value.element_description.description,
-            Self::ElementDescription(value) => &value.description,
-            Self::ExtendedDescription(value) => &value.description,
-            Self::ExtendedElementDescription(value) => {
-                &value.element_description.description
-            }
-            Self::FeatureEVCMode(value) => &value.element_description.description,
-            Self::MethodDescription(value) => &value.description,
-            Self::OptionDef(value) => &value.element_description.description,
-            Self::ScheduledTaskDetail(value) => &value.type_description.description,
-            Self::TypeDescription(value) => &value.description,
-        }
-    }
-    /// The `Description` part of the value held, to change.
-    #[inline]
-    pub fn base_mut(&mut self) -> &mut Description {
-        match self {
-            Self::Description(value) => value,
-            Self::EVCMode(value) => &mut value.element_description.description,
-            Self::ElementDescription(value) => &mut value.description,
-            Self::ExtendedDescription(value) => &mut value.description,
-            Self::ExtendedElementDescription(value) => {
-                &mut value.element_description.description
-            }
-            Self::FeatureEVCMode(value) => &mut value.element_description.description,
-            Self::MethodDescription(value) => &mut value.description,
-            Self::OptionDef(value) => &mut value.element_description.description,
-            Self::ScheduledTaskDetail(value) => &mut value.type_description.description,
-            Self::TypeDescription(value) => &mut value.description,
-        }
-    }
-}
-impl AnyDirectPathProfileManagerCapacityQuerySpec {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DirectPathProfileManagerCapacityQuerySpec>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-}
-impl AnyDirectPathProfileManagerCapacityResult {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DirectPathProfileManagerCapacityResult>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-}
-impl AnyDirectPathProfileManagerDirectPathConfig {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DirectPathProfileManagerDirectPathConfig>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-}
-impl AnyDirectPathProfileManagerTargetEntity {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DirectPathProfileManagerTargetEntity>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-}
-impl AnyDistributedVirtualSwitchHostMemberBacking {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DistributedVirtualSwitchHostMemberBacking>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-}
-impl AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DistributedVirtualSwitchManagerHostDvsFilterSpec>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-    /// The `DistributedVirtualSwitchManagerHostDvsFilterSpec` part of the value held, whichever subtype it is.
-    #[inline]
-    pub fn base(&self) -> &DistributedVirtualSwitchManagerHostDvsFilterSpec {
-        match self {
-            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(value) => value,
-            Self::DistributedVirtualSwitchManagerHostArrayFilter(value) => {
-                &value.distributed_virtual_switch_manager_host_dvs_filter_spec
-            }
-            Self::DistributedVirtualSwitchManagerHostContainerFilter(value) => {
-                &value.distributed_virtual_switch_manager_host_dvs_filter_spec
-            }
-            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(value) => {
-                &value.distributed_virtual_switch_manager_host_dvs_filter_spec
-            }
-        }
-    }
-    /// The `DistributedVirtualSwitchManagerHostDvsFilterSpec` part of the value held, to change.
-    #[inline]
-    pub fn base_mut(&mut self) -> &mut DistributedVirtualSwitchManagerHostDvsFilterSpec {
-        match self {
-            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(value) => value,
-            Self::DistributedVirtualSwitchManagerHostArrayFilter(value) => {
-                &mut value.distributed_virtual_switch_manager_host_dvs_filter_spec
-            }
-            Self::DistributedVirtualSwitchManagerHostContainerFilter(value) => {
-                &mut value.distributed_virtual_switch_manager_host_dvs_filter_spec
-            }
-            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(value) => {
-                &mut value.distributed_virtual_switch_manager_host_dvs_filter_spec
-            }
-        }
-    }
-}
-impl AnyDvsFilterConfig {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DvsFilterConfig>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-    /// The `DvsFilterConfig` part of the value held, whichever subtype it is.
-    #[inline]
-    pub fn base(&self) -> &DvsFilterConfig {
-        match self {
-            Self::DvsFilterConfig(value) => value,
-            Self::DvsFilterConfigSpec(value) => &value.dvs_filter_config,
-            Self::DvsTrafficFilterConfig(value) => &value.dvs_filter_config,
-            Self::DvsTrafficFilterConfigSpec(value) => {
-                &value.dvs_traffic_filter_config.dvs_filter_config
-            }
-        }
-    }
-    /// The `DvsFilterConfig` part of the value held, to change.
-    #[inline]
-    pub fn base_mut(&mut self) -> &mut DvsFilterConfig {
-        match self {
-            Self::DvsFilterConfig(value) => value,
-            Self::DvsFilterConfigSpec(value) => &mut value.dvs_filter_config,
-            Self::DvsTrafficFilterConfig(value) => &mut value.dvs_filter_config,
-            Self::DvsTrafficFilterConfigSpec(value) => {
-                &mut value.dvs_traffic_filter_config.dvs_filter_config
-            }
-        }
-    }
-}
-impl AnyDvsIpPort {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DvsIpPort>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-    /// The `DvsIpPort` part of the value held, whichever subtype it is.
-    #[inline]
-    pub fn base(&self) -> &DvsIpPort {
-        match self {
-            Self::DvsIpPort(value) => value,
-            Self::DvsIpPortRange(value) => &value.dvs_ip_port,
-            Self::DvsSingleIpPort(value) => &value.dvs_ip_port,
-        }
-    }
-    /// The `DvsIpPort` part of the value held, to change.
-    #[inline]
-    pub fn base_mut(&mut self) -> &mut DvsIpPort {
-        match self {
-            Self::DvsIpPort(value) => value,
-            Self::DvsIpPortRange(value) => &mut value.dvs_ip_port,
-            Self::DvsSingleIpPort(value) => &mut value.dvs_ip_port,
-        }
-    }
-}
-impl AnyDvsNetworkRuleAction {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DvsNetworkRuleAction>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-}
-impl AnyDvsNetworkRuleQualifier {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DvsNetworkRuleQualifier>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-    /// The `DvsNetworkRuleQualifier` part of the value held, whichever subtype it is.
-    #[inline]
-    pub fn base(&self) -> &DvsNetworkRuleQualifier {
-        match self {
-            Self::DvsNetworkRuleQualifier(value) => value,
-            Self::DvsIpNetworkRuleQualifier(value) => &value.dvs_network_rule_qualifier,
-            Self::DvsMacNetworkRuleQualifier(value) => &value.dvs_network_rule_qualifier,
-            Self::DvsSystemTrafficNetworkRuleQualifier(value) => {
-                &value.dvs_network_rule_qualifier
-            }
-        }
-    }
-    /// The `DvsNetworkRuleQualifier` part of the value held, to change.
-    #[inline]
-    pub fn base_mut(&mut self) -> &mut DvsNetworkRuleQualifier {
-        match self {
-            Self::DvsNetworkRuleQualifier(value) => value,
-            Self::DvsIpNetworkRuleQualifier(value) => {
-                &mut value.dvs_network_rule_qualifier
-            }
-            Self::DvsMacNetworkRuleQualifier(value) => {
-                &mut value.dvs_network_rule_qualifier
-            }
-            Self::DvsSystemTrafficNetworkRuleQualifier(value) => {
-                &mut value.dvs_network_rule_qualifier
-            }
-        }
-    }
-}
-impl AnyElementDescription {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<ElementDescription>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-    /// The `ElementDescription` part of the value held, whichever subtype it is.
-    #[inline]
-    pub fn base(&self) -> &ElementDescription {
-        match self {
-            Self::ElementDescription(value) => value,
-            Self::EVCMode(value) => &value.element_description,
-            Self::ExtendedElementDescription(value) => &value.element_description,
-            Self::FeatureEVCMode(value) => &value.element_description,
-            Self::OptionDef(value) => &value.element_description,
-        }
-    }
-    /// The `ElementDescription` part of the value held, to change.
-    #[inline]
-    pub fn base_mut(&mut self) -> &mut ElementDescription {
-        match self {
-            Self::ElementDescription(value) => value,
-            Self::EVCMode(value) => &mut value.element_description,
-            Self::ExtendedElementDescription(value) => &mut value.element_description,
-            Self::FeatureEVCMode(value) => &mut value.element_description,
-            Self::OptionDef(value) => &mut value.element_description,
-        }
-    }
-}
-impl AnyEntityEventArgument {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<EntityEventArgument>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-    /// The `EntityEventArgument` part of the value held, whichever subtype it is.
-    #[inline]
-    pub fn base(&self) -> &EntityEventArgument {
-        match self {
-            Self::EntityEventArgument(value) => value,
-            Self::AlarmEventArgument(value) => &value.entity_event_argument,
-            Self::ComputeResourceEventArgument(value) => &value.entity_event_argument,
-            Self::DatacenterEventArgument(value) => &value.entity_event_argument,
-            Self::DatastoreEventArgument(value) => &value.entity_event_argument,
-            Self::DvsEventArgument(value) => &value.entity_event_argument,
-            Self::FolderEventArgument(value) => &value.entity_event_argument,
-            Self::HostEventArgument(value) => &value.entity_event_argument,
-            Self::ManagedEntityEventArgument(value) => &value.entity_event_argument,
-            Self::NetworkEventArgument(value) => &value.entity_event_argument,
-            Self::ResourcePoolEventArgument(value) => &value.entity_event_argument,
-            Self::ScheduledTaskEventArgument(value) => &value.entity_event_argument,
-            Self::TgwEventArgument(value) => &value.entity_event_argument,
-            Self::VmEventArgument(value) => &value.entity_event_argument,
-        }
-    }
-    /// The `EntityEventArgument` part of the value held, to change.
-    #[inline]
-    pub fn base_mut(&mut self) -> &mut EntityEventArgument {
-        match self {
-            Self::EntityEventArgument(value) => value,
-            Self::AlarmEventArgument(value) => &mut value.entity_event_argument,
-            Self::ComputeResourceEventArgument(value) => &mut value.entity_event_argument,
-            Self::DatacenterEventArgument(value) => &mut value.entity_event_argument,
-            Self::DatastoreEventArgument(value) => &mut value.entity_event_argument,
-            Self::DvsEventArgument(value) => &mut value.entity_event_argument,
-            Self::FolderEventArgument(value) => &mut value.entity_event_argument,
-            Self::HostEventArgument(value) => &mut value.entity_event_argument,
-            Self::ManagedEntityEventArgument(value) => &mut value.entity_event_argument,
-            Self::NetworkEventArgument(value) => &mut value.entity_event_argument,
-            Self::ResourcePoolEventArgument(value) => &mut value.entity_event_argument,
-            Self::ScheduledTaskEventArgument(value) => &mut value.entity_event_argument,
-            Self::TgwEventArgument(value) => &mut value.entity_event_argument,
-            Self::VmEventArgument(value) => &mut value.entity_event_argument,
-        }
-    }
-}
 impl AnyEvent {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<Event>()` is true for every variant).
@@ -307,567 +16,1009 @@ impl AnyEvent {
     pub fn base(&self) -> &Event {
         match self {
             Self::Event(value) => value,
+            #[cfg(feature = "all-events")]
             Self::AccountCreatedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::AccountRemovedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::AccountUpdatedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::AdminPasswordNotChangedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmAcknowledgedEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmActionTriggeredEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmClearedEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmCreatedEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmEmailCompletedEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmEmailFailedEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmReconfiguredEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmRemovedEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmScriptCompleteEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmScriptFailedEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmSnmpCompletedEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmSnmpFailedEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmStatusChangedEvent(value) => &value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AllVirtualMachinesLicensedEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlreadyAuthenticatedSessionEvent(value) => &value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::AuthorizationEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::BadUsernameSessionEvent(value) => &value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::CanceledHostOperationEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterComplianceCheckedEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterCreatedEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterDestroyedEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterOvercommittedEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterReconfiguredEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterStatusChangedEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::CustomFieldDefAddedEvent(value) => {
                 &value.custom_field_def_event.custom_field_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomFieldDefEvent(value) => &value.custom_field_event.event,
+            #[cfg(feature = "all-events")]
             Self::CustomFieldDefRemovedEvent(value) => {
                 &value.custom_field_def_event.custom_field_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomFieldDefRenamedEvent(value) => {
                 &value.custom_field_def_event.custom_field_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomFieldEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::CustomFieldValueChangedEvent(value) => &value.custom_field_event.event,
+            #[cfg(feature = "all-events")]
             Self::CustomizationEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::CustomizationFailed(value) => &value.customization_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::CustomizationLinuxIdentityFailed(value) => {
                 &value.customization_failed.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationNetworkSetupFailed(value) => {
                 &value.customization_failed.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationStartedEvent(value) => {
                 &value.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationSucceeded(value) => {
                 &value.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationSysprepFailed(value) => {
                 &value.customization_failed.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationUnknownFailure(value) => {
                 &value.customization_failed.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DVPortgroupCreatedEvent(value) => &value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DVPortgroupDestroyedEvent(value) => &value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DVPortgroupEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::DVPortgroupReconfiguredEvent(value) => &value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DVPortgroupRenamedEvent(value) => &value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasAdmissionControlDisabledEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasAdmissionControlEnabledEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasAgentFoundEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasAgentUnavailableEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasClusterIsolatedEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasDisabledEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasEnabledEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasHostFailedEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasHostIsolatedEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatacenterCreatedEvent(value) => &value.datacenter_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatacenterEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::DatacenterRenamedEvent(value) => &value.datacenter_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreCapacityIncreasedEvent(value) => &value.datastore_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreDestroyedEvent(value) => &value.datastore_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreDiscoveredEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreDuplicatedEvent(value) => &value.datastore_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreFileCopiedEvent(value) => {
                 &value.datastore_file_event.datastore_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DatastoreFileDeletedEvent(value) => {
                 &value.datastore_file_event.datastore_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DatastoreFileEvent(value) => &value.datastore_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreFileMovedEvent(value) => {
                 &value.datastore_file_event.datastore_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DatastoreIORMReconfiguredEvent(value) => &value.datastore_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastorePrincipalConfigured(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreRemovedOnHostEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreRenamedEvent(value) => &value.datastore_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreRenamedOnHostEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsDisabledEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsEnabledEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsEnteredStandbyModeEvent(value) => {
                 &value.entered_standby_mode_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsEnteringStandbyModeEvent(value) => {
                 &value.entering_standby_mode_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsExitStandbyModeFailedEvent(value) => {
                 &value.exit_standby_mode_failed_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsExitedStandbyModeEvent(value) => {
                 &value.exited_standby_mode_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsExitingStandbyModeEvent(value) => {
                 &value.exiting_standby_mode_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsInvocationFailedEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsRecoveredFromFailureEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsResourceConfigureFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsResourceConfigureSyncedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsRuleComplianceEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsRuleViolationEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsSoftRuleViolationEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsVmMigratedEvent(value) => &value.vm_migrated_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsVmPoweredOnEvent(value) => &value.vm_powered_on_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::DuplicateIpDetectedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvpgImportEvent(value) => &value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvpgRestoreEvent(value) => &value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsCreatedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsDestroyedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHealthStatusChangeEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHostBackInSyncEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHostJoinedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHostLeftEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHostStatusUpdated(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHostWentOutOfSyncEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsImportEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsMergedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortBlockedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortConnectedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortCreatedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortDeletedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortDisconnectedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortEnteredPassthruEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortExitedPassthruEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortJoinPortgroupEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortLeavePortgroupEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortLinkDownEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortLinkUpEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortReconfiguredEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortRuntimeChangeEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortUnblockedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortVendorSpecificStateChangeEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsReconfiguredEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsRenamedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsRestoreEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsUpgradeAvailableEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsUpgradeInProgressEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsUpgradeRejectedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsUpgradedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::EnteredMaintenanceModeEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::EnteredStandbyModeEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::EnteringMaintenanceModeEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::EnteringStandbyModeEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ErrorUpgradeEvent(value) => &value.upgrade_event.event,
+            #[cfg(feature = "all-events")]
             Self::EventEx(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::ExitMaintenanceModeEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ExitStandbyModeFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ExitedStandbyModeEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ExitingStandbyModeEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ExtendedEvent(value) => &value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::FailoverLevelRestored(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralHostErrorEvent(value) => &value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralHostInfoEvent(value) => &value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralHostWarningEvent(value) => &value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralUserEvent(value) => &value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralVmErrorEvent(value) => &value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralVmInfoEvent(value) => &value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralVmWarningEvent(value) => &value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GhostDvsProxySwitchDetectedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::GhostDvsProxySwitchRemovedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::GlobalMessageChangedEvent(value) => &value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::HealthStatusChangedEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::HostAddFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostAddedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostAdminDisableEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostAdminEnableEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedAccountFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedAlreadyManagedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedBadCcagentEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedBadUsernameEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedBadVersionEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedCcagentUpgradeEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedNetworkErrorEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedNoAccessEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedNoConnectionEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedNoLicenseEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedNotFoundEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedTimeoutEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostComplianceCheckedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCompliantEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostConfigAppliedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostConnectedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostConnectionLostEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasDisabledEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasDisablingEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasEnabledEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasEnablingEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasErrorEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasOkEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDisconnectedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostEnableAdminFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::HostExtraNetworksEvent(value) => &value.host_das_event.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostGetShortNameFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostInAuditModeEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostInventoryFullEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostInventoryUnreadableEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::HostIpChangedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostIpInconsistentEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostIpToShortNameFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostIsolationIpPingFailedEvent(value) => {
                 &value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostLicenseExpiredEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostLocalPortCreatedEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostMissingNetworksEvent(value) => {
                 &value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostMonitoringStateChangedEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostNoAvailableNetworksEvent(value) => {
                 &value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostNoHAEnabledPortGroupsEvent(value) => {
                 &value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostNoRedundantManagementNetworkEvent(value) => {
                 &value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostNonCompliantEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostNotInClusterEvent(value) => &value.host_das_event.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostOvercommittedEvent(value) => {
                 &value.cluster_overcommitted_event.cluster_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostPrimaryAgentNotShortNameEvent(value) => {
                 &value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostProfileAppliedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostReconnectionFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostRemovedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostShortNameInconsistentEvent(value) => {
                 &value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostShortNameToIpFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostShutdownEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostSpecificationChangedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostSpecificationRequireEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostSpecificationUpdateEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostStatusChangedEvent(value) => {
                 &value.cluster_status_changed_event.cluster_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostSubSpecificationDeleteEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostSubSpecificationUpdateEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostSyncFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostUpgradeFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostUserWorldSwapNotEnabledEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostVnicConnectedToCustomizedDVPortEvent(value) => {
                 &value.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostWwnChangedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostWwnConflictEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::IScsiBootFailureEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::IncorrectHostInformationEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::InfoUpgradeEvent(value) => &value.upgrade_event.event,
+            #[cfg(feature = "all-events")]
             Self::InsufficientFailoverResourcesEvent(value) => &value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::InvalidEditionEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseExpiredEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseNonComplianceEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseRestrictedEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseServerAvailableEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseServerUnavailableEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::LocalDatastoreCreatedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::LocalTSMEnabledEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::LockerMisconfiguredEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::LockerReconfiguredEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::MigrationErrorEvent(value) => &value.migration_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::MigrationEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::MigrationHostErrorEvent(value) => &value.migration_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::MigrationHostWarningEvent(value) => {
                 &value.migration_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::MigrationResourceErrorEvent(value) => {
                 &value.migration_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::MigrationResourceWarningEvent(value) => {
                 &value.migration_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::MigrationWarningEvent(value) => &value.migration_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::MtuMatchEvent(value) => {
                 &value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::MtuMismatchEvent(value) => {
                 &value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::NASDatastoreCreatedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::NetworkRollbackEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::NoAccessUserEvent(value) => &value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::NoDatastoresConfiguredEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::NoLicenseEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::NoMaintenanceModeDrsRecommendationForVM(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::NonVIWorkloadDetectedOnDatastoreEvent(value) => {
                 &value.datastore_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::NotEnoughResourcesToStartVmEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::OutOfSyncDvsHost(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::PermissionAddedEvent(value) => {
                 &value.permission_event.authorization_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::PermissionEvent(value) => &value.authorization_event.event,
+            #[cfg(feature = "all-events")]
             Self::PermissionRemovedEvent(value) => {
                 &value.permission_event.authorization_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::PermissionUpdatedEvent(value) => {
                 &value.permission_event.authorization_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ProfileAssociatedEvent(value) => &value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileChangedEvent(value) => &value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileCreatedEvent(value) => &value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileDissociatedEvent(value) => &value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileReferenceHostChangedEvent(value) => &value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileRemovedEvent(value) => &value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::RecoveryEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::RemoteTSMEnabledEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ResourcePoolCreatedEvent(value) => &value.resource_pool_event.event,
+            #[cfg(feature = "all-events")]
             Self::ResourcePoolDestroyedEvent(value) => &value.resource_pool_event.event,
+            #[cfg(feature = "all-events")]
             Self::ResourcePoolEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::ResourcePoolMovedEvent(value) => &value.resource_pool_event.event,
+            #[cfg(feature = "all-events")]
             Self::ResourcePoolReconfiguredEvent(value) => {
                 &value.resource_pool_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ResourceViolatedEvent(value) => &value.resource_pool_event.event,
+            #[cfg(feature = "all-events")]
             Self::RoleAddedEvent(value) => &value.role_event.authorization_event.event,
+            #[cfg(feature = "all-events")]
             Self::RoleEvent(value) => &value.authorization_event.event,
+            #[cfg(feature = "all-events")]
             Self::RoleRemovedEvent(value) => &value.role_event.authorization_event.event,
+            #[cfg(feature = "all-events")]
             Self::RoleUpdatedEvent(value) => &value.role_event.authorization_event.event,
+            #[cfg(feature = "all-events")]
             Self::RollbackEvent(value) => &value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskCompletedEvent(value) => &value.scheduled_task_event.event,
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskCreatedEvent(value) => &value.scheduled_task_event.event,
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskEmailCompletedEvent(value) => {
                 &value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskEmailFailedEvent(value) => {
                 &value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskFailedEvent(value) => &value.scheduled_task_event.event,
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskReconfiguredEvent(value) => {
                 &value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskRemovedEvent(value) => &value.scheduled_task_event.event,
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskStartedEvent(value) => &value.scheduled_task_event.event,
+            #[cfg(feature = "all-events")]
             Self::ServerLicenseExpiredEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::ServerStartedSessionEvent(value) => &value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::SessionEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::SessionTerminatedEvent(value) => &value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::TaskEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::TaskTimeoutEvent(value) => &value.task_event.event,
+            #[cfg(feature = "all-events")]
             Self::TeamingMatchEvent(value) => {
                 &value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::TeamingMisMatchEvent(value) => {
                 &value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::TemplateBeingUpgradedEvent(value) => {
                 &value.template_upgrade_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::TemplateUpgradeEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::TemplateUpgradeFailedEvent(value) => {
                 &value.template_upgrade_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::TemplateUpgradedEvent(value) => &value.template_upgrade_event.event,
+            #[cfg(feature = "all-events")]
             Self::TimedOutHostOperationEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::UnlicensedVirtualMachinesEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::UnlicensedVirtualMachinesFoundEvent(value) => {
                 &value.license_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::UpdatedAgentBeingRestartedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::UpgradeEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::UplinkPortMtuNotSupportEvent(value) => {
                 &value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::UplinkPortMtuSupportEvent(value) => {
                 &value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::UplinkPortVlanTrunkedEvent(value) => {
                 &value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::UplinkPortVlanUntrunkedEvent(value) => {
                 &value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::UserAssignedToGroup(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::UserLoginSessionEvent(value) => &value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::UserLogoutSessionEvent(value) => &value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::UserPasswordChanged(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::UserUnassignedFromGroup(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::UserUpgradeEvent(value) => &value.upgrade_event.event,
+            #[cfg(feature = "all-events")]
             Self::VMFSDatastoreCreatedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VMFSDatastoreExpandedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VMFSDatastoreExtendedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VMotionLicenseExpiredEvent(value) => &value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::VcAgentUninstallFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VcAgentUninstalledEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VcAgentUpgradeFailedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VcAgentUpgradedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VimAccountPasswordChangedEvent(value) => &value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmAcquiredMksTicketEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmAcquiredTicketEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmAutoRenameEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingClonedEvent(value) => &value.vm_clone_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingClonedNoFolderEvent(value) => {
                 &value.vm_clone_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmBeingCreatedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingDeployedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingHotMigratedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingMigratedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingRelocatedEvent(value) => {
                 &value.vm_relocate_spec_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmCloneEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmCloneFailedEvent(value) => &value.vm_clone_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmClonedEvent(value) => &value.vm_clone_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmConfigMissingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmConnectedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmCreatedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDasBeingResetEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDasBeingResetWithScreenshotEvent(value) => {
                 &value.vm_das_being_reset_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmDasResetFailedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDasUpdateErrorEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDasUpdateOkEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDateRolledBackEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDeployFailedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDeployedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDisconnectedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDiscoveredEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDiskFailedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmEmigratingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmEndRecordingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmEndReplayingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmEvent(value) => &value.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedMigrateEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedRelayoutEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedRelayoutOnVmfs2DatastoreEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedStartingSecondaryEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToPowerOffEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToPowerOnEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToRebootGuestEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToResetEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToShutdownGuestEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToStandbyGuestEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToSuspendEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedUpdatingSecondaryConfig(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailoverFailed(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFaultToleranceStateChangedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFaultToleranceTurnedOffEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFaultToleranceVmTerminatedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmGuestOSCrashedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmGuestRebootEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmGuestShutdownEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmGuestStandbyEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmHealthMonitoringStateChangedEvent(value) => {
                 &value.cluster_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmInstanceUuidAssignedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmInstanceUuidChangedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmInstanceUuidConflictEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMacAssignedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMacChangedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMacConflictEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMaxFTRestartCountReached(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMaxRestartCountReached(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMessageErrorEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMessageEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMessageWarningEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMigratedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmNoCompatibleHostForSecondaryEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmNoNetworkAccessEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmOrphanedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmPowerOffOnIsolationEvent(value) => {
                 &value.vm_powered_off_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmPoweredOffEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmPoweredOnEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmPoweringOnWithCustomizedDVPortEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmPrimaryFailoverEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmReconfiguredEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRegisteredEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRelayoutSuccessfulEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRelayoutUpToDateEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmReloadFromPathEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmReloadFromPathFailedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRelocateFailedEvent(value) => {
                 &value.vm_relocate_spec_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmRelocateSpecEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRelocatedEvent(value) => &value.vm_relocate_spec_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRemoteConsoleConnectedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRemoteConsoleDisconnectedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRemovedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRenamedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRequirementsExceedCurrentEVCModeEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmResettingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmResourcePoolMovedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmResourceReallocatedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRestartedOnAlternateHostEvent(value) => {
                 &value.vm_powered_on_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmResumingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSecondaryAddedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSecondaryDisabledBySystemEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSecondaryDisabledEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSecondaryEnabledEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSecondaryStartedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmShutdownOnIsolationEvent(value) => {
                 &value.vm_powered_off_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmStartRecordingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmStartReplayingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmStartingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmStartingSecondaryEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmStaticMacConflictEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmStoppingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSuspendedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSuspendingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmTimedoutStartingSecondaryEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUnsupportedStartingEvent(value) => {
                 &value.vm_starting_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmUpgradeCompleteEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUpgradeFailedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUpgradingEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUuidAssignedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUuidChangedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUuidConflictEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmVnicPoolReservationViolationClearEvent(value) => {
                 &value.dvs_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmVnicPoolReservationViolationRaiseEvent(value) => {
                 &value.dvs_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmWwnAssignedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmWwnChangedEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmWwnConflictEvent(value) => &value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::WarningUpgradeEvent(value) => &value.upgrade_event.event,
         }
     }
@@ -876,633 +1027,1075 @@ impl AnyEvent {
     pub fn base_mut(&mut self) -> &mut Event {
         match self {
             Self::Event(value) => value,
+            #[cfg(feature = "all-events")]
             Self::AccountCreatedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::AccountRemovedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::AccountUpdatedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::AdminPasswordNotChangedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmAcknowledgedEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmActionTriggeredEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmClearedEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmCreatedEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmEmailCompletedEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmEmailFailedEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmReconfiguredEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmRemovedEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmScriptCompleteEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmScriptFailedEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmSnmpCompletedEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmSnmpFailedEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AlarmStatusChangedEvent(value) => &mut value.alarm_event.event,
+            #[cfg(feature = "all-events")]
             Self::AllVirtualMachinesLicensedEvent(value) => {
                 &mut value.license_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::AlreadyAuthenticatedSessionEvent(value) => {
                 &mut value.session_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::AuthorizationEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::BadUsernameSessionEvent(value) => &mut value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::CanceledHostOperationEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterComplianceCheckedEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterCreatedEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterDestroyedEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterOvercommittedEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterReconfiguredEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::ClusterStatusChangedEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::CustomFieldDefAddedEvent(value) => {
                 &mut value.custom_field_def_event.custom_field_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomFieldDefEvent(value) => &mut value.custom_field_event.event,
+            #[cfg(feature = "all-events")]
             Self::CustomFieldDefRemovedEvent(value) => {
                 &mut value.custom_field_def_event.custom_field_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomFieldDefRenamedEvent(value) => {
                 &mut value.custom_field_def_event.custom_field_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomFieldEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::CustomFieldValueChangedEvent(value) => {
                 &mut value.custom_field_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::CustomizationFailed(value) => {
                 &mut value.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationLinuxIdentityFailed(value) => {
                 &mut value.customization_failed.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationNetworkSetupFailed(value) => {
                 &mut value.customization_failed.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationStartedEvent(value) => {
                 &mut value.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationSucceeded(value) => {
                 &mut value.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationSysprepFailed(value) => {
                 &mut value.customization_failed.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::CustomizationUnknownFailure(value) => {
                 &mut value.customization_failed.customization_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DVPortgroupCreatedEvent(value) => &mut value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DVPortgroupDestroyedEvent(value) => &mut value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DVPortgroupEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::DVPortgroupReconfiguredEvent(value) => {
                 &mut value.dv_portgroup_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DVPortgroupRenamedEvent(value) => &mut value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasAdmissionControlDisabledEvent(value) => {
                 &mut value.cluster_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DasAdmissionControlEnabledEvent(value) => {
                 &mut value.cluster_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DasAgentFoundEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasAgentUnavailableEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasClusterIsolatedEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasDisabledEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasEnabledEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasHostFailedEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DasHostIsolatedEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatacenterCreatedEvent(value) => &mut value.datacenter_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatacenterEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::DatacenterRenamedEvent(value) => &mut value.datacenter_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreCapacityIncreasedEvent(value) => {
                 &mut value.datastore_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DatastoreDestroyedEvent(value) => &mut value.datastore_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreDiscoveredEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreDuplicatedEvent(value) => &mut value.datastore_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreFileCopiedEvent(value) => {
                 &mut value.datastore_file_event.datastore_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DatastoreFileDeletedEvent(value) => {
                 &mut value.datastore_file_event.datastore_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DatastoreFileEvent(value) => &mut value.datastore_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreFileMovedEvent(value) => {
                 &mut value.datastore_file_event.datastore_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DatastoreIORMReconfiguredEvent(value) => {
                 &mut value.datastore_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DatastorePrincipalConfigured(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreRemovedOnHostEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreRenamedEvent(value) => &mut value.datastore_event.event,
+            #[cfg(feature = "all-events")]
             Self::DatastoreRenamedOnHostEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsDisabledEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsEnabledEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsEnteredStandbyModeEvent(value) => {
                 &mut value.entered_standby_mode_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsEnteringStandbyModeEvent(value) => {
                 &mut value.entering_standby_mode_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsExitStandbyModeFailedEvent(value) => {
                 &mut value.exit_standby_mode_failed_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsExitedStandbyModeEvent(value) => {
                 &mut value.exited_standby_mode_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsExitingStandbyModeEvent(value) => {
                 &mut value.exiting_standby_mode_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsInvocationFailedEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsRecoveredFromFailureEvent(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsResourceConfigureFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsResourceConfigureSyncedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsRuleComplianceEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsRuleViolationEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsSoftRuleViolationEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::DrsVmMigratedEvent(value) => {
                 &mut value.vm_migrated_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DrsVmPoweredOnEvent(value) => {
                 &mut value.vm_powered_on_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DuplicateIpDetectedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvpgImportEvent(value) => &mut value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvpgRestoreEvent(value) => &mut value.dv_portgroup_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsCreatedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsDestroyedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHealthStatusChangeEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHostBackInSyncEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHostJoinedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHostLeftEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHostStatusUpdated(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsHostWentOutOfSyncEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsImportEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsMergedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortBlockedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortConnectedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortCreatedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortDeletedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortDisconnectedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortEnteredPassthruEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortExitedPassthruEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortJoinPortgroupEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortLeavePortgroupEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortLinkDownEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortLinkUpEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortReconfiguredEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortRuntimeChangeEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortUnblockedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsPortVendorSpecificStateChangeEvent(value) => {
                 &mut value.dvs_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::DvsReconfiguredEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsRenamedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsRestoreEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsUpgradeAvailableEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsUpgradeInProgressEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsUpgradeRejectedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::DvsUpgradedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::EnteredMaintenanceModeEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::EnteredStandbyModeEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::EnteringMaintenanceModeEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::EnteringStandbyModeEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ErrorUpgradeEvent(value) => &mut value.upgrade_event.event,
+            #[cfg(feature = "all-events")]
             Self::EventEx(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::ExitMaintenanceModeEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ExitStandbyModeFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ExitedStandbyModeEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ExitingStandbyModeEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ExtendedEvent(value) => &mut value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::FailoverLevelRestored(value) => &mut value.cluster_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralHostErrorEvent(value) => &mut value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralHostInfoEvent(value) => &mut value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralHostWarningEvent(value) => &mut value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralUserEvent(value) => &mut value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralVmErrorEvent(value) => &mut value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralVmInfoEvent(value) => &mut value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GeneralVmWarningEvent(value) => &mut value.general_event.event,
+            #[cfg(feature = "all-events")]
             Self::GhostDvsProxySwitchDetectedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::GhostDvsProxySwitchRemovedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::GlobalMessageChangedEvent(value) => &mut value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::HealthStatusChangedEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::HostAddFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostAddedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostAdminDisableEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostAdminEnableEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedAccountFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedAlreadyManagedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedBadCcagentEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedBadUsernameEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedBadVersionEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedCcagentUpgradeEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedNetworkErrorEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedNoAccessEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedNoConnectionEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedNoLicenseEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedNotFoundEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCnxFailedTimeoutEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostComplianceCheckedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostCompliantEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostConfigAppliedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostConnectedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostConnectionLostEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasDisabledEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasDisablingEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasEnabledEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasEnablingEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasErrorEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDasOkEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostDisconnectedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostEnableAdminFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::HostExtraNetworksEvent(value) => {
                 &mut value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostGetShortNameFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostInAuditModeEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostInventoryFullEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostInventoryUnreadableEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::HostIpChangedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostIpInconsistentEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostIpToShortNameFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostIsolationIpPingFailedEvent(value) => {
                 &mut value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostLicenseExpiredEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostLocalPortCreatedEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostMissingNetworksEvent(value) => {
                 &mut value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostMonitoringStateChangedEvent(value) => {
                 &mut value.cluster_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostNoAvailableNetworksEvent(value) => {
                 &mut value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostNoHAEnabledPortGroupsEvent(value) => {
                 &mut value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostNoRedundantManagementNetworkEvent(value) => {
                 &mut value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostNonCompliantEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostNotInClusterEvent(value) => {
                 &mut value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostOvercommittedEvent(value) => {
                 &mut value.cluster_overcommitted_event.cluster_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostPrimaryAgentNotShortNameEvent(value) => {
                 &mut value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostProfileAppliedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostReconnectionFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostRemovedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostShortNameInconsistentEvent(value) => {
                 &mut value.host_das_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostShortNameToIpFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostShutdownEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostSpecificationChangedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostSpecificationRequireEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostSpecificationUpdateEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostStatusChangedEvent(value) => {
                 &mut value.cluster_status_changed_event.cluster_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostSubSpecificationDeleteEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostSubSpecificationUpdateEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostSyncFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostUpgradeFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostUserWorldSwapNotEnabledEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostVnicConnectedToCustomizedDVPortEvent(value) => {
                 &mut value.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::HostWwnChangedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::HostWwnConflictEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::IScsiBootFailureEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::IncorrectHostInformationEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::InfoUpgradeEvent(value) => &mut value.upgrade_event.event,
+            #[cfg(feature = "all-events")]
             Self::InsufficientFailoverResourcesEvent(value) => {
                 &mut value.cluster_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::InvalidEditionEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseExpiredEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseNonComplianceEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseRestrictedEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseServerAvailableEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::LicenseServerUnavailableEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::LocalDatastoreCreatedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::LocalTSMEnabledEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::LockerMisconfiguredEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::LockerReconfiguredEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::MigrationErrorEvent(value) => &mut value.migration_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::MigrationEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::MigrationHostErrorEvent(value) => {
                 &mut value.migration_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::MigrationHostWarningEvent(value) => {
                 &mut value.migration_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::MigrationResourceErrorEvent(value) => {
                 &mut value.migration_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::MigrationResourceWarningEvent(value) => {
                 &mut value.migration_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::MigrationWarningEvent(value) => {
                 &mut value.migration_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::MtuMatchEvent(value) => {
                 &mut value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::MtuMismatchEvent(value) => {
                 &mut value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::NASDatastoreCreatedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::NetworkRollbackEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::NoAccessUserEvent(value) => &mut value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::NoDatastoresConfiguredEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::NoLicenseEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::NoMaintenanceModeDrsRecommendationForVM(value) => {
                 &mut value.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::NonVIWorkloadDetectedOnDatastoreEvent(value) => {
                 &mut value.datastore_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::NotEnoughResourcesToStartVmEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::OutOfSyncDvsHost(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::PermissionAddedEvent(value) => {
                 &mut value.permission_event.authorization_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::PermissionEvent(value) => &mut value.authorization_event.event,
+            #[cfg(feature = "all-events")]
             Self::PermissionRemovedEvent(value) => {
                 &mut value.permission_event.authorization_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::PermissionUpdatedEvent(value) => {
                 &mut value.permission_event.authorization_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ProfileAssociatedEvent(value) => &mut value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileChangedEvent(value) => &mut value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileCreatedEvent(value) => &mut value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileDissociatedEvent(value) => &mut value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::ProfileReferenceHostChangedEvent(value) => {
                 &mut value.profile_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ProfileRemovedEvent(value) => &mut value.profile_event.event,
+            #[cfg(feature = "all-events")]
             Self::RecoveryEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::RemoteTSMEnabledEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::ResourcePoolCreatedEvent(value) => &mut value.resource_pool_event.event,
+            #[cfg(feature = "all-events")]
             Self::ResourcePoolDestroyedEvent(value) => {
                 &mut value.resource_pool_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ResourcePoolEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::ResourcePoolMovedEvent(value) => &mut value.resource_pool_event.event,
+            #[cfg(feature = "all-events")]
             Self::ResourcePoolReconfiguredEvent(value) => {
                 &mut value.resource_pool_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ResourceViolatedEvent(value) => &mut value.resource_pool_event.event,
+            #[cfg(feature = "all-events")]
             Self::RoleAddedEvent(value) => {
                 &mut value.role_event.authorization_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::RoleEvent(value) => &mut value.authorization_event.event,
+            #[cfg(feature = "all-events")]
             Self::RoleRemovedEvent(value) => {
                 &mut value.role_event.authorization_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::RoleUpdatedEvent(value) => {
                 &mut value.role_event.authorization_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::RollbackEvent(value) => &mut value.dvs_event.event,
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskCompletedEvent(value) => {
                 &mut value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskCreatedEvent(value) => {
                 &mut value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskEmailCompletedEvent(value) => {
                 &mut value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskEmailFailedEvent(value) => {
                 &mut value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskFailedEvent(value) => {
                 &mut value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskReconfiguredEvent(value) => {
                 &mut value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskRemovedEvent(value) => {
                 &mut value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ScheduledTaskStartedEvent(value) => {
                 &mut value.scheduled_task_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::ServerLicenseExpiredEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::ServerStartedSessionEvent(value) => &mut value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::SessionEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::SessionTerminatedEvent(value) => &mut value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::TaskEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::TaskTimeoutEvent(value) => &mut value.task_event.event,
+            #[cfg(feature = "all-events")]
             Self::TeamingMatchEvent(value) => {
                 &mut value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::TeamingMisMatchEvent(value) => {
                 &mut value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::TemplateBeingUpgradedEvent(value) => {
                 &mut value.template_upgrade_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::TemplateUpgradeEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::TemplateUpgradeFailedEvent(value) => {
                 &mut value.template_upgrade_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::TemplateUpgradedEvent(value) => &mut value.template_upgrade_event.event,
+            #[cfg(feature = "all-events")]
             Self::TimedOutHostOperationEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::UnlicensedVirtualMachinesEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::UnlicensedVirtualMachinesFoundEvent(value) => {
                 &mut value.license_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::UpdatedAgentBeingRestartedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::UpgradeEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::UplinkPortMtuNotSupportEvent(value) => {
                 &mut value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::UplinkPortMtuSupportEvent(value) => {
                 &mut value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::UplinkPortVlanTrunkedEvent(value) => {
                 &mut value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::UplinkPortVlanUntrunkedEvent(value) => {
                 &mut value.dvs_health_status_change_event.host_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::UserAssignedToGroup(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::UserLoginSessionEvent(value) => &mut value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::UserLogoutSessionEvent(value) => &mut value.session_event.event,
+            #[cfg(feature = "all-events")]
             Self::UserPasswordChanged(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::UserUnassignedFromGroup(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::UserUpgradeEvent(value) => &mut value.upgrade_event.event,
+            #[cfg(feature = "all-events")]
             Self::VMFSDatastoreCreatedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VMFSDatastoreExpandedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VMFSDatastoreExtendedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VMotionLicenseExpiredEvent(value) => &mut value.license_event.event,
+            #[cfg(feature = "all-events")]
             Self::VcAgentUninstallFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VcAgentUninstalledEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VcAgentUpgradeFailedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VcAgentUpgradedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VimAccountPasswordChangedEvent(value) => &mut value.host_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmAcquiredMksTicketEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmAcquiredTicketEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmAutoRenameEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingClonedEvent(value) => &mut value.vm_clone_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingClonedNoFolderEvent(value) => {
                 &mut value.vm_clone_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmBeingCreatedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingDeployedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingHotMigratedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingMigratedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmBeingRelocatedEvent(value) => {
                 &mut value.vm_relocate_spec_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmCloneEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmCloneFailedEvent(value) => &mut value.vm_clone_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmClonedEvent(value) => &mut value.vm_clone_event.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmConfigMissingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmConnectedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmCreatedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDasBeingResetEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDasBeingResetWithScreenshotEvent(value) => {
                 &mut value.vm_das_being_reset_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmDasResetFailedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDasUpdateErrorEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDasUpdateOkEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDateRolledBackEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDeployFailedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDeployedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDisconnectedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDiscoveredEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmDiskFailedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmEmigratingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmEndRecordingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmEndReplayingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmEvent(value) => &mut value.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedMigrateEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedRelayoutEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedRelayoutOnVmfs2DatastoreEvent(value) => {
                 &mut value.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmFailedStartingSecondaryEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToPowerOffEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToPowerOnEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToRebootGuestEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToResetEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToShutdownGuestEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToStandbyGuestEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedToSuspendEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailedUpdatingSecondaryConfig(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFailoverFailed(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFaultToleranceStateChangedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFaultToleranceTurnedOffEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmFaultToleranceVmTerminatedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmGuestOSCrashedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmGuestRebootEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmGuestShutdownEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmGuestStandbyEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmHealthMonitoringStateChangedEvent(value) => {
                 &mut value.cluster_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmInstanceUuidAssignedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmInstanceUuidChangedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmInstanceUuidConflictEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMacAssignedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMacChangedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMacConflictEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMaxFTRestartCountReached(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMaxRestartCountReached(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMessageErrorEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMessageEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMessageWarningEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmMigratedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmNoCompatibleHostForSecondaryEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmNoNetworkAccessEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmOrphanedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmPowerOffOnIsolationEvent(value) => {
                 &mut value.vm_powered_off_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmPoweredOffEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmPoweredOnEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmPoweringOnWithCustomizedDVPortEvent(value) => {
                 &mut value.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmPrimaryFailoverEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmReconfiguredEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRegisteredEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRelayoutSuccessfulEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRelayoutUpToDateEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmReloadFromPathEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmReloadFromPathFailedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRelocateFailedEvent(value) => {
                 &mut value.vm_relocate_spec_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmRelocateSpecEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRelocatedEvent(value) => {
                 &mut value.vm_relocate_spec_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmRemoteConsoleConnectedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRemoteConsoleDisconnectedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRemovedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRenamedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRequirementsExceedCurrentEVCModeEvent(value) => {
                 &mut value.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmResettingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmResourcePoolMovedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmResourceReallocatedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmRestartedOnAlternateHostEvent(value) => {
                 &mut value.vm_powered_on_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmResumingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSecondaryAddedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSecondaryDisabledBySystemEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSecondaryDisabledEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSecondaryEnabledEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSecondaryStartedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmShutdownOnIsolationEvent(value) => {
                 &mut value.vm_powered_off_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmStartRecordingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmStartReplayingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmStartingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmStartingSecondaryEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmStaticMacConflictEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmStoppingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSuspendedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmSuspendingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmTimedoutStartingSecondaryEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUnsupportedStartingEvent(value) => {
                 &mut value.vm_starting_event.vm_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmUpgradeCompleteEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUpgradeFailedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUpgradingEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUuidAssignedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUuidChangedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmUuidConflictEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmVnicPoolReservationViolationClearEvent(value) => {
                 &mut value.dvs_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmVnicPoolReservationViolationRaiseEvent(value) => {
                 &mut value.dvs_event.event
             }
+            #[cfg(feature = "all-events")]
             Self::VmWwnAssignedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmWwnChangedEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::VmWwnConflictEvent(value) => &mut value.vm_event.event,
+            #[cfg(feature = "all-events")]
             Self::WarningUpgradeEvent(value) => &mut value.upgrade_event.event,
         }
     }

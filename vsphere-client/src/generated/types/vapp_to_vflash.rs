@@ -5,984 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `UsbScanCodeSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct UsbScanCodeSpec {
-    /// `keyEvents`.
-    pub key_events: Vec<UsbScanCodeSpecKeyEvent>,
-}
-impl x::SchemaType for UsbScanCodeSpec {
-    const TYPE_NAME: &'static str = "UsbScanCodeSpec";
-}
-impl x::Structure for UsbScanCodeSpec {}
-impl Clone for UsbScanCodeSpec {
-    fn clone(&self) -> Self {
-        Self {
-            key_events: x::clone_vec(&self.key_events),
-        }
-    }
-}
-impl x::Fields for UsbScanCodeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "keyEvents" => r.read_push(&mut self.key_events),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("keyEvents", &self.key_events);
-    }
-}
-/// `UsbScanCodeSpecKeyEvent` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UsbScanCodeSpecKeyEvent {
-    /// `usbHidCode`.
-    pub usb_hid_code: i32,
-    /// `modifiers`.
-    pub modifiers: Option<UsbScanCodeSpecModifierType>,
-}
-impl x::SchemaType for UsbScanCodeSpecKeyEvent {
-    const TYPE_NAME: &'static str = "UsbScanCodeSpecKeyEvent";
-}
-impl x::Structure for UsbScanCodeSpecKeyEvent {}
-impl x::Fields for UsbScanCodeSpecKeyEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "usbHidCode" => r.read(&mut self.usb_hid_code),
-            "modifiers" => r.read_opt(&mut self.modifiers),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("usbHidCode", &self.usb_hid_code);
-        w.write_opt("modifiers", &self.modifiers);
-    }
-}
-impl x::ArrayItem for UsbScanCodeSpecKeyEvent {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfUsbScanCodeSpecKeyEvent";
-    const ITEM_TAG: &'static str = "UsbScanCodeSpecKeyEvent";
-}
-/// `UsbScanCodeSpecModifierType` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UsbScanCodeSpecModifierType {
-    /// `leftControl`.
-    pub left_control: Option<bool>,
-    /// `leftShift`.
-    pub left_shift: Option<bool>,
-    /// `leftAlt`.
-    pub left_alt: Option<bool>,
-    /// `leftGui`.
-    pub left_gui: Option<bool>,
-    /// `rightControl`.
-    pub right_control: Option<bool>,
-    /// `rightShift`.
-    pub right_shift: Option<bool>,
-    /// `rightAlt`.
-    pub right_alt: Option<bool>,
-    /// `rightGui`.
-    pub right_gui: Option<bool>,
-}
-impl x::SchemaType for UsbScanCodeSpecModifierType {
-    const TYPE_NAME: &'static str = "UsbScanCodeSpecModifierType";
-}
-impl x::Structure for UsbScanCodeSpecModifierType {}
-impl x::Fields for UsbScanCodeSpecModifierType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "leftControl" => r.read_opt(&mut self.left_control),
-            "leftShift" => r.read_opt(&mut self.left_shift),
-            "leftAlt" => r.read_opt(&mut self.left_alt),
-            "leftGui" => r.read_opt(&mut self.left_gui),
-            "rightControl" => r.read_opt(&mut self.right_control),
-            "rightShift" => r.read_opt(&mut self.right_shift),
-            "rightAlt" => r.read_opt(&mut self.right_alt),
-            "rightGui" => r.read_opt(&mut self.right_gui),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("leftControl", &self.left_control);
-        w.write_opt("leftShift", &self.left_shift);
-        w.write_opt("leftAlt", &self.left_alt);
-        w.write_opt("leftGui", &self.left_gui);
-        w.write_opt("rightControl", &self.right_control);
-        w.write_opt("rightShift", &self.right_shift);
-        w.write_opt("rightAlt", &self.right_alt);
-        w.write_opt("rightGui", &self.right_gui);
-    }
-}
-/// `UserAssignedToGroup` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserAssignedToGroup {
-    /// The fields `UserAssignedToGroup` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `userLogin`.
-    pub user_login: String,
-    /// `group`.
-    pub group: String,
-}
-impl x::SchemaType for UserAssignedToGroup {
-    const TYPE_NAME: &'static str = "UserAssignedToGroup";
-}
-impl x::Structure for UserAssignedToGroup {}
-impl std::ops::Deref for UserAssignedToGroup {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for UserAssignedToGroup {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for UserAssignedToGroup {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "userLogin" => r.read(&mut self.user_login),
-            "group" => r.read(&mut self.group),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("userLogin", &self.user_login);
-        w.write("group", &self.group);
-    }
-}
-/// `UserGroupProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserGroupProfile {
-    /// The fields `UserGroupProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-    /// `key`.
-    pub key: String,
-}
-impl x::SchemaType for UserGroupProfile {
-    const TYPE_NAME: &'static str = "UserGroupProfile";
-}
-impl x::Structure for UserGroupProfile {}
-impl std::ops::Deref for UserGroupProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for UserGroupProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for UserGroupProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-        w.write("key", &self.key);
-    }
-}
-impl x::ArrayItem for UserGroupProfile {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfUserGroupProfile";
-    const ITEM_TAG: &'static str = "UserGroupProfile";
-}
-/// `UserInputRequiredParameterMetadata` (extends `ProfilePolicyOptionMetadata`).
-///
-/// The fields of `ProfilePolicyOptionMetadata` are in `profile_policy_option_metadata`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct UserInputRequiredParameterMetadata {
-    /// The fields `UserInputRequiredParameterMetadata` inherits from `ProfilePolicyOptionMetadata`.
-    pub profile_policy_option_metadata: ProfilePolicyOptionMetadata,
-    /// `userInputParameter`.
-    pub user_input_parameter: Vec<ProfileParameterMetadata>,
-}
-impl x::SchemaType for UserInputRequiredParameterMetadata {
-    const TYPE_NAME: &'static str = "UserInputRequiredParameterMetadata";
-}
-impl x::Structure for UserInputRequiredParameterMetadata {}
-impl Clone for UserInputRequiredParameterMetadata {
-    fn clone(&self) -> Self {
-        Self {
-            profile_policy_option_metadata: self.profile_policy_option_metadata.clone(),
-            user_input_parameter: x::clone_vec(&self.user_input_parameter),
-        }
-    }
-}
-impl std::ops::Deref for UserInputRequiredParameterMetadata {
-    type Target = ProfilePolicyOptionMetadata;
-    #[inline]
-    fn deref(&self) -> &ProfilePolicyOptionMetadata {
-        &self.profile_policy_option_metadata
-    }
-}
-impl std::ops::DerefMut for UserInputRequiredParameterMetadata {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ProfilePolicyOptionMetadata {
-        &mut self.profile_policy_option_metadata
-    }
-}
-impl x::Fields for UserInputRequiredParameterMetadata {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "userInputParameter" => r.read_push(&mut self.user_input_parameter),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.profile_policy_option_metadata,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.profile_policy_option_metadata, w);
-        w.write_vec("userInputParameter", &self.user_input_parameter);
-    }
-}
-/// `UserLoginSessionEvent` (extends `SessionEvent`).
-///
-/// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserLoginSessionEvent {
-    /// The fields `UserLoginSessionEvent` inherits from `SessionEvent`.
-    pub session_event: SessionEvent,
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `userAgent`.
-    pub user_agent: Option<String>,
-    /// `locale`.
-    pub locale: String,
-    /// `sessionId`.
-    pub session_id: String,
-}
-impl x::SchemaType for UserLoginSessionEvent {
-    const TYPE_NAME: &'static str = "UserLoginSessionEvent";
-}
-impl x::Structure for UserLoginSessionEvent {}
-impl std::ops::Deref for UserLoginSessionEvent {
-    type Target = SessionEvent;
-    #[inline]
-    fn deref(&self) -> &SessionEvent {
-        &self.session_event
-    }
-}
-impl std::ops::DerefMut for UserLoginSessionEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut SessionEvent {
-        &mut self.session_event
-    }
-}
-impl x::Fields for UserLoginSessionEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "userAgent" => r.read_opt(&mut self.user_agent),
-            "locale" => r.read(&mut self.locale),
-            "sessionId" => r.read(&mut self.session_id),
-            _ => return x::Fields::decode_field(&mut self.session_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.session_event, w);
-        w.write("ipAddress", &self.ip_address);
-        w.write_opt("userAgent", &self.user_agent);
-        w.write("locale", &self.locale);
-        w.write("sessionId", &self.session_id);
-    }
-}
-/// `UserLogoutSessionEvent` (extends `SessionEvent`).
-///
-/// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserLogoutSessionEvent {
-    /// The fields `UserLogoutSessionEvent` inherits from `SessionEvent`.
-    pub session_event: SessionEvent,
-    /// `ipAddress`.
-    pub ip_address: Option<String>,
-    /// `userAgent`.
-    pub user_agent: Option<String>,
-    /// `callCount`.
-    pub call_count: Option<i64>,
-    /// `sessionId`.
-    pub session_id: Option<String>,
-    /// `loginTime`.
-    pub login_time: Option<x::DateTime>,
-}
-impl x::SchemaType for UserLogoutSessionEvent {
-    const TYPE_NAME: &'static str = "UserLogoutSessionEvent";
-}
-impl x::Structure for UserLogoutSessionEvent {}
-impl std::ops::Deref for UserLogoutSessionEvent {
-    type Target = SessionEvent;
-    #[inline]
-    fn deref(&self) -> &SessionEvent {
-        &self.session_event
-    }
-}
-impl std::ops::DerefMut for UserLogoutSessionEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut SessionEvent {
-        &mut self.session_event
-    }
-}
-impl x::Fields for UserLogoutSessionEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read_opt(&mut self.ip_address),
-            "userAgent" => r.read_opt(&mut self.user_agent),
-            "callCount" => r.read_opt(&mut self.call_count),
-            "sessionId" => r.read_opt(&mut self.session_id),
-            "loginTime" => r.read_opt(&mut self.login_time),
-            _ => return x::Fields::decode_field(&mut self.session_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.session_event, w);
-        w.write_opt("ipAddress", &self.ip_address);
-        w.write_opt("userAgent", &self.user_agent);
-        w.write_opt("callCount", &self.call_count);
-        w.write_opt("sessionId", &self.session_id);
-        w.write_opt("loginTime", &self.login_time);
-    }
-}
-/// `UserNotFound` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserNotFound {
-    /// The fields `UserNotFound` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-    /// `principal`.
-    pub principal: String,
-    /// `unresolved`.
-    pub unresolved: bool,
-}
-impl x::SchemaType for UserNotFound {
-    const TYPE_NAME: &'static str = "UserNotFound";
-}
-impl x::Structure for UserNotFound {}
-impl std::ops::Deref for UserNotFound {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-impl std::ops::DerefMut for UserNotFound {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-impl x::Fields for UserNotFound {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "principal" => r.read(&mut self.principal),
-            "unresolved" => r.read(&mut self.unresolved),
-            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-        w.write("principal", &self.principal);
-        w.write("unresolved", &self.unresolved);
-    }
-}
-/// `UserPasswordChanged` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserPasswordChanged {
-    /// The fields `UserPasswordChanged` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `userLogin`.
-    pub user_login: String,
-}
-impl x::SchemaType for UserPasswordChanged {
-    const TYPE_NAME: &'static str = "UserPasswordChanged";
-}
-impl x::Structure for UserPasswordChanged {}
-impl std::ops::Deref for UserPasswordChanged {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for UserPasswordChanged {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for UserPasswordChanged {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "userLogin" => r.read(&mut self.user_login),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("userLogin", &self.user_login);
-    }
-}
-/// `UserPrivilegeResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct UserPrivilegeResult {
-    /// `entity`.
-    pub entity: x::ManagedObjectReference,
-    /// `privileges`.
-    pub privileges: Vec<String>,
-}
-impl x::SchemaType for UserPrivilegeResult {
-    const TYPE_NAME: &'static str = "UserPrivilegeResult";
-}
-impl x::Structure for UserPrivilegeResult {}
-impl Clone for UserPrivilegeResult {
-    fn clone(&self) -> Self {
-        Self {
-            entity: self.entity.clone(),
-            privileges: x::clone_vec(&self.privileges),
-        }
-    }
-}
-impl x::Fields for UserPrivilegeResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entity" => r.read(&mut self.entity),
-            "privileges" => r.read_push(&mut self.privileges),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("entity", &self.entity);
-        w.write_vec("privileges", &self.privileges);
-    }
-}
-impl x::ArrayItem for UserPrivilegeResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfUserPrivilegeResult";
-    const ITEM_TAG: &'static str = "UserPrivilegeResult";
-}
-/// `UserProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserProfile {
-    /// The fields `UserProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-    /// `key`.
-    pub key: String,
-}
-impl x::SchemaType for UserProfile {
-    const TYPE_NAME: &'static str = "UserProfile";
-}
-impl x::Structure for UserProfile {}
-impl std::ops::Deref for UserProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for UserProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for UserProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-        w.write("key", &self.key);
-    }
-}
-impl x::ArrayItem for UserProfile {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfUserProfile";
-    const ITEM_TAG: &'static str = "UserProfile";
-}
-/// `UserSearchResult` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyUserSearchResult`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserSearchResult {
-    /// `principal`.
-    pub principal: String,
-    /// `fullName`.
-    pub full_name: Option<String>,
-    /// `group`.
-    pub group: bool,
-}
-impl x::SchemaType for UserSearchResult {
-    const TYPE_NAME: &'static str = "UserSearchResult";
-}
-impl x::Structure for UserSearchResult {}
-impl x::Fields for UserSearchResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "principal" => r.read(&mut self.principal),
-            "fullName" => r.read_opt(&mut self.full_name),
-            "group" => r.read(&mut self.group),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("principal", &self.principal);
-        w.write_opt("fullName", &self.full_name);
-        w.write("group", &self.group);
-    }
-}
-/// `UserSession` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserSession {
-    /// `key`.
-    pub key: String,
-    /// `userName`.
-    pub user_name: String,
-    /// `fullName`.
-    pub full_name: String,
-    /// `loginTime`.
-    pub login_time: x::DateTime,
-    /// `lastActiveTime`.
-    pub last_active_time: x::DateTime,
-    /// `locale`.
-    pub locale: String,
-    /// `messageLocale`.
-    pub message_locale: String,
-    /// `extensionSession`.
-    pub extension_session: Option<bool>,
-    /// `ipAddress`.
-    pub ip_address: Option<String>,
-    /// `userAgent`.
-    pub user_agent: Option<String>,
-    /// `callCount`.
-    pub call_count: Option<i64>,
-}
-impl x::SchemaType for UserSession {
-    const TYPE_NAME: &'static str = "UserSession";
-}
-impl x::Structure for UserSession {}
-impl x::Fields for UserSession {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "userName" => r.read(&mut self.user_name),
-            "fullName" => r.read(&mut self.full_name),
-            "loginTime" => r.read(&mut self.login_time),
-            "lastActiveTime" => r.read(&mut self.last_active_time),
-            "locale" => r.read(&mut self.locale),
-            "messageLocale" => r.read(&mut self.message_locale),
-            "extensionSession" => r.read_opt(&mut self.extension_session),
-            "ipAddress" => r.read_opt(&mut self.ip_address),
-            "userAgent" => r.read_opt(&mut self.user_agent),
-            "callCount" => r.read_opt(&mut self.call_count),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("userName", &self.user_name);
-        w.write("fullName", &self.full_name);
-        w.write("loginTime", &self.login_time);
-        w.write("lastActiveTime", &self.last_active_time);
-        w.write("locale", &self.locale);
-        w.write("messageLocale", &self.message_locale);
-        w.write_opt("extensionSession", &self.extension_session);
-        w.write_opt("ipAddress", &self.ip_address);
-        w.write_opt("userAgent", &self.user_agent);
-        w.write_opt("callCount", &self.call_count);
-    }
-}
-impl x::ArrayItem for UserSession {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfUserSession";
-    const ITEM_TAG: &'static str = "UserSession";
-}
-/// `UserUnassignedFromGroup` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserUnassignedFromGroup {
-    /// The fields `UserUnassignedFromGroup` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `userLogin`.
-    pub user_login: String,
-    /// `group`.
-    pub group: String,
-}
-impl x::SchemaType for UserUnassignedFromGroup {
-    const TYPE_NAME: &'static str = "UserUnassignedFromGroup";
-}
-impl x::Structure for UserUnassignedFromGroup {}
-impl std::ops::Deref for UserUnassignedFromGroup {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for UserUnassignedFromGroup {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for UserUnassignedFromGroup {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "userLogin" => r.read(&mut self.user_login),
-            "group" => r.read(&mut self.group),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("userLogin", &self.user_login);
-        w.write("group", &self.group);
-    }
-}
-/// `UserUpgradeEvent` (extends `UpgradeEvent`).
-///
-/// The fields of `UpgradeEvent` are in `upgrade_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UserUpgradeEvent {
-    /// The fields `UserUpgradeEvent` inherits from `UpgradeEvent`.
-    pub upgrade_event: UpgradeEvent,
-}
-impl x::SchemaType for UserUpgradeEvent {
-    const TYPE_NAME: &'static str = "UserUpgradeEvent";
-}
-impl x::Structure for UserUpgradeEvent {}
-impl std::ops::Deref for UserUpgradeEvent {
-    type Target = UpgradeEvent;
-    #[inline]
-    fn deref(&self) -> &UpgradeEvent {
-        &self.upgrade_event
-    }
-}
-impl std::ops::DerefMut for UserUpgradeEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut UpgradeEvent {
-        &mut self.upgrade_event
-    }
-}
-impl x::Fields for UserUpgradeEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.upgrade_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.upgrade_event, w);
-    }
-}
-/// `VASAStorageArray` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VASAStorageArray {
-    /// `name`.
-    pub name: String,
-    /// `uuid`.
-    pub uuid: String,
-    /// `vendorId`.
-    pub vendor_id: String,
-    /// `modelId`.
-    pub model_id: String,
-    /// `discoverySvcInfo`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub discovery_svc_info: Vec<VASAStorageArrayDiscoverySvcInfo>,
-}
-impl x::SchemaType for VASAStorageArray {
-    const TYPE_NAME: &'static str = "VASAStorageArray";
-}
-impl x::Structure for VASAStorageArray {}
-impl Clone for VASAStorageArray {
-    fn clone(&self) -> Self {
-        Self {
-            name: self.name.clone(),
-            uuid: self.uuid.clone(),
-            vendor_id: self.vendor_id.clone(),
-            model_id: self.model_id.clone(),
-            discovery_svc_info: x::clone_vec(&self.discovery_svc_info),
-        }
-    }
-}
-impl x::Fields for VASAStorageArray {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "uuid" => r.read(&mut self.uuid),
-            "vendorId" => r.read(&mut self.vendor_id),
-            "modelId" => r.read(&mut self.model_id),
-            "discoverySvcInfo" => r.read_push(&mut self.discovery_svc_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("uuid", &self.uuid);
-        w.write("vendorId", &self.vendor_id);
-        w.write("modelId", &self.model_id);
-        if w
-            .since(
-                0x0800_0000,
-                "VASAStorageArray.discoverySvcInfo",
-                !self.discovery_svc_info.is_empty(),
-            )
-        {
-            w.write_vec("discoverySvcInfo", &self.discovery_svc_info);
-        }
-    }
-}
-impl x::ArrayItem for VASAStorageArray {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVASAStorageArray";
-    const ITEM_TAG: &'static str = "VASAStorageArray";
-}
-/// `VASAStorageArrayDiscoveryFcTransport` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VASAStorageArrayDiscoveryFcTransport {
-    /// `nodeWwn`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub node_wwn: String,
-    /// `portWwn`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub port_wwn: String,
-}
-impl x::SchemaType for VASAStorageArrayDiscoveryFcTransport {
-    const TYPE_NAME: &'static str = "VASAStorageArrayDiscoveryFcTransport";
-}
-impl x::Structure for VASAStorageArrayDiscoveryFcTransport {}
-impl x::Fields for VASAStorageArrayDiscoveryFcTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nodeWwn" => r.read(&mut self.node_wwn),
-            "portWwn" => r.read(&mut self.port_wwn),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0000, "type VASAStorageArrayDiscoveryFcTransport", true);
-        w.write("nodeWwn", &self.node_wwn);
-        w.write("portWwn", &self.port_wwn);
-    }
-}
-/// `VASAStorageArrayDiscoveryIpTransport` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VASAStorageArrayDiscoveryIpTransport {
-    /// `ipAddress`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub ip_address: String,
-    /// `portNumber`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub port_number: Option<String>,
-}
-impl x::SchemaType for VASAStorageArrayDiscoveryIpTransport {
-    const TYPE_NAME: &'static str = "VASAStorageArrayDiscoveryIpTransport";
-}
-impl x::Structure for VASAStorageArrayDiscoveryIpTransport {}
-impl x::Fields for VASAStorageArrayDiscoveryIpTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0000, "type VASAStorageArrayDiscoveryIpTransport", true);
-        w.write("ipAddress", &self.ip_address);
-        w.write_opt("portNumber", &self.port_number);
-    }
-}
-/// `VASAStorageArrayDiscoverySvcInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VASAStorageArrayDiscoverySvcInfo {
-    /// `portType`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub port_type: String,
-    /// `svcNqn`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub svc_nqn: String,
-    /// `ipInfo`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub ip_info: Option<VASAStorageArrayDiscoveryIpTransport>,
-    /// `fcInfo`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub fc_info: Option<VASAStorageArrayDiscoveryFcTransport>,
-}
-impl x::SchemaType for VASAStorageArrayDiscoverySvcInfo {
-    const TYPE_NAME: &'static str = "VASAStorageArrayDiscoverySvcInfo";
-}
-impl x::Structure for VASAStorageArrayDiscoverySvcInfo {}
-impl x::Fields for VASAStorageArrayDiscoverySvcInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portType" => r.read(&mut self.port_type),
-            "svcNqn" => r.read(&mut self.svc_nqn),
-            "ipInfo" => r.read_opt(&mut self.ip_info),
-            "fcInfo" => r.read_opt(&mut self.fc_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0000, "type VASAStorageArrayDiscoverySvcInfo", true);
-        w.write("portType", &self.port_type);
-        w.write("svcNqn", &self.svc_nqn);
-        w.write_opt("ipInfo", &self.ip_info);
-        w.write_opt("fcInfo", &self.fc_info);
-    }
-}
-impl x::ArrayItem for VASAStorageArrayDiscoverySvcInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVASAStorageArrayDiscoverySvcInfo";
-    const ITEM_TAG: &'static str = "VASAStorageArrayDiscoverySvcInfo";
-}
 /// `VAppCloneSpec` (extends `DynamicData`).
 #[derive(Debug, PartialEq, Default)]
 pub struct VAppCloneSpec {
@@ -1130,6 +152,7 @@ impl x::ArrayItem for VAppCloneSpecResourceMap {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVAppCloneSpecResourceMap";
     const ITEM_TAG: &'static str = "VAppCloneSpecResourceMap";
 }
+#[cfg(feature = "all-faults")]
 /// `VAppConfigFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -1138,10 +161,13 @@ pub struct VAppConfigFault {
     /// The fields `VAppConfigFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VAppConfigFault {
     const TYPE_NAME: &'static str = "VAppConfigFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VAppConfigFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VAppConfigFault {
     type Target = VimFault;
     #[inline]
@@ -1149,12 +175,14 @@ impl std::ops::Deref for VAppConfigFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VAppConfigFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VAppConfigFault {
     fn decode_field(
         &mut self,
@@ -1418,6 +446,7 @@ impl x::Fields for VAppIPAssignmentInfo {
         w.write_opt("ipProtocol", &self.ip_protocol);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VAppNotRunning` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -1426,10 +455,13 @@ pub struct VAppNotRunning {
     /// The fields `VAppNotRunning` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VAppNotRunning {
     const TYPE_NAME: &'static str = "VAppNotRunning";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VAppNotRunning {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VAppNotRunning {
     type Target = VmConfigFault;
     #[inline]
@@ -1437,12 +469,14 @@ impl std::ops::Deref for VAppNotRunning {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VAppNotRunning {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VAppNotRunning {
     fn decode_field(
         &mut self,
@@ -1456,6 +490,7 @@ impl x::Fields for VAppNotRunning {
         x::Fields::encode_fields(&self.vm_config_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `VAppOperationInProgress` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
@@ -1464,10 +499,13 @@ pub struct VAppOperationInProgress {
     /// The fields `VAppOperationInProgress` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VAppOperationInProgress {
     const TYPE_NAME: &'static str = "VAppOperationInProgress";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VAppOperationInProgress {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VAppOperationInProgress {
     type Target = RuntimeFault;
     #[inline]
@@ -1475,12 +513,14 @@ impl std::ops::Deref for VAppOperationInProgress {
         &self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VAppOperationInProgress {
     #[inline]
     fn deref_mut(&mut self) -> &mut RuntimeFault {
         &mut self.runtime_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VAppOperationInProgress {
     fn decode_field(
         &mut self,
@@ -1706,6 +746,7 @@ impl x::ArrayItem for VAppProductSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVAppProductSpec";
     const ITEM_TAG: &'static str = "VAppProductSpec";
 }
+#[cfg(feature = "all-faults")]
 /// `VAppPropertyFault` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -1724,10 +765,13 @@ pub struct VAppPropertyFault {
     /// `value`.
     pub value: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VAppPropertyFault {
     const TYPE_NAME: &'static str = "VAppPropertyFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VAppPropertyFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VAppPropertyFault {
     type Target = VmConfigFault;
     #[inline]
@@ -1735,12 +779,14 @@ impl std::ops::Deref for VAppPropertyFault {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VAppPropertyFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VAppPropertyFault {
     fn decode_field(
         &mut self,
@@ -1891,6 +937,7 @@ impl x::ArrayItem for VAppPropertySpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVAppPropertySpec";
     const ITEM_TAG: &'static str = "VAppPropertySpec";
 }
+#[cfg(feature = "all-faults")]
 /// `VAppTaskInProgress` (extends `TaskInProgress`).
 ///
 /// The fields of `TaskInProgress` are in `task_in_progress`, also reachable through `Deref`.
@@ -1899,10 +946,13 @@ pub struct VAppTaskInProgress {
     /// The fields `VAppTaskInProgress` inherits from `TaskInProgress`.
     pub task_in_progress: TaskInProgress,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for VAppTaskInProgress {
     const TYPE_NAME: &'static str = "VAppTaskInProgress";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for VAppTaskInProgress {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for VAppTaskInProgress {
     type Target = TaskInProgress;
     #[inline]
@@ -1910,12 +960,14 @@ impl std::ops::Deref for VAppTaskInProgress {
         &self.task_in_progress
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for VAppTaskInProgress {
     #[inline]
     fn deref_mut(&mut self) -> &mut TaskInProgress {
         &mut self.task_in_progress
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for VAppTaskInProgress {
     fn decode_field(
         &mut self,
@@ -1927,5 +979,175 @@ impl x::Fields for VAppTaskInProgress {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.task_in_progress, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VFlashCacheHotConfigNotSupported` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VFlashCacheHotConfigNotSupported {
+    /// The fields `VFlashCacheHotConfigNotSupported` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VFlashCacheHotConfigNotSupported {
+    const TYPE_NAME: &'static str = "VFlashCacheHotConfigNotSupported";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VFlashCacheHotConfigNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VFlashCacheHotConfigNotSupported {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VFlashCacheHotConfigNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VFlashCacheHotConfigNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_config_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_config_fault, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VFlashModuleNotSupported` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VFlashModuleNotSupported {
+    /// The fields `VFlashModuleNotSupported` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
+    /// `vmName`.
+    pub vm_name: String,
+    /// `moduleName`.
+    pub module_name: String,
+    /// `reason`.
+    pub reason: String,
+    /// `hostName`.
+    pub host_name: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VFlashModuleNotSupported {
+    const TYPE_NAME: &'static str = "VFlashModuleNotSupported";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VFlashModuleNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VFlashModuleNotSupported {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VFlashModuleNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VFlashModuleNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmName" => r.read(&mut self.vm_name),
+            "moduleName" => r.read(&mut self.module_name),
+            "reason" => r.read(&mut self.reason),
+            "hostName" => r.read(&mut self.host_name),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_config_fault, w);
+        w.write("vmName", &self.vm_name);
+        w.write("moduleName", &self.module_name);
+        w.write("reason", &self.reason);
+        w.write("hostName", &self.host_name);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VFlashModuleVersionIncompatible` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VFlashModuleVersionIncompatible {
+    /// The fields `VFlashModuleVersionIncompatible` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+    /// `moduleName`.
+    pub module_name: String,
+    /// `vmRequestModuleVersion`.
+    pub vm_request_module_version: String,
+    /// `hostMinSupportedVerson`.
+    pub host_min_supported_verson: String,
+    /// `hostModuleVersion`.
+    pub host_module_version: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VFlashModuleVersionIncompatible {
+    const TYPE_NAME: &'static str = "VFlashModuleVersionIncompatible";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VFlashModuleVersionIncompatible {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VFlashModuleVersionIncompatible {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VFlashModuleVersionIncompatible {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VFlashModuleVersionIncompatible {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "moduleName" => r.read(&mut self.module_name),
+            "vmRequestModuleVersion" => r.read(&mut self.vm_request_module_version),
+            "hostMinSupportedVerson" => r.read(&mut self.host_min_supported_verson),
+            "hostModuleVersion" => r.read(&mut self.host_module_version),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+        w.write("moduleName", &self.module_name);
+        w.write("vmRequestModuleVersion", &self.vm_request_module_version);
+        w.write("hostMinSupportedVerson", &self.host_min_supported_verson);
+        w.write("hostModuleVersion", &self.host_module_version);
     }
 }

@@ -5,6 +5,89 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ClusterVmReadiness` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterVmReadiness {
+    /// `readyCondition`.
+    pub ready_condition: Option<String>,
+    /// `postReadyDelay`.
+    pub post_ready_delay: Option<i32>,
+}
+impl x::SchemaType for ClusterVmReadiness {
+    const TYPE_NAME: &'static str = "ClusterVmReadiness";
+}
+impl x::Structure for ClusterVmReadiness {}
+impl x::Fields for ClusterVmReadiness {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "readyCondition" => r.read_opt(&mut self.ready_condition),
+            "postReadyDelay" => r.read_opt(&mut self.post_ready_delay),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("readyCondition", &self.ready_condition);
+        w.write_opt("postReadyDelay", &self.post_ready_delay);
+    }
+}
+/// `ClusterVmToolsMonitoringSettings` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterVmToolsMonitoringSettings {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `vmMonitoring`.
+    pub vm_monitoring: Option<String>,
+    /// `clusterSettings`.
+    pub cluster_settings: Option<bool>,
+    /// `failureInterval`.
+    pub failure_interval: Option<i32>,
+    /// `minUpTime`.
+    pub min_up_time: Option<i32>,
+    /// `maxFailures`.
+    pub max_failures: Option<i32>,
+    /// `maxFailureWindow`.
+    pub max_failure_window: Option<i32>,
+}
+impl x::SchemaType for ClusterVmToolsMonitoringSettings {
+    const TYPE_NAME: &'static str = "ClusterVmToolsMonitoringSettings";
+}
+impl x::Structure for ClusterVmToolsMonitoringSettings {}
+impl x::Fields for ClusterVmToolsMonitoringSettings {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "vmMonitoring" => r.read_opt(&mut self.vm_monitoring),
+            "clusterSettings" => r.read_opt(&mut self.cluster_settings),
+            "failureInterval" => r.read_opt(&mut self.failure_interval),
+            "minUpTime" => r.read_opt(&mut self.min_up_time),
+            "maxFailures" => r.read_opt(&mut self.max_failures),
+            "maxFailureWindow" => r.read_opt(&mut self.max_failure_window),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("vmMonitoring", &self.vm_monitoring);
+        w.write_opt("clusterSettings", &self.cluster_settings);
+        w.write_opt("failureInterval", &self.failure_interval);
+        w.write_opt("minUpTime", &self.min_up_time);
+        w.write_opt("maxFailures", &self.max_failures);
+        w.write_opt("maxFailureWindow", &self.max_failure_window);
+    }
+}
+#[cfg(feature = "all-faults")]
 /// `CollectorAddressUnset` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -13,10 +96,13 @@ pub struct CollectorAddressUnset {
     /// The fields `CollectorAddressUnset` inherits from `DvsFault`.
     pub dvs_fault: DvsFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for CollectorAddressUnset {
     const TYPE_NAME: &'static str = "CollectorAddressUnset";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for CollectorAddressUnset {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for CollectorAddressUnset {
     type Target = DvsFault;
     #[inline]
@@ -24,12 +110,14 @@ impl std::ops::Deref for CollectorAddressUnset {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for CollectorAddressUnset {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for CollectorAddressUnset {
     fn decode_field(
         &mut self,
@@ -519,6 +607,7 @@ impl x::Fields for ComputeResourceEventArgument {
         w.write("computeResource", &self.compute_resource);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `ComputeResourceHostSPBMLicenseInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ComputeResourceHostSPBMLicenseInfo {
@@ -527,10 +616,13 @@ pub struct ComputeResourceHostSPBMLicenseInfo {
     /// `licenseState`.
     pub license_state: ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for ComputeResourceHostSPBMLicenseInfo {
     const TYPE_NAME: &'static str = "ComputeResourceHostSPBMLicenseInfo";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for ComputeResourceHostSPBMLicenseInfo {}
+#[cfg(feature = "all-faults")]
 impl x::Fields for ComputeResourceHostSPBMLicenseInfo {
     fn decode_field(
         &mut self,
@@ -550,6 +642,7 @@ impl x::Fields for ComputeResourceHostSPBMLicenseInfo {
         w.write("licenseState", &self.license_state);
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::ArrayItem for ComputeResourceHostSPBMLicenseInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfComputeResourceHostSPBMLicenseInfo";
     const ITEM_TAG: &'static str = "ComputeResourceHostSPBMLicenseInfo";

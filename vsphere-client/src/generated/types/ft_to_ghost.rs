@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
 /// `FtIssuesOnHost` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
@@ -19,10 +20,13 @@ pub struct FtIssuesOnHost {
     /// `errors`.
     pub errors: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FtIssuesOnHost {
     const TYPE_NAME: &'static str = "FtIssuesOnHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FtIssuesOnHost {}
+#[cfg(feature = "all-faults")]
 impl Clone for FtIssuesOnHost {
     fn clone(&self) -> Self {
         Self {
@@ -33,6 +37,7 @@ impl Clone for FtIssuesOnHost {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FtIssuesOnHost {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -40,12 +45,14 @@ impl std::ops::Deref for FtIssuesOnHost {
         &self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FtIssuesOnHost {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
         &mut self.vm_fault_tolerance_issue
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FtIssuesOnHost {
     fn decode_field(
         &mut self,
@@ -74,6 +81,7 @@ impl x::Fields for FtIssuesOnHost {
         w.write_vec("errors", &self.errors);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FtVmHostRuleViolation` (extends `VmConfigFault`).
 ///
 /// Since vSphere API 8.0.3.0.
@@ -96,10 +104,13 @@ pub struct FtVmHostRuleViolation {
     /// Since vSphere API 8.0.3.0.
     pub host_group: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FtVmHostRuleViolation {
     const TYPE_NAME: &'static str = "FtVmHostRuleViolation";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FtVmHostRuleViolation {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FtVmHostRuleViolation {
     type Target = VmConfigFault;
     #[inline]
@@ -107,12 +118,14 @@ impl std::ops::Deref for FtVmHostRuleViolation {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FtVmHostRuleViolation {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FtVmHostRuleViolation {
     fn decode_field(
         &mut self,
@@ -136,6 +149,7 @@ impl x::Fields for FtVmHostRuleViolation {
         w.write("hostGroup", &self.host_group);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `FullStorageVMotionNotSupported` (extends `MigrationFeatureNotSupported`).
 ///
 /// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
@@ -144,10 +158,13 @@ pub struct FullStorageVMotionNotSupported {
     /// The fields `FullStorageVMotionNotSupported` inherits from `MigrationFeatureNotSupported`.
     pub migration_feature_not_supported: MigrationFeatureNotSupported,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for FullStorageVMotionNotSupported {
     const TYPE_NAME: &'static str = "FullStorageVMotionNotSupported";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for FullStorageVMotionNotSupported {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for FullStorageVMotionNotSupported {
     type Target = MigrationFeatureNotSupported;
     #[inline]
@@ -155,12 +172,14 @@ impl std::ops::Deref for FullStorageVMotionNotSupported {
         &self.migration_feature_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for FullStorageVMotionNotSupported {
     #[inline]
     fn deref_mut(&mut self) -> &mut MigrationFeatureNotSupported {
         &mut self.migration_feature_not_supported
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for FullStorageVMotionNotSupported {
     fn decode_field(
         &mut self,
@@ -174,6 +193,7 @@ impl x::Fields for FullStorageVMotionNotSupported {
         x::Fields::encode_fields(&self.migration_feature_not_supported, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GatewayConnectFault` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
@@ -190,10 +210,13 @@ pub struct GatewayConnectFault {
     /// `details`.
     pub details: Option<LocalizableMessage>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GatewayConnectFault {
     const TYPE_NAME: &'static str = "GatewayConnectFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GatewayConnectFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GatewayConnectFault {
     type Target = HostConnectFault;
     #[inline]
@@ -201,12 +224,14 @@ impl std::ops::Deref for GatewayConnectFault {
         &self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GatewayConnectFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostConnectFault {
         &mut self.host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GatewayConnectFault {
     fn decode_field(
         &mut self,
@@ -231,6 +256,7 @@ impl x::Fields for GatewayConnectFault {
         w.write_opt("details", &self.details);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GatewayHostNotReachable` (extends `GatewayToHostConnectFault`).
 ///
 /// The fields of `GatewayToHostConnectFault` are in `gateway_to_host_connect_fault`, also reachable through `Deref`.
@@ -239,10 +265,13 @@ pub struct GatewayHostNotReachable {
     /// The fields `GatewayHostNotReachable` inherits from `GatewayToHostConnectFault`.
     pub gateway_to_host_connect_fault: GatewayToHostConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GatewayHostNotReachable {
     const TYPE_NAME: &'static str = "GatewayHostNotReachable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GatewayHostNotReachable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GatewayHostNotReachable {
     type Target = GatewayToHostConnectFault;
     #[inline]
@@ -250,12 +279,14 @@ impl std::ops::Deref for GatewayHostNotReachable {
         &self.gateway_to_host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GatewayHostNotReachable {
     #[inline]
     fn deref_mut(&mut self) -> &mut GatewayToHostConnectFault {
         &mut self.gateway_to_host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GatewayHostNotReachable {
     fn decode_field(
         &mut self,
@@ -269,6 +300,7 @@ impl x::Fields for GatewayHostNotReachable {
         x::Fields::encode_fields(&self.gateway_to_host_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GatewayNotFound` (extends `GatewayConnectFault`).
 ///
 /// The fields of `GatewayConnectFault` are in `gateway_connect_fault`, also reachable through `Deref`.
@@ -277,10 +309,13 @@ pub struct GatewayNotFound {
     /// The fields `GatewayNotFound` inherits from `GatewayConnectFault`.
     pub gateway_connect_fault: GatewayConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GatewayNotFound {
     const TYPE_NAME: &'static str = "GatewayNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GatewayNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GatewayNotFound {
     type Target = GatewayConnectFault;
     #[inline]
@@ -288,12 +323,14 @@ impl std::ops::Deref for GatewayNotFound {
         &self.gateway_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GatewayNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut GatewayConnectFault {
         &mut self.gateway_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GatewayNotFound {
     fn decode_field(
         &mut self,
@@ -307,6 +344,7 @@ impl x::Fields for GatewayNotFound {
         x::Fields::encode_fields(&self.gateway_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GatewayNotReachable` (extends `GatewayConnectFault`).
 ///
 /// The fields of `GatewayConnectFault` are in `gateway_connect_fault`, also reachable through `Deref`.
@@ -315,10 +353,13 @@ pub struct GatewayNotReachable {
     /// The fields `GatewayNotReachable` inherits from `GatewayConnectFault`.
     pub gateway_connect_fault: GatewayConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GatewayNotReachable {
     const TYPE_NAME: &'static str = "GatewayNotReachable";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GatewayNotReachable {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GatewayNotReachable {
     type Target = GatewayConnectFault;
     #[inline]
@@ -326,12 +367,14 @@ impl std::ops::Deref for GatewayNotReachable {
         &self.gateway_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GatewayNotReachable {
     #[inline]
     fn deref_mut(&mut self) -> &mut GatewayConnectFault {
         &mut self.gateway_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GatewayNotReachable {
     fn decode_field(
         &mut self,
@@ -345,6 +388,7 @@ impl x::Fields for GatewayNotReachable {
         x::Fields::encode_fields(&self.gateway_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GatewayOperationRefused` (extends `GatewayConnectFault`).
 ///
 /// The fields of `GatewayConnectFault` are in `gateway_connect_fault`, also reachable through `Deref`.
@@ -353,10 +397,13 @@ pub struct GatewayOperationRefused {
     /// The fields `GatewayOperationRefused` inherits from `GatewayConnectFault`.
     pub gateway_connect_fault: GatewayConnectFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GatewayOperationRefused {
     const TYPE_NAME: &'static str = "GatewayOperationRefused";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GatewayOperationRefused {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GatewayOperationRefused {
     type Target = GatewayConnectFault;
     #[inline]
@@ -364,12 +411,14 @@ impl std::ops::Deref for GatewayOperationRefused {
         &self.gateway_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GatewayOperationRefused {
     #[inline]
     fn deref_mut(&mut self) -> &mut GatewayConnectFault {
         &mut self.gateway_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GatewayOperationRefused {
     fn decode_field(
         &mut self,
@@ -383,6 +432,7 @@ impl x::Fields for GatewayOperationRefused {
         x::Fields::encode_fields(&self.gateway_connect_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GatewayToHostAuthFault` (extends `GatewayToHostConnectFault`).
 ///
 /// The fields of `GatewayToHostConnectFault` are in `gateway_to_host_connect_fault`, also reachable through `Deref`.
@@ -395,10 +445,13 @@ pub struct GatewayToHostAuthFault {
     /// `missingProperties`.
     pub missing_properties: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GatewayToHostAuthFault {
     const TYPE_NAME: &'static str = "GatewayToHostAuthFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GatewayToHostAuthFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for GatewayToHostAuthFault {
     fn clone(&self) -> Self {
         Self {
@@ -408,6 +461,7 @@ impl Clone for GatewayToHostAuthFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GatewayToHostAuthFault {
     type Target = GatewayToHostConnectFault;
     #[inline]
@@ -415,12 +469,14 @@ impl std::ops::Deref for GatewayToHostAuthFault {
         &self.gateway_to_host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GatewayToHostAuthFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut GatewayToHostConnectFault {
         &mut self.gateway_to_host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GatewayToHostAuthFault {
     fn decode_field(
         &mut self,
@@ -447,6 +503,7 @@ impl x::Fields for GatewayToHostAuthFault {
         w.write_vec("missingProperties", &self.missing_properties);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GatewayToHostConnectFault` (extends `GatewayConnectFault`).
 ///
 /// The fields of `GatewayConnectFault` are in `gateway_connect_fault`, also reachable through `Deref`.
@@ -459,10 +516,13 @@ pub struct GatewayToHostConnectFault {
     /// `port`.
     pub port: Option<i32>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GatewayToHostConnectFault {
     const TYPE_NAME: &'static str = "GatewayToHostConnectFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GatewayToHostConnectFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GatewayToHostConnectFault {
     type Target = GatewayConnectFault;
     #[inline]
@@ -470,12 +530,14 @@ impl std::ops::Deref for GatewayToHostConnectFault {
         &self.gateway_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GatewayToHostConnectFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut GatewayConnectFault {
         &mut self.gateway_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GatewayToHostConnectFault {
     fn decode_field(
         &mut self,
@@ -496,6 +558,7 @@ impl x::Fields for GatewayToHostConnectFault {
         w.write_opt("port", &self.port);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GatewayToHostTrustVerifyFault` (extends `GatewayToHostConnectFault`).
 ///
 /// The fields of `GatewayToHostConnectFault` are in `gateway_to_host_connect_fault`, also reachable through `Deref`.
@@ -508,10 +571,13 @@ pub struct GatewayToHostTrustVerifyFault {
     /// `propertiesToVerify`.
     pub properties_to_verify: Vec<KeyValue>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GatewayToHostTrustVerifyFault {
     const TYPE_NAME: &'static str = "GatewayToHostTrustVerifyFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GatewayToHostTrustVerifyFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for GatewayToHostTrustVerifyFault {
     fn clone(&self) -> Self {
         Self {
@@ -521,6 +587,7 @@ impl Clone for GatewayToHostTrustVerifyFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GatewayToHostTrustVerifyFault {
     type Target = GatewayToHostConnectFault;
     #[inline]
@@ -528,12 +595,14 @@ impl std::ops::Deref for GatewayToHostTrustVerifyFault {
         &self.gateway_to_host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GatewayToHostTrustVerifyFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut GatewayToHostConnectFault {
         &mut self.gateway_to_host_connect_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GatewayToHostTrustVerifyFault {
     fn decode_field(
         &mut self,
@@ -560,6 +629,7 @@ impl x::Fields for GatewayToHostTrustVerifyFault {
         w.write_vec("propertiesToVerify", &self.properties_to_verify);
     }
 }
+#[cfg(feature = "all-events")]
 /// `GeneralEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -570,10 +640,13 @@ pub struct GeneralEvent {
     /// `message`.
     pub message: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for GeneralEvent {
     const TYPE_NAME: &'static str = "GeneralEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for GeneralEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for GeneralEvent {
     type Target = Event;
     #[inline]
@@ -581,12 +654,14 @@ impl std::ops::Deref for GeneralEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for GeneralEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for GeneralEvent {
     fn decode_field(
         &mut self,
@@ -605,6 +680,7 @@ impl x::Fields for GeneralEvent {
         w.write("message", &self.message);
     }
 }
+#[cfg(feature = "all-events")]
 /// `GeneralHostErrorEvent` (extends `GeneralEvent`).
 ///
 /// The fields of `GeneralEvent` are in `general_event`, also reachable through `Deref`.
@@ -613,10 +689,13 @@ pub struct GeneralHostErrorEvent {
     /// The fields `GeneralHostErrorEvent` inherits from `GeneralEvent`.
     pub general_event: GeneralEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for GeneralHostErrorEvent {
     const TYPE_NAME: &'static str = "GeneralHostErrorEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for GeneralHostErrorEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for GeneralHostErrorEvent {
     type Target = GeneralEvent;
     #[inline]
@@ -624,12 +703,14 @@ impl std::ops::Deref for GeneralHostErrorEvent {
         &self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for GeneralHostErrorEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut GeneralEvent {
         &mut self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for GeneralHostErrorEvent {
     fn decode_field(
         &mut self,
@@ -643,6 +724,7 @@ impl x::Fields for GeneralHostErrorEvent {
         x::Fields::encode_fields(&self.general_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `GeneralHostInfoEvent` (extends `GeneralEvent`).
 ///
 /// The fields of `GeneralEvent` are in `general_event`, also reachable through `Deref`.
@@ -651,10 +733,13 @@ pub struct GeneralHostInfoEvent {
     /// The fields `GeneralHostInfoEvent` inherits from `GeneralEvent`.
     pub general_event: GeneralEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for GeneralHostInfoEvent {
     const TYPE_NAME: &'static str = "GeneralHostInfoEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for GeneralHostInfoEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for GeneralHostInfoEvent {
     type Target = GeneralEvent;
     #[inline]
@@ -662,12 +747,14 @@ impl std::ops::Deref for GeneralHostInfoEvent {
         &self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for GeneralHostInfoEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut GeneralEvent {
         &mut self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for GeneralHostInfoEvent {
     fn decode_field(
         &mut self,
@@ -681,6 +768,7 @@ impl x::Fields for GeneralHostInfoEvent {
         x::Fields::encode_fields(&self.general_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `GeneralHostWarningEvent` (extends `GeneralEvent`).
 ///
 /// The fields of `GeneralEvent` are in `general_event`, also reachable through `Deref`.
@@ -689,10 +777,13 @@ pub struct GeneralHostWarningEvent {
     /// The fields `GeneralHostWarningEvent` inherits from `GeneralEvent`.
     pub general_event: GeneralEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for GeneralHostWarningEvent {
     const TYPE_NAME: &'static str = "GeneralHostWarningEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for GeneralHostWarningEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for GeneralHostWarningEvent {
     type Target = GeneralEvent;
     #[inline]
@@ -700,12 +791,14 @@ impl std::ops::Deref for GeneralHostWarningEvent {
         &self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for GeneralHostWarningEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut GeneralEvent {
         &mut self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for GeneralHostWarningEvent {
     fn decode_field(
         &mut self,
@@ -719,6 +812,7 @@ impl x::Fields for GeneralHostWarningEvent {
         x::Fields::encode_fields(&self.general_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `GeneralUserEvent` (extends `GeneralEvent`).
 ///
 /// The fields of `GeneralEvent` are in `general_event`, also reachable through `Deref`.
@@ -729,10 +823,13 @@ pub struct GeneralUserEvent {
     /// `entity`.
     pub entity: Option<ManagedEntityEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for GeneralUserEvent {
     const TYPE_NAME: &'static str = "GeneralUserEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for GeneralUserEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for GeneralUserEvent {
     type Target = GeneralEvent;
     #[inline]
@@ -740,12 +837,14 @@ impl std::ops::Deref for GeneralUserEvent {
         &self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for GeneralUserEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut GeneralEvent {
         &mut self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for GeneralUserEvent {
     fn decode_field(
         &mut self,
@@ -764,6 +863,7 @@ impl x::Fields for GeneralUserEvent {
         w.write_opt("entity", &self.entity);
     }
 }
+#[cfg(feature = "all-events")]
 /// `GeneralVmErrorEvent` (extends `GeneralEvent`).
 ///
 /// The fields of `GeneralEvent` are in `general_event`, also reachable through `Deref`.
@@ -772,10 +872,13 @@ pub struct GeneralVmErrorEvent {
     /// The fields `GeneralVmErrorEvent` inherits from `GeneralEvent`.
     pub general_event: GeneralEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for GeneralVmErrorEvent {
     const TYPE_NAME: &'static str = "GeneralVmErrorEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for GeneralVmErrorEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for GeneralVmErrorEvent {
     type Target = GeneralEvent;
     #[inline]
@@ -783,12 +886,14 @@ impl std::ops::Deref for GeneralVmErrorEvent {
         &self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for GeneralVmErrorEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut GeneralEvent {
         &mut self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for GeneralVmErrorEvent {
     fn decode_field(
         &mut self,
@@ -802,6 +907,7 @@ impl x::Fields for GeneralVmErrorEvent {
         x::Fields::encode_fields(&self.general_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `GeneralVmInfoEvent` (extends `GeneralEvent`).
 ///
 /// The fields of `GeneralEvent` are in `general_event`, also reachable through `Deref`.
@@ -810,10 +916,13 @@ pub struct GeneralVmInfoEvent {
     /// The fields `GeneralVmInfoEvent` inherits from `GeneralEvent`.
     pub general_event: GeneralEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for GeneralVmInfoEvent {
     const TYPE_NAME: &'static str = "GeneralVmInfoEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for GeneralVmInfoEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for GeneralVmInfoEvent {
     type Target = GeneralEvent;
     #[inline]
@@ -821,12 +930,14 @@ impl std::ops::Deref for GeneralVmInfoEvent {
         &self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for GeneralVmInfoEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut GeneralEvent {
         &mut self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for GeneralVmInfoEvent {
     fn decode_field(
         &mut self,
@@ -840,6 +951,7 @@ impl x::Fields for GeneralVmInfoEvent {
         x::Fields::encode_fields(&self.general_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `GeneralVmWarningEvent` (extends `GeneralEvent`).
 ///
 /// The fields of `GeneralEvent` are in `general_event`, also reachable through `Deref`.
@@ -848,10 +960,13 @@ pub struct GeneralVmWarningEvent {
     /// The fields `GeneralVmWarningEvent` inherits from `GeneralEvent`.
     pub general_event: GeneralEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for GeneralVmWarningEvent {
     const TYPE_NAME: &'static str = "GeneralVmWarningEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for GeneralVmWarningEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for GeneralVmWarningEvent {
     type Target = GeneralEvent;
     #[inline]
@@ -859,12 +974,14 @@ impl std::ops::Deref for GeneralVmWarningEvent {
         &self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for GeneralVmWarningEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut GeneralEvent {
         &mut self.general_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for GeneralVmWarningEvent {
     fn decode_field(
         &mut self,
@@ -878,6 +995,7 @@ impl x::Fields for GeneralVmWarningEvent {
         x::Fields::encode_fields(&self.general_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GenericDrsFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -888,10 +1006,13 @@ pub struct GenericDrsFault {
     /// `hostFaults`.
     pub host_faults: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GenericDrsFault {
     const TYPE_NAME: &'static str = "GenericDrsFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GenericDrsFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for GenericDrsFault {
     fn clone(&self) -> Self {
         Self {
@@ -900,6 +1021,7 @@ impl Clone for GenericDrsFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GenericDrsFault {
     type Target = VimFault;
     #[inline]
@@ -907,12 +1029,14 @@ impl std::ops::Deref for GenericDrsFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GenericDrsFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GenericDrsFault {
     fn decode_field(
         &mut self,
@@ -931,6 +1055,7 @@ impl x::Fields for GenericDrsFault {
         w.write_vec("hostFaults", &self.host_faults);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GenericVmConfigFault` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
@@ -941,10 +1066,13 @@ pub struct GenericVmConfigFault {
     /// `reason`.
     pub reason: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GenericVmConfigFault {
     const TYPE_NAME: &'static str = "GenericVmConfigFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GenericVmConfigFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GenericVmConfigFault {
     type Target = VmConfigFault;
     #[inline]
@@ -952,12 +1080,14 @@ impl std::ops::Deref for GenericVmConfigFault {
         &self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GenericVmConfigFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VmConfigFault {
         &mut self.vm_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GenericVmConfigFault {
     fn decode_field(
         &mut self,
@@ -976,6 +1106,7 @@ impl x::Fields for GenericVmConfigFault {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "all-events")]
 /// `GhostDvsProxySwitchDetectedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -986,10 +1117,13 @@ pub struct GhostDvsProxySwitchDetectedEvent {
     /// `switchUuid`.
     pub switch_uuid: Vec<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for GhostDvsProxySwitchDetectedEvent {
     const TYPE_NAME: &'static str = "GhostDvsProxySwitchDetectedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for GhostDvsProxySwitchDetectedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for GhostDvsProxySwitchDetectedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -998,6 +1132,7 @@ impl Clone for GhostDvsProxySwitchDetectedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for GhostDvsProxySwitchDetectedEvent {
     type Target = HostEvent;
     #[inline]
@@ -1005,12 +1140,14 @@ impl std::ops::Deref for GhostDvsProxySwitchDetectedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for GhostDvsProxySwitchDetectedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for GhostDvsProxySwitchDetectedEvent {
     fn decode_field(
         &mut self,
@@ -1029,6 +1166,7 @@ impl x::Fields for GhostDvsProxySwitchDetectedEvent {
         w.write_vec("switchUuid", &self.switch_uuid);
     }
 }
+#[cfg(feature = "all-events")]
 /// `GhostDvsProxySwitchRemovedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -1039,10 +1177,13 @@ pub struct GhostDvsProxySwitchRemovedEvent {
     /// `switchUuid`.
     pub switch_uuid: Vec<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for GhostDvsProxySwitchRemovedEvent {
     const TYPE_NAME: &'static str = "GhostDvsProxySwitchRemovedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for GhostDvsProxySwitchRemovedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for GhostDvsProxySwitchRemovedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -1051,6 +1192,7 @@ impl Clone for GhostDvsProxySwitchRemovedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for GhostDvsProxySwitchRemovedEvent {
     type Target = HostEvent;
     #[inline]
@@ -1058,12 +1200,14 @@ impl std::ops::Deref for GhostDvsProxySwitchRemovedEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for GhostDvsProxySwitchRemovedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for GhostDvsProxySwitchRemovedEvent {
     fn decode_field(
         &mut self,
@@ -1080,88 +1224,5 @@ impl x::Fields for GhostDvsProxySwitchRemovedEvent {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.host_event, w);
         w.write_vec("switchUuid", &self.switch_uuid);
-    }
-}
-/// `GlobalMessageChangedEvent` (extends `SessionEvent`).
-///
-/// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct GlobalMessageChangedEvent {
-    /// The fields `GlobalMessageChangedEvent` inherits from `SessionEvent`.
-    pub session_event: SessionEvent,
-    /// `message`.
-    pub message: String,
-    /// `prevMessage`.
-    pub prev_message: Option<String>,
-}
-impl x::SchemaType for GlobalMessageChangedEvent {
-    const TYPE_NAME: &'static str = "GlobalMessageChangedEvent";
-}
-impl x::Structure for GlobalMessageChangedEvent {}
-impl std::ops::Deref for GlobalMessageChangedEvent {
-    type Target = SessionEvent;
-    #[inline]
-    fn deref(&self) -> &SessionEvent {
-        &self.session_event
-    }
-}
-impl std::ops::DerefMut for GlobalMessageChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut SessionEvent {
-        &mut self.session_event
-    }
-}
-impl x::Fields for GlobalMessageChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "message" => r.read(&mut self.message),
-            "prevMessage" => r.read_opt(&mut self.prev_message),
-            _ => return x::Fields::decode_field(&mut self.session_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.session_event, w);
-        w.write("message", &self.message);
-        w.write_opt("prevMessage", &self.prev_message);
-    }
-}
-/// `GroupAlarmAction` (extends `AlarmAction`).
-#[derive(Debug, PartialEq, Default)]
-pub struct GroupAlarmAction {
-    /// `action`.
-    pub action: Vec<AnyAlarmAction>,
-}
-impl x::SchemaType for GroupAlarmAction {
-    const TYPE_NAME: &'static str = "GroupAlarmAction";
-}
-impl x::Structure for GroupAlarmAction {}
-impl Clone for GroupAlarmAction {
-    fn clone(&self) -> Self {
-        Self {
-            action: x::clone_vec(&self.action),
-        }
-    }
-}
-impl x::Fields for GroupAlarmAction {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "action" => r.read_push(&mut self.action),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("action", &self.action);
     }
 }

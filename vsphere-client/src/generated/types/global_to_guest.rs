@@ -5,6 +5,95 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-events")]
+/// `GlobalMessageChangedEvent` (extends `SessionEvent`).
+///
+/// The fields of `SessionEvent` are in `session_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GlobalMessageChangedEvent {
+    /// The fields `GlobalMessageChangedEvent` inherits from `SessionEvent`.
+    pub session_event: SessionEvent,
+    /// `message`.
+    pub message: String,
+    /// `prevMessage`.
+    pub prev_message: Option<String>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for GlobalMessageChangedEvent {
+    const TYPE_NAME: &'static str = "GlobalMessageChangedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for GlobalMessageChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for GlobalMessageChangedEvent {
+    type Target = SessionEvent;
+    #[inline]
+    fn deref(&self) -> &SessionEvent {
+        &self.session_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for GlobalMessageChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut SessionEvent {
+        &mut self.session_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for GlobalMessageChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "message" => r.read(&mut self.message),
+            "prevMessage" => r.read_opt(&mut self.prev_message),
+            _ => return x::Fields::decode_field(&mut self.session_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.session_event, w);
+        w.write("message", &self.message);
+        w.write_opt("prevMessage", &self.prev_message);
+    }
+}
+/// `GroupAlarmAction` (extends `AlarmAction`).
+#[derive(Debug, PartialEq, Default)]
+pub struct GroupAlarmAction {
+    /// `action`.
+    pub action: Vec<AnyAlarmAction>,
+}
+impl x::SchemaType for GroupAlarmAction {
+    const TYPE_NAME: &'static str = "GroupAlarmAction";
+}
+impl x::Structure for GroupAlarmAction {}
+impl Clone for GroupAlarmAction {
+    fn clone(&self) -> Self {
+        Self {
+            action: x::clone_vec(&self.action),
+        }
+    }
+}
+impl x::Fields for GroupAlarmAction {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "action" => r.read_push(&mut self.action),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("action", &self.action);
+    }
+}
 /// `GuestAliases` (extends `DynamicData`).
 #[derive(Debug, PartialEq, Default)]
 pub struct GuestAliases {
@@ -175,6 +264,7 @@ impl x::Fields for GuestAuthentication {
         w.write("interactiveSession", &self.interactive_session);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GuestAuthenticationChallenge` (extends `GuestOperationsFault`).
 ///
 /// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
@@ -187,10 +277,13 @@ pub struct GuestAuthenticationChallenge {
     /// `sessionID`.
     pub session_id: i64,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestAuthenticationChallenge {
     const TYPE_NAME: &'static str = "GuestAuthenticationChallenge";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestAuthenticationChallenge {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestAuthenticationChallenge {
     type Target = GuestOperationsFault;
     #[inline]
@@ -198,12 +291,14 @@ impl std::ops::Deref for GuestAuthenticationChallenge {
         &self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestAuthenticationChallenge {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestOperationsFault {
         &mut self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestAuthenticationChallenge {
     fn decode_field(
         &mut self,
@@ -226,6 +321,7 @@ impl x::Fields for GuestAuthenticationChallenge {
         w.write("sessionID", &self.session_id);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GuestComponentsOutOfDate` (extends `GuestOperationsFault`).
 ///
 /// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
@@ -234,10 +330,13 @@ pub struct GuestComponentsOutOfDate {
     /// The fields `GuestComponentsOutOfDate` inherits from `GuestOperationsFault`.
     pub guest_operations_fault: GuestOperationsFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestComponentsOutOfDate {
     const TYPE_NAME: &'static str = "GuestComponentsOutOfDate";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestComponentsOutOfDate {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestComponentsOutOfDate {
     type Target = GuestOperationsFault;
     #[inline]
@@ -245,12 +344,14 @@ impl std::ops::Deref for GuestComponentsOutOfDate {
         &self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestComponentsOutOfDate {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestOperationsFault {
         &mut self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestComponentsOutOfDate {
     fn decode_field(
         &mut self,
@@ -785,6 +886,7 @@ impl x::ArrayItem for GuestMappedAliases {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfGuestMappedAliases";
     const ITEM_TAG: &'static str = "GuestMappedAliases";
 }
+#[cfg(feature = "all-faults")]
 /// `GuestMultipleMappings` (extends `GuestOperationsFault`).
 ///
 /// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
@@ -793,10 +895,13 @@ pub struct GuestMultipleMappings {
     /// The fields `GuestMultipleMappings` inherits from `GuestOperationsFault`.
     pub guest_operations_fault: GuestOperationsFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestMultipleMappings {
     const TYPE_NAME: &'static str = "GuestMultipleMappings";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestMultipleMappings {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestMultipleMappings {
     type Target = GuestOperationsFault;
     #[inline]
@@ -804,12 +909,14 @@ impl std::ops::Deref for GuestMultipleMappings {
         &self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestMultipleMappings {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestOperationsFault {
         &mut self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestMultipleMappings {
     fn decode_field(
         &mut self,
@@ -1585,6 +1692,7 @@ impl x::ArrayItem for GuestProcessInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfGuestProcessInfo";
     const ITEM_TAG: &'static str = "GuestProcessInfo";
 }
+#[cfg(feature = "all-faults")]
 /// `GuestProcessNotFound` (extends `GuestOperationsFault`).
 ///
 /// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
@@ -1595,10 +1703,13 @@ pub struct GuestProcessNotFound {
     /// `pid`.
     pub pid: i64,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestProcessNotFound {
     const TYPE_NAME: &'static str = "GuestProcessNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestProcessNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestProcessNotFound {
     type Target = GuestOperationsFault;
     #[inline]
@@ -1606,12 +1717,14 @@ impl std::ops::Deref for GuestProcessNotFound {
         &self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestProcessNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestOperationsFault {
         &mut self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestProcessNotFound {
     fn decode_field(
         &mut self,
@@ -2038,6 +2151,7 @@ impl x::Fields for GuestRegValueStringSpec {
         w.write_opt("value", &self.value);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GuestRegistryFault` (extends `GuestOperationsFault`).
 ///
 /// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
@@ -2048,10 +2162,13 @@ pub struct GuestRegistryFault {
     /// `windowsSystemErrorCode`.
     pub windows_system_error_code: i64,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestRegistryFault {
     const TYPE_NAME: &'static str = "GuestRegistryFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestRegistryFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestRegistryFault {
     type Target = GuestOperationsFault;
     #[inline]
@@ -2059,12 +2176,14 @@ impl std::ops::Deref for GuestRegistryFault {
         &self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestRegistryFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestOperationsFault {
         &mut self.guest_operations_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestRegistryFault {
     fn decode_field(
         &mut self,
@@ -2085,6 +2204,7 @@ impl x::Fields for GuestRegistryFault {
         w.write("windowsSystemErrorCode", &self.windows_system_error_code);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GuestRegistryKeyAlreadyExists` (extends `GuestRegistryKeyFault`).
 ///
 /// The fields of `GuestRegistryKeyFault` are in `guest_registry_key_fault`, also reachable through `Deref`.
@@ -2093,10 +2213,13 @@ pub struct GuestRegistryKeyAlreadyExists {
     /// The fields `GuestRegistryKeyAlreadyExists` inherits from `GuestRegistryKeyFault`.
     pub guest_registry_key_fault: GuestRegistryKeyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestRegistryKeyAlreadyExists {
     const TYPE_NAME: &'static str = "GuestRegistryKeyAlreadyExists";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestRegistryKeyAlreadyExists {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestRegistryKeyAlreadyExists {
     type Target = GuestRegistryKeyFault;
     #[inline]
@@ -2104,12 +2227,14 @@ impl std::ops::Deref for GuestRegistryKeyAlreadyExists {
         &self.guest_registry_key_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestRegistryKeyAlreadyExists {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestRegistryKeyFault {
         &mut self.guest_registry_key_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestRegistryKeyAlreadyExists {
     fn decode_field(
         &mut self,
@@ -2123,6 +2248,7 @@ impl x::Fields for GuestRegistryKeyAlreadyExists {
         x::Fields::encode_fields(&self.guest_registry_key_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GuestRegistryKeyFault` (extends `GuestRegistryFault`).
 ///
 /// The fields of `GuestRegistryFault` are in `guest_registry_fault`, also reachable through `Deref`.
@@ -2133,10 +2259,13 @@ pub struct GuestRegistryKeyFault {
     /// `keyName`.
     pub key_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestRegistryKeyFault {
     const TYPE_NAME: &'static str = "GuestRegistryKeyFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestRegistryKeyFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestRegistryKeyFault {
     type Target = GuestRegistryFault;
     #[inline]
@@ -2144,12 +2273,14 @@ impl std::ops::Deref for GuestRegistryKeyFault {
         &self.guest_registry_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestRegistryKeyFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestRegistryFault {
         &mut self.guest_registry_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestRegistryKeyFault {
     fn decode_field(
         &mut self,
@@ -2168,6 +2299,7 @@ impl x::Fields for GuestRegistryKeyFault {
         w.write("keyName", &self.key_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GuestRegistryKeyHasSubkeys` (extends `GuestRegistryKeyFault`).
 ///
 /// The fields of `GuestRegistryKeyFault` are in `guest_registry_key_fault`, also reachable through `Deref`.
@@ -2176,10 +2308,13 @@ pub struct GuestRegistryKeyHasSubkeys {
     /// The fields `GuestRegistryKeyHasSubkeys` inherits from `GuestRegistryKeyFault`.
     pub guest_registry_key_fault: GuestRegistryKeyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestRegistryKeyHasSubkeys {
     const TYPE_NAME: &'static str = "GuestRegistryKeyHasSubkeys";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestRegistryKeyHasSubkeys {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestRegistryKeyHasSubkeys {
     type Target = GuestRegistryKeyFault;
     #[inline]
@@ -2187,12 +2322,14 @@ impl std::ops::Deref for GuestRegistryKeyHasSubkeys {
         &self.guest_registry_key_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestRegistryKeyHasSubkeys {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestRegistryKeyFault {
         &mut self.guest_registry_key_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestRegistryKeyHasSubkeys {
     fn decode_field(
         &mut self,
@@ -2206,6 +2343,7 @@ impl x::Fields for GuestRegistryKeyHasSubkeys {
         x::Fields::encode_fields(&self.guest_registry_key_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GuestRegistryKeyInvalid` (extends `GuestRegistryKeyFault`).
 ///
 /// The fields of `GuestRegistryKeyFault` are in `guest_registry_key_fault`, also reachable through `Deref`.
@@ -2214,10 +2352,13 @@ pub struct GuestRegistryKeyInvalid {
     /// The fields `GuestRegistryKeyInvalid` inherits from `GuestRegistryKeyFault`.
     pub guest_registry_key_fault: GuestRegistryKeyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestRegistryKeyInvalid {
     const TYPE_NAME: &'static str = "GuestRegistryKeyInvalid";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestRegistryKeyInvalid {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestRegistryKeyInvalid {
     type Target = GuestRegistryKeyFault;
     #[inline]
@@ -2225,12 +2366,14 @@ impl std::ops::Deref for GuestRegistryKeyInvalid {
         &self.guest_registry_key_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestRegistryKeyInvalid {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestRegistryKeyFault {
         &mut self.guest_registry_key_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestRegistryKeyInvalid {
     fn decode_field(
         &mut self,
@@ -2244,6 +2387,7 @@ impl x::Fields for GuestRegistryKeyInvalid {
         x::Fields::encode_fields(&self.guest_registry_key_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GuestRegistryKeyParentVolatile` (extends `GuestRegistryKeyFault`).
 ///
 /// The fields of `GuestRegistryKeyFault` are in `guest_registry_key_fault`, also reachable through `Deref`.
@@ -2252,10 +2396,13 @@ pub struct GuestRegistryKeyParentVolatile {
     /// The fields `GuestRegistryKeyParentVolatile` inherits from `GuestRegistryKeyFault`.
     pub guest_registry_key_fault: GuestRegistryKeyFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestRegistryKeyParentVolatile {
     const TYPE_NAME: &'static str = "GuestRegistryKeyParentVolatile";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestRegistryKeyParentVolatile {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestRegistryKeyParentVolatile {
     type Target = GuestRegistryKeyFault;
     #[inline]
@@ -2263,12 +2410,14 @@ impl std::ops::Deref for GuestRegistryKeyParentVolatile {
         &self.guest_registry_key_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestRegistryKeyParentVolatile {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestRegistryKeyFault {
         &mut self.guest_registry_key_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestRegistryKeyParentVolatile {
     fn decode_field(
         &mut self,
@@ -2282,6 +2431,7 @@ impl x::Fields for GuestRegistryKeyParentVolatile {
         x::Fields::encode_fields(&self.guest_registry_key_fault, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GuestRegistryValueFault` (extends `GuestRegistryFault`).
 ///
 /// The fields of `GuestRegistryFault` are in `guest_registry_fault`, also reachable through `Deref`.
@@ -2294,10 +2444,13 @@ pub struct GuestRegistryValueFault {
     /// `valueName`.
     pub value_name: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestRegistryValueFault {
     const TYPE_NAME: &'static str = "GuestRegistryValueFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestRegistryValueFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestRegistryValueFault {
     type Target = GuestRegistryFault;
     #[inline]
@@ -2305,12 +2458,14 @@ impl std::ops::Deref for GuestRegistryValueFault {
         &self.guest_registry_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestRegistryValueFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestRegistryFault {
         &mut self.guest_registry_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestRegistryValueFault {
     fn decode_field(
         &mut self,
@@ -2331,6 +2486,7 @@ impl x::Fields for GuestRegistryValueFault {
         w.write("valueName", &self.value_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `GuestRegistryValueNotFound` (extends `GuestRegistryValueFault`).
 ///
 /// The fields of `GuestRegistryValueFault` are in `guest_registry_value_fault`, also reachable through `Deref`.
@@ -2339,10 +2495,13 @@ pub struct GuestRegistryValueNotFound {
     /// The fields `GuestRegistryValueNotFound` inherits from `GuestRegistryValueFault`.
     pub guest_registry_value_fault: GuestRegistryValueFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for GuestRegistryValueNotFound {
     const TYPE_NAME: &'static str = "GuestRegistryValueNotFound";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for GuestRegistryValueNotFound {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for GuestRegistryValueNotFound {
     type Target = GuestRegistryValueFault;
     #[inline]
@@ -2350,12 +2509,14 @@ impl std::ops::Deref for GuestRegistryValueNotFound {
         &self.guest_registry_value_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for GuestRegistryValueNotFound {
     #[inline]
     fn deref_mut(&mut self) -> &mut GuestRegistryValueFault {
         &mut self.guest_registry_value_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for GuestRegistryValueNotFound {
     fn decode_field(
         &mut self,

@@ -5,6 +5,303 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-events")]
+/// `DvsUpgradeRejectedEvent` (extends `DvsEvent`).
+///
+/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DvsUpgradeRejectedEvent {
+    /// The fields `DvsUpgradeRejectedEvent` inherits from `DvsEvent`.
+    pub dvs_event: DvsEvent,
+    /// `productInfo`.
+    pub product_info: DistributedVirtualSwitchProductSpec,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for DvsUpgradeRejectedEvent {
+    const TYPE_NAME: &'static str = "DvsUpgradeRejectedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for DvsUpgradeRejectedEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for DvsUpgradeRejectedEvent {
+    type Target = DvsEvent;
+    #[inline]
+    fn deref(&self) -> &DvsEvent {
+        &self.dvs_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for DvsUpgradeRejectedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsEvent {
+        &mut self.dvs_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for DvsUpgradeRejectedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "productInfo" => r.read(&mut self.product_info),
+            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.dvs_event, w);
+        w.write("productInfo", &self.product_info);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `DvsUpgradedEvent` (extends `DvsEvent`).
+///
+/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DvsUpgradedEvent {
+    /// The fields `DvsUpgradedEvent` inherits from `DvsEvent`.
+    pub dvs_event: DvsEvent,
+    /// `productInfo`.
+    pub product_info: DistributedVirtualSwitchProductSpec,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for DvsUpgradedEvent {
+    const TYPE_NAME: &'static str = "DvsUpgradedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for DvsUpgradedEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for DvsUpgradedEvent {
+    type Target = DvsEvent;
+    #[inline]
+    fn deref(&self) -> &DvsEvent {
+        &self.dvs_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for DvsUpgradedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsEvent {
+        &mut self.dvs_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for DvsUpgradedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "productInfo" => r.read(&mut self.product_info),
+            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.dvs_event, w);
+        w.write("productInfo", &self.product_info);
+    }
+}
+/// `DvsVNicProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DvsVNicProfile {
+    /// The fields `DvsVNicProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+    /// `key`.
+    pub key: String,
+    /// `ipConfig`.
+    pub ip_config: IpAddressProfile,
+}
+impl x::SchemaType for DvsVNicProfile {
+    const TYPE_NAME: &'static str = "DvsVNicProfile";
+}
+impl x::Structure for DvsVNicProfile {}
+impl std::ops::Deref for DvsVNicProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for DvsVNicProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for DvsVNicProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "ipConfig" => r.read(&mut self.ip_config),
+            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+        w.write("key", &self.key);
+        w.write("ipConfig", &self.ip_config);
+    }
+}
+/// `DvsVmVnicNetworkResourcePoolRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct DvsVmVnicNetworkResourcePoolRuntimeInfo {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: Option<String>,
+    /// `capacity`.
+    pub capacity: Option<i32>,
+    /// `usage`.
+    pub usage: Option<i32>,
+    /// `available`.
+    pub available: Option<i32>,
+    /// `status`.
+    pub status: String,
+    /// `allocatedResource`.
+    pub allocated_resource: Vec<DvsVnicAllocatedResource>,
+}
+impl x::SchemaType for DvsVmVnicNetworkResourcePoolRuntimeInfo {
+    const TYPE_NAME: &'static str = "DvsVmVnicNetworkResourcePoolRuntimeInfo";
+}
+impl x::Structure for DvsVmVnicNetworkResourcePoolRuntimeInfo {}
+impl Clone for DvsVmVnicNetworkResourcePoolRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            name: self.name.clone(),
+            capacity: self.capacity,
+            usage: self.usage,
+            available: self.available,
+            status: self.status.clone(),
+            allocated_resource: x::clone_vec(&self.allocated_resource),
+        }
+    }
+}
+impl x::Fields for DvsVmVnicNetworkResourcePoolRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "capacity" => r.read_opt(&mut self.capacity),
+            "usage" => r.read_opt(&mut self.usage),
+            "available" => r.read_opt(&mut self.available),
+            "status" => r.read(&mut self.status),
+            "allocatedResource" => r.read_push(&mut self.allocated_resource),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("name", &self.name);
+        w.write_opt("capacity", &self.capacity);
+        w.write_opt("usage", &self.usage);
+        w.write_opt("available", &self.available);
+        w.write("status", &self.status);
+        w.write_vec("allocatedResource", &self.allocated_resource);
+    }
+}
+impl x::ArrayItem for DvsVmVnicNetworkResourcePoolRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo";
+    const ITEM_TAG: &'static str = "DvsVmVnicNetworkResourcePoolRuntimeInfo";
+}
+/// `DvsVmVnicResourceAllocation` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DvsVmVnicResourceAllocation {
+    /// `reservationQuota`.
+    pub reservation_quota: Option<i64>,
+}
+impl x::SchemaType for DvsVmVnicResourceAllocation {
+    const TYPE_NAME: &'static str = "DvsVmVnicResourceAllocation";
+}
+impl x::Structure for DvsVmVnicResourceAllocation {}
+impl x::Fields for DvsVmVnicResourceAllocation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reservationQuota" => r.read_opt(&mut self.reservation_quota),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("reservationQuota", &self.reservation_quota);
+    }
+}
+/// `DvsVmVnicResourcePoolConfigSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DvsVmVnicResourcePoolConfigSpec {
+    /// `operation`.
+    pub operation: String,
+    /// `key`.
+    pub key: Option<String>,
+    /// `configVersion`.
+    pub config_version: Option<String>,
+    /// `allocationInfo`.
+    pub allocation_info: Option<DvsVmVnicResourceAllocation>,
+    /// `name`.
+    pub name: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+}
+impl x::SchemaType for DvsVmVnicResourcePoolConfigSpec {
+    const TYPE_NAME: &'static str = "DvsVmVnicResourcePoolConfigSpec";
+}
+impl x::Structure for DvsVmVnicResourcePoolConfigSpec {}
+impl x::Fields for DvsVmVnicResourcePoolConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "key" => r.read_opt(&mut self.key),
+            "configVersion" => r.read_opt(&mut self.config_version),
+            "allocationInfo" => r.read_opt(&mut self.allocation_info),
+            "name" => r.read_opt(&mut self.name),
+            "description" => r.read_opt(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("operation", &self.operation);
+        w.write_opt("key", &self.key);
+        w.write_opt("configVersion", &self.config_version);
+        w.write_opt("allocationInfo", &self.allocation_info);
+        w.write_opt("name", &self.name);
+        w.write_opt("description", &self.description);
+    }
+}
+impl x::ArrayItem for DvsVmVnicResourcePoolConfigSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsVmVnicResourcePoolConfigSpec";
+    const ITEM_TAG: &'static str = "DvsVmVnicResourcePoolConfigSpec";
+}
 /// `DvsVnicAllocatedResource` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DvsVnicAllocatedResource {
@@ -130,6 +427,7 @@ impl x::ArrayItem for DynamicProperty {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDynamicProperty";
     const ITEM_TAG: &'static str = "DynamicProperty";
 }
+#[cfg(feature = "all-faults")]
 /// `EVCAdmissionFailed` (extends `NotSupportedHostInCluster`).
 ///
 /// The fields of `NotSupportedHostInCluster` are in `not_supported_host_in_cluster`, also reachable through `Deref`.
@@ -140,10 +438,13 @@ pub struct EVCAdmissionFailed {
     /// `faults`.
     pub faults: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCAdmissionFailed {
     const TYPE_NAME: &'static str = "EVCAdmissionFailed";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCAdmissionFailed {}
+#[cfg(feature = "all-faults")]
 impl Clone for EVCAdmissionFailed {
     fn clone(&self) -> Self {
         Self {
@@ -152,6 +453,7 @@ impl Clone for EVCAdmissionFailed {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCAdmissionFailed {
     type Target = NotSupportedHostInCluster;
     #[inline]
@@ -159,12 +461,14 @@ impl std::ops::Deref for EVCAdmissionFailed {
         &self.not_supported_host_in_cluster
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCAdmissionFailed {
     #[inline]
     fn deref_mut(&mut self) -> &mut NotSupportedHostInCluster {
         &mut self.not_supported_host_in_cluster
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCAdmissionFailed {
     fn decode_field(
         &mut self,
@@ -189,6 +493,7 @@ impl x::Fields for EVCAdmissionFailed {
         w.write_vec("faults", &self.faults);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCAdmissionFailedCPUFeaturesForMode` (extends `EVCAdmissionFailed`).
 ///
 /// The fields of `EVCAdmissionFailed` are in `evc_admission_failed`, also reachable through `Deref`.
@@ -199,10 +504,13 @@ pub struct EVCAdmissionFailedCPUFeaturesForMode {
     /// `currentEVCModeKey`.
     pub current_evc_mode_key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCAdmissionFailedCPUFeaturesForMode {
     const TYPE_NAME: &'static str = "EVCAdmissionFailedCPUFeaturesForMode";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCAdmissionFailedCPUFeaturesForMode {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCAdmissionFailedCPUFeaturesForMode {
     type Target = EVCAdmissionFailed;
     #[inline]
@@ -210,12 +518,14 @@ impl std::ops::Deref for EVCAdmissionFailedCPUFeaturesForMode {
         &self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCAdmissionFailedCPUFeaturesForMode {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCAdmissionFailed {
         &mut self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCAdmissionFailedCPUFeaturesForMode {
     fn decode_field(
         &mut self,
@@ -234,6 +544,7 @@ impl x::Fields for EVCAdmissionFailedCPUFeaturesForMode {
         w.write("currentEVCModeKey", &self.current_evc_mode_key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCAdmissionFailedCPUModel` (extends `EVCAdmissionFailed`).
 ///
 /// The fields of `EVCAdmissionFailed` are in `evc_admission_failed`, also reachable through `Deref`.
@@ -242,10 +553,13 @@ pub struct EVCAdmissionFailedCPUModel {
     /// The fields `EVCAdmissionFailedCPUModel` inherits from `EVCAdmissionFailed`.
     pub evc_admission_failed: EVCAdmissionFailed,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCAdmissionFailedCPUModel {
     const TYPE_NAME: &'static str = "EVCAdmissionFailedCPUModel";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCAdmissionFailedCPUModel {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCAdmissionFailedCPUModel {
     type Target = EVCAdmissionFailed;
     #[inline]
@@ -253,12 +567,14 @@ impl std::ops::Deref for EVCAdmissionFailedCPUModel {
         &self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCAdmissionFailedCPUModel {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCAdmissionFailed {
         &mut self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCAdmissionFailedCPUModel {
     fn decode_field(
         &mut self,
@@ -272,6 +588,7 @@ impl x::Fields for EVCAdmissionFailedCPUModel {
         x::Fields::encode_fields(&self.evc_admission_failed, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCAdmissionFailedCPUModelForMode` (extends `EVCAdmissionFailed`).
 ///
 /// The fields of `EVCAdmissionFailed` are in `evc_admission_failed`, also reachable through `Deref`.
@@ -282,10 +599,13 @@ pub struct EVCAdmissionFailedCPUModelForMode {
     /// `currentEVCModeKey`.
     pub current_evc_mode_key: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCAdmissionFailedCPUModelForMode {
     const TYPE_NAME: &'static str = "EVCAdmissionFailedCPUModelForMode";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCAdmissionFailedCPUModelForMode {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCAdmissionFailedCPUModelForMode {
     type Target = EVCAdmissionFailed;
     #[inline]
@@ -293,12 +613,14 @@ impl std::ops::Deref for EVCAdmissionFailedCPUModelForMode {
         &self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCAdmissionFailedCPUModelForMode {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCAdmissionFailed {
         &mut self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCAdmissionFailedCPUModelForMode {
     fn decode_field(
         &mut self,
@@ -317,6 +639,7 @@ impl x::Fields for EVCAdmissionFailedCPUModelForMode {
         w.write("currentEVCModeKey", &self.current_evc_mode_key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCAdmissionFailedCPUVendor` (extends `EVCAdmissionFailed`).
 ///
 /// The fields of `EVCAdmissionFailed` are in `evc_admission_failed`, also reachable through `Deref`.
@@ -329,10 +652,13 @@ pub struct EVCAdmissionFailedCPUVendor {
     /// `hostCPUVendor`.
     pub host_cpu_vendor: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCAdmissionFailedCPUVendor {
     const TYPE_NAME: &'static str = "EVCAdmissionFailedCPUVendor";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCAdmissionFailedCPUVendor {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCAdmissionFailedCPUVendor {
     type Target = EVCAdmissionFailed;
     #[inline]
@@ -340,12 +666,14 @@ impl std::ops::Deref for EVCAdmissionFailedCPUVendor {
         &self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCAdmissionFailedCPUVendor {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCAdmissionFailed {
         &mut self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCAdmissionFailedCPUVendor {
     fn decode_field(
         &mut self,
@@ -366,6 +694,7 @@ impl x::Fields for EVCAdmissionFailedCPUVendor {
         w.write("hostCPUVendor", &self.host_cpu_vendor);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCAdmissionFailedCPUVendorUnknown` (extends `EVCAdmissionFailed`).
 ///
 /// The fields of `EVCAdmissionFailed` are in `evc_admission_failed`, also reachable through `Deref`.
@@ -374,10 +703,13 @@ pub struct EVCAdmissionFailedCPUVendorUnknown {
     /// The fields `EVCAdmissionFailedCPUVendorUnknown` inherits from `EVCAdmissionFailed`.
     pub evc_admission_failed: EVCAdmissionFailed,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCAdmissionFailedCPUVendorUnknown {
     const TYPE_NAME: &'static str = "EVCAdmissionFailedCPUVendorUnknown";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCAdmissionFailedCPUVendorUnknown {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCAdmissionFailedCPUVendorUnknown {
     type Target = EVCAdmissionFailed;
     #[inline]
@@ -385,12 +717,14 @@ impl std::ops::Deref for EVCAdmissionFailedCPUVendorUnknown {
         &self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCAdmissionFailedCPUVendorUnknown {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCAdmissionFailed {
         &mut self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCAdmissionFailedCPUVendorUnknown {
     fn decode_field(
         &mut self,
@@ -404,6 +738,7 @@ impl x::Fields for EVCAdmissionFailedCPUVendorUnknown {
         x::Fields::encode_fields(&self.evc_admission_failed, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCAdmissionFailedHostDisconnected` (extends `EVCAdmissionFailed`).
 ///
 /// The fields of `EVCAdmissionFailed` are in `evc_admission_failed`, also reachable through `Deref`.
@@ -412,10 +747,13 @@ pub struct EVCAdmissionFailedHostDisconnected {
     /// The fields `EVCAdmissionFailedHostDisconnected` inherits from `EVCAdmissionFailed`.
     pub evc_admission_failed: EVCAdmissionFailed,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCAdmissionFailedHostDisconnected {
     const TYPE_NAME: &'static str = "EVCAdmissionFailedHostDisconnected";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCAdmissionFailedHostDisconnected {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCAdmissionFailedHostDisconnected {
     type Target = EVCAdmissionFailed;
     #[inline]
@@ -423,12 +761,14 @@ impl std::ops::Deref for EVCAdmissionFailedHostDisconnected {
         &self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCAdmissionFailedHostDisconnected {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCAdmissionFailed {
         &mut self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCAdmissionFailedHostDisconnected {
     fn decode_field(
         &mut self,
@@ -442,6 +782,7 @@ impl x::Fields for EVCAdmissionFailedHostDisconnected {
         x::Fields::encode_fields(&self.evc_admission_failed, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCAdmissionFailedHostSoftware` (extends `EVCAdmissionFailed`).
 ///
 /// The fields of `EVCAdmissionFailed` are in `evc_admission_failed`, also reachable through `Deref`.
@@ -450,10 +791,13 @@ pub struct EVCAdmissionFailedHostSoftware {
     /// The fields `EVCAdmissionFailedHostSoftware` inherits from `EVCAdmissionFailed`.
     pub evc_admission_failed: EVCAdmissionFailed,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCAdmissionFailedHostSoftware {
     const TYPE_NAME: &'static str = "EVCAdmissionFailedHostSoftware";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCAdmissionFailedHostSoftware {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCAdmissionFailedHostSoftware {
     type Target = EVCAdmissionFailed;
     #[inline]
@@ -461,12 +805,14 @@ impl std::ops::Deref for EVCAdmissionFailedHostSoftware {
         &self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCAdmissionFailedHostSoftware {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCAdmissionFailed {
         &mut self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCAdmissionFailedHostSoftware {
     fn decode_field(
         &mut self,
@@ -480,6 +826,7 @@ impl x::Fields for EVCAdmissionFailedHostSoftware {
         x::Fields::encode_fields(&self.evc_admission_failed, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCAdmissionFailedHostSoftwareForMode` (extends `EVCAdmissionFailed`).
 ///
 /// The fields of `EVCAdmissionFailed` are in `evc_admission_failed`, also reachable through `Deref`.
@@ -488,10 +835,13 @@ pub struct EVCAdmissionFailedHostSoftwareForMode {
     /// The fields `EVCAdmissionFailedHostSoftwareForMode` inherits from `EVCAdmissionFailed`.
     pub evc_admission_failed: EVCAdmissionFailed,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCAdmissionFailedHostSoftwareForMode {
     const TYPE_NAME: &'static str = "EVCAdmissionFailedHostSoftwareForMode";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCAdmissionFailedHostSoftwareForMode {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCAdmissionFailedHostSoftwareForMode {
     type Target = EVCAdmissionFailed;
     #[inline]
@@ -499,12 +849,14 @@ impl std::ops::Deref for EVCAdmissionFailedHostSoftwareForMode {
         &self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCAdmissionFailedHostSoftwareForMode {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCAdmissionFailed {
         &mut self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCAdmissionFailedHostSoftwareForMode {
     fn decode_field(
         &mut self,
@@ -518,6 +870,7 @@ impl x::Fields for EVCAdmissionFailedHostSoftwareForMode {
         x::Fields::encode_fields(&self.evc_admission_failed, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCAdmissionFailedVmActive` (extends `EVCAdmissionFailed`).
 ///
 /// The fields of `EVCAdmissionFailed` are in `evc_admission_failed`, also reachable through `Deref`.
@@ -526,10 +879,13 @@ pub struct EVCAdmissionFailedVmActive {
     /// The fields `EVCAdmissionFailedVmActive` inherits from `EVCAdmissionFailed`.
     pub evc_admission_failed: EVCAdmissionFailed,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCAdmissionFailedVmActive {
     const TYPE_NAME: &'static str = "EVCAdmissionFailedVmActive";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCAdmissionFailedVmActive {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCAdmissionFailedVmActive {
     type Target = EVCAdmissionFailed;
     #[inline]
@@ -537,12 +893,14 @@ impl std::ops::Deref for EVCAdmissionFailedVmActive {
         &self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCAdmissionFailedVmActive {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCAdmissionFailed {
         &mut self.evc_admission_failed
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCAdmissionFailedVmActive {
     fn decode_field(
         &mut self,
@@ -556,6 +914,7 @@ impl x::Fields for EVCAdmissionFailedVmActive {
         x::Fields::encode_fields(&self.evc_admission_failed, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCConfigFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -566,10 +925,13 @@ pub struct EVCConfigFault {
     /// `faults`.
     pub faults: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCConfigFault {
     const TYPE_NAME: &'static str = "EVCConfigFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCConfigFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for EVCConfigFault {
     fn clone(&self) -> Self {
         Self {
@@ -578,6 +940,7 @@ impl Clone for EVCConfigFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCConfigFault {
     type Target = VimFault;
     #[inline]
@@ -585,12 +948,14 @@ impl std::ops::Deref for EVCConfigFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCConfigFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCConfigFault {
     fn decode_field(
         &mut self,
@@ -696,6 +1061,7 @@ impl x::ArrayItem for EVCMode {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfEVCMode";
     const ITEM_TAG: &'static str = "EVCMode";
 }
+#[cfg(feature = "all-faults")]
 /// `EVCModeIllegalByVendor` (extends `EVCConfigFault`).
 ///
 /// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
@@ -708,10 +1074,13 @@ pub struct EVCModeIllegalByVendor {
     /// `modeCPUVendor`.
     pub mode_cpu_vendor: String,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCModeIllegalByVendor {
     const TYPE_NAME: &'static str = "EVCModeIllegalByVendor";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCModeIllegalByVendor {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCModeIllegalByVendor {
     type Target = EVCConfigFault;
     #[inline]
@@ -719,12 +1088,14 @@ impl std::ops::Deref for EVCModeIllegalByVendor {
         &self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCModeIllegalByVendor {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCConfigFault {
         &mut self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCModeIllegalByVendor {
     fn decode_field(
         &mut self,
@@ -745,6 +1116,7 @@ impl x::Fields for EVCModeIllegalByVendor {
         w.write("modeCPUVendor", &self.mode_cpu_vendor);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCModeUnsupportedByHosts` (extends `EVCConfigFault`).
 ///
 /// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
@@ -759,10 +1131,13 @@ pub struct EVCModeUnsupportedByHosts {
     /// `hostName`.
     pub host_name: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCModeUnsupportedByHosts {
     const TYPE_NAME: &'static str = "EVCModeUnsupportedByHosts";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCModeUnsupportedByHosts {}
+#[cfg(feature = "all-faults")]
 impl Clone for EVCModeUnsupportedByHosts {
     fn clone(&self) -> Self {
         Self {
@@ -773,6 +1148,7 @@ impl Clone for EVCModeUnsupportedByHosts {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCModeUnsupportedByHosts {
     type Target = EVCConfigFault;
     #[inline]
@@ -780,12 +1156,14 @@ impl std::ops::Deref for EVCModeUnsupportedByHosts {
         &self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCModeUnsupportedByHosts {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCConfigFault {
         &mut self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCModeUnsupportedByHosts {
     fn decode_field(
         &mut self,
@@ -808,6 +1186,7 @@ impl x::Fields for EVCModeUnsupportedByHosts {
         w.write_vec("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCUnsupportedByHostHardware` (extends `EVCConfigFault`).
 ///
 /// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
@@ -820,10 +1199,13 @@ pub struct EVCUnsupportedByHostHardware {
     /// `hostName`.
     pub host_name: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCUnsupportedByHostHardware {
     const TYPE_NAME: &'static str = "EVCUnsupportedByHostHardware";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCUnsupportedByHostHardware {}
+#[cfg(feature = "all-faults")]
 impl Clone for EVCUnsupportedByHostHardware {
     fn clone(&self) -> Self {
         Self {
@@ -833,6 +1215,7 @@ impl Clone for EVCUnsupportedByHostHardware {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCUnsupportedByHostHardware {
     type Target = EVCConfigFault;
     #[inline]
@@ -840,12 +1223,14 @@ impl std::ops::Deref for EVCUnsupportedByHostHardware {
         &self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCUnsupportedByHostHardware {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCConfigFault {
         &mut self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCUnsupportedByHostHardware {
     fn decode_field(
         &mut self,
@@ -866,6 +1251,7 @@ impl x::Fields for EVCUnsupportedByHostHardware {
         w.write_vec("hostName", &self.host_name);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `EVCUnsupportedByHostSoftware` (extends `EVCConfigFault`).
 ///
 /// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
@@ -878,10 +1264,13 @@ pub struct EVCUnsupportedByHostSoftware {
     /// `hostName`.
     pub host_name: Vec<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for EVCUnsupportedByHostSoftware {
     const TYPE_NAME: &'static str = "EVCUnsupportedByHostSoftware";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for EVCUnsupportedByHostSoftware {}
+#[cfg(feature = "all-faults")]
 impl Clone for EVCUnsupportedByHostSoftware {
     fn clone(&self) -> Self {
         Self {
@@ -891,6 +1280,7 @@ impl Clone for EVCUnsupportedByHostSoftware {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for EVCUnsupportedByHostSoftware {
     type Target = EVCConfigFault;
     #[inline]
@@ -898,12 +1288,14 @@ impl std::ops::Deref for EVCUnsupportedByHostSoftware {
         &self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for EVCUnsupportedByHostSoftware {
     #[inline]
     fn deref_mut(&mut self) -> &mut EVCConfigFault {
         &mut self.evc_config_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for EVCUnsupportedByHostSoftware {
     fn decode_field(
         &mut self,
@@ -922,219 +1314,5 @@ impl x::Fields for EVCUnsupportedByHostSoftware {
         x::Fields::encode_fields(&self.evc_config_fault, w);
         w.write_vec("host", &self.host);
         w.write_vec("hostName", &self.host_name);
-    }
-}
-/// `EightHostLimitViolated` (extends `VmConfigFault`).
-///
-/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct EightHostLimitViolated {
-    /// The fields `EightHostLimitViolated` inherits from `VmConfigFault`.
-    pub vm_config_fault: VmConfigFault,
-}
-impl x::SchemaType for EightHostLimitViolated {
-    const TYPE_NAME: &'static str = "EightHostLimitViolated";
-}
-impl x::Structure for EightHostLimitViolated {}
-impl std::ops::Deref for EightHostLimitViolated {
-    type Target = VmConfigFault;
-    #[inline]
-    fn deref(&self) -> &VmConfigFault {
-        &self.vm_config_fault
-    }
-}
-impl std::ops::DerefMut for EightHostLimitViolated {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmConfigFault {
-        &mut self.vm_config_fault
-    }
-}
-impl x::Fields for EightHostLimitViolated {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_config_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_config_fault, w);
-    }
-}
-/// `ElementDescription` (extends `Description`).
-///
-/// Fields of this type hold [`AnyElementDescription`], which also carries its subtypes.
-///
-/// The fields of `Description` are in `description`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ElementDescription {
-    /// The fields `ElementDescription` inherits from `Description`.
-    pub description: Description,
-    /// `key`.
-    pub key: String,
-}
-impl x::SchemaType for ElementDescription {
-    const TYPE_NAME: &'static str = "ElementDescription";
-}
-impl x::Structure for ElementDescription {}
-impl std::ops::Deref for ElementDescription {
-    type Target = Description;
-    #[inline]
-    fn deref(&self) -> &Description {
-        &self.description
-    }
-}
-impl std::ops::DerefMut for ElementDescription {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut Description {
-        &mut self.description
-    }
-}
-impl x::Fields for ElementDescription {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return x::Fields::decode_field(&mut self.description, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.description, w);
-        w.write("key", &self.key);
-    }
-}
-/// `EncryptionKeyRequired` (extends `InvalidState`).
-///
-/// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct EncryptionKeyRequired {
-    /// The fields `EncryptionKeyRequired` inherits from `InvalidState`.
-    pub invalid_state: InvalidState,
-    /// `requiredKey`.
-    pub required_key: Vec<CryptoKeyId>,
-}
-impl x::SchemaType for EncryptionKeyRequired {
-    const TYPE_NAME: &'static str = "EncryptionKeyRequired";
-}
-impl x::Structure for EncryptionKeyRequired {}
-impl Clone for EncryptionKeyRequired {
-    fn clone(&self) -> Self {
-        Self {
-            invalid_state: self.invalid_state.clone(),
-            required_key: x::clone_vec(&self.required_key),
-        }
-    }
-}
-impl std::ops::Deref for EncryptionKeyRequired {
-    type Target = InvalidState;
-    #[inline]
-    fn deref(&self) -> &InvalidState {
-        &self.invalid_state
-    }
-}
-impl std::ops::DerefMut for EncryptionKeyRequired {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut InvalidState {
-        &mut self.invalid_state
-    }
-}
-impl x::Fields for EncryptionKeyRequired {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "requiredKey" => r.read_push(&mut self.required_key),
-            _ => return x::Fields::decode_field(&mut self.invalid_state, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.invalid_state, w);
-        w.write_vec("requiredKey", &self.required_key);
-    }
-}
-/// `EnteredMaintenanceModeEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct EnteredMaintenanceModeEvent {
-    /// The fields `EnteredMaintenanceModeEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for EnteredMaintenanceModeEvent {
-    const TYPE_NAME: &'static str = "EnteredMaintenanceModeEvent";
-}
-impl x::Structure for EnteredMaintenanceModeEvent {}
-impl std::ops::Deref for EnteredMaintenanceModeEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for EnteredMaintenanceModeEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for EnteredMaintenanceModeEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `EnteredStandbyModeEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct EnteredStandbyModeEvent {
-    /// The fields `EnteredStandbyModeEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for EnteredStandbyModeEvent {
-    const TYPE_NAME: &'static str = "EnteredStandbyModeEvent";
-}
-impl x::Structure for EnteredStandbyModeEvent {}
-impl std::ops::Deref for EnteredStandbyModeEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for EnteredStandbyModeEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for EnteredStandbyModeEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
     }
 }

@@ -5,6 +5,101 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-events")]
+/// `DvpgImportEvent` (extends `DVPortgroupEvent`).
+///
+/// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DvpgImportEvent {
+    /// The fields `DvpgImportEvent` inherits from `DVPortgroupEvent`.
+    pub dv_portgroup_event: DVPortgroupEvent,
+    /// `importType`.
+    pub import_type: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for DvpgImportEvent {
+    const TYPE_NAME: &'static str = "DvpgImportEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for DvpgImportEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for DvpgImportEvent {
+    type Target = DVPortgroupEvent;
+    #[inline]
+    fn deref(&self) -> &DVPortgroupEvent {
+        &self.dv_portgroup_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for DvpgImportEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DVPortgroupEvent {
+        &mut self.dv_portgroup_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for DvpgImportEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "importType" => r.read(&mut self.import_type),
+            _ => return x::Fields::decode_field(&mut self.dv_portgroup_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.dv_portgroup_event, w);
+        w.write("importType", &self.import_type);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `DvpgRestoreEvent` (extends `DVPortgroupEvent`).
+///
+/// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DvpgRestoreEvent {
+    /// The fields `DvpgRestoreEvent` inherits from `DVPortgroupEvent`.
+    pub dv_portgroup_event: DVPortgroupEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for DvpgRestoreEvent {
+    const TYPE_NAME: &'static str = "DvpgRestoreEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for DvpgRestoreEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for DvpgRestoreEvent {
+    type Target = DVPortgroupEvent;
+    #[inline]
+    fn deref(&self) -> &DVPortgroupEvent {
+        &self.dv_portgroup_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for DvpgRestoreEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DVPortgroupEvent {
+        &mut self.dv_portgroup_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for DvpgRestoreEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.dv_portgroup_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.dv_portgroup_event, w);
+    }
+}
 /// `DvsAcceptNetworkRuleAction` (extends `DvsNetworkRuleAction`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DvsAcceptNetworkRuleAction {}
@@ -22,6 +117,7 @@ impl x::Fields for DvsAcceptNetworkRuleAction {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-faults")]
 /// `DvsApplyOperationFault` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -32,10 +128,13 @@ pub struct DvsApplyOperationFault {
     /// `objectFault`.
     pub object_fault: Vec<DvsApplyOperationFaultFaultOnObject>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DvsApplyOperationFault {
     const TYPE_NAME: &'static str = "DvsApplyOperationFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DvsApplyOperationFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for DvsApplyOperationFault {
     fn clone(&self) -> Self {
         Self {
@@ -44,6 +143,7 @@ impl Clone for DvsApplyOperationFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DvsApplyOperationFault {
     type Target = DvsFault;
     #[inline]
@@ -51,12 +151,14 @@ impl std::ops::Deref for DvsApplyOperationFault {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DvsApplyOperationFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DvsApplyOperationFault {
     fn decode_field(
         &mut self,
@@ -75,6 +177,7 @@ impl x::Fields for DvsApplyOperationFault {
         w.write_vec("objectFault", &self.object_fault);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DvsApplyOperationFaultFaultOnObject` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DvsApplyOperationFaultFaultOnObject {
@@ -85,10 +188,13 @@ pub struct DvsApplyOperationFaultFaultOnObject {
     /// `fault`.
     pub fault: LocalizedMethodFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DvsApplyOperationFaultFaultOnObject {
     const TYPE_NAME: &'static str = "DvsApplyOperationFaultFaultOnObject";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DvsApplyOperationFaultFaultOnObject {}
+#[cfg(feature = "all-faults")]
 impl x::Fields for DvsApplyOperationFaultFaultOnObject {
     fn decode_field(
         &mut self,
@@ -110,6 +216,7 @@ impl x::Fields for DvsApplyOperationFaultFaultOnObject {
         w.write("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::ArrayItem for DvsApplyOperationFaultFaultOnObject {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsApplyOperationFaultFaultOnObject";
     const ITEM_TAG: &'static str = "DvsApplyOperationFaultFaultOnObject";
@@ -131,6 +238,7 @@ impl x::Fields for DvsCopyNetworkRuleAction {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `DvsCreatedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -141,10 +249,13 @@ pub struct DvsCreatedEvent {
     /// `parent`.
     pub parent: FolderEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsCreatedEvent {
     const TYPE_NAME: &'static str = "DvsCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsCreatedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -152,12 +263,14 @@ impl std::ops::Deref for DvsCreatedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsCreatedEvent {
     fn decode_field(
         &mut self,
@@ -176,6 +289,7 @@ impl x::Fields for DvsCreatedEvent {
         w.write("parent", &self.parent);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsDestroyedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -184,10 +298,13 @@ pub struct DvsDestroyedEvent {
     /// The fields `DvsDestroyedEvent` inherits from `DvsEvent`.
     pub dvs_event: DvsEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsDestroyedEvent {
     const TYPE_NAME: &'static str = "DvsDestroyedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsDestroyedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsDestroyedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -195,12 +312,14 @@ impl std::ops::Deref for DvsDestroyedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsDestroyedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsDestroyedEvent {
     fn decode_field(
         &mut self,
@@ -231,6 +350,7 @@ impl x::Fields for DvsDropNetworkRuleAction {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "all-events")]
 /// `DvsEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -239,10 +359,13 @@ pub struct DvsEvent {
     /// The fields `DvsEvent` inherits from `Event`.
     pub event: Event,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsEvent {
     const TYPE_NAME: &'static str = "DvsEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsEvent {
     type Target = Event;
     #[inline]
@@ -250,12 +373,14 @@ impl std::ops::Deref for DvsEvent {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsEvent {
     fn decode_field(
         &mut self,
@@ -314,6 +439,7 @@ impl x::Fields for DvsEventArgument {
         w.write("dvs", &self.dvs);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DvsFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
@@ -322,10 +448,13 @@ pub struct DvsFault {
     /// The fields `DvsFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DvsFault {
     const TYPE_NAME: &'static str = "DvsFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DvsFault {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DvsFault {
     type Target = VimFault;
     #[inline]
@@ -333,12 +462,14 @@ impl std::ops::Deref for DvsFault {
         &self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DvsFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut VimFault {
         &mut self.vim_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DvsFault {
     fn decode_field(
         &mut self,
@@ -574,6 +705,7 @@ impl x::Fields for DvsGreEncapNetworkRuleAction {
         w.write("encapsulationIp", &self.encapsulation_ip);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsHealthStatusChangeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -586,10 +718,13 @@ pub struct DvsHealthStatusChangeEvent {
     /// `healthResult`.
     pub health_result: Option<AnyHostMemberHealthCheckResult>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsHealthStatusChangeEvent {
     const TYPE_NAME: &'static str = "DvsHealthStatusChangeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsHealthStatusChangeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsHealthStatusChangeEvent {
     type Target = HostEvent;
     #[inline]
@@ -597,12 +732,14 @@ impl std::ops::Deref for DvsHealthStatusChangeEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsHealthStatusChangeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsHealthStatusChangeEvent {
     fn decode_field(
         &mut self,
@@ -623,6 +760,7 @@ impl x::Fields for DvsHealthStatusChangeEvent {
         w.write_opt("healthResult", &self.health_result);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsHostBackInSyncEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -633,10 +771,13 @@ pub struct DvsHostBackInSyncEvent {
     /// `hostBackInSync`.
     pub host_back_in_sync: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsHostBackInSyncEvent {
     const TYPE_NAME: &'static str = "DvsHostBackInSyncEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsHostBackInSyncEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsHostBackInSyncEvent {
     type Target = DvsEvent;
     #[inline]
@@ -644,12 +785,14 @@ impl std::ops::Deref for DvsHostBackInSyncEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsHostBackInSyncEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsHostBackInSyncEvent {
     fn decode_field(
         &mut self,
@@ -742,6 +885,7 @@ impl x::Fields for DvsHostInfrastructureTrafficResourceAllocation {
         w.write_opt("reservation", &self.reservation);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsHostJoinedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -752,10 +896,13 @@ pub struct DvsHostJoinedEvent {
     /// `hostJoined`.
     pub host_joined: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsHostJoinedEvent {
     const TYPE_NAME: &'static str = "DvsHostJoinedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsHostJoinedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsHostJoinedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -763,12 +910,14 @@ impl std::ops::Deref for DvsHostJoinedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsHostJoinedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsHostJoinedEvent {
     fn decode_field(
         &mut self,
@@ -787,6 +936,7 @@ impl x::Fields for DvsHostJoinedEvent {
         w.write("hostJoined", &self.host_joined);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsHostLeftEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -797,10 +947,13 @@ pub struct DvsHostLeftEvent {
     /// `hostLeft`.
     pub host_left: HostEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsHostLeftEvent {
     const TYPE_NAME: &'static str = "DvsHostLeftEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsHostLeftEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsHostLeftEvent {
     type Target = DvsEvent;
     #[inline]
@@ -808,12 +961,14 @@ impl std::ops::Deref for DvsHostLeftEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsHostLeftEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsHostLeftEvent {
     fn decode_field(
         &mut self,
@@ -832,6 +987,7 @@ impl x::Fields for DvsHostLeftEvent {
         w.write("hostLeft", &self.host_left);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsHostStatusUpdated` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -850,10 +1006,13 @@ pub struct DvsHostStatusUpdated {
     /// `newStatusDetail`.
     pub new_status_detail: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsHostStatusUpdated {
     const TYPE_NAME: &'static str = "DvsHostStatusUpdated";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsHostStatusUpdated {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsHostStatusUpdated {
     type Target = DvsEvent;
     #[inline]
@@ -861,12 +1020,14 @@ impl std::ops::Deref for DvsHostStatusUpdated {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsHostStatusUpdated {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsHostStatusUpdated {
     fn decode_field(
         &mut self,
@@ -935,6 +1096,7 @@ impl x::ArrayItem for DvsHostVNicProfile {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsHostVNicProfile";
     const ITEM_TAG: &'static str = "DvsHostVNicProfile";
 }
+#[cfg(feature = "all-events")]
 /// `DvsHostWentOutOfSyncEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -945,10 +1107,13 @@ pub struct DvsHostWentOutOfSyncEvent {
     /// `hostOutOfSync`.
     pub host_out_of_sync: DvsOutOfSyncHostArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsHostWentOutOfSyncEvent {
     const TYPE_NAME: &'static str = "DvsHostWentOutOfSyncEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsHostWentOutOfSyncEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsHostWentOutOfSyncEvent {
     type Target = DvsEvent;
     #[inline]
@@ -956,12 +1121,14 @@ impl std::ops::Deref for DvsHostWentOutOfSyncEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsHostWentOutOfSyncEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsHostWentOutOfSyncEvent {
     fn decode_field(
         &mut self,
@@ -980,6 +1147,7 @@ impl x::Fields for DvsHostWentOutOfSyncEvent {
         w.write("hostOutOfSync", &self.host_out_of_sync);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsImportEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -990,10 +1158,13 @@ pub struct DvsImportEvent {
     /// `importType`.
     pub import_type: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsImportEvent {
     const TYPE_NAME: &'static str = "DvsImportEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsImportEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsImportEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1001,12 +1172,14 @@ impl std::ops::Deref for DvsImportEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsImportEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsImportEvent {
     fn decode_field(
         &mut self,
@@ -1292,6 +1465,7 @@ impl x::Fields for DvsMacRewriteNetworkRuleAction {
         w.write("rewriteMac", &self.rewrite_mac);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsMergedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1304,10 +1478,13 @@ pub struct DvsMergedEvent {
     /// `destinationDvs`.
     pub destination_dvs: DvsEventArgument,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsMergedEvent {
     const TYPE_NAME: &'static str = "DvsMergedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsMergedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsMergedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1315,12 +1492,14 @@ impl std::ops::Deref for DvsMergedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsMergedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsMergedEvent {
     fn decode_field(
         &mut self,
@@ -1389,6 +1568,7 @@ impl x::Fields for DvsNetworkRuleQualifier {
         w.write_opt("key", &self.key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DvsNotAuthorized` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -1401,10 +1581,13 @@ pub struct DvsNotAuthorized {
     /// `dvsExtensionKey`.
     pub dvs_extension_key: Option<String>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DvsNotAuthorized {
     const TYPE_NAME: &'static str = "DvsNotAuthorized";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DvsNotAuthorized {}
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DvsNotAuthorized {
     type Target = DvsFault;
     #[inline]
@@ -1412,12 +1595,14 @@ impl std::ops::Deref for DvsNotAuthorized {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DvsNotAuthorized {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DvsNotAuthorized {
     fn decode_field(
         &mut self,
@@ -1438,6 +1623,7 @@ impl x::Fields for DvsNotAuthorized {
         w.write_opt("dvsExtensionKey", &self.dvs_extension_key);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DvsOperationBulkFault` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -1448,10 +1634,13 @@ pub struct DvsOperationBulkFault {
     /// `hostFault`.
     pub host_fault: Vec<DvsOperationBulkFaultFaultOnHost>,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DvsOperationBulkFault {
     const TYPE_NAME: &'static str = "DvsOperationBulkFault";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DvsOperationBulkFault {}
+#[cfg(feature = "all-faults")]
 impl Clone for DvsOperationBulkFault {
     fn clone(&self) -> Self {
         Self {
@@ -1460,6 +1649,7 @@ impl Clone for DvsOperationBulkFault {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DvsOperationBulkFault {
     type Target = DvsFault;
     #[inline]
@@ -1467,12 +1657,14 @@ impl std::ops::Deref for DvsOperationBulkFault {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DvsOperationBulkFault {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DvsOperationBulkFault {
     fn decode_field(
         &mut self,
@@ -1491,6 +1683,7 @@ impl x::Fields for DvsOperationBulkFault {
         w.write_vec("hostFault", &self.host_fault);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DvsOperationBulkFaultFaultOnHost` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DvsOperationBulkFaultFaultOnHost {
@@ -1499,10 +1692,13 @@ pub struct DvsOperationBulkFaultFaultOnHost {
     /// `fault`.
     pub fault: LocalizedMethodFault,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DvsOperationBulkFaultFaultOnHost {
     const TYPE_NAME: &'static str = "DvsOperationBulkFaultFaultOnHost";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DvsOperationBulkFaultFaultOnHost {}
+#[cfg(feature = "all-faults")]
 impl x::Fields for DvsOperationBulkFaultFaultOnHost {
     fn decode_field(
         &mut self,
@@ -1522,10 +1718,12 @@ impl x::Fields for DvsOperationBulkFaultFaultOnHost {
         w.write("fault", &self.fault);
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::ArrayItem for DvsOperationBulkFaultFaultOnHost {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsOperationBulkFaultFaultOnHost";
     const ITEM_TAG: &'static str = "DvsOperationBulkFaultFaultOnHost";
 }
+#[cfg(feature = "all-events")]
 /// `DvsOutOfSyncHostArgument` (extends `DynamicData`).
 #[derive(Debug, PartialEq, Default)]
 pub struct DvsOutOfSyncHostArgument {
@@ -1534,10 +1732,13 @@ pub struct DvsOutOfSyncHostArgument {
     /// `configParamters`.
     pub config_paramters: Vec<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsOutOfSyncHostArgument {
     const TYPE_NAME: &'static str = "DvsOutOfSyncHostArgument";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsOutOfSyncHostArgument {}
+#[cfg(feature = "all-events")]
 impl Clone for DvsOutOfSyncHostArgument {
     fn clone(&self) -> Self {
         Self {
@@ -1546,6 +1747,7 @@ impl Clone for DvsOutOfSyncHostArgument {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsOutOfSyncHostArgument {
     fn decode_field(
         &mut self,
@@ -1565,10 +1767,12 @@ impl x::Fields for DvsOutOfSyncHostArgument {
         w.write_vec("configParamters", &self.config_paramters);
     }
 }
+#[cfg(feature = "all-events")]
 impl x::ArrayItem for DvsOutOfSyncHostArgument {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsOutOfSyncHostArgument";
     const ITEM_TAG: &'static str = "DvsOutOfSyncHostArgument";
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortBlockedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1585,10 +1789,13 @@ pub struct DvsPortBlockedEvent {
     /// `prevBlockState`.
     pub prev_block_state: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortBlockedEvent {
     const TYPE_NAME: &'static str = "DvsPortBlockedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortBlockedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortBlockedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1596,12 +1803,14 @@ impl std::ops::Deref for DvsPortBlockedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortBlockedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortBlockedEvent {
     fn decode_field(
         &mut self,
@@ -1626,6 +1835,7 @@ impl x::Fields for DvsPortBlockedEvent {
         w.write_opt("prevBlockState", &self.prev_block_state);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortConnectedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1638,10 +1848,13 @@ pub struct DvsPortConnectedEvent {
     /// `connectee`.
     pub connectee: Option<DistributedVirtualSwitchPortConnectee>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortConnectedEvent {
     const TYPE_NAME: &'static str = "DvsPortConnectedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortConnectedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortConnectedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1649,12 +1862,14 @@ impl std::ops::Deref for DvsPortConnectedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortConnectedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortConnectedEvent {
     fn decode_field(
         &mut self,
@@ -1675,6 +1890,7 @@ impl x::Fields for DvsPortConnectedEvent {
         w.write_opt("connectee", &self.connectee);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortCreatedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1685,10 +1901,13 @@ pub struct DvsPortCreatedEvent {
     /// `portKey`.
     pub port_key: Vec<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortCreatedEvent {
     const TYPE_NAME: &'static str = "DvsPortCreatedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortCreatedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for DvsPortCreatedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -1697,6 +1916,7 @@ impl Clone for DvsPortCreatedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortCreatedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1704,12 +1924,14 @@ impl std::ops::Deref for DvsPortCreatedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortCreatedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortCreatedEvent {
     fn decode_field(
         &mut self,
@@ -1728,6 +1950,7 @@ impl x::Fields for DvsPortCreatedEvent {
         w.write_vec("portKey", &self.port_key);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortDeletedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1738,10 +1961,13 @@ pub struct DvsPortDeletedEvent {
     /// `portKey`.
     pub port_key: Vec<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortDeletedEvent {
     const TYPE_NAME: &'static str = "DvsPortDeletedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortDeletedEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for DvsPortDeletedEvent {
     fn clone(&self) -> Self {
         Self {
@@ -1750,6 +1976,7 @@ impl Clone for DvsPortDeletedEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortDeletedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1757,12 +1984,14 @@ impl std::ops::Deref for DvsPortDeletedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortDeletedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortDeletedEvent {
     fn decode_field(
         &mut self,
@@ -1781,6 +2010,7 @@ impl x::Fields for DvsPortDeletedEvent {
         w.write_vec("portKey", &self.port_key);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortDisconnectedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1793,10 +2023,13 @@ pub struct DvsPortDisconnectedEvent {
     /// `connectee`.
     pub connectee: Option<DistributedVirtualSwitchPortConnectee>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortDisconnectedEvent {
     const TYPE_NAME: &'static str = "DvsPortDisconnectedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortDisconnectedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortDisconnectedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1804,12 +2037,14 @@ impl std::ops::Deref for DvsPortDisconnectedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortDisconnectedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortDisconnectedEvent {
     fn decode_field(
         &mut self,
@@ -1830,6 +2065,7 @@ impl x::Fields for DvsPortDisconnectedEvent {
         w.write_opt("connectee", &self.connectee);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortEnteredPassthruEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1842,10 +2078,13 @@ pub struct DvsPortEnteredPassthruEvent {
     /// `runtimeInfo`.
     pub runtime_info: Option<DVPortStatus>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortEnteredPassthruEvent {
     const TYPE_NAME: &'static str = "DvsPortEnteredPassthruEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortEnteredPassthruEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortEnteredPassthruEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1853,12 +2092,14 @@ impl std::ops::Deref for DvsPortEnteredPassthruEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortEnteredPassthruEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortEnteredPassthruEvent {
     fn decode_field(
         &mut self,
@@ -1879,6 +2120,7 @@ impl x::Fields for DvsPortEnteredPassthruEvent {
         w.write_opt("runtimeInfo", &self.runtime_info);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortExitedPassthruEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1891,10 +2133,13 @@ pub struct DvsPortExitedPassthruEvent {
     /// `runtimeInfo`.
     pub runtime_info: Option<DVPortStatus>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortExitedPassthruEvent {
     const TYPE_NAME: &'static str = "DvsPortExitedPassthruEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortExitedPassthruEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortExitedPassthruEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1902,12 +2147,14 @@ impl std::ops::Deref for DvsPortExitedPassthruEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortExitedPassthruEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortExitedPassthruEvent {
     fn decode_field(
         &mut self,
@@ -1928,6 +2175,7 @@ impl x::Fields for DvsPortExitedPassthruEvent {
         w.write_opt("runtimeInfo", &self.runtime_info);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortJoinPortgroupEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1942,10 +2190,13 @@ pub struct DvsPortJoinPortgroupEvent {
     /// `portgroupName`.
     pub portgroup_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortJoinPortgroupEvent {
     const TYPE_NAME: &'static str = "DvsPortJoinPortgroupEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortJoinPortgroupEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortJoinPortgroupEvent {
     type Target = DvsEvent;
     #[inline]
@@ -1953,12 +2204,14 @@ impl std::ops::Deref for DvsPortJoinPortgroupEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortJoinPortgroupEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortJoinPortgroupEvent {
     fn decode_field(
         &mut self,
@@ -1981,6 +2234,7 @@ impl x::Fields for DvsPortJoinPortgroupEvent {
         w.write("portgroupName", &self.portgroup_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortLeavePortgroupEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -1995,10 +2249,13 @@ pub struct DvsPortLeavePortgroupEvent {
     /// `portgroupName`.
     pub portgroup_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortLeavePortgroupEvent {
     const TYPE_NAME: &'static str = "DvsPortLeavePortgroupEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortLeavePortgroupEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortLeavePortgroupEvent {
     type Target = DvsEvent;
     #[inline]
@@ -2006,12 +2263,14 @@ impl std::ops::Deref for DvsPortLeavePortgroupEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortLeavePortgroupEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortLeavePortgroupEvent {
     fn decode_field(
         &mut self,
@@ -2034,6 +2293,7 @@ impl x::Fields for DvsPortLeavePortgroupEvent {
         w.write("portgroupName", &self.portgroup_name);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortLinkDownEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -2046,10 +2306,13 @@ pub struct DvsPortLinkDownEvent {
     /// `runtimeInfo`.
     pub runtime_info: Option<DVPortStatus>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortLinkDownEvent {
     const TYPE_NAME: &'static str = "DvsPortLinkDownEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortLinkDownEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortLinkDownEvent {
     type Target = DvsEvent;
     #[inline]
@@ -2057,12 +2320,14 @@ impl std::ops::Deref for DvsPortLinkDownEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortLinkDownEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortLinkDownEvent {
     fn decode_field(
         &mut self,
@@ -2083,6 +2348,7 @@ impl x::Fields for DvsPortLinkDownEvent {
         w.write_opt("runtimeInfo", &self.runtime_info);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortLinkUpEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -2095,10 +2361,13 @@ pub struct DvsPortLinkUpEvent {
     /// `runtimeInfo`.
     pub runtime_info: Option<DVPortStatus>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortLinkUpEvent {
     const TYPE_NAME: &'static str = "DvsPortLinkUpEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortLinkUpEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortLinkUpEvent {
     type Target = DvsEvent;
     #[inline]
@@ -2106,12 +2375,14 @@ impl std::ops::Deref for DvsPortLinkUpEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortLinkUpEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortLinkUpEvent {
     fn decode_field(
         &mut self,
@@ -2132,6 +2403,7 @@ impl x::Fields for DvsPortLinkUpEvent {
         w.write_opt("runtimeInfo", &self.runtime_info);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortReconfiguredEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -2144,10 +2416,13 @@ pub struct DvsPortReconfiguredEvent {
     /// `configChanges`.
     pub config_changes: Vec<ChangesInfoEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortReconfiguredEvent {
     const TYPE_NAME: &'static str = "DvsPortReconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortReconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl Clone for DvsPortReconfiguredEvent {
     fn clone(&self) -> Self {
         Self {
@@ -2157,6 +2432,7 @@ impl Clone for DvsPortReconfiguredEvent {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortReconfiguredEvent {
     type Target = DvsEvent;
     #[inline]
@@ -2164,12 +2440,14 @@ impl std::ops::Deref for DvsPortReconfiguredEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortReconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -2190,6 +2468,7 @@ impl x::Fields for DvsPortReconfiguredEvent {
         w.write_vec("configChanges", &self.config_changes);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortRuntimeChangeEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -2202,10 +2481,13 @@ pub struct DvsPortRuntimeChangeEvent {
     /// `runtimeInfo`.
     pub runtime_info: DVPortStatus,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortRuntimeChangeEvent {
     const TYPE_NAME: &'static str = "DvsPortRuntimeChangeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortRuntimeChangeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortRuntimeChangeEvent {
     type Target = DvsEvent;
     #[inline]
@@ -2213,12 +2495,14 @@ impl std::ops::Deref for DvsPortRuntimeChangeEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortRuntimeChangeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortRuntimeChangeEvent {
     fn decode_field(
         &mut self,
@@ -2239,6 +2523,7 @@ impl x::Fields for DvsPortRuntimeChangeEvent {
         w.write("runtimeInfo", &self.runtime_info);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortUnblockedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -2253,10 +2538,13 @@ pub struct DvsPortUnblockedEvent {
     /// `prevBlockState`.
     pub prev_block_state: Option<String>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortUnblockedEvent {
     const TYPE_NAME: &'static str = "DvsPortUnblockedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortUnblockedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortUnblockedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -2264,12 +2552,14 @@ impl std::ops::Deref for DvsPortUnblockedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortUnblockedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortUnblockedEvent {
     fn decode_field(
         &mut self,
@@ -2292,6 +2582,7 @@ impl x::Fields for DvsPortUnblockedEvent {
         w.write_opt("prevBlockState", &self.prev_block_state);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsPortVendorSpecificStateChangeEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -2302,10 +2593,13 @@ pub struct DvsPortVendorSpecificStateChangeEvent {
     /// `portKey`.
     pub port_key: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsPortVendorSpecificStateChangeEvent {
     const TYPE_NAME: &'static str = "DvsPortVendorSpecificStateChangeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsPortVendorSpecificStateChangeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsPortVendorSpecificStateChangeEvent {
     type Target = DvsEvent;
     #[inline]
@@ -2313,12 +2607,14 @@ impl std::ops::Deref for DvsPortVendorSpecificStateChangeEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsPortVendorSpecificStateChangeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsPortVendorSpecificStateChangeEvent {
     fn decode_field(
         &mut self,
@@ -2448,6 +2744,7 @@ impl x::Fields for DvsRateLimitNetworkRuleAction {
         w.write("packetsPerSecond", &self.packets_per_second);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsReconfiguredEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -2460,10 +2757,13 @@ pub struct DvsReconfiguredEvent {
     /// `configChanges`.
     pub config_changes: Option<ChangesInfoEventArgument>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsReconfiguredEvent {
     const TYPE_NAME: &'static str = "DvsReconfiguredEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsReconfiguredEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsReconfiguredEvent {
     type Target = DvsEvent;
     #[inline]
@@ -2471,12 +2771,14 @@ impl std::ops::Deref for DvsReconfiguredEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsReconfiguredEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsReconfiguredEvent {
     fn decode_field(
         &mut self,
@@ -2497,6 +2799,7 @@ impl x::Fields for DvsReconfiguredEvent {
         w.write_opt("configChanges", &self.config_changes);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsRenamedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -2509,10 +2812,13 @@ pub struct DvsRenamedEvent {
     /// `newName`.
     pub new_name: String,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsRenamedEvent {
     const TYPE_NAME: &'static str = "DvsRenamedEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsRenamedEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsRenamedEvent {
     type Target = DvsEvent;
     #[inline]
@@ -2520,12 +2826,14 @@ impl std::ops::Deref for DvsRenamedEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsRenamedEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsRenamedEvent {
     fn decode_field(
         &mut self,
@@ -2609,6 +2917,7 @@ impl x::Fields for DvsResourceRuntimeInfo {
         );
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsRestoreEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -2617,10 +2926,13 @@ pub struct DvsRestoreEvent {
     /// The fields `DvsRestoreEvent` inherits from `DvsEvent`.
     pub dvs_event: DvsEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsRestoreEvent {
     const TYPE_NAME: &'static str = "DvsRestoreEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsRestoreEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsRestoreEvent {
     type Target = DvsEvent;
     #[inline]
@@ -2628,12 +2940,14 @@ impl std::ops::Deref for DvsRestoreEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsRestoreEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsRestoreEvent {
     fn decode_field(
         &mut self,
@@ -2647,6 +2961,7 @@ impl x::Fields for DvsRestoreEvent {
         x::Fields::encode_fields(&self.dvs_event, w);
     }
 }
+#[cfg(feature = "all-faults")]
 /// `DvsScopeViolated` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
@@ -2659,10 +2974,13 @@ pub struct DvsScopeViolated {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
 }
+#[cfg(feature = "all-faults")]
 impl x::SchemaType for DvsScopeViolated {
     const TYPE_NAME: &'static str = "DvsScopeViolated";
 }
+#[cfg(feature = "all-faults")]
 impl x::Structure for DvsScopeViolated {}
+#[cfg(feature = "all-faults")]
 impl Clone for DvsScopeViolated {
     fn clone(&self) -> Self {
         Self {
@@ -2672,6 +2990,7 @@ impl Clone for DvsScopeViolated {
         }
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::Deref for DvsScopeViolated {
     type Target = DvsFault;
     #[inline]
@@ -2679,12 +2998,14 @@ impl std::ops::Deref for DvsScopeViolated {
         &self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl std::ops::DerefMut for DvsScopeViolated {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsFault {
         &mut self.dvs_fault
     }
 }
+#[cfg(feature = "all-faults")]
 impl x::Fields for DvsScopeViolated {
     fn decode_field(
         &mut self,
@@ -3082,6 +3403,7 @@ impl x::Fields for DvsUpdateTagNetworkRuleAction {
         w.write_opt("dscpTag", &self.dscp_tag);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsUpgradeAvailableEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -3092,10 +3414,13 @@ pub struct DvsUpgradeAvailableEvent {
     /// `productInfo`.
     pub product_info: DistributedVirtualSwitchProductSpec,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsUpgradeAvailableEvent {
     const TYPE_NAME: &'static str = "DvsUpgradeAvailableEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsUpgradeAvailableEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsUpgradeAvailableEvent {
     type Target = DvsEvent;
     #[inline]
@@ -3103,12 +3428,14 @@ impl std::ops::Deref for DvsUpgradeAvailableEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsUpgradeAvailableEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsUpgradeAvailableEvent {
     fn decode_field(
         &mut self,
@@ -3127,6 +3454,7 @@ impl x::Fields for DvsUpgradeAvailableEvent {
         w.write("productInfo", &self.product_info);
     }
 }
+#[cfg(feature = "all-events")]
 /// `DvsUpgradeInProgressEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
@@ -3137,10 +3465,13 @@ pub struct DvsUpgradeInProgressEvent {
     /// `productInfo`.
     pub product_info: DistributedVirtualSwitchProductSpec,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for DvsUpgradeInProgressEvent {
     const TYPE_NAME: &'static str = "DvsUpgradeInProgressEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for DvsUpgradeInProgressEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for DvsUpgradeInProgressEvent {
     type Target = DvsEvent;
     #[inline]
@@ -3148,12 +3479,14 @@ impl std::ops::Deref for DvsUpgradeInProgressEvent {
         &self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for DvsUpgradeInProgressEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut DvsEvent {
         &mut self.dvs_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for DvsUpgradeInProgressEvent {
     fn decode_field(
         &mut self,
@@ -3171,289 +3504,4 @@ impl x::Fields for DvsUpgradeInProgressEvent {
         x::Fields::encode_fields(&self.dvs_event, w);
         w.write("productInfo", &self.product_info);
     }
-}
-/// `DvsUpgradeRejectedEvent` (extends `DvsEvent`).
-///
-/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DvsUpgradeRejectedEvent {
-    /// The fields `DvsUpgradeRejectedEvent` inherits from `DvsEvent`.
-    pub dvs_event: DvsEvent,
-    /// `productInfo`.
-    pub product_info: DistributedVirtualSwitchProductSpec,
-}
-impl x::SchemaType for DvsUpgradeRejectedEvent {
-    const TYPE_NAME: &'static str = "DvsUpgradeRejectedEvent";
-}
-impl x::Structure for DvsUpgradeRejectedEvent {}
-impl std::ops::Deref for DvsUpgradeRejectedEvent {
-    type Target = DvsEvent;
-    #[inline]
-    fn deref(&self) -> &DvsEvent {
-        &self.dvs_event
-    }
-}
-impl std::ops::DerefMut for DvsUpgradeRejectedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DvsEvent {
-        &mut self.dvs_event
-    }
-}
-impl x::Fields for DvsUpgradeRejectedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "productInfo" => r.read(&mut self.product_info),
-            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_event, w);
-        w.write("productInfo", &self.product_info);
-    }
-}
-/// `DvsUpgradedEvent` (extends `DvsEvent`).
-///
-/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DvsUpgradedEvent {
-    /// The fields `DvsUpgradedEvent` inherits from `DvsEvent`.
-    pub dvs_event: DvsEvent,
-    /// `productInfo`.
-    pub product_info: DistributedVirtualSwitchProductSpec,
-}
-impl x::SchemaType for DvsUpgradedEvent {
-    const TYPE_NAME: &'static str = "DvsUpgradedEvent";
-}
-impl x::Structure for DvsUpgradedEvent {}
-impl std::ops::Deref for DvsUpgradedEvent {
-    type Target = DvsEvent;
-    #[inline]
-    fn deref(&self) -> &DvsEvent {
-        &self.dvs_event
-    }
-}
-impl std::ops::DerefMut for DvsUpgradedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DvsEvent {
-        &mut self.dvs_event
-    }
-}
-impl x::Fields for DvsUpgradedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "productInfo" => r.read(&mut self.product_info),
-            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_event, w);
-        w.write("productInfo", &self.product_info);
-    }
-}
-/// `DvsVNicProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DvsVNicProfile {
-    /// The fields `DvsVNicProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-    /// `key`.
-    pub key: String,
-    /// `ipConfig`.
-    pub ip_config: IpAddressProfile,
-}
-impl x::SchemaType for DvsVNicProfile {
-    const TYPE_NAME: &'static str = "DvsVNicProfile";
-}
-impl x::Structure for DvsVNicProfile {}
-impl std::ops::Deref for DvsVNicProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for DvsVNicProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for DvsVNicProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "ipConfig" => r.read(&mut self.ip_config),
-            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-        w.write("key", &self.key);
-        w.write("ipConfig", &self.ip_config);
-    }
-}
-/// `DvsVmVnicNetworkResourcePoolRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct DvsVmVnicNetworkResourcePoolRuntimeInfo {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: Option<String>,
-    /// `capacity`.
-    pub capacity: Option<i32>,
-    /// `usage`.
-    pub usage: Option<i32>,
-    /// `available`.
-    pub available: Option<i32>,
-    /// `status`.
-    pub status: String,
-    /// `allocatedResource`.
-    pub allocated_resource: Vec<DvsVnicAllocatedResource>,
-}
-impl x::SchemaType for DvsVmVnicNetworkResourcePoolRuntimeInfo {
-    const TYPE_NAME: &'static str = "DvsVmVnicNetworkResourcePoolRuntimeInfo";
-}
-impl x::Structure for DvsVmVnicNetworkResourcePoolRuntimeInfo {}
-impl Clone for DvsVmVnicNetworkResourcePoolRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            name: self.name.clone(),
-            capacity: self.capacity,
-            usage: self.usage,
-            available: self.available,
-            status: self.status.clone(),
-            allocated_resource: x::clone_vec(&self.allocated_resource),
-        }
-    }
-}
-impl x::Fields for DvsVmVnicNetworkResourcePoolRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "capacity" => r.read_opt(&mut self.capacity),
-            "usage" => r.read_opt(&mut self.usage),
-            "available" => r.read_opt(&mut self.available),
-            "status" => r.read(&mut self.status),
-            "allocatedResource" => r.read_push(&mut self.allocated_resource),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_opt("capacity", &self.capacity);
-        w.write_opt("usage", &self.usage);
-        w.write_opt("available", &self.available);
-        w.write("status", &self.status);
-        w.write_vec("allocatedResource", &self.allocated_resource);
-    }
-}
-impl x::ArrayItem for DvsVmVnicNetworkResourcePoolRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo";
-    const ITEM_TAG: &'static str = "DvsVmVnicNetworkResourcePoolRuntimeInfo";
-}
-/// `DvsVmVnicResourceAllocation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DvsVmVnicResourceAllocation {
-    /// `reservationQuota`.
-    pub reservation_quota: Option<i64>,
-}
-impl x::SchemaType for DvsVmVnicResourceAllocation {
-    const TYPE_NAME: &'static str = "DvsVmVnicResourceAllocation";
-}
-impl x::Structure for DvsVmVnicResourceAllocation {}
-impl x::Fields for DvsVmVnicResourceAllocation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reservationQuota" => r.read_opt(&mut self.reservation_quota),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("reservationQuota", &self.reservation_quota);
-    }
-}
-/// `DvsVmVnicResourcePoolConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DvsVmVnicResourcePoolConfigSpec {
-    /// `operation`.
-    pub operation: String,
-    /// `key`.
-    pub key: Option<String>,
-    /// `configVersion`.
-    pub config_version: Option<String>,
-    /// `allocationInfo`.
-    pub allocation_info: Option<DvsVmVnicResourceAllocation>,
-    /// `name`.
-    pub name: Option<String>,
-    /// `description`.
-    pub description: Option<String>,
-}
-impl x::SchemaType for DvsVmVnicResourcePoolConfigSpec {
-    const TYPE_NAME: &'static str = "DvsVmVnicResourcePoolConfigSpec";
-}
-impl x::Structure for DvsVmVnicResourcePoolConfigSpec {}
-impl x::Fields for DvsVmVnicResourcePoolConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "key" => r.read_opt(&mut self.key),
-            "configVersion" => r.read_opt(&mut self.config_version),
-            "allocationInfo" => r.read_opt(&mut self.allocation_info),
-            "name" => r.read_opt(&mut self.name),
-            "description" => r.read_opt(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("key", &self.key);
-        w.write_opt("configVersion", &self.config_version);
-        w.write_opt("allocationInfo", &self.allocation_info);
-        w.write_opt("name", &self.name);
-        w.write_opt("description", &self.description);
-    }
-}
-impl x::ArrayItem for DvsVmVnicResourcePoolConfigSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsVmVnicResourcePoolConfigSpec";
-    const ITEM_TAG: &'static str = "DvsVmVnicResourcePoolConfigSpec";
 }

@@ -5,6 +5,246 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
+/// `EightHostLimitViolated` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EightHostLimitViolated {
+    /// The fields `EightHostLimitViolated` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for EightHostLimitViolated {
+    const TYPE_NAME: &'static str = "EightHostLimitViolated";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for EightHostLimitViolated {}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for EightHostLimitViolated {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for EightHostLimitViolated {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for EightHostLimitViolated {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_config_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_config_fault, w);
+    }
+}
+/// `ElementDescription` (extends `Description`).
+///
+/// Fields of this type hold [`AnyElementDescription`], which also carries its subtypes.
+///
+/// The fields of `Description` are in `description`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ElementDescription {
+    /// The fields `ElementDescription` inherits from `Description`.
+    pub description: Description,
+    /// `key`.
+    pub key: String,
+}
+impl x::SchemaType for ElementDescription {
+    const TYPE_NAME: &'static str = "ElementDescription";
+}
+impl x::Structure for ElementDescription {}
+impl std::ops::Deref for ElementDescription {
+    type Target = Description;
+    #[inline]
+    fn deref(&self) -> &Description {
+        &self.description
+    }
+}
+impl std::ops::DerefMut for ElementDescription {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Description {
+        &mut self.description
+    }
+}
+impl x::Fields for ElementDescription {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return x::Fields::decode_field(&mut self.description, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.description, w);
+        w.write("key", &self.key);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `EncryptionKeyRequired` (extends `InvalidState`).
+///
+/// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct EncryptionKeyRequired {
+    /// The fields `EncryptionKeyRequired` inherits from `InvalidState`.
+    pub invalid_state: InvalidState,
+    /// `requiredKey`.
+    pub required_key: Vec<CryptoKeyId>,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for EncryptionKeyRequired {
+    const TYPE_NAME: &'static str = "EncryptionKeyRequired";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for EncryptionKeyRequired {}
+#[cfg(feature = "all-faults")]
+impl Clone for EncryptionKeyRequired {
+    fn clone(&self) -> Self {
+        Self {
+            invalid_state: self.invalid_state.clone(),
+            required_key: x::clone_vec(&self.required_key),
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for EncryptionKeyRequired {
+    type Target = InvalidState;
+    #[inline]
+    fn deref(&self) -> &InvalidState {
+        &self.invalid_state
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for EncryptionKeyRequired {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InvalidState {
+        &mut self.invalid_state
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for EncryptionKeyRequired {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "requiredKey" => r.read_push(&mut self.required_key),
+            _ => return x::Fields::decode_field(&mut self.invalid_state, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.invalid_state, w);
+        w.write_vec("requiredKey", &self.required_key);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `EnteredMaintenanceModeEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EnteredMaintenanceModeEvent {
+    /// The fields `EnteredMaintenanceModeEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for EnteredMaintenanceModeEvent {
+    const TYPE_NAME: &'static str = "EnteredMaintenanceModeEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for EnteredMaintenanceModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for EnteredMaintenanceModeEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for EnteredMaintenanceModeEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for EnteredMaintenanceModeEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `EnteredStandbyModeEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EnteredStandbyModeEvent {
+    /// The fields `EnteredStandbyModeEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for EnteredStandbyModeEvent {
+    const TYPE_NAME: &'static str = "EnteredStandbyModeEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for EnteredStandbyModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for EnteredStandbyModeEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for EnteredStandbyModeEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for EnteredStandbyModeEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
 /// `EnteringMaintenanceModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -13,10 +253,13 @@ pub struct EnteringMaintenanceModeEvent {
     /// The fields `EnteringMaintenanceModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for EnteringMaintenanceModeEvent {
     const TYPE_NAME: &'static str = "EnteringMaintenanceModeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for EnteringMaintenanceModeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for EnteringMaintenanceModeEvent {
     type Target = HostEvent;
     #[inline]
@@ -24,12 +267,14 @@ impl std::ops::Deref for EnteringMaintenanceModeEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for EnteringMaintenanceModeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for EnteringMaintenanceModeEvent {
     fn decode_field(
         &mut self,
@@ -43,6 +288,7 @@ impl x::Fields for EnteringMaintenanceModeEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "all-events")]
 /// `EnteringStandbyModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -51,10 +297,13 @@ pub struct EnteringStandbyModeEvent {
     /// The fields `EnteringStandbyModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for EnteringStandbyModeEvent {
     const TYPE_NAME: &'static str = "EnteringStandbyModeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for EnteringStandbyModeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for EnteringStandbyModeEvent {
     type Target = HostEvent;
     #[inline]
@@ -62,12 +311,14 @@ impl std::ops::Deref for EnteringStandbyModeEvent {
         &self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for EnteringStandbyModeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostEvent {
         &mut self.host_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for EnteringStandbyModeEvent {
     fn decode_field(
         &mut self,
@@ -308,6 +559,7 @@ impl x::Fields for EnvironmentBrowserConfigOptionQuerySpec {
         w.write_vec("guestId", &self.guest_id);
     }
 }
+#[cfg(feature = "all-events")]
 /// `ErrorUpgradeEvent` (extends `UpgradeEvent`).
 ///
 /// The fields of `UpgradeEvent` are in `upgrade_event`, also reachable through `Deref`.
@@ -316,10 +568,13 @@ pub struct ErrorUpgradeEvent {
     /// The fields `ErrorUpgradeEvent` inherits from `UpgradeEvent`.
     pub upgrade_event: UpgradeEvent,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for ErrorUpgradeEvent {
     const TYPE_NAME: &'static str = "ErrorUpgradeEvent";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for ErrorUpgradeEvent {}
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for ErrorUpgradeEvent {
     type Target = UpgradeEvent;
     #[inline]
@@ -327,12 +582,14 @@ impl std::ops::Deref for ErrorUpgradeEvent {
         &self.upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for ErrorUpgradeEvent {
     #[inline]
     fn deref_mut(&mut self) -> &mut UpgradeEvent {
         &mut self.upgrade_event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for ErrorUpgradeEvent {
     fn decode_field(
         &mut self,
@@ -722,6 +979,7 @@ impl x::ArrayItem for EventDescriptionEventDetail {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfEventDescriptionEventDetail";
     const ITEM_TAG: &'static str = "EventDescriptionEventDetail";
 }
+#[cfg(feature = "all-events")]
 /// `EventEx` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
@@ -746,10 +1004,13 @@ pub struct EventEx {
     /// `fault`.
     pub fault: Option<LocalizedMethodFault>,
 }
+#[cfg(feature = "all-events")]
 impl x::SchemaType for EventEx {
     const TYPE_NAME: &'static str = "EventEx";
 }
+#[cfg(feature = "all-events")]
 impl x::Structure for EventEx {}
+#[cfg(feature = "all-events")]
 impl Clone for EventEx {
     fn clone(&self) -> Self {
         Self {
@@ -765,6 +1026,7 @@ impl Clone for EventEx {
         }
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::Deref for EventEx {
     type Target = Event;
     #[inline]
@@ -772,12 +1034,14 @@ impl std::ops::Deref for EventEx {
         &self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl std::ops::DerefMut for EventEx {
     #[inline]
     fn deref_mut(&mut self) -> &mut Event {
         &mut self.event
     }
 }
+#[cfg(feature = "all-events")]
 impl x::Fields for EventEx {
     fn decode_field(
         &mut self,
@@ -1092,81 +1356,5 @@ impl x::Fields for EventManagerViewByStartId {
         w.since(0x0900_0000, "type EventManagerViewByStartId", true);
         w.write("startEventId", &self.start_event_id);
         w.write("isForward", &self.is_forward);
-    }
-}
-/// `ExitMaintenanceModeEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ExitMaintenanceModeEvent {
-    /// The fields `ExitMaintenanceModeEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for ExitMaintenanceModeEvent {
-    const TYPE_NAME: &'static str = "ExitMaintenanceModeEvent";
-}
-impl x::Structure for ExitMaintenanceModeEvent {}
-impl std::ops::Deref for ExitMaintenanceModeEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for ExitMaintenanceModeEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for ExitMaintenanceModeEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `ExitStandbyModeFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ExitStandbyModeFailedEvent {
-    /// The fields `ExitStandbyModeFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for ExitStandbyModeFailedEvent {
-    const TYPE_NAME: &'static str = "ExitStandbyModeFailedEvent";
-}
-impl x::Structure for ExitStandbyModeFailedEvent {}
-impl std::ops::Deref for ExitStandbyModeFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for ExitStandbyModeFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for ExitStandbyModeFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
     }
 }
