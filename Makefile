@@ -56,6 +56,7 @@ test: deps
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run --workspace --no-fail-fast; \
 	cargo clippy -p vsphere-client --all-targets --quiet --features $(TYPE_FAMILIES) -- -D warnings || { echo "make test: clippy found warnings with the type families compiled in"; exit 1; }; \
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run -p vsphere-client --features $(TYPE_FAMILIES) --no-fail-fast; \
+	cargo nextest run -p vsphere-tests --test generated_completeness --features $(subst all-,vsphere-client/all-,$(TYPE_FAMILIES)); \
 	cargo test --doc --workspace; \
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p vsphere-client -p vsphere-testkit --features vsphere-client/all-events,vsphere-client/all-faults; \
 	tests/package-check
