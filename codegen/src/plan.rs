@@ -96,10 +96,7 @@ impl Plan {
     /// The attribute that compiles `type_name`'s items only with its
     /// family's feature (`#[cfg(feature = "all-events")] `), or nothing.
     pub fn cfg(&self, type_name: &str) -> String {
-        match self.gated.get(type_name) {
-            Some(feature) => format!("#[cfg(feature = \"{feature}\")] "),
-            None => String::new(),
-        }
+        crate::emit::cfg_attr(self.gated.get(type_name).copied())
     }
 
     /// Whether the field `field` declared by `owner` is boxed.

@@ -73,6 +73,22 @@ pub(crate) fn format(code: &str) -> Result<String> {
     Ok(prettyplease::unparse(&file))
 }
 
+/// `#[cfg(..)] ` for items compiled in with any of `features` (several:
+/// `any(..)`), or nothing when there is none.
+pub(crate) fn cfg_attr<'a>(features: impl IntoIterator<Item = &'a str>) -> String {
+    let predicates: Vec<String> = features
+        .into_iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|f| format!("feature = \"{f}\""))
+        .collect();
+    match predicates[..] {
+        [] => String::new(),
+        [ref one] => format!("#[cfg({one})] "),
+        _ => format!("#[cfg(any({}))] ", predicates.join(", ")),
+    }
+}
+
 /// Formats items of one type, each behind `cfg` (`#[cfg(feature = "…")] `,
 /// from `Plan::cfg`) when the type belongs to a feature-gated family.
 pub(crate) fn format_gated(code: &str, cfg: &str) -> Result<String> {
@@ -377,18 +393,16 @@ fn exports_cfg(code: &str) -> String {
             .iter()
             .rev()
             .take_while(|l| l.starts_with("#[") || l.starts_with("///"))
-            .find_map(|l| l.strip_prefix("#[cfg(").and_then(|l| l.strip_suffix(")]")));
+            .find_map(|l| {
+                l.strip_prefix("#[cfg(feature = \"")
+                    .and_then(|l| l.strip_suffix("\")]"))
+            });
         match gate {
-            Some(predicate) => features.insert(predicate),
+            Some(feature) => features.insert(feature),
             None => return String::new(),
         };
     }
-    let predicates: Vec<&str> = features.into_iter().collect();
-    match predicates[..] {
-        [] => String::new(),
-        [one] => format!("#[cfg({one})] "),
-        _ => format!("#[cfg(any({}))] ", predicates.join(", ")),
-    }
+    cfg_attr(features)
 }
 
 fn check_sizes(out: &Output) -> Result<()> {

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::{format, lit, pack_sized, Counts, MAX_FILE_BYTES};
+use super::{cfg_attr, format, lit, pack_sized, Counts, MAX_FILE_BYTES};
 use crate::bail;
 use crate::error::Result;
 use crate::model::{Field, Model, Occurs, TypeRef};
@@ -59,7 +59,9 @@ struct Variant {
     rust: String,
     /// For an array, the Rust item type (`AnyVirtualDevice`).
     array_item: Option<String>,
-    /// The type's family feature, if gated (`Plan::cfg`).
+    /// The type's family feature, if gated.
+    feature: Option<&'static str>,
+    /// Its `#[cfg(..)] ` (`Plan::cfg`), or nothing.
     cfg: String,
 }
 
@@ -87,6 +89,7 @@ pub(crate) fn emit(
                     name: rust.clone(),
                     rust: rust.clone(),
                     array_item: None,
+                    feature: plan.gated.get(&ty.name).copied(),
                     cfg: plan.cfg(&ty.name),
                 }),
             },
@@ -104,6 +107,7 @@ pub(crate) fn emit(
                     name: rust.clone(),
                     rust: rust.clone(),
                     array_item: None,
+                    feature: plan.gated.get(&e.name).copied(),
                     cfg: plan.cfg(&e.name),
                 }),
             },
@@ -114,6 +118,7 @@ pub(crate) fn emit(
         // Arrays of primitives and references are `Value` variants, decoded by the runtime.
         let object = match &array.item {
             TypeRef::Complex(item_name) | TypeRef::Enum(item_name) => {
+                let feature = plan.gated.get(item_name).copied();
                 let cfg = plan.cfg(item_name);
                 let item = plan.rust_type(&array.item);
                 if !array_items.insert(item.clone()) {
@@ -123,6 +128,7 @@ pub(crate) fn emit(
                     name: array.name.replace('_', ""),
                     rust: format!("Vec<{item}>"),
                     array_item: Some(item),
+                    feature,
                     cfg,
                 })
             }
@@ -287,23 +293,21 @@ fn chunk_code(
     }
     // Every object gated: the `Object` enum and its decoder exist only with
     // one of the families' features.
-    let features: BTreeSet<&str> = objects.iter().map(|(_, _, v)| v.cfg.as_str()).collect();
-    let gated_chunk = (!objects.is_empty() && !features.contains("")).then(|| {
-        let predicates: Vec<&str> = features
-            .iter()
-            .map(|c| c.trim().trim_start_matches("#[cfg(").trim_end_matches(")]"))
-            .collect();
-        match predicates[..] {
-            [one] => one.to_string(),
-            _ => format!("any({})", predicates.join(", ")),
-        }
-    });
+    let gated_chunk = (!objects.is_empty() && objects.iter().all(|(_, _, v)| v.feature.is_some()))
+        .then(|| cfg_attr(objects.iter().filter_map(|(_, _, v)| v.feature)));
     let decode = match &gated_chunk {
         _ if objects.is_empty() => "decode: x::RegistryChunk::NO_OBJECTS".to_string(),
         None => "decode".to_string(),
-        Some(predicate) => format!(
-            "#[cfg({predicate})]\n    decode,\n    #[cfg(not({predicate}))]\n    decode: x::RegistryChunk::NO_OBJECTS"
-        ),
+        Some(cfg) => {
+            let predicate = cfg
+                .trim()
+                .trim_start_matches("#[cfg(")
+                .trim_end_matches(")]");
+            format!(
+                "{}\n    decode,\n    #[cfg(not({predicate}))]\n    decode: x::RegistryChunk::NO_OBJECTS",
+                cfg.trim()
+            )
+        }
     };
     let mut code = format!(
         "pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {{\n    \
@@ -313,7 +317,7 @@ fn chunk_code(
          values: &[\n{values}    ],\n\
          }};\n"
     );
-    let chunk_cfg = gated_chunk.map(|predicate| format!("#[cfg({predicate})] "));
+    let chunk_cfg = gated_chunk;
     if !objects.is_empty() {
         code.push('\n');
         code.push_str(&objects_code(
