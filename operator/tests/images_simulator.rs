@@ -9,19 +9,27 @@
 //! a linked clone's disks; with the flag a clone whose spec has the
 //! template's snapshot and `diskMoveType: createNewChildDiskBacking` gets
 //! disks whose backing's parent is the snapshot's disk, as on vCenter. So
-//! the parent is there only if both were sent.
+//! the parent is there only if both were sent. And with
+//! `-refuse-template-snapshots`: the simulator snapshots a VM marked as a
+//! template, vCenter does not (`NotSupported`); with the flag neither does
+//! the simulator, so the snapshot is there only if the template was turned
+//! into a VM for it (and it is a template again only if marked back). A
+//! template left halfway through that (a provider stopped) is made here by
+//! hand, as the operator leaves it, and finished by the next run.
 
 use std::time::{Duration, Instant};
 
 use banlieue::check::{self, parse_documents, World};
 use banlieue::conditions;
+use banlieue::vsphere::vcenter::linked::CONVERTING;
 use banlieue::vsphere::vcenter::machines::LINKED_CLONE_SNAPSHOT;
 use banlieue::vsphere::vcenter::VCenter;
 use vsphere_client::mo;
 use vsphere_client::rest::{ItemSpec, LibraryItemType, LocalLibrarySpec, VmTemplateSpec};
 use vsphere_client::types::{
-    AnyVirtualDevice, AnyVirtualDeviceBackingInfo, ManagedObjectReference,
+    AnyVirtualDevice, AnyVirtualDeviceBackingInfo, ManagedObjectReference, VirtualMachineConfigSpec,
 };
+use vsphere_client::vm::snapshot::SnapshotSpec;
 use vsphere_client::Client;
 use vsphere_tests::{ServerTls, Simulator, SimulatorOptions, Template, TINY_OVF as OVF};
 
@@ -141,13 +149,20 @@ async fn connect(sim: &Simulator) -> Client {
         .expect("connect")
 }
 
-fn machine_ref(world: &World, name: &str) -> ManagedObjectReference {
-    let machine = world
+/// The status of the VSphereMachine `name`.
+fn machine_status(world: &World, name: &str) -> banlieue::api::VSphereMachineStatus {
+    world
         .machines
         .iter()
         .find(|m| m.metadata.name.as_deref() == Some(name))
-        .unwrap_or_else(|| panic!("machine {name}"));
-    let status = machine.status.clone().unwrap_or_default();
+        .unwrap_or_else(|| panic!("machine {name}"))
+        .status
+        .clone()
+        .unwrap_or_default()
+}
+
+fn machine_ref(world: &World, name: &str) -> ManagedObjectReference {
+    let status = machine_status(world, name);
     assert!(
         status.provisioned,
         "{name} provisioned: {:?} {:?}",
@@ -186,15 +201,102 @@ async fn vm_disks(client: &Client, vm: &ManagedObjectReference) -> Vec<(String, 
     disk_files(&vm.config.map(|c| c.hardware.device).unwrap_or_default())
 }
 
-#[tokio::test]
-async fn linked_clones_share_the_template_snapshot_s_disk_taken_once_and_the_class_wins() {
-    let sim = simulator(&["-linked-clones"], false).await;
-    let client = connect(&sim).await;
-    let template = client
+/// The template's flag, annotation, power state and snapshot names.
+async fn template_state(
+    client: &Client,
+    template: &ManagedObjectReference,
+) -> (bool, String, String, Vec<String>) {
+    let vm = client
+        .properties::<mo::VirtualMachine>(&[
+            "config.template",
+            "config.annotation",
+            "runtime.powerState",
+        ])
+        .expect("paths")
+        .get(template)
+        .await
+        .expect("the template");
+    let tree = client
+        .vm(template.clone())
+        .snapshot_tree()
+        .await
+        .expect("the template's snapshots");
+    let config = vm.config.unwrap_or_default();
+    (
+        config.template,
+        config.annotation.unwrap_or_default(),
+        vm.runtime
+            .map(|r| r.power_state.as_str().to_string())
+            .unwrap_or_default(),
+        tree.iter().map(|(_, s)| s.name.clone()).collect(),
+    )
+}
+
+async fn golden(client: &Client) -> ManagedObjectReference {
+    client
         .search_inventory_path("DC0/vm/golden")
         .await
         .expect("lookup")
-        .expect("the template");
+        .expect("the template")
+}
+
+/// The linked-clone snapshot's first disk file.
+async fn snapshot_disk(client: &Client, template: &ManagedObjectReference) -> String {
+    let tree = client
+        .vm(template.clone())
+        .snapshot_tree()
+        .await
+        .expect("the template's snapshots");
+    let base = tree.current.clone().expect("a current snapshot");
+    let snapshot = client
+        .properties::<mo::VirtualMachineSnapshot>(&["config.hardware.device"])
+        .expect("paths")
+        .get(&base)
+        .await
+        .expect("the snapshot's devices");
+    let disks = disk_files(
+        &snapshot
+            .config
+            .map(|c| c.hardware.device)
+            .unwrap_or_default(),
+    );
+    let disk = disks.first().expect("the snapshot has a disk").0.clone();
+    assert!(!disk.is_empty());
+    disk
+}
+
+async fn assert_linked(client: &Client, world: &World, name: &str, base_disk: &str) {
+    let disks = vm_disks(client, &machine_ref(world, name)).await;
+    let (file, parent) = disks.first().expect("a disk").clone();
+    assert_eq!(
+        parent.as_deref(),
+        Some(base_disk),
+        "{name}'s disk is a child of the template snapshot's"
+    );
+    assert_ne!(file, base_disk, "{name} has its own child disk");
+}
+
+#[tokio::test]
+async fn linked_clones_share_the_template_snapshot_s_disk_taken_once_and_the_class_wins() {
+    let sim = simulator(&["-linked-clones", "-refuse-template-snapshots"], false).await;
+    let client = connect(&sim).await;
+    let template = golden(&client).await;
+    // As on vCenter: a VM marked as a template is not snapshotted.
+    let refused = client
+        .vm(template.clone())
+        .start_create_snapshot(&SnapshotSpec::new("direct"))
+        .await;
+    let refused = match refused {
+        Ok(task) => task.wait_timeout(Duration::from_secs(30)).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    assert!(
+        refused.as_ref().is_err_and(|e| e
+            .fault()
+            .and_then(|f| f.type_name())
+            .is_some_and(|t| t == "NotSupported")),
+        "{refused:?}"
+    );
     let mut world = world_of(&manifests(
         &sim,
         GOLDEN_LINKED,
@@ -205,43 +307,19 @@ async fn linked_clones_share_the_template_snapshot_s_disk_taken_once_and_the_cla
         machine_ref(&world, name);
     }
 
-    // One snapshot of the template, taken for the first linked clone.
-    let tree = client
-        .vm(template.clone())
-        .snapshot_tree()
-        .await
-        .expect("the template's snapshots");
-    let names: Vec<String> = tree.iter().map(|(_, s)| s.name.clone()).collect();
+    // One snapshot of the template, taken for the first linked clone while
+    // it was a VM; a template again, never powered on, its notes as they were.
+    let (is_template, notes, power, names) = template_state(&client, &template).await;
     assert_eq!(names, [LINKED_CLONE_SNAPSHOT], "taken once for two clones");
-    let base = tree.current.clone().expect("a current snapshot");
-    let snapshot = client
-        .properties::<mo::VirtualMachineSnapshot>(&["config.hardware.device"])
-        .expect("paths")
-        .get(&base)
-        .await
-        .expect("the snapshot's devices");
-    let base_disks = disk_files(
-        &snapshot
-            .config
-            .map(|c| c.hardware.device)
-            .unwrap_or_default(),
+    assert!(is_template, "marked a template again");
+    assert_eq!(power, "poweredOff");
+    assert!(
+        !notes.contains(CONVERTING),
+        "the conversion line removed: {notes:?}"
     );
-    let base_disk = base_disks
-        .first()
-        .expect("the snapshot has a disk")
-        .0
-        .clone();
-    assert!(!base_disk.is_empty());
-
+    let base_disk = snapshot_disk(&client, &template).await;
     for name in ["web-1", "web-2"] {
-        let disks = vm_disks(&client, &machine_ref(&world, name)).await;
-        let (file, parent) = disks.first().expect("a disk").clone();
-        assert_eq!(
-            parent.as_deref(),
-            Some(base_disk.as_str()),
-            "{name}'s disk is a child of the template snapshot's"
-        );
-        assert_ne!(file, base_disk, "{name} has its own child disk");
+        assert_linked(&client, &world, name, &base_disk).await;
     }
     // `cloneMode: full` on the class wins over the image's `linked`.
     let disks = vm_disks(&client, &machine_ref(&world, "db")).await;
@@ -255,6 +333,140 @@ async fn linked_clones_share_the_template_snapshot_s_disk_taken_once_and_the_cla
         .await
         .expect("the template's snapshots");
     assert_eq!(tree.len(), 1);
+}
+
+/// Writes `annotation` on `vm` (a template takes it too).
+async fn annotate(client: &Client, vm: &ManagedObjectReference, annotation: &str) {
+    let spec = VirtualMachineConfigSpec {
+        annotation: Some(annotation.to_string()),
+        ..Default::default()
+    };
+    let task = client
+        .vim()
+        .reconfig_vm_task(vm, &spec)
+        .await
+        .expect("reconfigure");
+    client.task(task).wait().await.expect("annotated");
+}
+
+/// The template as a provider that stopped halfway leaves it: the
+/// conversion line (written at `since`) on it, then turned into a VM in the
+/// cluster's root pool; snapshotted as well when `snapshotted`.
+async fn left_halfway(client: &Client, since: &str, snapshotted: bool) -> ManagedObjectReference {
+    let template = golden(client).await;
+    annotate(
+        client,
+        &template,
+        &format!("Ubuntu 24.04\n{CONVERTING}{since}"),
+    )
+    .await;
+    let pool = client
+        .search_inventory_path("DC0/host/DC0_C0/Resources")
+        .await
+        .expect("lookup")
+        .expect("the pool");
+    client
+        .vim()
+        .mark_as_virtual_machine(&template, &pool, None)
+        .await
+        .expect("turned into a VM");
+    if snapshotted {
+        client
+            .vm(template.clone())
+            .start_create_snapshot(&SnapshotSpec::new(LINKED_CLONE_SNAPSHOT))
+            .await
+            .expect("snapshot")
+            .wait_timeout(Duration::from_secs(30))
+            .await
+            .expect("snapshot taken");
+    }
+    template
+}
+
+fn ready_message(world: &World, name: &str) -> String {
+    let status = machine_status(world, name);
+    conditions::find(&status.conditions, conditions::READY)
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// A simulator whose template was left halfway (the line written at
+/// `since`, snapshotted when `snapshotted`), and a run of `check --apply`
+/// with VMs `vms` of the linked image: the image is found all the same.
+async fn run_on_halfway(
+    since: &str,
+    snapshotted: bool,
+    vms: &[(&str, &str)],
+) -> (Simulator, Client, ManagedObjectReference, World) {
+    let sim = simulator(&["-linked-clones", "-refuse-template-snapshots"], false).await;
+    let client = connect(&sim).await;
+    let template = left_halfway(&client, since, snapshotted).await;
+    let mut world = world_of(&manifests(&sim, GOLDEN_LINKED, vms));
+    apply(&mut world).await;
+    let (ready, reason, message, _) = image_entry(&world);
+    assert_eq!(
+        (ready, reason.as_str()),
+        (true, "TemplateFound"),
+        "{message}"
+    );
+    (sim, client, template, world)
+}
+
+/// Finished: one snapshot, a template again, off, the notes without the line.
+async fn assert_finished(client: &Client, template: &ManagedObjectReference) {
+    let (is_template, notes, power, names) = template_state(client, template).await;
+    assert_eq!(names, [LINKED_CLONE_SNAPSHOT], "taken once");
+    assert!(is_template, "marked a template again");
+    assert_eq!(power, "poweredOff");
+    assert_eq!(notes, "Ubuntu 24.04", "the line gone, the notes kept");
+}
+
+const LONG_AGO: &str = "2020-01-01T00:00:00Z";
+
+#[tokio::test]
+async fn a_template_left_halfway_through_its_conversion_is_finished_by_the_next_run() {
+    // Stopped after turning it into a VM, before the snapshot: the image is
+    // still found (not a template for now), the snapshot taken once, the
+    // template marked again, the line gone, the clone linked.
+    let (sim, client, template, world) =
+        run_on_halfway(LONG_AGO, false, &[("web-1", "linked")]).await;
+    assert_finished(&client, &template).await;
+    let base_disk = snapshot_disk(&client, &template).await;
+    assert_linked(&client, &world, "web-1", &base_disk).await;
+    drop(sim);
+
+    // Stopped after the snapshot, before marking it a template again: no
+    // second snapshot, and the lookup alone finishes it (no VM asked for).
+    let (sim, client, template, _) = run_on_halfway(LONG_AGO, true, &[]).await;
+    assert_finished(&client, &template).await;
+    drop(sim);
+
+    // Another provider converting right now (a line within the lease that
+    // this one did not write): the image is found, the linked clone waits
+    // and nothing is taken; once the lease is over, it is taken over.
+    let now = conditions::now().0.to_string();
+    let (sim, client, template, world) = run_on_halfway(&now, false, &[("web-1", "linked")]).await;
+    let waiting = ready_message(&world, "web-1");
+    assert!(
+        waiting.contains("TaskInProgress") && waiting.contains("by another provider"),
+        "{waiting}"
+    );
+    let (is_template, _, _, names) = template_state(&client, &template).await;
+    assert!(
+        !is_template && names.is_empty(),
+        "left to the other provider"
+    );
+    annotate(
+        &client,
+        &template,
+        &format!("Ubuntu 24.04\n{CONVERTING}{LONG_AGO}"),
+    )
+    .await;
+    let mut world = world_of(&manifests(&sim, GOLDEN_LINKED, &[("web-1", "linked")]));
+    apply(&mut world).await;
+    assert_finished(&client, &template).await;
+    let base_disk = snapshot_disk(&client, &template).await;
+    assert_linked(&client, &world, "web-1", &base_disk).await;
 }
 
 fn library_image(item: &str) -> String {

@@ -380,7 +380,9 @@ pub trait Session: Machines + Snapshots {
     ) -> impl Future<Output = Result<Option<PlacementMissing>, Error>> + Send;
 
     /// For each datacenter in `datacenters`, the template named `name` there
-    /// (a template, not a plain VM), or `None` when it has none.
+    /// (a template, not a plain VM; or a template banlieue was giving its
+    /// linked-clone snapshot when it stopped, a VM for now, which the real
+    /// backend finishes), or `None` when it has none.
     fn find_template(
         &self,
         name: &str,
@@ -606,8 +608,9 @@ pub struct CloneRequest {
     /// Where it goes, once [`Machines::place`] decided (see [`CloneRequest::placed`]).
     pub placement: Option<Placement>,
     /// A linked clone: child disks of the template's current snapshot (taken
-    /// once, on a template that is not running, when it has none); the root
-    /// disk keeps the template's size and provisioning.
+    /// once, on a template that is not running, when it has none: the
+    /// template turned into a VM in the clone's resource pool for it, and
+    /// back); the root disk keeps the template's size and provisioning.
     pub linked: bool,
     pub shape: Shape,
 }

@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use tracing::warn;
+
 use vsphere_client::inventory::unescape_name;
 use vsphere_client::mo;
 use vsphere_client::property::traversal_spec;
@@ -120,7 +122,7 @@ impl Session for VCenterSession {
         }
         let mut vms = self
             .client
-            .properties::<mo::VirtualMachine>(&["config.template"])
+            .properties::<mo::VirtualMachine>(&["config.template", "config.annotation"])
             .map_err(fail)?
             .get_many(&candidates)
             .await
@@ -129,8 +131,22 @@ impl Session for VCenterSession {
         // same one every time.
         vms.sort_by(|a, b| a.mo_ref.value.cmp(&b.mo_ref.value));
         for vm in vms {
-            if !vm.config.as_ref().is_some_and(|c| c.template) {
+            let template = vm.config.as_ref().is_some_and(|c| c.template);
+            // A template of ours halfway through its linked-clone
+            // conversion (a VM for now): finished here when it was left so.
+            let converting = vm
+                .config
+                .as_ref()
+                .and_then(|c| c.annotation.as_deref())
+                .and_then(super::linked::converting_since)
+                .is_some();
+            if !template && !converting {
                 continue;
+            }
+            if converting {
+                if let Err(e) = self.linked_clone_base(&vm.mo_ref, name, None).await {
+                    warn!(template = %name, vm = %vm.mo_ref.value, error = %e, "finishing the linked-clone conversion of a template failed; retried at the next lookup or linked clone");
+                }
             }
             if let Some(slot) = tree
                 .datacenter_of(&vm.mo_ref)
