@@ -68,6 +68,18 @@ const GOLDEN_LINKED: &str =
 /// `cloneMode`: the image's), class `full` (`cloneMode: full`, which wins)
 /// and class `nodisk`, and VirtualMachines `team-a/<name>` of `classes`.
 fn manifests(sim: &Simulator, image: &str, vms: &[(&str, &str)]) -> String {
+    manifests_with(sim, "LocalDS_0", "", image, vms)
+}
+
+/// [`manifests`] with the storage class `gold` on `datastore` and the
+/// Provider's spec ending with `placement` (a YAML line, or nothing).
+fn manifests_with(
+    sim: &Simulator,
+    datastore: &str,
+    placement: &str,
+    image: &str,
+    vms: &[(&str, &str)],
+) -> String {
     let mut text = format!(
         r#"apiVersion: v1
 kind: Secret
@@ -81,8 +93,9 @@ spec:
   providerClassRef: {{ name: vsphere }}
   connection: {{ endpoint: "{url}", credentialsRef: {{ name: vsphere-creds }}, insecureSkipTLSVerify: true }}
   capabilities:
-    storageClasses: [{{ name: gold, target: {{ datastore: LocalDS_0 }} }}]
+    storageClasses: [{{ name: gold, target: {{ datastore: {datastore} }} }}]
     networkClasses: [{{ name: prod, target: {{ portGroup: DC0_DVPG0 }} }}]
+  {placement}
 ---
 {linked}{full}{nodisk}apiVersion: banlieue.io/v1alpha1
 kind: VMImage
@@ -491,10 +504,9 @@ fn image_entry(world: &World) -> (bool, String, String, Vec<String>) {
     )
 }
 
-#[tokio::test]
-async fn a_content_library_item_is_verified_deployed_once_as_a_template_and_cloned() {
-    let sim = simulator(&[], true).await;
-    let client = connect(&sim).await;
+/// A library `images` on LocalDS_0 with the OVF item `tiny`: the library's
+/// and item's ids, and the name of the item's template.
+async fn tiny_library(client: &Client) -> (String, String, String) {
     let rest = client.rest().await.expect("REST");
     let content = rest.library();
     let datastore = client
@@ -521,6 +533,79 @@ async fn a_content_library_item_is_verified_deployed_once_as_a_template_and_clon
         .content_version
         .unwrap_or_else(|| "0".into());
     let template = format!("banlieue-{item}-v{version}");
+    (library, item, template)
+}
+
+#[tokio::test]
+async fn a_content_library_item_is_deployed_into_the_failure_domain_s_pool_folder_and_datastore() {
+    let sim = simulator(&["-ds=2", "-pool=1"], true).await;
+    let client = connect(&sim).await;
+    let (_, _, template) = tiny_library(&client).await;
+    let mut world = world_of(&manifests_with(
+        &sim,
+        "LocalDS_1",
+        "placement: { resourcePool: DC0_C0_RP1, folder: golden-images }",
+        &library_image("tiny"),
+        &[],
+    ));
+    apply(&mut world).await;
+    let (ready, reason, message, _) = image_entry(&world);
+    assert_eq!(
+        (ready, reason.as_str()),
+        (true, "LibraryItemDeployed"),
+        "{message}"
+    );
+    // In the failure domain's folder (made), not banlieue-images.
+    let deployed = client
+        .search_inventory_path(&format!("DC0/vm/golden-images/{template}"))
+        .await
+        .expect("lookup")
+        .expect("the item deployed into the failure domain's folder");
+    // On the storage class's datastore (the simulator takes the first one
+    // when the deploy names none).
+    let vm = client
+        .properties::<mo::VirtualMachine>(&["datastore", "config.template"])
+        .expect("paths")
+        .get(&deployed)
+        .await
+        .expect("read");
+    assert!(vm.config.is_some_and(|c| c.template), "marked a template");
+    let datastore = client
+        .search_inventory_path("DC0/datastore/LocalDS_1")
+        .await
+        .expect("lookup")
+        .expect("LocalDS_1");
+    assert_eq!(vm.datastore.unwrap_or_default(), [datastore]);
+    // In the failure domain's pool (a template has no resourcePool: the
+    // simulator keeps it in the pool's VMs, where the deploy put it).
+    for (path, holds) in [
+        ("DC0/host/DC0_C0/Resources/DC0_C0_RP1", true),
+        ("DC0/host/DC0_C0/Resources", false),
+    ] {
+        let pool = client
+            .search_inventory_path(path)
+            .await
+            .expect("lookup")
+            .expect("the pool");
+        let vms = client
+            .properties::<mo::ResourcePool>(&["vm"])
+            .expect("paths")
+            .get(&pool)
+            .await
+            .expect("read")
+            .vm
+            .unwrap_or_default();
+        assert_eq!(vms.contains(&deployed), holds, "{path}: {vms:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_content_library_item_is_verified_deployed_once_as_a_template_and_cloned() {
+    let sim = simulator(&[], true).await;
+    let client = connect(&sim).await;
+    let (library, _, template) = tiny_library(&client).await;
+    let rest = client.rest().await.expect("REST");
+    let content = rest.library();
 
     let mut world = world_of(&manifests(
         &sim,

@@ -212,14 +212,26 @@ pub enum LibraryItemLookup {
     Found(LibraryItemFacts),
 }
 
-/// Where a content library item's template is deployed: the folder
-/// [`IMAGES_FOLDER`] of `datacenter`, running in `cluster`'s root pool.
+/// Where a content library item's template is deployed: a failure domain
+/// of `datacenter` (`cluster`, its resource pool and folder), and the
+/// datastore of one of its storage classes; resolved as a clone's
+/// placement is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ImageTarget {
     pub datacenter: String,
     pub cluster: String,
     /// The template's name ([`LibraryItemFacts::template_name`]).
     pub name: String,
+    /// The failure domain's resource pool (a path under the compute
+    /// resource's root pool, or a pool's name); its root pool when `None`.
+    pub resource_pool: Option<String>,
+    /// The failure domain's VM folder (a path under the datacenter's VM
+    /// folder, its last level made when absent); [`IMAGES_FOLDER`] when `None`.
+    pub folder: Option<String>,
+    /// The datastore (by name), or the datastore cluster it is chosen from
+    /// (the one with the most free space); vCenter's choice when neither.
+    pub datastore: Option<String>,
+    pub datastore_cluster: Option<String>,
 }
 
 /// The VM folder (under each datacenter's) of content library items'
@@ -405,10 +417,11 @@ pub trait Session: Machines + Snapshots {
         }
     }
 
-    /// The template `target.name` in `target.datacenter`'s
-    /// [`IMAGES_FOLDER`]: `item` deployed there as a VM (OVF or VM-template
-    /// deploy) and marked a template, unless it exists (a VM of that name
-    /// there is marked a template: a deploy that stopped halfway).
+    /// The template `target.name` in `target`'s folder (by default
+    /// [`IMAGES_FOLDER`]): `item` deployed there as a VM (OVF or VM-template
+    /// deploy) into `target`'s resource pool and datastore, and marked a
+    /// template, unless it exists (a VM of that name there is marked a
+    /// template: a deploy that stopped halfway).
     fn deploy_library_item(
         &self,
         item: &LibraryItemFacts,

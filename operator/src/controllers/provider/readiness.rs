@@ -650,19 +650,14 @@ pub async fn image_on_provider<V: VSphere>(
         if matches!(found.get(datacenter), Some(Some(_))) {
             continue;
         }
-        let Some(cluster) = provider_status
+        let Some(domain) = provider_status
             .failure_domains
             .iter()
             .find(|fd| &fd.datacenter == datacenter)
-            .map(|fd| fd.cluster.clone())
         else {
             continue;
         };
-        let target = ImageTarget {
-            datacenter: datacenter.clone(),
-            cluster,
-            name: name.clone(),
-        };
+        let target = image_target(provider, domain, &name);
         match session.deploy_library_item(&item, &target).await {
             Ok(template) => {
                 found.insert(datacenter.clone(), Some(template));
@@ -689,6 +684,30 @@ pub async fn image_on_provider<V: VSphere>(
         ));
     }
     entry
+}
+
+/// Where a content library item's template `name` is deployed in a
+/// datacenter: its first failure domain's cluster, resource pool and folder
+/// (`banlieue-images` unless the Provider names one), and the datastore of
+/// the failure domain's first storage class (in the Provider's order).
+pub fn image_target(provider: &Provider, domain: &FailureDomain, name: &str) -> ImageTarget {
+    let storage = provider
+        .spec
+        .capabilities
+        .storage_classes
+        .iter()
+        .find(|class| domain.storage_classes.contains(&class.name))
+        .map(|class| class.target.clone())
+        .unwrap_or_default();
+    ImageTarget {
+        datacenter: domain.datacenter.clone(),
+        cluster: domain.cluster.clone(),
+        name: name.to_string(),
+        resource_pool: domain.resource_pool.clone(),
+        folder: domain.folder.clone(),
+        datastore: Some(storage.datastore).filter(|d| !d.is_empty()),
+        datastore_cluster: storage.datastore_cluster,
+    }
 }
 
 /// `entry` ready when template `name` is in each of `datacenters`
@@ -734,6 +753,56 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use serde_json::json;
+
+    #[test]
+    fn an_image_is_deployed_where_its_failure_domain_places_vms() {
+        let provider: Provider = serde_json::from_value(json!({
+            "metadata": {"name": "vc", "namespace": "ns"},
+            "spec": {
+                "providerClassRef": {"name": "vsphere"},
+                "connection": {"endpoint": "https://vc/sdk", "credentialsRef": {"name": "c"}},
+                "capabilities": {"storageClasses": [
+                    {"name": "silver", "target": {"datastore": "ds-silver"}},
+                    {"name": "gold", "target": {"datastoreCluster": "pod-gold"}},
+                    {"name": "bronze", "target": {"datastore": "ds-bronze"}},
+                ]},
+            },
+        }))
+        .unwrap();
+        let domain = FailureDomain {
+            name: "vc-dc0-c0".into(),
+            datacenter: "DC0".into(),
+            cluster: "C0".into(),
+            resource_pool: Some("team-a".into()),
+            folder: Some("apps/images".into()),
+            // In the domain's order; the Provider's order decides.
+            storage_classes: vec!["bronze".into(), "gold".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            image_target(&provider, &domain, "banlieue-item-v2"),
+            ImageTarget {
+                datacenter: "DC0".into(),
+                cluster: "C0".into(),
+                name: "banlieue-item-v2".into(),
+                resource_pool: Some("team-a".into()),
+                folder: Some("apps/images".into()),
+                datastore: None,
+                datastore_cluster: Some("pod-gold".into()),
+            }
+        );
+        let bare = FailureDomain {
+            storage_classes: vec!["bronze".into()],
+            resource_pool: None,
+            folder: None,
+            ..domain
+        };
+        let target = image_target(&provider, &bare, "t");
+        assert_eq!(
+            (target.resource_pool, target.folder, target.datastore),
+            (None, None, Some("ds-bronze".into()))
+        );
+    }
 
     #[test]
     fn secret_values_from_data_or_string_data() {

@@ -61,7 +61,7 @@ fn clean(path: &str) -> String {
 }
 
 /// A missing placement object: the fault the driver reports as `PlacementNotFound`.
-fn not_found(message: String) -> Error {
+pub(super) fn not_found(message: String) -> Error {
     Error::fault("NotFound", message)
 }
 
@@ -311,7 +311,7 @@ impl VCenterSession {
     }
 
     /// The host of a standalone host's compute resource (`None` for a cluster).
-    async fn standalone_host(
+    pub(super) async fn standalone_host(
         &self,
         datacenter: &str,
         cluster: &str,
