@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use banlieue::check::{self, parse_documents, World};
 use banlieue::conditions;
+use banlieue::controllers::provider::readiness::{image_on_provider, Fetched};
 use banlieue::vsphere::vcenter::linked::CONVERTING;
 use banlieue::vsphere::vcenter::machines::LINKED_CLONE_SNAPSHOT;
 use banlieue::vsphere::vcenter::VCenter;
@@ -30,6 +31,7 @@ use vsphere_client::types::{
     AnyVirtualDevice, AnyVirtualDeviceBackingInfo, ManagedObjectReference, VirtualMachineConfigSpec,
 };
 use vsphere_client::vm::snapshot::SnapshotSpec;
+use vsphere_client::vm::CloneSpec;
 use vsphere_client::Client;
 use vsphere_tests::{ServerTls, Simulator, SimulatorOptions, Template, TINY_OVF as OVF};
 
@@ -245,12 +247,17 @@ async fn template_state(
     )
 }
 
-async fn golden(client: &Client) -> ManagedObjectReference {
+/// The object at inventory path `path`, which must be there.
+async fn found(client: &Client, path: &str, what: &str) -> ManagedObjectReference {
     client
-        .search_inventory_path("DC0/vm/golden")
+        .search_inventory_path(path)
         .await
         .expect("lookup")
-        .expect("the template")
+        .unwrap_or_else(|| panic!("{what} at {path}"))
+}
+
+async fn golden(client: &Client) -> ManagedObjectReference {
+    found(client, "DC0/vm/golden", "the template").await
 }
 
 /// The linked-clone snapshot's first disk file.
@@ -373,11 +380,7 @@ async fn left_halfway(client: &Client, since: &str, snapshotted: bool) -> Manage
         &format!("Ubuntu 24.04\n{CONVERTING}{since}"),
     )
     .await;
-    let pool = client
-        .search_inventory_path("DC0/host/DC0_C0/Resources")
-        .await
-        .expect("lookup")
-        .expect("the pool");
+    let pool = found(client, "DC0/host/DC0_C0/Resources", "the pool").await;
     client
         .vim()
         .mark_as_virtual_machine(&template, &pool, None)
@@ -509,11 +512,7 @@ fn image_entry(world: &World) -> (bool, String, String, Vec<String>) {
 async fn tiny_library(client: &Client) -> (String, String, String) {
     let rest = client.rest().await.expect("REST");
     let content = rest.library();
-    let datastore = client
-        .search_inventory_path("DC0/datastore/LocalDS_0")
-        .await
-        .expect("lookup")
-        .expect("the datastore");
+    let datastore = found(client, "DC0/datastore/LocalDS_0", "the datastore").await;
     let library = content
         .create_local(&LocalLibrarySpec::on_datastore("images", &datastore))
         .await
@@ -556,11 +555,12 @@ async fn a_content_library_item_is_deployed_into_the_failure_domain_s_pool_folde
         "{message}"
     );
     // In the failure domain's folder (made), not banlieue-images.
-    let deployed = client
-        .search_inventory_path(&format!("DC0/vm/golden-images/{template}"))
-        .await
-        .expect("lookup")
-        .expect("the item deployed into the failure domain's folder");
+    let deployed = found(
+        &client,
+        &format!("DC0/vm/golden-images/{template}"),
+        "the item deployed into the failure domain's folder",
+    )
+    .await;
     // On the storage class's datastore (the simulator takes the first one
     // when the deploy names none).
     let vm = client
@@ -570,11 +570,7 @@ async fn a_content_library_item_is_deployed_into_the_failure_domain_s_pool_folde
         .await
         .expect("read");
     assert!(vm.config.is_some_and(|c| c.template), "marked a template");
-    let datastore = client
-        .search_inventory_path("DC0/datastore/LocalDS_1")
-        .await
-        .expect("lookup")
-        .expect("LocalDS_1");
+    let datastore = found(&client, "DC0/datastore/LocalDS_1", "LocalDS_1").await;
     assert_eq!(vm.datastore.unwrap_or_default(), [datastore]);
     // In the failure domain's pool (a template has no resourcePool: the
     // simulator keeps it in the pool's VMs, where the deploy put it).
@@ -582,11 +578,7 @@ async fn a_content_library_item_is_deployed_into_the_failure_domain_s_pool_folde
         ("DC0/host/DC0_C0/Resources/DC0_C0_RP1", true),
         ("DC0/host/DC0_C0/Resources", false),
     ] {
-        let pool = client
-            .search_inventory_path(path)
-            .await
-            .expect("lookup")
-            .expect("the pool");
+        let pool = found(&client, path, "the pool").await;
         let vms = client
             .properties::<mo::ResourcePool>(&["vm"])
             .expect("paths")
@@ -597,6 +589,100 @@ async fn a_content_library_item_is_deployed_into_the_failure_domain_s_pool_folde
             .unwrap_or_default();
         assert_eq!(vms.contains(&deployed), holds, "{path}: {vms:?}");
     }
+}
+
+/// A template `name` in the images folder (made if need be): a copy of
+/// `golden`, as an older deploy of an item would have left.
+async fn older_template(client: &Client, name: &str) -> ManagedObjectReference {
+    let vm_folder = found(client, "DC0/vm", "the VM folder").await;
+    let folder = match client
+        .search_inventory_path("DC0/vm/banlieue-images")
+        .await
+        .expect("lookup")
+    {
+        Some(folder) => folder,
+        None => client
+            .vim()
+            .create_folder(&vm_folder, "banlieue-images")
+            .await
+            .expect("the images folder"),
+    };
+    let pool = found(client, "DC0/host/DC0_C0/Resources", "the pool").await;
+    client
+        .vm(golden(client).await)
+        .clone_vm(name, &CloneSpec::new(folder).pool(pool).template())
+        .await
+        .expect("the older template")
+        .reference()
+        .clone()
+}
+
+async fn exists(client: &Client, name: &str) -> bool {
+    client
+        .search_inventory_path(&format!("DC0/vm/banlieue-images/{name}"))
+        .await
+        .expect("lookup")
+        .is_some()
+}
+
+#[tokio::test]
+async fn the_templates_of_an_item_s_older_versions_go_once_the_new_one_is_published_and_unused() {
+    let sim = simulator(&[], true).await;
+    let client = connect(&sim).await;
+    let (_, item, template) = tiny_library(&client).await;
+    // Another content version than the current one (the simulator's first is 0).
+    let older = format!("banlieue-{item}-v7");
+    assert_ne!(older, template);
+    let other = "banlieue-another-item-v0";
+    older_template(&client, &older).await;
+    older_template(&client, other).await;
+
+    // The first run deploys the new version: the image's status did not
+    // name it yet (a VSphereMachine may be made from the older one), so the
+    // older one stays.
+    let mut world = world_of(&manifests(
+        &sim,
+        &library_image("tiny"),
+        &[("web", "nodisk")],
+    ));
+    apply(&mut world).await;
+    machine_ref(&world, "web");
+    assert!(exists(&client, &template).await);
+    assert!(
+        exists(&client, &older).await,
+        "kept until the status names the new one"
+    );
+
+    // The next one: removed; another item's and the current one stay.
+    apply(&mut world).await;
+    let (ready, _, message, _) = image_entry(&world);
+    assert!(ready, "{message}");
+    assert!(
+        message.contains(&format!("older versions removed: {older}")),
+        "{message}"
+    );
+    assert!(!exists(&client, &older).await, "removed");
+    assert!(exists(&client, other).await, "another item's");
+    assert!(exists(&client, &template).await, "the current one");
+
+    // One a VSphereMachine still needs (being cloned, or a linked clone's
+    // base) stays, and so does any while the machines are not known.
+    older_template(&client, &older).await;
+    let vcenter = VCenter::default();
+    let objects = |in_use: Option<&[&str]>| Fetched {
+        secrets: world.secrets.clone(),
+        templates_in_use: in_use.map(|names| names.iter().map(ToString::to_string).collect()),
+        ..Default::default()
+    };
+    let (image, provider) = (&world.images[0], &world.providers[0]);
+    for in_use in [Some(&[older.as_str()][..]), None] {
+        let entry = image_on_provider(image, provider, &objects(in_use), &vcenter).await;
+        assert!(entry.ready, "{:?}", entry.message);
+        assert!(exists(&client, &older).await, "kept for {in_use:?}");
+    }
+    image_on_provider(image, provider, &objects(Some(&[])), &vcenter).await;
+    assert!(!exists(&client, &older).await, "removed once unused");
+    vcenter.close_all().await;
 }
 
 #[tokio::test]
@@ -620,11 +706,12 @@ async fn a_content_library_item_is_verified_deployed_once_as_a_template_and_clon
         "{message}"
     );
     assert_eq!(templates, std::slice::from_ref(&template));
-    let deployed = client
-        .search_inventory_path(&format!("DC0/vm/banlieue-images/{template}"))
-        .await
-        .expect("lookup")
-        .expect("the item deployed into the images folder");
+    let deployed = found(
+        &client,
+        &format!("DC0/vm/banlieue-images/{template}"),
+        "the item deployed into the images folder",
+    )
+    .await;
     let is_template = client
         .properties::<mo::VirtualMachine>(&["config.template"])
         .expect("paths")
@@ -642,11 +729,7 @@ async fn a_content_library_item_is_verified_deployed_once_as_a_template_and_clon
 
     // A second run deploys nothing more and makes no VM.
     apply(&mut world).await;
-    let folder = client
-        .search_inventory_path("DC0/vm/banlieue-images")
-        .await
-        .expect("lookup")
-        .expect("the images folder");
+    let folder = found(&client, "DC0/vm/banlieue-images", "the images folder").await;
     let children = client
         .properties::<mo::Folder>(&["childEntity"])
         .expect("paths")
@@ -658,16 +741,8 @@ async fn a_content_library_item_is_verified_deployed_once_as_a_template_and_clon
     assert_eq!(children, [deployed], "one deploy in all");
 
     // A VM-template item (made from a VM of the simulator): deployed the same way.
-    let pool = client
-        .search_inventory_path("DC0/host/DC0_C0/Resources")
-        .await
-        .expect("lookup")
-        .expect("the pool");
-    let source = client
-        .search_inventory_path("DC0/vm/DC0_C0_RP0_VM0")
-        .await
-        .expect("lookup")
-        .expect("a VM");
+    let pool = found(&client, "DC0/host/DC0_C0/Resources", "the pool").await;
+    let source = found(&client, "DC0/vm/DC0_C0_RP0_VM0", "a VM").await;
     let vmtx = content
         .create_vm_template(&VmTemplateSpec {
             name: "golden-vmtx".into(),

@@ -193,6 +193,11 @@ impl LibraryItemFacts {
         matches!(self.item_type.as_str(), "ovf" | "vm-template")
     }
 
+    /// What the templates of every version of this item are named with.
+    pub fn template_prefix(&self) -> String {
+        format!("banlieue-{}-v", self.id)
+    }
+
     /// The template a deploy of this item's content makes in each
     /// datacenter: named after the item's id and content version, so a
     /// changed item is deployed anew and the name is a plain VM name.
@@ -200,7 +205,7 @@ impl LibraryItemFacts {
         let version = Some(self.content_version.as_str())
             .filter(|v| !v.is_empty())
             .unwrap_or("0");
-        format!("banlieue-{}-v{version}", self.id)
+        format!("{}{version}", self.template_prefix())
     }
 }
 
@@ -433,6 +438,19 @@ pub trait Session: Machines + Snapshots {
                 "content libraries are not supported by this backend",
             ))
         }
+    }
+
+    /// Destroys the templates of `datacenters` named as an older version of
+    /// `item` would be (`banlieue-<item id>-v<other>`, templates only), but
+    /// those named in `keep`; the names of those destroyed.
+    fn remove_library_templates(
+        &self,
+        item: &LibraryItemFacts,
+        datacenters: &[String],
+        keep: &BTreeSet<String>,
+    ) -> impl Future<Output = Result<Vec<String>, Error>> + Send {
+        let _ = (item, datacenters, keep);
+        async { Ok(Vec::new()) }
     }
 }
 

@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::validate;
 use crate::api::{
-    DatacenterTemplate, FailureDomain, ImageProviderStatus, NamespacedReference, Provider,
-    ProviderStatus, SourceKind, VMImage,
+    CloneMode, DatacenterTemplate, FailureDomain, ImageProviderStatus, NamespacedReference,
+    Provider, ProviderStatus, SourceKind, VMImage, VSphereMachine,
 };
 use crate::conditions::{self, Observed, Status, READY};
 use crate::vsphere::{
@@ -34,6 +34,31 @@ pub mod reason {
 pub trait Objects {
     fn secret(&self, namespace: &str, name: &str) -> Option<Secret>;
     fn config_map(&self, namespace: &str, name: &str) -> Option<ConfigMap>;
+    /// The templates VSphereMachines of `provider` may still be cloned from
+    /// ([`templates_in_use`]); `None` when unknown (nothing is removed then).
+    fn templates_in_use(&self, provider: &NamespacedReference) -> Option<BTreeSet<String>> {
+        let _ = provider;
+        None
+    }
+}
+
+/// The templates of `provider` that `machines` still need: those of
+/// machines not provisioned yet (being cloned, or about to be), and those
+/// of linked clones (their disks are children of the template's snapshot).
+/// A provisioned full clone needs its template no more.
+pub fn templates_in_use<'a>(
+    machines: impl IntoIterator<Item = &'a VSphereMachine>,
+    provider: &NamespacedReference,
+) -> BTreeSet<String> {
+    machines
+        .into_iter()
+        .filter(|m| m.spec.provider_ref == *provider)
+        .filter(|m| {
+            m.spec.clone_mode == CloneMode::Linked
+                || !m.status.as_ref().is_some_and(|s| s.provisioned)
+        })
+        .map(|m| m.spec.template.name.clone())
+        .collect()
 }
 
 /// The Secrets and ConfigMaps one reconcile read by name (the provider
@@ -42,6 +67,8 @@ pub trait Objects {
 pub struct Fetched {
     pub secrets: Vec<Secret>,
     pub config_maps: Vec<ConfigMap>,
+    /// [`templates_in_use`] of the Provider, from the role's machine cache.
+    pub templates_in_use: Option<BTreeSet<String>>,
 }
 
 impl Objects for Fetched {
@@ -63,6 +90,10 @@ impl Objects for Fetched {
                     && c.metadata.name.as_deref() == Some(name)
             })
             .cloned()
+    }
+
+    fn templates_in_use(&self, _provider: &NamespacedReference) -> Option<BTreeSet<String>> {
+        self.templates_in_use.clone()
     }
 }
 
@@ -677,13 +708,65 @@ pub async fn image_on_provider<V: VSphere>(
     let mut entry = templates_found(entry, &name, &datacenters, &found);
     if entry.ready {
         entry.reason = Some(reason::LIBRARY_ITEM_DEPLOYED.to_string());
-        entry.message = Some(format!(
+        let mut message = format!(
             "item {:?} of content library {library:?} deployed as template {name} in {} datacenter(s)",
             item.name,
             datacenters.len()
-        ));
+        );
+        let removed =
+            remove_older_versions(image, &key, objects, &session, &item, &datacenters).await;
+        if !removed.is_empty() {
+            message.push_str(&format!(
+                "; the templates of its older versions removed: {}",
+                removed.join(", ")
+            ));
+        }
+        entry.message = Some(message);
     }
     entry
+}
+
+/// Removes the templates banlieue deployed of older versions of `item`
+/// (`banlieue-<item id>-v<other>`), once the image's status already names
+/// the current version's template (so no VSphereMachine is made from an
+/// older one any more) and no VSphereMachine of the Provider still needs
+/// one ([`templates_in_use`]); the names removed. A failure is logged and
+/// tried again at the next verification.
+async fn remove_older_versions<S: Session>(
+    image: &VMImage,
+    provider: &NamespacedReference,
+    objects: &impl Objects,
+    session: &S,
+    item: &crate::vsphere::LibraryItemFacts,
+    datacenters: &[String],
+) -> Vec<String> {
+    let name = item.template_name();
+    let published = image
+        .status
+        .iter()
+        .flat_map(|s| &s.per_provider)
+        .find(|e| e.provider == provider.name && e.namespace == provider.namespace)
+        .is_some_and(|e| {
+            e.ready && !e.templates.is_empty() && e.templates.iter().all(|t| t.name == name)
+        });
+    let Some(keep) = objects.templates_in_use(provider).filter(|_| published) else {
+        return Vec::new();
+    };
+    match session
+        .remove_library_templates(item, datacenters, &keep)
+        .await
+    {
+        Ok(removed) => {
+            if !removed.is_empty() {
+                tracing::info!(%provider, item = %item.name, ?removed, "removed the templates of older versions of a content library item");
+            }
+            removed
+        }
+        Err(e) => {
+            tracing::warn!(%provider, item = %item.name, error = %e, "removing the templates of older versions of a content library item failed; tried again at the next verification");
+            Vec::new()
+        }
+    }
 }
 
 /// Where a content library item's template `name` is deployed in a
@@ -753,6 +836,36 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use serde_json::json;
+
+    #[test]
+    fn templates_stay_in_use_while_a_machine_may_be_cloned_or_is_a_linked_clone() {
+        let of = |name: &str, template: &str, provisioned: bool, linked: bool| {
+            let mut m = fixtures::machine(name);
+            m.spec.template.name = template.into();
+            if linked {
+                m.spec.clone_mode = CloneMode::Linked;
+            }
+            m.status = Some(crate::api::VSphereMachineStatus {
+                provisioned,
+                ..Default::default()
+            });
+            m
+        };
+        let mut elsewhere = of("e", "t-other-provider", false, false);
+        elsewhere.spec.provider_ref.name = "vc2".into();
+        let machines = [
+            of("a", "t-cloning", false, false),
+            of("b", "t-full", true, false),
+            of("c", "t-linked", true, true),
+            elsewhere,
+        ];
+        let provider = machines[0].spec.provider_ref.clone();
+        let in_use = templates_in_use(&machines, &provider);
+        assert_eq!(
+            in_use.into_iter().collect::<Vec<_>>(),
+            ["t-cloning", "t-linked"]
+        );
+    }
 
     #[test]
     fn an_image_is_deployed_where_its_failure_domain_places_vms() {
