@@ -338,9 +338,25 @@ async fn linked_clones_share_the_template_snapshot_s_disk_taken_once_and_the_cla
         "the conversion line removed: {notes:?}"
     );
     let base_disk = snapshot_disk(&client, &template).await;
+    let current = client
+        .vm(template.clone())
+        .snapshot_tree()
+        .await
+        .expect("the template's snapshots")
+        .current
+        .expect("a current snapshot");
     for name in ["web-1", "web-2"] {
         assert_linked(&client, &world, name, &base_disk).await;
+        // The status names the base the clone was made from.
+        let placement = machine_status(&world, name).placement.expect("a placement");
+        assert_eq!(
+            placement.linked_clone_base,
+            Some(format!("golden@{}", current.value)),
+            "{name}"
+        );
     }
+    let full = machine_status(&world, "db").placement.expect("a placement");
+    assert_eq!(full.linked_clone_base, None);
     // `cloneMode: full` on the class wins over the image's `linked`.
     let disks = vm_disks(&client, &machine_ref(&world, "db")).await;
     assert_eq!(disks.first().and_then(|d| d.1.clone()), None, "a full copy");

@@ -165,6 +165,9 @@ pub struct Placement {
     pub host: Option<Located>,
     /// How the datastore was chosen from the datastore cluster.
     pub note: Option<String>,
+    /// A linked clone's base snapshot, `<template>@<snapshot reference>`
+    /// (see [`CloneRequest::linked`]).
+    pub linked_clone_base: Option<String>,
 }
 
 /// A template found in one datacenter.

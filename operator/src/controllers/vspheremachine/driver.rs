@@ -593,6 +593,7 @@ pub fn placement_status(placement: &Placement) -> PlacementStatus {
         datastore_cluster: placement.datastore_cluster.clone(),
         host: placement.host.as_ref().map(|h| h.path.clone()),
         note: placement.note.clone(),
+        linked_clone_base: placement.linked_clone_base.clone(),
     }
 }
 
@@ -693,6 +694,7 @@ mod tests {
                 datastore_cluster: Some("pod-1".into()),
                 host: None,
                 note: Some("recommended by Storage DRS".into()),
+                linked_clone_base: None,
             }),
             "written before the clone was sent"
         );

@@ -101,7 +101,8 @@ struct Base {
     template: bool,
     annotation: String,
     change_version: String,
-    snapshot: bool,
+    /// The current snapshot.
+    snapshot: Option<ManagedObjectReference>,
     power: Option<VirtualMachinePowerState>,
     host: Option<ManagedObjectReference>,
     datastores: Vec<ManagedObjectReference>,
@@ -162,7 +163,7 @@ impl VCenterSession {
             template: config.template,
             annotation: config.annotation.unwrap_or_default(),
             change_version: config.change_version,
-            snapshot: vm.snapshot.is_some_and(|s| s.current_snapshot.is_some()),
+            snapshot: vm.snapshot.and_then(|s| s.current_snapshot),
             power: vm.runtime.as_ref().map(|r| r.power_state.clone()),
             host: vm.runtime.and_then(|r| r.host),
             datastores: vm.datastore.unwrap_or_default(),
@@ -212,7 +213,7 @@ impl VCenterSession {
         let key = self.conversion_key(template);
         let base = self.read_base(template, name).await?;
         let line = base.line().map(|(l, at)| (l.to_string(), at));
-        if base.snapshot && base.template {
+        if base.snapshot.is_some() && base.template {
             if let Some((line, _)) = line {
                 // Finished but for the line (or a snapshot someone else took).
                 let kept = without_line(&base.annotation);
@@ -257,6 +258,20 @@ impl VCenterSession {
             .await
     }
 
+    /// [`Self::linked_clone_base`] for a clone placed at `placement`, and
+    /// the snapshot it is made from: `<name>@<snapshot reference>`.
+    pub(super) async fn linked_clone_base_of(
+        &self,
+        template: &ManagedObjectReference,
+        name: &str,
+        placement: &Placement,
+    ) -> Result<Option<String>, Error> {
+        self.linked_clone_base(template, name, Some(placement))
+            .await?;
+        let base = self.read_base(template, name).await?;
+        Ok(base.snapshot.map(|s| format!("{name}@{}", s.value)))
+    }
+
     /// A snapshot of a VM that is not a template, unless it has one: only
     /// of a VM that is off.
     async fn snapshot_once(
@@ -265,7 +280,7 @@ impl VCenterSession {
         name: &str,
         base: &Base,
     ) -> Result<(), Error> {
-        if base.snapshot {
+        if base.snapshot.is_some() {
             return Ok(());
         }
         if base.power != Some(VirtualMachinePowerState::PoweredOff) {
