@@ -202,13 +202,14 @@ impl VCenterSession {
     /// Makes sure `template` has a current snapshot, the base of its linked
     /// clones, converting it as the module says when it has none. With
     /// `placement` `None` (the template lookup), only a conversion left
-    /// halfway is finished: a template is left as it is.
+    /// halfway is finished: a template is left as it is. The snapshot, when
+    /// it was there from the start (`None`: read it again if need be).
     pub(super) async fn linked_clone_base(
         &self,
         template: &ManagedObjectReference,
         name: &str,
         placement: Option<&Placement>,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<ManagedObjectReference>, Error> {
         let mut mine = CONVERSIONS.lock().await;
         let key = self.conversion_key(template);
         let base = self.read_base(template, name).await?;
@@ -226,36 +227,38 @@ impl VCenterSession {
                     mine.remove(&key);
                 }
             }
-            return Ok(());
+            return Ok(base.snapshot);
         }
         let Some((line, since)) = line else {
             if base.template && placement.is_none() {
                 // A template without a snapshot: the next linked clone converts it.
-                return Ok(());
+                return Ok(None);
             }
             if !base.template {
                 // A plain VM (not ours): snapshotted as it is.
-                return self.snapshot_once(template, name, &base).await;
+                self.snapshot_once(template, name, &base).await?;
+                return Ok(None);
             }
-            return self
-                .convert(template, name, placement, base, &mut mine, &key)
-                .await;
+            self.convert(template, name, placement, base, &mut mine, &key)
+                .await?;
+            return Ok(None);
         };
         let ours = mine.get(&key) == Some(&line);
         if !ours && held(since, Timestamp::now()) {
             if placement.is_none() {
-                return Ok(());
+                return Ok(None);
             }
             return Err(busy(name, since));
         }
         if base.template && placement.is_none() {
             // Left before it was turned into a VM: the next linked clone
             // converts it (it needs the failure domain's pool).
-            return Ok(());
+            return Ok(None);
         }
         info!(template = %name, line = %line, ours, "finishing the linked-clone conversion left halfway");
         self.convert(template, name, placement, base, &mut mine, &key)
-            .await
+            .await?;
+        Ok(None)
     }
 
     /// [`Self::linked_clone_base`] for a clone placed at `placement`, and
@@ -266,10 +269,14 @@ impl VCenterSession {
         name: &str,
         placement: &Placement,
     ) -> Result<Option<String>, Error> {
-        self.linked_clone_base(template, name, Some(placement))
-            .await?;
-        let base = self.read_base(template, name).await?;
-        Ok(base.snapshot.map(|s| format!("{name}@{}", s.value)))
+        let snapshot = match self
+            .linked_clone_base(template, name, Some(placement))
+            .await?
+        {
+            Some(snapshot) => Some(snapshot),
+            None => self.read_base(template, name).await?.snapshot,
+        };
+        Ok(snapshot.map(|s| format!("{name}@{}", s.value)))
     }
 
     /// A snapshot of a VM that is not a template, unless it has one: only
