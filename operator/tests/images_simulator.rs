@@ -371,6 +371,55 @@ async fn linked_clones_share_the_template_snapshot_s_disk_taken_once_and_the_cla
     assert_eq!(tree.len(), 1);
 }
 
+/// Two providers' sessions (two logins) placing a linked clone of one
+/// template at once: one converts it, the other waits for it and finds the
+/// snapshot; both clones get the same base.
+#[tokio::test]
+async fn two_linked_clones_placed_at_once_convert_the_template_once() {
+    use banlieue::api::NamespacedReference;
+    use banlieue::vsphere::{CloneRequest, ConnectParams, Machines, SecretString, Tls, VSphere};
+    let sim = simulator(&["-linked-clones", "-refuse-template-snapshots"], false).await;
+    let client = connect(&sim).await;
+    let template = golden(&client).await;
+    let params = |provider: &str| ConnectParams {
+        provider: NamespacedReference {
+            namespace: "banlieue-system".into(),
+            name: provider.into(),
+        },
+        endpoint: sim.sdk_url(),
+        username: sim.username().into(),
+        password: SecretString::new(sim.password()),
+        tls: Tls::Insecure,
+        call_deadline: Duration::from_secs(60),
+    };
+    let request = |name: &str| CloneRequest {
+        name: name.into(),
+        datacenter: "DC0".into(),
+        cluster: "DC0_C0".into(),
+        folder: "banlieue-at-once".into(),
+        template_name: "golden".into(),
+        template_mo_ref: Some(template.value.clone()),
+        linked: true,
+        ..Default::default()
+    };
+    let (one, two) = (VCenter::default(), VCenter::default());
+    let (a, b) = (
+        one.connect(&params("one")).await.expect("session one"),
+        two.connect(&params("two")).await.expect("session two"),
+    );
+    let (ra, rb) = (request("a"), request("b"));
+    let (pa, pb) = tokio::join!(a.place(&ra), b.place(&rb));
+    let (pa, pb) = (pa.expect("placed a"), pb.expect("placed b"));
+    let (is_template, _, power, names) = template_state(&client, &template).await;
+    assert_eq!(names, [LINKED_CLONE_SNAPSHOT], "taken once");
+    assert!(is_template);
+    assert_eq!(power, "poweredOff");
+    assert!(pa.linked_clone_base.is_some());
+    assert_eq!(pa.linked_clone_base, pb.linked_clone_base);
+    one.close_all().await;
+    two.close_all().await;
+}
+
 /// Writes `annotation` on `vm` (a template takes it too).
 async fn annotate(client: &Client, vm: &ManagedObjectReference, annotation: &str) {
     let spec = VirtualMachineConfigSpec {
