@@ -464,10 +464,11 @@ async fn left_halfway(client: &Client, since: &str, snapshotted: bool) -> Manage
     template
 }
 
-fn ready_message(world: &World, name: &str) -> String {
+/// The reason and message of the machine's `Ready` condition.
+fn ready_condition(world: &World, name: &str) -> (String, String) {
     let status = machine_status(world, name);
     conditions::find(&status.conditions, conditions::READY)
-        .map(|c| c.message.clone())
+        .map(|c| (c.reason.clone(), c.message.clone()))
         .unwrap_or_default()
 }
 
@@ -527,11 +528,9 @@ async fn a_template_left_halfway_through_its_conversion_is_finished_by_the_next_
     // and nothing is taken; once the lease is over, it is taken over.
     let now = conditions::now().0.to_string();
     let (sim, client, template, world) = run_on_halfway(&now, false, &[("web-1", "linked")]).await;
-    let waiting = ready_message(&world, "web-1");
-    assert!(
-        waiting.contains("TaskInProgress") && waiting.contains("by another provider"),
-        "{waiting}"
-    );
+    let (reason, waiting) = ready_condition(&world, "web-1");
+    assert_eq!(reason, "LinkedCloneBaseBusy", "{waiting}");
+    assert!(waiting.contains("by another provider"), "{waiting}");
     let (is_template, _, _, names) = template_state(&client, &template).await;
     assert!(
         !is_template && names.is_empty(),

@@ -554,7 +554,8 @@ async fn fail_with<H: Hooks>(
 /// Decides where the clone goes and records it in `status.placement`
 /// before the clone is sent; the request carries it. A pool, folder,
 /// datastore or datastore cluster that is not in vCenter fails the machine
-/// with `PlacementNotFound` (the `Err` outcome), retried with backoff.
+/// with `PlacementNotFound` (the `Err` outcome), retried with backoff; a
+/// linked clone's template busy with its base snapshot, `LinkedCloneBaseBusy`.
 async fn place<M: Machines, H: Hooks>(
     machine: &mut VSphereMachine,
     backend: &M,
@@ -569,6 +570,17 @@ async fn place<M: Machines, H: Hooks>(
                 machine,
                 hooks,
                 step::reason::PLACEMENT_NOT_FOUND,
+                message,
+            )
+            .await?));
+        }
+        // A linked clone's template being converted by another provider.
+        Err(e) if request.linked && e.is_fault("TaskInProgress") => {
+            let message = format!("placing {}: {e}", request.name);
+            return Ok(Err(fail_with(
+                machine,
+                hooks,
+                step::reason::LINKED_CLONE_BASE_BUSY,
                 message,
             )
             .await?));
