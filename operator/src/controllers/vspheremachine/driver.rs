@@ -564,26 +564,16 @@ async fn place<M: Machines, H: Hooks>(
 ) -> Result<Result<CloneRequest, Outcome>, Error> {
     let placement = match backend.place(&request).await {
         Ok(placement) => placement,
-        Err(e) if e.is_fault("NotFound") => {
+        // Missing in vCenter, or (a linked clone) its template being
+        // converted by another provider: nothing is cloned.
+        Err(e) if e.is_fault("NotFound") || (request.linked && e.is_fault("TaskInProgress")) => {
+            let reason = if e.is_fault("NotFound") {
+                step::reason::PLACEMENT_NOT_FOUND
+            } else {
+                step::reason::LINKED_CLONE_BASE_BUSY
+            };
             let message = format!("placing {}: {e}", request.name);
-            return Ok(Err(fail_with(
-                machine,
-                hooks,
-                step::reason::PLACEMENT_NOT_FOUND,
-                message,
-            )
-            .await?));
-        }
-        // A linked clone's template being converted by another provider.
-        Err(e) if request.linked && e.is_fault("TaskInProgress") => {
-            let message = format!("placing {}: {e}", request.name);
-            return Ok(Err(fail_with(
-                machine,
-                hooks,
-                step::reason::LINKED_CLONE_BASE_BUSY,
-                message,
-            )
-            .await?));
+            return Ok(Err(fail_with(machine, hooks, reason, message).await?));
         }
         Err(e) => return Err(e.into()),
     };
