@@ -33,7 +33,8 @@
 //!   vcenter/         the real backend: mod.rs (a session per Provider), inventory.rs,
 //!                    machines.rs, placement.rs (resource pool, folder, datastore cluster,
 //!                    standalone host), snapshots.rs, facts.rs (vim25 -> facts, SDK errors), watch.rs,
-//!                    library.rs (content library items found and deployed, the REST side)
+//!                    library.rs (content library items found and deployed, the REST side),
+//!                    linked.rs (a template's linked-clone snapshot: converted and back, crash-safe)
 //! check/             `banlieue check`: mod.rs, apply.rs, schema.rs (the CRDs' OpenAPI checks),
 //!                    snapshots.rs (`--apply` on VMSnapshots, retention included)
 //! api/               the CRDs, one file per kind (provider.rs, vmclass.rs, vmimage.rs,

@@ -631,6 +631,59 @@ async fn vm_template_items_are_made_and_deployed_on_api_paths() {
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
 }
 
+/// What the operator sends for a standalone host's failure domain: the
+/// host with the pool, folder and datastore, in both deploys' bodies.
+#[tokio::test]
+async fn deploys_onto_a_standalone_host_name_the_host_with_the_placement() {
+    let vc = vcenter().await;
+    let server = vc.server();
+    with_session(method("POST"))
+        .and(path("/api/vcenter/ovf/library-item/item-1"))
+        .and(query_param("action", "deploy"))
+        .and(body_json(json!({
+            "target": {"resource_pool_id": "resgroup-8", "folder_id": "group-v3", "host_id": "host-5"},
+            "deployment_spec": {"name": "web-1", "accept_all_EULA": true, "default_datastore_id": "datastore-11"}
+        })))
+        .respond_with(json_reply(200, json!({"succeeded": true, "resource_id": {"type": "VirtualMachine", "id": "vm-99"}})))
+        .expect(1)
+        .mount(server)
+        .await;
+    let mut vmtx_body = template_deploy_body();
+    vmtx_body["placement"]["host"] = json!("host-5");
+    with_session(method("POST"))
+        .and(path("/api/vcenter/vm-template/library-items/item-7"))
+        .and(query_param("action", "deploy"))
+        .and(body_json(vmtx_body))
+        .respond_with(json_reply(200, json!("vm-101")))
+        .expect(1)
+        .mount(server)
+        .await;
+    let rest = api_client(&vc).await;
+    let content = rest.library();
+    let host = Some(ManagedObjectReference::new("HostSystem", "host-5"));
+    let mut ovf = OvfDeploySpec::new(
+        "web-1",
+        ManagedObjectReference::new("ResourcePool", "resgroup-8"),
+    );
+    ovf.folder = Some(ManagedObjectReference::new("Folder", "group-v3"));
+    ovf.datastore = Some(ManagedObjectReference::new("Datastore", "datastore-11"));
+    ovf.host = host.clone();
+    ovf.accept_all_eula = true;
+    assert_eq!(
+        content.deploy_ovf("item-1", &ovf).await.expect("deploy"),
+        ManagedObjectReference::new("VirtualMachine", "vm-99")
+    );
+    let mut vmtx = template_deploy_spec();
+    vmtx.host = host;
+    assert_eq!(
+        content
+            .deploy_vm_template("item-7", &vmtx)
+            .await
+            .expect("deploy"),
+        ManagedObjectReference::new("VirtualMachine", "vm-101")
+    );
+}
+
 #[tokio::test]
 async fn vm_template_items_are_deployed_on_rest_paths_with_plain_ids() {
     // `/rest` serves `vcenter/vm-template` outside `com/vmware`, with plain

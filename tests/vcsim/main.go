@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,6 +147,7 @@ type options struct {
 	pageSize       int
 	uniqueVMNames  bool
 	linkedClones   bool
+	noTemplateSnap bool
 }
 
 func parseFlags() *options {
@@ -183,6 +185,7 @@ func parseFlags() *options {
 	f.IntVar(&o.pageSize, "page-size", 0, "RetrievePropertiesEx returns at most this many objects per page, whatever maxObjects asks (0: no cap)")
 	f.BoolVar(&o.uniqueVMNames, "unique-vm-names", false, "a clone of a template into a folder that already holds a VM of that name fails with DuplicateName, as on vCenter")
 	f.BoolVar(&o.linkedClones, "linked-clones", false, "a linked clone of a template (a snapshot, diskMoveType createNewChildDiskBacking) gets child disks whose parent is the snapshot's disk, as on vCenter")
+	f.BoolVar(&o.noTemplateSnap, "refuse-template-snapshots", false, "CreateSnapshot_Task on a VM marked as a template fails with NotSupported, as on vCenter (the simulator snapshots templates)")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		fail("unexpected arguments: %s", strings.Join(flag.Args(), " "))
@@ -422,11 +425,22 @@ func (pc *pagingCollector) CancelRetrievePropertiesEx(ctx *simulator.Context, r 
 //     snapshot's disk, as vCenter's linked clones do (the simulator copies
 //     the disks, and hands the template's own device objects to the clone,
 //     blanking their file names: a linked clone gets copies instead). Nothing
-//     changes for a clone without both.
+//     changes for a clone without both;
+//   - refuseSnapshots: CreateSnapshot_Task fails with NotSupported ("The
+//     operation is not supported on the object.") while the VM is marked as
+//     a template, as vCenter refuses it (a template's snapshot is taken by
+//     turning it into a VM first). The check is made when the call comes
+//     in, so a template turned into a VM (MarkAsVirtualMachine) and back
+//     keeps its wrapper and its snapshots;
+//   - always: a reconfigure that sets the annotation to "" clears it, as on
+//     vCenter (the simulator keeps the old one). govmomi's types cannot
+//     tell an empty annotation from none, so a spec with nothing set at all
+//     (a reconfigure that changes nothing else) is taken as that.
 type modelTemplate struct {
 	simulator.VirtualMachine
-	uniqueNames  bool
-	linkedClones bool
+	uniqueNames     bool
+	linkedClones    bool
+	refuseSnapshots bool
 }
 
 func (vm *modelTemplate) CloneVMTask(ctx *simulator.Context, req *types.CloneVM_Task) soap.HasFault {
@@ -452,9 +466,21 @@ func (vm *modelTemplate) CloneVMTask(ctx *simulator.Context, req *types.CloneVM_
 	return res
 }
 
+func (vm *modelTemplate) ReconfigVMTask(ctx *simulator.Context, req *types.ReconfigVM_Task) soap.HasFault {
+	if reflect.DeepEqual(req.Spec, types.VirtualMachineConfigSpec{}) {
+		// The simulator holds the VM's lock during the call.
+		vm.Config.Annotation = ""
+		vm.Summary.Config.Annotation = ""
+	}
+	return vm.VirtualMachine.ReconfigVMTask(ctx, req)
+}
+
 // CreateSnapshotTask runs with the plain VM in the registry: the
 // simulator's snapshot code looks its VM up as a *simulator.VirtualMachine.
 func (vm *modelTemplate) CreateSnapshotTask(req *types.CreateSnapshot_Task) soap.HasFault {
+	if vm.refuseSnapshots && vm.Config.Template {
+		return &methods.CreateSnapshot_TaskBody{Fault_: simulator.Fault("The operation is not supported on the object.", new(types.NotSupported))}
+	}
 	simulator.Map.Put(&vm.VirtualMachine)
 	defer simulator.Map.Put(vm)
 	return vm.VirtualMachine.CreateSnapshotTask(req)
@@ -520,13 +546,13 @@ func linkDisks(res soap.HasFault, snapshot types.ManagedObjectReference) {
 	})
 }
 
-func installModelTemplates(uniqueNames, linkedClones bool) {
+func installModelTemplates(uniqueNames, linkedClones, refuseSnapshots bool) {
 	for _, entity := range simulator.Map.All("VirtualMachine") {
 		vm, ok := entity.(*simulator.VirtualMachine)
 		if !ok || vm.Config == nil || !vm.Config.Template {
 			continue
 		}
-		simulator.Map.Put(&modelTemplate{VirtualMachine: *vm, uniqueNames: uniqueNames, linkedClones: linkedClones})
+		simulator.Map.Put(&modelTemplate{VirtualMachine: *vm, uniqueNames: uniqueNames, linkedClones: linkedClones, refuseSnapshots: refuseSnapshots})
 	}
 }
 
@@ -577,8 +603,8 @@ func run() error {
 		return err
 	}
 	installPaging(o.pageSize)
-	if o.uniqueVMNames || o.linkedClones {
-		installModelTemplates(o.uniqueVMNames, o.linkedClones)
+	if o.uniqueVMNames || o.linkedClones || o.noTemplateSnap {
+		installModelTemplates(o.uniqueVMNames, o.linkedClones, o.noTemplateSnap)
 	}
 	// Model.Create points the service at model.DelayConfig; setting it only
 	// now keeps the templates' setup calls fast.

@@ -152,6 +152,10 @@ pub mod vspheremachine {
             "The clone's resource pool, the folder above its VM folder, its datastore or datastore cluster is \
              not in vCenter (the message names it; a VirtualMachine's own `placement` is only verified here). \
              Nothing is cloned; retried with backoff.";
+        LINKED_CLONE_BASE_BUSY = "LinkedCloneBaseBusy", "Ready=False" =>
+            "A linked clone's template is busy: another provider is giving it its base snapshot (a line in \
+             its notes, younger than 15 minutes, says so; the message says since when), or vCenter reports a \
+             task in progress on it. Nothing is cloned; retried with backoff, and an older line is taken over.";
         DELETING = "Deleting", "Ready=False" => "The VM is being powered off and destroyed.";
         PROVIDER_NOT_FOUND = "ProviderNotFound", "Ready=False" =>
             "The Provider the machine names does not exist: recreate it, or remove the finalizer to leave the VM.";

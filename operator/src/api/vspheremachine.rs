@@ -229,6 +229,11 @@ pub struct PlacementStatus {
     /// recommendation, or the most free space and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A linked clone's base: the template's snapshot its disks are
+    /// children of (`golden@snapshot-42`, the snapshot's reference), made
+    /// ready (taken when the template had none) before the clone is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linked_clone_base: Option<String>,
 }
 
 /// One of `spec.disks` and its place among the VM's virtual disks.

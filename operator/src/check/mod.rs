@@ -301,6 +301,13 @@ impl Objects for World {
             .find(|c| c.namespace().as_deref() == Some(namespace) && c.name_any() == name)
             .cloned()
     }
+
+    fn templates_in_use(
+        &self,
+        provider: &crate::api::NamespacedReference,
+    ) -> Option<std::collections::BTreeSet<String>> {
+        Some(provider::templates_in_use(&self.machines, provider))
+    }
 }
 
 struct Snapshot<'a>(&'a World);

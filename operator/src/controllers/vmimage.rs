@@ -64,7 +64,15 @@ async fn image_inner<V: VSphere>(
     providers.sort_by_key(|p| p.name_any());
     let mut mine = Vec::with_capacity(providers.len());
     for p in &providers {
-        let fetched = ctx.fetch_for(p).await?;
+        let mut fetched = ctx.fetch_for(p).await?;
+        let machines = ctx.machines.state();
+        fetched.templates_in_use = Some(readiness::templates_in_use(
+            machines.iter().map(AsRef::as_ref),
+            &crate::api::NamespacedReference {
+                namespace: p.namespace().unwrap_or_default(),
+                name: p.name_any(),
+            },
+        ));
         mine.push(readiness::image_on_provider(image, p, &fetched, ctx.vsphere.as_ref()).await);
     }
     let mut current = entries_of(image.status.as_ref(), &ctx.namespace);

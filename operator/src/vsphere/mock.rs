@@ -545,6 +545,9 @@ impl Machines for MockMachines {
             datastore_cluster: request.datastore_cluster.clone(),
             host: None,
             note,
+            linked_clone_base: request
+                .linked
+                .then(|| format!("{}@snapshot-1", request.template_name)),
         })
     }
 

@@ -165,6 +165,9 @@ pub struct Placement {
     pub host: Option<Located>,
     /// How the datastore was chosen from the datastore cluster.
     pub note: Option<String>,
+    /// A linked clone's base snapshot, `<template>@<snapshot reference>`
+    /// (see [`CloneRequest::linked`]).
+    pub linked_clone_base: Option<String>,
 }
 
 /// A template found in one datacenter.
@@ -193,6 +196,11 @@ impl LibraryItemFacts {
         matches!(self.item_type.as_str(), "ovf" | "vm-template")
     }
 
+    /// What the templates of every version of this item are named with.
+    pub fn template_prefix(&self) -> String {
+        format!("banlieue-{}-v", self.id)
+    }
+
     /// The template a deploy of this item's content makes in each
     /// datacenter: named after the item's id and content version, so a
     /// changed item is deployed anew and the name is a plain VM name.
@@ -200,7 +208,7 @@ impl LibraryItemFacts {
         let version = Some(self.content_version.as_str())
             .filter(|v| !v.is_empty())
             .unwrap_or("0");
-        format!("banlieue-{}-v{version}", self.id)
+        format!("{}{version}", self.template_prefix())
     }
 }
 
@@ -212,14 +220,26 @@ pub enum LibraryItemLookup {
     Found(LibraryItemFacts),
 }
 
-/// Where a content library item's template is deployed: the folder
-/// [`IMAGES_FOLDER`] of `datacenter`, running in `cluster`'s root pool.
+/// Where a content library item's template is deployed: a failure domain
+/// of `datacenter` (`cluster`, its resource pool and folder), and the
+/// datastore of one of its storage classes; resolved as a clone's
+/// placement is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ImageTarget {
     pub datacenter: String,
     pub cluster: String,
     /// The template's name ([`LibraryItemFacts::template_name`]).
     pub name: String,
+    /// The failure domain's resource pool (a path under the compute
+    /// resource's root pool, or a pool's name); its root pool when `None`.
+    pub resource_pool: Option<String>,
+    /// The failure domain's VM folder (a path under the datacenter's VM
+    /// folder, its last level made when absent); [`IMAGES_FOLDER`] when `None`.
+    pub folder: Option<String>,
+    /// The datastore (by name), or the datastore cluster it is chosen from
+    /// (the one with the most free space); vCenter's choice when neither.
+    pub datastore: Option<String>,
+    pub datastore_cluster: Option<String>,
 }
 
 /// The VM folder (under each datacenter's) of content library items'
@@ -380,7 +400,9 @@ pub trait Session: Machines + Snapshots {
     ) -> impl Future<Output = Result<Option<PlacementMissing>, Error>> + Send;
 
     /// For each datacenter in `datacenters`, the template named `name` there
-    /// (a template, not a plain VM), or `None` when it has none.
+    /// (a template, not a plain VM; or a template banlieue was giving its
+    /// linked-clone snapshot when it stopped, a VM for now, which the real
+    /// backend finishes), or `None` when it has none.
     fn find_template(
         &self,
         name: &str,
@@ -403,10 +425,11 @@ pub trait Session: Machines + Snapshots {
         }
     }
 
-    /// The template `target.name` in `target.datacenter`'s
-    /// [`IMAGES_FOLDER`]: `item` deployed there as a VM (OVF or VM-template
-    /// deploy) and marked a template, unless it exists (a VM of that name
-    /// there is marked a template: a deploy that stopped halfway).
+    /// The template `target.name` in `target`'s folder (by default
+    /// [`IMAGES_FOLDER`]): `item` deployed there as a VM (OVF or VM-template
+    /// deploy) into `target`'s resource pool and datastore, and marked a
+    /// template, unless it exists (a VM of that name there is marked a
+    /// template: a deploy that stopped halfway).
     fn deploy_library_item(
         &self,
         item: &LibraryItemFacts,
@@ -418,6 +441,19 @@ pub trait Session: Machines + Snapshots {
                 "content libraries are not supported by this backend",
             ))
         }
+    }
+
+    /// Destroys the templates of `datacenters` named as an older version of
+    /// `item` would be (`banlieue-<item id>-v<other>`, templates only), but
+    /// those named in `keep`; the names of those destroyed.
+    fn remove_library_templates(
+        &self,
+        item: &LibraryItemFacts,
+        datacenters: &[String],
+        keep: &BTreeSet<String>,
+    ) -> impl Future<Output = Result<Vec<String>, Error>> + Send {
+        let _ = (item, datacenters, keep);
+        async { Ok(Vec::new()) }
     }
 }
 
@@ -606,8 +642,9 @@ pub struct CloneRequest {
     /// Where it goes, once [`Machines::place`] decided (see [`CloneRequest::placed`]).
     pub placement: Option<Placement>,
     /// A linked clone: child disks of the template's current snapshot (taken
-    /// once, on a template that is not running, when it has none); the root
-    /// disk keeps the template's size and provisioning.
+    /// once, on a template that is not running, when it has none: the
+    /// template turned into a VM in the clone's resource pool for it, and
+    /// back); the root disk keeps the template's size and provisioning.
     pub linked: bool,
     pub shape: Shape,
 }

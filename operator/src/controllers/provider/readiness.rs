@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::validate;
 use crate::api::{
-    DatacenterTemplate, FailureDomain, ImageProviderStatus, NamespacedReference, Provider,
-    ProviderStatus, SourceKind, VMImage,
+    CloneMode, DatacenterTemplate, FailureDomain, ImageProviderStatus, NamespacedReference,
+    Provider, ProviderStatus, SourceKind, VMImage, VSphereMachine,
 };
 use crate::conditions::{self, Observed, Status, READY};
 use crate::vsphere::{
@@ -34,6 +34,31 @@ pub mod reason {
 pub trait Objects {
     fn secret(&self, namespace: &str, name: &str) -> Option<Secret>;
     fn config_map(&self, namespace: &str, name: &str) -> Option<ConfigMap>;
+    /// The templates VSphereMachines of `provider` may still be cloned from
+    /// ([`templates_in_use`]); `None` when unknown (nothing is removed then).
+    fn templates_in_use(&self, provider: &NamespacedReference) -> Option<BTreeSet<String>> {
+        let _ = provider;
+        None
+    }
+}
+
+/// The templates of `provider` that `machines` still need: those of
+/// machines not provisioned yet (being cloned, or about to be), and those
+/// of linked clones (their disks are children of the template's snapshot).
+/// A provisioned full clone needs its template no more.
+pub fn templates_in_use<'a>(
+    machines: impl IntoIterator<Item = &'a VSphereMachine>,
+    provider: &NamespacedReference,
+) -> BTreeSet<String> {
+    machines
+        .into_iter()
+        .filter(|m| m.spec.provider_ref == *provider)
+        .filter(|m| {
+            m.spec.clone_mode == CloneMode::Linked
+                || !m.status.as_ref().is_some_and(|s| s.provisioned)
+        })
+        .map(|m| m.spec.template.name.clone())
+        .collect()
 }
 
 /// The Secrets and ConfigMaps one reconcile read by name (the provider
@@ -42,6 +67,8 @@ pub trait Objects {
 pub struct Fetched {
     pub secrets: Vec<Secret>,
     pub config_maps: Vec<ConfigMap>,
+    /// [`templates_in_use`] of the Provider, from the role's machine cache.
+    pub templates_in_use: Option<BTreeSet<String>>,
 }
 
 impl Objects for Fetched {
@@ -63,6 +90,10 @@ impl Objects for Fetched {
                     && c.metadata.name.as_deref() == Some(name)
             })
             .cloned()
+    }
+
+    fn templates_in_use(&self, _provider: &NamespacedReference) -> Option<BTreeSet<String>> {
+        self.templates_in_use.clone()
     }
 }
 
@@ -650,19 +681,14 @@ pub async fn image_on_provider<V: VSphere>(
         if matches!(found.get(datacenter), Some(Some(_))) {
             continue;
         }
-        let Some(cluster) = provider_status
+        let Some(domain) = provider_status
             .failure_domains
             .iter()
             .find(|fd| &fd.datacenter == datacenter)
-            .map(|fd| fd.cluster.clone())
         else {
             continue;
         };
-        let target = ImageTarget {
-            datacenter: datacenter.clone(),
-            cluster,
-            name: name.clone(),
-        };
+        let target = image_target(provider, domain, &name);
         match session.deploy_library_item(&item, &target).await {
             Ok(template) => {
                 found.insert(datacenter.clone(), Some(template));
@@ -682,13 +708,89 @@ pub async fn image_on_provider<V: VSphere>(
     let mut entry = templates_found(entry, &name, &datacenters, &found);
     if entry.ready {
         entry.reason = Some(reason::LIBRARY_ITEM_DEPLOYED.to_string());
-        entry.message = Some(format!(
+        let mut message = format!(
             "item {:?} of content library {library:?} deployed as template {name} in {} datacenter(s)",
             item.name,
             datacenters.len()
-        ));
+        );
+        let removed =
+            remove_older_versions(image, &key, objects, &session, &item, &datacenters).await;
+        if !removed.is_empty() {
+            message.push_str(&format!(
+                "; the templates of its older versions removed: {}",
+                removed.join(", ")
+            ));
+        }
+        entry.message = Some(message);
     }
     entry
+}
+
+/// Removes the templates banlieue deployed of older versions of `item`
+/// (`banlieue-<item id>-v<other>`), once the image's status already names
+/// the current version's template (so no VSphereMachine is made from an
+/// older one any more) and no VSphereMachine of the Provider still needs
+/// one ([`templates_in_use`]); the names removed. A failure is logged and
+/// tried again at the next verification.
+async fn remove_older_versions<S: Session>(
+    image: &VMImage,
+    provider: &NamespacedReference,
+    objects: &impl Objects,
+    session: &S,
+    item: &crate::vsphere::LibraryItemFacts,
+    datacenters: &[String],
+) -> Vec<String> {
+    let name = item.template_name();
+    let published = image
+        .status
+        .iter()
+        .flat_map(|s| &s.per_provider)
+        .find(|e| e.provider == provider.name && e.namespace == provider.namespace)
+        .is_some_and(|e| {
+            e.ready && !e.templates.is_empty() && e.templates.iter().all(|t| t.name == name)
+        });
+    let Some(keep) = objects.templates_in_use(provider).filter(|_| published) else {
+        return Vec::new();
+    };
+    match session
+        .remove_library_templates(item, datacenters, &keep)
+        .await
+    {
+        Ok(removed) => {
+            if !removed.is_empty() {
+                tracing::info!(%provider, item = %item.name, ?removed, "removed the templates of older versions of a content library item");
+            }
+            removed
+        }
+        Err(e) => {
+            tracing::warn!(%provider, item = %item.name, error = %e, "removing the templates of older versions of a content library item failed; tried again at the next verification");
+            Vec::new()
+        }
+    }
+}
+
+/// Where a content library item's template `name` is deployed in a
+/// datacenter: its first failure domain's cluster, resource pool and folder
+/// (`banlieue-images` unless the Provider names one), and the datastore of
+/// the failure domain's first storage class (in the Provider's order).
+pub fn image_target(provider: &Provider, domain: &FailureDomain, name: &str) -> ImageTarget {
+    let storage = provider
+        .spec
+        .capabilities
+        .storage_classes
+        .iter()
+        .find(|class| domain.storage_classes.contains(&class.name))
+        .map(|class| class.target.clone())
+        .unwrap_or_default();
+    ImageTarget {
+        datacenter: domain.datacenter.clone(),
+        cluster: domain.cluster.clone(),
+        name: name.to_string(),
+        resource_pool: domain.resource_pool.clone(),
+        folder: domain.folder.clone(),
+        datastore: Some(storage.datastore).filter(|d| !d.is_empty()),
+        datastore_cluster: storage.datastore_cluster,
+    }
 }
 
 /// `entry` ready when template `name` is in each of `datacenters`
@@ -734,6 +836,86 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use serde_json::json;
+
+    #[test]
+    fn templates_stay_in_use_while_a_machine_may_be_cloned_or_is_a_linked_clone() {
+        let of = |name: &str, template: &str, provisioned: bool, linked: bool| {
+            let mut m = fixtures::machine(name);
+            m.spec.template.name = template.into();
+            if linked {
+                m.spec.clone_mode = CloneMode::Linked;
+            }
+            m.status = Some(crate::api::VSphereMachineStatus {
+                provisioned,
+                ..Default::default()
+            });
+            m
+        };
+        let mut elsewhere = of("e", "t-other-provider", false, false);
+        elsewhere.spec.provider_ref.name = "vc2".into();
+        let machines = [
+            of("a", "t-cloning", false, false),
+            of("b", "t-full", true, false),
+            of("c", "t-linked", true, true),
+            elsewhere,
+        ];
+        let provider = machines[0].spec.provider_ref.clone();
+        let in_use = templates_in_use(&machines, &provider);
+        assert_eq!(
+            in_use.into_iter().collect::<Vec<_>>(),
+            ["t-cloning", "t-linked"]
+        );
+    }
+
+    #[test]
+    fn an_image_is_deployed_where_its_failure_domain_places_vms() {
+        let provider: Provider = serde_json::from_value(json!({
+            "metadata": {"name": "vc", "namespace": "ns"},
+            "spec": {
+                "providerClassRef": {"name": "vsphere"},
+                "connection": {"endpoint": "https://vc/sdk", "credentialsRef": {"name": "c"}},
+                "capabilities": {"storageClasses": [
+                    {"name": "silver", "target": {"datastore": "ds-silver"}},
+                    {"name": "gold", "target": {"datastoreCluster": "pod-gold"}},
+                    {"name": "bronze", "target": {"datastore": "ds-bronze"}},
+                ]},
+            },
+        }))
+        .unwrap();
+        let domain = FailureDomain {
+            name: "vc-dc0-c0".into(),
+            datacenter: "DC0".into(),
+            cluster: "C0".into(),
+            resource_pool: Some("team-a".into()),
+            folder: Some("apps/images".into()),
+            // In the domain's order; the Provider's order decides.
+            storage_classes: vec!["bronze".into(), "gold".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            image_target(&provider, &domain, "banlieue-item-v2"),
+            ImageTarget {
+                datacenter: "DC0".into(),
+                cluster: "C0".into(),
+                name: "banlieue-item-v2".into(),
+                resource_pool: Some("team-a".into()),
+                folder: Some("apps/images".into()),
+                datastore: None,
+                datastore_cluster: Some("pod-gold".into()),
+            }
+        );
+        let bare = FailureDomain {
+            storage_classes: vec!["bronze".into()],
+            resource_pool: None,
+            folder: None,
+            ..domain
+        };
+        let target = image_target(&provider, &bare, "t");
+        assert_eq!(
+            (target.resource_pool, target.folder, target.datastore),
+            (None, None, Some("ds-bronze".into()))
+        );
+    }
 
     #[test]
     fn secret_values_from_data_or_string_data() {

@@ -554,7 +554,8 @@ async fn fail_with<H: Hooks>(
 /// Decides where the clone goes and records it in `status.placement`
 /// before the clone is sent; the request carries it. A pool, folder,
 /// datastore or datastore cluster that is not in vCenter fails the machine
-/// with `PlacementNotFound` (the `Err` outcome), retried with backoff.
+/// with `PlacementNotFound` (the `Err` outcome), retried with backoff; a
+/// linked clone's template busy with its base snapshot, `LinkedCloneBaseBusy`.
 async fn place<M: Machines, H: Hooks>(
     machine: &mut VSphereMachine,
     backend: &M,
@@ -563,15 +564,16 @@ async fn place<M: Machines, H: Hooks>(
 ) -> Result<Result<CloneRequest, Outcome>, Error> {
     let placement = match backend.place(&request).await {
         Ok(placement) => placement,
-        Err(e) if e.is_fault("NotFound") => {
+        // Missing in vCenter, or (a linked clone) its template being
+        // converted by another provider: nothing is cloned.
+        Err(e) if e.is_fault("NotFound") || (request.linked && e.is_fault("TaskInProgress")) => {
+            let reason = if e.is_fault("NotFound") {
+                step::reason::PLACEMENT_NOT_FOUND
+            } else {
+                step::reason::LINKED_CLONE_BASE_BUSY
+            };
             let message = format!("placing {}: {e}", request.name);
-            return Ok(Err(fail_with(
-                machine,
-                hooks,
-                step::reason::PLACEMENT_NOT_FOUND,
-                message,
-            )
-            .await?));
+            return Ok(Err(fail_with(machine, hooks, reason, message).await?));
         }
         Err(e) => return Err(e.into()),
     };
@@ -593,6 +595,7 @@ pub fn placement_status(placement: &Placement) -> PlacementStatus {
         datastore_cluster: placement.datastore_cluster.clone(),
         host: placement.host.as_ref().map(|h| h.path.clone()),
         note: placement.note.clone(),
+        linked_clone_base: placement.linked_clone_base.clone(),
     }
 }
 
@@ -693,6 +696,7 @@ mod tests {
                 datastore_cluster: Some("pod-1".into()),
                 host: None,
                 note: Some("recommended by Storage DRS".into()),
+                linked_clone_base: None,
             }),
             "written before the clone was sent"
         );

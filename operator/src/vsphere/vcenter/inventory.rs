@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use tracing::warn;
+
 use vsphere_client::inventory::unescape_name;
 use vsphere_client::mo;
 use vsphere_client::property::traversal_spec;
@@ -78,7 +80,6 @@ impl Session for VCenterSession {
         name: &str,
         datacenters: &[String],
     ) -> Result<BTreeMap<String, Option<FoundTemplate>>, Error> {
-        let root = self.client().service_content().root_folder.clone();
         let fail = |e: vsphere_client::Error| {
             call_error(
                 ErrorKind::Lookup,
@@ -88,22 +89,7 @@ impl Session for VCenterSession {
         };
         // Names and parents of the VM folders' contents, then `config.template`
         // of the few VMs with the right name: never every VM's config.
-        let entities: Vec<Entity> = self
-            .client
-            .properties::<mo::ManagedEntity>(&["name", "parent"])
-            .map_err(fail)?
-            .max_objects(self.page_size)
-            .traverse(&root, vm_folder_traversal())
-            .collect_all()
-            .await
-            .map_err(fail)?
-            .into_iter()
-            .map(|e| Entity {
-                mo_ref: e.mo_ref,
-                name: e.name,
-                parent: e.parent,
-            })
-            .collect();
+        let entities = self.vm_folder_entities().await.map_err(fail)?;
         let tree = Tree::new(&entities);
         let candidates: Vec<ManagedObjectReference> = entities
             .iter()
@@ -120,7 +106,7 @@ impl Session for VCenterSession {
         }
         let mut vms = self
             .client
-            .properties::<mo::VirtualMachine>(&["config.template"])
+            .properties::<mo::VirtualMachine>(&["config.template", "config.annotation"])
             .map_err(fail)?
             .get_many(&candidates)
             .await
@@ -129,8 +115,22 @@ impl Session for VCenterSession {
         // same one every time.
         vms.sort_by(|a, b| a.mo_ref.value.cmp(&b.mo_ref.value));
         for vm in vms {
-            if !vm.config.as_ref().is_some_and(|c| c.template) {
+            let template = vm.config.as_ref().is_some_and(|c| c.template);
+            // A template of ours halfway through its linked-clone
+            // conversion (a VM for now): finished here when it was left so.
+            let converting = vm
+                .config
+                .as_ref()
+                .and_then(|c| c.annotation.as_deref())
+                .and_then(super::linked::converting_since)
+                .is_some();
+            if !template && !converting {
                 continue;
+            }
+            if converting {
+                if let Err(e) = self.linked_clone_base(&vm.mo_ref, name, None).await {
+                    warn!(template = %name, vm = %vm.mo_ref.value, error = %e, "finishing the linked-clone conversion of a template failed; retried at the next lookup or linked clone");
+                }
             }
             if let Some(slot) = tree
                 .datacenter_of(&vm.mo_ref)
@@ -158,6 +158,89 @@ impl Session for VCenterSession {
         target: &ImageTarget,
     ) -> Result<FoundTemplate, Error> {
         self.deploy_item(item, target).await
+    }
+
+    async fn remove_library_templates(
+        &self,
+        item: &LibraryItemFacts,
+        datacenters: &[String],
+        keep: &BTreeSet<String>,
+    ) -> Result<Vec<String>, Error> {
+        let fail = |e: vsphere_client::Error| {
+            call_error(
+                ErrorKind::Lookup,
+                &format!("looking up the older templates of item {:?}", item.name),
+                &e,
+            )
+        };
+        let entities = self.vm_folder_entities().await.map_err(fail)?;
+        let tree = Tree::new(&entities);
+        let (prefix, current) = (item.template_prefix(), item.template_name());
+        let older: Vec<(ManagedObjectReference, String)> = entities
+            .iter()
+            .filter(|e| e.mo_ref.type_ == "VirtualMachine")
+            .filter_map(|e| Some((e.mo_ref.clone(), tree.name_of(&e.mo_ref)?)))
+            .filter(|(_, name)| {
+                name.strip_prefix(&prefix)
+                    .is_some_and(|v| !v.is_empty() && !v.contains('-'))
+                    && *name != current
+                    && !keep.contains(name)
+            })
+            .filter(|(vm, _)| {
+                tree.datacenter_of(vm)
+                    .is_some_and(|dc| datacenters.contains(&dc))
+            })
+            .collect();
+        if older.is_empty() {
+            return Ok(Vec::new());
+        }
+        let refs: Vec<ManagedObjectReference> = older.iter().map(|(r, _)| r.clone()).collect();
+        let templates: BTreeSet<String> = self
+            .client
+            .properties::<mo::VirtualMachine>(&["config.template"])
+            .map_err(fail)?
+            .get_many(&refs)
+            .await
+            .map_err(fail)?
+            .into_iter()
+            .filter(|vm| vm.config.as_ref().is_some_and(|c| c.template))
+            .map(|vm| vm.mo_ref.value)
+            .collect();
+        let mut removed = Vec::new();
+        for (vm, name) in older {
+            // A VM of that name (a deploy that stopped halfway, or not ours): left.
+            if !templates.contains(&vm.value) {
+                continue;
+            }
+            self.client()
+                .vm(vm.clone())
+                .destroy()
+                .await
+                .map_err(|e| super::facts::error(&format!("destroying template {name}"), &e))?;
+            removed.push(name);
+        }
+        Ok(removed)
+    }
+}
+
+impl VCenterSession {
+    /// Names and parents of everything in the datacenters' VM folders.
+    async fn vm_folder_entities(&self) -> Result<Vec<Entity>, vsphere_client::Error> {
+        let root = self.client().service_content().root_folder.clone();
+        Ok(self
+            .client
+            .properties::<mo::ManagedEntity>(&["name", "parent"])?
+            .max_objects(self.page_size)
+            .traverse(&root, vm_folder_traversal())
+            .collect_all()
+            .await?
+            .into_iter()
+            .map(|e| Entity {
+                mo_ref: e.mo_ref,
+                name: e.name,
+                parent: e.parent,
+            })
+            .collect())
     }
 }
 

@@ -2,17 +2,24 @@
 //! side: an item found by library and item names (the library's `find`,
 //! the item's `find`, one `get` each), and deployed into a datacenter as a
 //! template VMs are cloned from (OVF or VM-template deploy, then
-//! `MarkAsTemplate`). The REST clients are made once per session: one
+//! `MarkAsTemplate`), placed as a clone is: the failure domain's resource
+//! pool and folder (the folder `banlieue-images` unless the failure domain
+//! names one), a standalone host's host, the storage class's datastore (a
+//! datastore cluster's with the most free space: Storage DRS recommends
+//! for clones of a VM, and a deploy has none). The REST clients are made once per session: one
 //! bounded by the Provider's call deadline for lookups, one for deploys,
 //! which copy disks and may take far longer.
 
 use std::time::Duration;
+
+use tracing::info;
 
 use vsphere_client::inventory::escape_name;
 use vsphere_client::mo;
 use vsphere_client::rest::{OvfDeploySpec, RestClient, VmTemplateDeploySpec};
 
 use super::facts::{call_error, error};
+use super::placement::{not_found, reference};
 use super::VCenterSession;
 use crate::vsphere::{
     Error, ErrorKind, FoundTemplate, ImageTarget, LibraryItemFacts, LibraryItemLookup,
@@ -85,17 +92,16 @@ impl VCenterSession {
         item: &LibraryItemFacts,
         target: &ImageTarget,
     ) -> Result<FoundTemplate, Error> {
-        let dc = escape_name(&target.datacenter);
-        let folder = match self
-            .vm_folder(&target.datacenter, IMAGES_FOLDER, false, false)
-            .await?
-        {
-            Ok(at) => super::placement::reference(&at),
-            Err(why) => return Err(Error::fault("NotFound", why)),
-        };
+        let dc = &target.datacenter;
+        // The failure domain's placement, through a clone's resolvers.
+        let folder = match &target.folder {
+            Some(folder) => self.vm_folder(dc, folder, true, false).await?,
+            None => self.vm_folder(dc, IMAGES_FOLDER, false, false).await?,
+        }
+        .map_err(not_found)?;
         let path = format!(
-            "{dc}/vm/{}/{}",
-            escape_name(IMAGES_FOLDER),
+            "{}/{}",
+            folder.path.trim_start_matches('/'),
             escape_name(&target.name)
         );
         let existing = self
@@ -107,20 +113,37 @@ impl VCenterSession {
             Some(vm) => vm,
             None => {
                 let pool = self
-                    .required(
-                        &format!("{dc}/host/{}/Resources", escape_name(&target.cluster)),
-                        "resource pool",
-                    )
-                    .await?;
+                    .resource_pool(dc, &target.cluster, target.resource_pool.as_deref(), false)
+                    .await?
+                    .map_err(not_found)?;
+                let host = self.standalone_host(dc, &target.cluster).await?;
+                let datastore = match (&target.datastore_cluster, &target.datastore) {
+                    (Some(pod), _) => Some(self.disk_datastore(dc, "", Some(pod)).await?),
+                    (None, Some(name)) => Some(self.disk_datastore(dc, name, None).await?),
+                    (None, None) => None,
+                };
+                info!(
+                    item = %item.name, library = %item.library, template = %target.name,
+                    pool = %pool.path, folder = %folder.path,
+                    datastore = datastore.as_ref().map_or("", |d| d.value.as_str()),
+                    "deploying a content library item"
+                );
+                let pool = reference(&pool);
+                let folder = reference(&folder);
+                let host = host.as_ref().map(reference);
                 let rest = self.rest(true).await?;
                 let content = rest.library();
                 let deployed = if item.item_type == "vm-template" {
                     let mut spec = VmTemplateDeploySpec::new(&target.name, pool);
                     spec.folder = Some(folder);
+                    spec.host = host;
+                    spec.datastore = datastore;
                     content.deploy_vm_template(&item.id, &spec).await
                 } else {
                     let mut spec = OvfDeploySpec::new(&target.name, pool);
                     spec.folder = Some(folder);
+                    spec.host = host;
+                    spec.datastore = datastore;
                     spec.accept_all_eula = true;
                     content.deploy_ovf(&item.id, &spec).await
                 };

@@ -6,7 +6,7 @@
 //! (the root disk copied with the class's provisioning through a disk locator);
 //! a linked clone reads the template's snapshot and devices (two more
 //! `RetrievePropertiesEx`) and, the first time, takes the snapshot it is made
-//! from; each power, reconfigure or resize operation is one task call (a resize carries
+//! from ([`super::linked`]); each power, reconfigure or resize operation is one task call (a resize carries
 //! the VM's `changeVersion`, so vCenter applies it at most once); tasks are waited for
 //! through the client's one shared task filter. Placement (folder, resource
 //! pool, datastores, port groups; see [`super::placement`]) is resolved once
@@ -20,9 +20,7 @@ use vsphere_client::inventory::{escape_name, Network};
 use vsphere_client::mo;
 use vsphere_client::types::{
     AnyVirtualDevice, InvalidPowerState, ManagedObjectNotFound, ManagedObjectReference,
-    VirtualMachinePowerState,
 };
-use vsphere_client::vm::snapshot::SnapshotSpec;
 use vsphere_client::vm::{
     CloneSpec, ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter,
     NicSpec,
@@ -46,9 +44,6 @@ pub struct PlacementCache {
     devices: Mutex<HashMap<String, Vec<AnyVirtualDevice>>>,
     /// Host reference -> its name.
     hosts: Mutex<HashMap<String, String>>,
-    /// Held while a template's linked-clone base snapshot is looked for and
-    /// taken, so two clones at once take one.
-    linked_bases: tokio::sync::Mutex<()>,
     /// The REST clients (content libraries): for lookups, and for deploys
     /// (a longer deadline).
     pub(super) rest: tokio::sync::OnceCell<vsphere_client::rest::RestClient>,
@@ -203,62 +198,6 @@ impl VCenterSession {
             cache.insert(template.value.clone(), devices.clone());
         }
         Ok(devices)
-    }
-
-    /// Makes sure `template` has a current snapshot, the base of its linked
-    /// clones: when it has none, one is taken (without memory) and waited
-    /// for, under the session's lock so clones at once take one; never of a
-    /// template that is running or suspended (its disks are in use).
-    async fn linked_clone_base(
-        &self,
-        template: &ManagedObjectReference,
-        name: &str,
-    ) -> Result<(), Error> {
-        let _one_at_a_time = self.placement().linked_bases.lock().await;
-        let source = self
-            .client()
-            .properties::<mo::VirtualMachine>(&["snapshot.currentSnapshot", "runtime.powerState"])
-            .map_err(|e| error("reading the template", &e))?
-            .get(template)
-            .await
-            .map_err(|e| error(&format!("reading template {name}"), &e))?;
-        if source
-            .snapshot
-            .as_ref()
-            .is_some_and(|s| s.current_snapshot.is_some())
-        {
-            return Ok(());
-        }
-        let power = source.runtime.map(|r| r.power_state);
-        if power != Some(VirtualMachinePowerState::PoweredOff) {
-            let state = power.map_or("of unknown power state".to_string(), |p| {
-                p.as_str().to_string()
-            });
-            return Err(Error::fault(
-                "InvalidPowerState",
-                format!(
-                    "template {name} ({}) has no snapshot to make linked clones from and is {state}: \
-                     a snapshot is taken only of a template that is off (take one in vCenter, or use cloneMode full)",
-                    template.value
-                ),
-            ));
-        }
-        let spec = SnapshotSpec::new(LINKED_CLONE_SNAPSHOT)
-            .description("The base of banlieue's linked clones: keep it while they exist.");
-        let vm = self.client().vm(template.clone());
-        let fail = |e: vsphere_client::Error| {
-            error(
-                &format!("taking the linked-clone snapshot of template {name}"),
-                &e,
-            )
-        };
-        vm.start_create_snapshot(&spec)
-            .await
-            .map_err(fail)?
-            .wait_timeout(Duration::from_secs(600))
-            .await
-            .map_err(fail)?;
-        Ok(())
     }
 
     /// The VM's host by name: read once per host and session (a resync
@@ -491,7 +430,8 @@ impl Machines for VCenterSession {
             .config_spec(&request.datacenter, &request.shape, &request.instance_uuid)
             .await?;
         let spec = placed_clone_spec(&placement).config(config);
-        self.clone_source(&template, request, spec).await
+        self.clone_source(&template, request, &placement, spec)
+            .await
     }
 
     async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, Error> {
@@ -646,16 +586,18 @@ impl VCenterSession {
     /// configuration): a full copy of its disks, the root disk with the
     /// class's provisioning (a disk locator vCenter converts it with while
     /// copying), or a linked clone of its current snapshot, taken first if
-    /// it has none.
+    /// it has none (see [`super::linked`]: the template is turned into a VM
+    /// in `placement`'s pool for it, and back).
     async fn clone_source(
         &self,
         template: &ManagedObjectReference,
         request: &CloneRequest,
+        placement: &Placement,
         mut spec: CloneSpec,
     ) -> Result<String, Error> {
         let source = self.client().vm(template.clone());
         let sent = if request.linked {
-            self.linked_clone_base(template, &request.template_name)
+            self.linked_clone_base(template, &request.template_name, Some(placement))
                 .await?;
             // Reads the template's devices and current snapshot in one call.
             source.start_clone(&request.name, &spec.linked()).await

@@ -16,6 +16,8 @@
 //!   (the REST side);
 //! - [`machines`]: [`Machines`](super::Machines) (clone, reconfigure, power,
 //!   destroy, tasks), with placement resolved once per session;
+//! - [`linked`]: a template's linked-clone snapshot (the template turned
+//!   into a VM, snapshotted, marked a template again; crash-safe);
 //! - [`placement`]: where a clone goes (resource pool, folder, datastore from
 //!   a datastore cluster, a standalone host) and the Provider's check of it;
 //! - [`snapshots`]: [`Snapshots`](super::Snapshots) (take, revert, remove);
@@ -39,6 +41,7 @@ use watch::VmWatch;
 pub mod facts;
 pub mod inventory;
 pub mod library;
+pub mod linked;
 pub mod machines;
 pub mod placement;
 pub mod snapshots;

@@ -16,6 +16,8 @@
 //!   clone); where Storage DRS is off or recommends nothing, its accessible
 //!   datastore with the most free space, with a note saying why.
 //! - A standalone host's compute resource places the clone on its host.
+//! - A linked clone's base, the template's current snapshot, is made ready
+//!   here (see [`super::linked`]) and named in the placement.
 //!
 //! Paths resolve through `FindByInventoryPath`, cached for the session with
 //! the rest of a clone's placement; the Provider's check looks afresh.
@@ -61,7 +63,7 @@ fn clean(path: &str) -> String {
 }
 
 /// A missing placement object: the fault the driver reports as `PlacementNotFound`.
-fn not_found(message: String) -> Error {
+pub(super) fn not_found(message: String) -> Error {
     Error::fault("NotFound", message)
 }
 
@@ -307,11 +309,19 @@ impl VCenterSession {
             }
             (None, None) => {}
         }
+        if request.linked {
+            // Made ready now (the template's snapshot taken, in this pool,
+            // when it has none), so the status shows what the clone uses.
+            let template = self.template_of(request).await?;
+            placement.linked_clone_base = self
+                .linked_clone_base_of(&template, &request.template_name, &placement)
+                .await?;
+        }
         Ok(placement)
     }
 
     /// The host of a standalone host's compute resource (`None` for a cluster).
-    async fn standalone_host(
+    pub(super) async fn standalone_host(
         &self,
         datacenter: &str,
         cluster: &str,
@@ -595,6 +605,7 @@ mod tests {
             datastore_cluster: Some("pod".into()),
             host: Some(at("/DC0/host/DC0_H0/DC0_H0", "HostSystem", "host-5")),
             note: None,
+            linked_clone_base: None,
         };
         let template = ManagedObjectReference {
             type_: "VirtualMachine".into(),
